@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs, with apt, everything infinipipe needs to build, test and benchmark.
+# Idempotent: when every package is present it only checks and returns.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ make pkg-config git
+  libdnnl-dev
+  libopenmpi-dev openmpi-bin
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  coinor-libcbc-dev
+  clang-format
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,33 @@
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "infinipipe: plan and train long-context LLMs with Elastic Pipeline Parallelism.\n"
+      "Flags and YAML keys follow Megatron-LM's names; see `infinipipe <command> --help`.",
+      "infinipipe"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "infinipipe 0.1.0");
+  infinipipe::cli::add_config_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  } catch (const infinipipe::ConfigError& e) {
+    fmt::print(stderr, "infinipipe: error: {}\n", e.what());
+    return 2;
+  } catch (const infinipipe::Error& e) {
+    fmt::print(stderr, "infinipipe: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "infinipipe: internal error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,295 @@
+#include "core/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace infinipipe {
+namespace {
+
+// Divisors of n near `around`, to suggest a fix when n does not divide.
+std::string nearby_divisors(int64_t n, int64_t around) {
+  std::vector<int64_t> ds;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0) ds.push_back(d);
+  std::sort(ds.begin(), ds.end(), [&](int64_t a, int64_t b) {
+    return std::llabs(a - around) < std::llabs(b - around) ||
+           (std::llabs(a - around) == std::llabs(b - around) && a < b);
+  });
+  ds.resize(std::min<size_t>(ds.size(), 3));
+  std::sort(ds.begin(), ds.end());
+  std::string out;
+  for (size_t i = 0; i < ds.size(); ++i) out += (i ? "/" : "") + std::to_string(ds[i]);
+  return out;
+}
+
+// Pipeline degrees that split num_layers evenly into pp x vpp stages.
+std::string fitting_pp(int64_t num_layers, int64_t vpp) {
+  std::string out;
+  for (int64_t pp = 2; pp <= num_layers / vpp; ++pp)
+    if (num_layers % (pp * vpp) == 0) out += (out.empty() ? "" : "/") + std::to_string(pp);
+  return out.empty() ? "1" : out;
+}
+
+void require_positive(int64_t v, const char* key) {
+  if (v <= 0) fail_config("{} must be a positive integer, got {}", key, v);
+}
+
+}  // namespace
+
+int64_t ModelConfig::ffn_size() const {
+  if (ffn_hidden_size > 0) return ffn_hidden_size;
+  int64_t f = (8 * hidden_size + 2) / 3;  // Llama: 2/3 of 4h, rounded up to a multiple of 64
+  return (f + 63) / 64 * 64;
+}
+
+int64_t ModelConfig::params_per_layer() const {
+  int64_t h = hidden_size, kv = kv_heads() * head_dim();
+  return 2 * h                // two RMSNorm weights
+         + h * h + 2 * h * kv + h * h  // q, k, v, o
+         + 3 * h * ffn_size();          // gate, up, down
+}
+
+int64_t ModelConfig::params_total() const {
+  return num_layers * params_per_layer() + params_embedding() + hidden_size +
+         (tie_embeddings ? 0 : params_embedding());
+}
+
+void ModelConfig::validate() const {
+  require_positive(num_layers, "num-layers");
+  require_positive(hidden_size, "hidden-size");
+  require_positive(num_attention_heads, "num-attention-heads");
+  require_positive(vocab_size, "vocab-size");
+  require_positive(seq_length, "seq-length");
+  if (hidden_size % num_attention_heads != 0)
+    fail_config(
+        "hidden-size {} is not divisible by num-attention-heads {}: use num-attention-heads {} "
+        "or a hidden-size that is a multiple of {}",
+        hidden_size, num_attention_heads, nearby_divisors(hidden_size, num_attention_heads),
+        num_attention_heads);
+  if (head_dim() % 2 != 0)
+    fail_config("head size hidden-size/num-attention-heads = {} must be even for rotary embeddings",
+                head_dim());
+  if (num_query_groups < 0) fail_config("num-query-groups must be >= 0, got {}", num_query_groups);
+  if (num_attention_heads % kv_heads() != 0)
+    fail_config(
+        "num-attention-heads {} is not divisible by num-query-groups {}: use num-query-groups {}",
+        num_attention_heads, kv_heads(), nearby_divisors(num_attention_heads, kv_heads()));
+  if (ffn_hidden_size < 0) fail_config("ffn-hidden-size must be >= 0 (0 = Llama default)");
+  if (max_position_embeddings < 0) fail_config("max-position-embeddings must be >= 0");
+  if (max_positions() < seq_length)
+    fail_config(
+        "max-position-embeddings {} is smaller than seq-length {}: raise max-position-embeddings "
+        "to at least {} or lower seq-length",
+        max_positions(), seq_length, seq_length);
+  if (!(rotary_base > 1.0)) fail_config("rotary-base must be > 1, got {}", rotary_base);
+  if (!(norm_epsilon > 0.0) || norm_epsilon > 1e-1)
+    fail_config("norm-epsilon must be in (0, 0.1], got {}", norm_epsilon);
+}
+
+const char* schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::gpipe: return "gpipe";
+    case Schedule::one_f_one_b: return "1f1b";
+    case Schedule::interleaved: return "interleaved";
+    case Schedule::seq1f1b: return "seq1f1b";
+    case Schedule::epp: return "epp";
+  }
+  return "?";
+}
+
+Schedule schedule_from_name(const std::string& name) {
+  for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved,
+                     Schedule::seq1f1b, Schedule::epp})
+    if (name == schedule_name(s)) return s;
+  fail_config("unknown schedule '{}': choose one of gpipe, 1f1b, interleaved, seq1f1b, epp", name);
+}
+
+const char* recompute_granularity_name(RecomputeGranularity g) {
+  switch (g) {
+    case RecomputeGranularity::none: return "none";
+    case RecomputeGranularity::full: return "full";
+    case RecomputeGranularity::selective: return "selective";
+    case RecomputeGranularity::adaptive: return "adaptive";
+  }
+  return "?";
+}
+
+const char* recompute_method_name(RecomputeMethod m) {
+  return m == RecomputeMethod::uniform ? "uniform" : "block";
+}
+
+void ParallelConfig::validate() const {
+  require_positive(pipeline_parallel, "pipeline-model-parallel-size");
+  require_positive(data_parallel, "data-parallel-size");
+  require_positive(virtual_stages, "virtual-pipeline-model-parallel-size");
+  require_positive(ulysses_degree, "ulysses-degree");
+  if (virtual_stages > 1 && schedule != Schedule::interleaved)
+    fail_config(
+        "virtual stages ({} per rank) need --schedule interleaved; schedule {} runs one stage per "
+        "rank: drop --vpp or use --schedule interleaved",
+        virtual_stages, schedule_name(schedule));
+  if (schedule == Schedule::interleaved && virtual_stages < 2)
+    fail_config(
+        "schedule interleaved needs at least 2 virtual stages per rank: add --vpp 2 (or "
+        "--num-layers-per-virtual-pipeline-stage)");
+  if (micro_batch_size < 0) fail_config("micro-batch-size must be >= 0 (0 = tuned by the planner)");
+  if (min_tail_slice <= 0) fail_config("min-tail-slice must be positive, got {}", min_tail_slice);
+  if (seq1f1b_slices < 0) fail_config("seq1f1b-slices must be >= 0 (0 = tuned)");
+  if (recompute_num_layers < 0) fail_config("recompute-num-layers must be >= 0");
+  if (recompute_granularity == RecomputeGranularity::full && recompute_num_layers == 0)
+    fail_config(
+        "recompute-granularity full needs --recompute-num-layers N (layers per stage to "
+        "recompute, as in Megatron-LM)");
+}
+
+const char* optimizer_name(Optimizer o) { return o == Optimizer::adamw ? "adamw" : "sgd"; }
+
+const char* lr_decay_style_name(LrDecayStyle s) {
+  switch (s) {
+    case LrDecayStyle::constant: return "constant";
+    case LrDecayStyle::linear: return "linear";
+    case LrDecayStyle::cosine: return "cosine";
+  }
+  return "?";
+}
+
+void TrainingConfig::validate() const {
+  require_positive(global_batch_size, "global-batch-size");
+  if (train_iters < 0) fail_config("train-iters must be >= 0, got {}", train_iters);
+  if (!(lr >= 0.0)) fail_config("lr must be >= 0, got {}", lr);
+  if (!(min_lr >= 0.0) || min_lr > lr)
+    fail_config("min-lr {} must be between 0 and lr {}: lower --min-lr", min_lr, lr);
+  if (lr_warmup_iters < 0) fail_config("lr-warmup-iters must be >= 0");
+  if (lr_decay_iters < 0) fail_config("lr-decay-iters must be >= 0 (0 = train-iters)");
+  if (lr_warmup_iters > 0 && train_iters > 0 && lr_warmup_iters > decay_iters())
+    fail_config("lr-warmup-iters {} exceeds the decay length {}: lower --lr-warmup-iters",
+                lr_warmup_iters, decay_iters());
+  if (!(weight_decay >= 0.0)) fail_config("weight-decay must be >= 0, got {}", weight_decay);
+  if (!(adam_beta1 >= 0.0 && adam_beta1 < 1.0))
+    fail_config("adam-beta1 must be in [0, 1), got {}", adam_beta1);
+  if (!(adam_beta2 >= 0.0 && adam_beta2 < 1.0))
+    fail_config("adam-beta2 must be in [0, 1), got {}", adam_beta2);
+  if (!(adam_eps > 0.0)) fail_config("adam-eps must be > 0, got {}", adam_eps);
+  if (!(clip_grad >= 0.0)) fail_config("clip-grad must be >= 0 (0 disables), got {}", clip_grad);
+  if (seed < 0) fail_config("seed must be >= 0, got {}", seed);
+  if (save_interval < 0) fail_config("save-interval must be >= 0");
+  if (save_interval > 0 && save.empty())
+    fail_config("save-interval {} is set but --save is not: add --save DIR", save_interval);
+  if (memory_budget < 0) fail_config("memory-budget must be >= 0 (0 = device memory)");
+  require_positive(log_interval, "log-interval");
+}
+
+void ClusterConfig::validate() const {
+  bool known = false;
+  for (const char* p : kPresets) known = known || device == p;
+  if (!known)
+    fail_config("unknown device preset '{}': choose one of cpu, a800-80gb, h100-80gb, h200-141gb",
+                device);
+  require_positive(num_devices, "num-devices");
+  require_positive(devices_per_node, "devices-per-node");
+  if (devices_per_node > num_devices)
+    fail_config("devices-per-node {} exceeds num-devices {}: lower --devices-per-node",
+                devices_per_node, num_devices);
+  if (num_devices % devices_per_node != 0)
+    fail_config("num-devices {} is not a multiple of devices-per-node {}: use num-devices {}",
+                num_devices, devices_per_node,
+                (num_devices + devices_per_node - 1) / devices_per_node * devices_per_node);
+  if (device_memory < 0) fail_config("device-memory must be >= 0 (0 = the preset's memory)");
+}
+
+void Config::validate() const {
+  model.validate();
+  parallel.validate();
+  training.validate();
+  cluster.validate();
+  const ParallelConfig& p = parallel;
+  int64_t stages = p.pipeline_parallel * p.virtual_stages;
+  if (model.num_layers < stages)
+    fail_config(
+        "num-layers {} is fewer than pipeline-model-parallel-size {} x virtual stages {} = {}: "
+        "every stage needs a layer; use at least {} layers or fewer stages",
+        model.num_layers, p.pipeline_parallel, p.virtual_stages, stages, stages);
+  if (p.virtual_stages > 1 && model.num_layers % stages != 0) {
+    int64_t up = (model.num_layers + stages - 1) / stages * stages;
+    fail_config(
+        "num-layers {} is not divisible by pipeline-model-parallel-size {} x virtual stages {}: "
+        "use {} layers or pp {}",
+        model.num_layers, p.pipeline_parallel, p.virtual_stages, up,
+        fitting_pp(model.num_layers, p.virtual_stages));
+  }
+  if (p.world_size() != cluster.num_devices)
+    fail_config(
+        "pipeline-model-parallel-size {} x data-parallel-size {} x ulysses-degree {} = {} does "
+        "not match num-devices {}: set --num-devices {} or change the degrees",
+        p.pipeline_parallel, p.data_parallel, p.ulysses_degree, p.world_size(),
+        cluster.num_devices, p.world_size());
+  if (p.ulysses_degree > 1 && cluster.devices_per_node % p.ulysses_degree != 0)
+    fail_config(
+        "ulysses-degree {} does not divide devices-per-node {}: Ulysses all-to-all runs inside "
+        "a node; use ulysses-degree {}",
+        p.ulysses_degree, cluster.devices_per_node,
+        nearby_divisors(cluster.devices_per_node, p.ulysses_degree));
+  if (model.num_attention_heads % p.ulysses_degree != 0 || model.kv_heads() % p.ulysses_degree)
+    fail_config(
+        "ulysses-degree {} must divide num-attention-heads {} and num-query-groups {} (heads are "
+        "scattered over the sequence-parallel group): use ulysses-degree {}",
+        p.ulysses_degree, model.num_attention_heads, model.kv_heads(),
+        nearby_divisors(model.kv_heads(), p.ulysses_degree));
+  if (training.global_batch_size < p.data_parallel)
+    fail_config(
+        "global-batch-size {} is smaller than data-parallel-size {}: every replica needs at least "
+        "one sequence; raise --global-batch-size",
+        training.global_batch_size, p.data_parallel);
+  if (p.recompute_num_layers > model.num_layers / stages + 1 &&
+      p.recompute_granularity == RecomputeGranularity::full)
+    fail_config("recompute-num-layers {} exceeds the {} layers of a stage: use at most {}",
+                p.recompute_num_layers, model.num_layers / stages, model.num_layers / stages);
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& what) {
+  std::string t;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(t, &pos);
+  } catch (...) {
+    fail_config("{} '{}' is not a size: write bytes or a number with a unit, e.g. 2GiB, 512MB",
+                what, text);
+  }
+  std::string unit = t.substr(pos);
+  std::transform(unit.begin(), unit.end(), unit.begin(), ::tolower);
+  double mul = 0;
+  if (unit.empty() || unit == "b") mul = 1;
+  else if (unit == "k" || unit == "kib") mul = 1024.0;
+  else if (unit == "kb") mul = 1e3;
+  else if (unit == "m" || unit == "mib") mul = 1024.0 * 1024;
+  else if (unit == "mb") mul = 1e6;
+  else if (unit == "g" || unit == "gib") mul = 1024.0 * 1024 * 1024;
+  else if (unit == "gb") mul = 1e9;
+  else if (unit == "t" || unit == "tib") mul = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "tb") mul = 1e12;
+  else
+    fail_config("{} '{}' has an unknown unit '{}': use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)",
+                what, text, unit);
+  if (!(v >= 0) || !std::isfinite(v)) fail_config("{} '{}' must be a non-negative size", what, text);
+  return static_cast<int64_t>(std::llround(v * mul));
+}
+
+std::string format_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (std::fabs(v) >= 1024.0 && u < 4) v /= 1024.0, ++u;
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", v, units[u]);
+}
+
+}  // namespace infinipipe

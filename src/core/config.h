@@ -1,0 +1,126 @@
+// Typed configuration of a run. Files and flags are parsed only in src/cli; everything else
+// receives these structs already validated. Field names follow Megatron-LM's flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace infinipipe {
+
+// The model: a Llama-architecture decoder (Hugging Face LlamaForCausalLM semantics).
+struct ModelConfig {
+  int64_t num_layers = 8;
+  int64_t hidden_size = 512;
+  int64_t num_attention_heads = 8;
+  int64_t num_query_groups = 0;  // key/value heads; 0 means = num_attention_heads (no GQA)
+  int64_t ffn_hidden_size = 0;   // 0 means Llama's default: 8/3·hidden rounded up to 64
+  int64_t vocab_size = 257;      // byte-level tokenizer: 256 bytes + end-of-document
+  int64_t seq_length = 4096;     // maximum sequence length; longer documents are truncated
+  int64_t max_position_embeddings = 0;  // 0 means = seq_length
+  double rotary_base = 10000.0;
+  double norm_epsilon = 1e-5;
+  bool tie_embeddings = false;  // LM head shares the embedding matrix
+
+  int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t ffn_size() const;
+  int64_t max_positions() const {
+    return max_position_embeddings > 0 ? max_position_embeddings : seq_length;
+  }
+  // Parameter counts, used by the cost model and by checks of checkpoints.
+  int64_t params_per_layer() const;
+  int64_t params_embedding() const { return vocab_size * hidden_size; }
+  int64_t params_total() const;
+
+  void validate() const;
+};
+
+enum class Schedule { gpipe, one_f_one_b, interleaved, seq1f1b, epp };
+const char* schedule_name(Schedule s);
+Schedule schedule_from_name(const std::string& name);  // throws ConfigError listing the choices
+
+// Megatron-LM's activation recomputation choices, plus infinipipe's per-(stage, chunk) solver.
+enum class RecomputeGranularity { none, full, selective, adaptive };
+enum class RecomputeMethod { uniform, block };
+const char* recompute_granularity_name(RecomputeGranularity g);
+const char* recompute_method_name(RecomputeMethod m);
+
+struct ParallelConfig {
+  int64_t pipeline_parallel = 1;    // pp
+  int64_t data_parallel = 1;        // dp
+  int64_t virtual_stages = 1;       // vpp: model chunks per pipeline rank (interleaved)
+  int64_t ulysses_degree = 1;       // sequence-parallel degree inside a stage (planning only)
+  Schedule schedule = Schedule::epp;
+  int64_t micro_batch_size = 0;     // sequences per micro-batch for batch-level schedules; 0 = tuned
+  int64_t min_tail_slice = 1024;    // shortest tail slice the sequence processor may leave
+  int64_t seq1f1b_slices = 0;       // slices per sequence for seq1f1b; 0 = tuned
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::adaptive;
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;
+  int64_t recompute_num_layers = 0;
+
+  int64_t world_size() const { return pipeline_parallel * data_parallel * ulysses_degree; }
+  void validate() const;
+};
+
+enum class Optimizer { adamw, sgd };
+enum class LrDecayStyle { constant, linear, cosine };
+const char* optimizer_name(Optimizer o);
+const char* lr_decay_style_name(LrDecayStyle s);
+
+struct TrainingConfig {
+  int64_t global_batch_size = 16;  // sequences per iteration, over all data-parallel replicas
+  int64_t train_iters = 100;
+  double lr = 3e-4;
+  double min_lr = 0.0;
+  LrDecayStyle lr_decay_style = LrDecayStyle::cosine;
+  int64_t lr_warmup_iters = 0;
+  int64_t lr_decay_iters = 0;  // 0 means = train_iters
+  double weight_decay = 0.1;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double clip_grad = 1.0;  // 0 disables clipping
+  Optimizer optimizer = Optimizer::adamw;
+  int64_t seed = 1234;
+  std::string save;  // checkpoint directory to write ("" = none)
+  std::string load;  // checkpoint directory to resume from ("" = fresh start)
+  int64_t save_interval = 0;  // iterations between checkpoints; 0 = only at the end
+  std::string data_path;      // Megatron indexed dataset prefix (PREFIX.bin / PREFIX.idx)
+  int64_t memory_budget = 0;  // bytes per rank the plan must fit; 0 = device memory
+  bool bf16 = false;          // plan bf16 activations and matmuls (GPU presets); CPU training is fp32
+  int64_t log_interval = 1;
+
+  int64_t decay_iters() const { return lr_decay_iters > 0 ? lr_decay_iters : train_iters; }
+  void validate() const;
+};
+
+// The cluster being planned for (and, for `train`, the machine it runs on).
+struct ClusterConfig {
+  std::string device = "cpu";  // preset: cpu, a800-80gb, h100-80gb, h200-141gb
+  int64_t num_devices = 1;
+  int64_t devices_per_node = 1;
+  int64_t device_memory = 0;  // bytes; 0 = the preset's memory
+  std::string calibration;    // calibration JSON written by `infinipipe profile` ("" = preset)
+  // Device presets the cost model knows (src/cost owns their numbers).
+  static constexpr const char* kPresets[] = {"cpu", "a800-80gb", "h100-80gb", "h200-141gb"};
+
+  int64_t num_nodes() const { return (num_devices + devices_per_node - 1) / devices_per_node; }
+  void validate() const;
+};
+
+// Everything a run needs. validate() runs each struct's check, then the checks across structs
+// (layers divisible by stages, devices = pp × dp × ulysses, budget within device memory).
+struct Config {
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainingConfig training;
+  ClusterConfig cluster;
+
+  void validate() const;
+};
+
+// "2GiB", "512MB", "1.5e9", "80G" -> bytes. Throws ConfigError naming `what` on bad input.
+int64_t parse_bytes(const std::string& text, const std::string& what);
+std::string format_bytes(int64_t bytes);  // "1.50 GiB"
+
+}  // namespace infinipipe
