@@ -1,5 +1,37 @@
+// `infinipipe config show|check`: print the fully resolved configuration, or validate a file.
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
 #include "cli/commands.h"
+#include "cli/options.h"
+#include "core/error.h"
 
 namespace infinipipe::cli {
-void add_config_command(CLI::App& app) { app.add_subcommand("config", "show or check a configuration"); }
+
+void add_config_command(CLI::App& app) {
+  CLI::App* config = app.add_subcommand("config", "show or check a configuration");
+  config->require_subcommand(1);
+
+  CLI::App* show = config->add_subcommand(
+      "show", "print the fully resolved configuration (defaults < --config file < flags) as YAML");
+  auto show_opts = add_config_options(show);
+  show->callback([show_opts] { fmt::print("{}", config_to_yaml(resolve_config(*show_opts))); });
+
+  CLI::App* check = config->add_subcommand("check", "validate a YAML configuration file");
+  auto file = std::make_shared<std::string>();
+  check->add_option("FILE", *file, "YAML file with Megatron-LM keys")->required();
+  check->callback([file] {
+    std::ifstream in(*file);
+    if (!in) fail_config("cannot read config file {}: check the path", *file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Config cfg;
+    apply_yaml(cfg, ss.str(), *file);
+    cfg.validate();
+    fmt::print("{}: ok\n", *file);
+  });
+}
+
 }  // namespace infinipipe::cli

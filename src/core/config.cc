@@ -25,7 +25,7 @@ std::string nearby_divisors(int64_t n, int64_t around) {
   ds.resize(std::min<size_t>(ds.size(), 3));
   std::sort(ds.begin(), ds.end());
   std::string out;
-  for (size_t i = 0; i < ds.size(); ++i) out += (i ? "/" : "") + std::to_string(ds[i]);
+  for (size_t i = 0; i < ds.size(); ++i) out += fmt::format("{}{}", i ? "/" : "", ds[i]);
   return out;
 }
 
@@ -33,7 +33,7 @@ std::string nearby_divisors(int64_t n, int64_t around) {
 std::string fitting_pp(int64_t num_layers, int64_t vpp) {
   std::string out;
   for (int64_t pp = 2; pp <= num_layers / vpp; ++pp)
-    if (num_layers % (pp * vpp) == 0) out += (out.empty() ? "" : "/") + std::to_string(pp);
+    if (num_layers % (pp * vpp) == 0) out += fmt::format("{}{}", out.empty() ? "" : "/", pp);
   return out.empty() ? "1" : out;
 }
 
@@ -45,8 +45,8 @@ void require_positive(int64_t v, const char* key) {
 
 int64_t ModelConfig::ffn_size() const {
   if (ffn_hidden_size > 0) return ffn_hidden_size;
-  int64_t f = (8 * hidden_size + 2) / 3;  // Llama: 2/3 of 4h, rounded up to a multiple of 64
-  return (f + 63) / 64 * 64;
+  int64_t f = (8 * hidden_size + 2) / 3;  // Llama: 2/3 of 4h, rounded up to a multiple of 256
+  return (f + 255) / 256 * 256;
 }
 
 int64_t ModelConfig::params_per_layer() const {
@@ -192,8 +192,9 @@ void ClusterConfig::validate() const {
   if (!known)
     fail_config("unknown device preset '{}': choose one of cpu, a800-80gb, h100-80gb, h200-141gb",
                 device);
-  require_positive(num_devices, "num-devices");
-  require_positive(devices_per_node, "devices-per-node");
+  if (num_devices < 0) fail_config("num-devices must be >= 0 (0 = pp x dp x ulysses)");
+  if (devices_per_node < 0) fail_config("devices-per-node must be >= 0 (0 = one node)");
+  if (num_devices == 0 || devices_per_node == 0) return;  // Config::validate resolves them
   if (devices_per_node > num_devices)
     fail_config("devices-per-node {} exceeds num-devices {}: lower --devices-per-node",
                 devices_per_node, num_devices);
@@ -204,10 +205,25 @@ void ClusterConfig::validate() const {
   if (device_memory < 0) fail_config("device-memory must be >= 0 (0 = the preset's memory)");
 }
 
-void Config::validate() const {
+void Config::validate() {
+  // Megatron asks for virtual stages as layers per virtual stage; resolve it to vpp first.
+  if (int64_t per = parallel.layers_per_virtual_stage; per > 0) {
+    int64_t stages = parallel.pipeline_parallel * per;
+    if (stages <= 0 || model.num_layers % stages != 0)
+      fail_config(
+          "num-layers {} is not divisible by pipeline-model-parallel-size {} x "
+          "num-layers-per-virtual-pipeline-stage {}: use {} layers",
+          model.num_layers, parallel.pipeline_parallel, per,
+          stages > 0 ? (model.num_layers + stages - 1) / stages * stages : per);
+    parallel.virtual_stages = model.num_layers / stages;
+    parallel.layers_per_virtual_stage = 0;
+  }
   model.validate();
   parallel.validate();
   training.validate();
+  cluster.validate();
+  if (cluster.num_devices == 0) cluster.num_devices = parallel.world_size();
+  if (cluster.devices_per_node == 0) cluster.devices_per_node = cluster.num_devices;
   cluster.validate();
   const ParallelConfig& p = parallel;
   int64_t stages = p.pipeline_parallel * p.virtual_stages;

@@ -13,7 +13,7 @@ struct ModelConfig {
   int64_t hidden_size = 512;
   int64_t num_attention_heads = 8;
   int64_t num_query_groups = 0;  // key/value heads; 0 means = num_attention_heads (no GQA)
-  int64_t ffn_hidden_size = 0;   // 0 means Llama's default: 8/3·hidden rounded up to 64
+  int64_t ffn_hidden_size = 0;   // 0 means Llama's default: 8/3·hidden rounded up to 256
   int64_t vocab_size = 257;      // byte-level tokenizer: 256 bytes + end-of-document
   int64_t seq_length = 4096;     // maximum sequence length; longer documents are truncated
   int64_t max_position_embeddings = 0;  // 0 means = seq_length
@@ -49,6 +49,7 @@ struct ParallelConfig {
   int64_t pipeline_parallel = 1;    // pp
   int64_t data_parallel = 1;        // dp
   int64_t virtual_stages = 1;       // vpp: model chunks per pipeline rank (interleaved)
+  int64_t layers_per_virtual_stage = 0;  // Megatron's alternative to vpp; 0 = unset
   int64_t ulysses_degree = 1;       // sequence-parallel degree inside a stage (planning only)
   Schedule schedule = Schedule::epp;
   int64_t micro_batch_size = 0;     // sequences per micro-batch for batch-level schedules; 0 = tuned
@@ -97,8 +98,8 @@ struct TrainingConfig {
 // The cluster being planned for (and, for `train`, the machine it runs on).
 struct ClusterConfig {
   std::string device = "cpu";  // preset: cpu, a800-80gb, h100-80gb, h200-141gb
-  int64_t num_devices = 1;
-  int64_t devices_per_node = 1;
+  int64_t num_devices = 0;       // 0 = pp × dp × ulysses (resolved by Config::validate)
+  int64_t devices_per_node = 0;  // 0 = all devices in one node
   int64_t device_memory = 0;  // bytes; 0 = the preset's memory
   std::string calibration;    // calibration JSON written by `infinipipe profile` ("" = preset)
   // Device presets the cost model knows (src/cost owns their numbers).
@@ -109,14 +110,15 @@ struct ClusterConfig {
 };
 
 // Everything a run needs. validate() runs each struct's check, then the checks across structs
-// (layers divisible by stages, devices = pp × dp × ulysses, budget within device memory).
+// (layers divisible by stages, devices = pp × dp × ulysses). It also resolves the one derived
+// field, layers_per_virtual_stage -> virtual_stages, hence non-const.
 struct Config {
   ModelConfig model;
   ParallelConfig parallel;
   TrainingConfig training;
   ClusterConfig cluster;
 
-  void validate() const;
+  void validate();
 };
 
 // "2GiB", "512MB", "1.5e9", "80G" -> bytes. Throws ConfigError naming `what` on bad input.

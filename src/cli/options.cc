@@ -1,0 +1,400 @@
+#include "cli/options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace infinipipe::cli {
+namespace {
+
+enum class Kind { integer, real, text, flag, bytes, choice };
+
+struct OptionSpec {
+  std::string key;  // Megatron-LM name without the leading dashes
+  std::vector<std::string> aliases;
+  Kind kind;
+  std::string help;
+  std::function<void(Config&, const std::string&)> set;
+  std::function<std::string(const Config&)> get;
+};
+
+int64_t to_int(const std::string& key, const std::string& v) {
+  size_t pos = 0;
+  int64_t out = 0;
+  try {
+    out = std::stoll(v, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != v.size()) fail_config("{} expects an integer, got '{}'", key, v);
+  return out;
+}
+
+double to_real(const std::string& key, const std::string& v) {
+  size_t pos = 0;
+  double out = 0;
+  try {
+    out = std::stod(v, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != v.size() || !std::isfinite(out))
+    fail_config("{} expects a number, got '{}'", key, v);
+  return out;
+}
+
+bool to_bool(const std::string& key, const std::string& v) {
+  std::string l = v;
+  std::transform(l.begin(), l.end(), l.begin(), ::tolower);
+  if (l == "true" || l == "1" || l == "yes" || l == "on") return true;
+  if (l == "false" || l == "0" || l == "no" || l == "off") return false;
+  fail_config("{} expects true or false, got '{}'", key, v);
+}
+
+std::string real_text(double v) { return fmt::format("{}", v); }
+
+#define INT_OPT(KEY, ALIASES, HELP, FIELD)                                          \
+  OptionSpec {                                                                      \
+    KEY, ALIASES, Kind::integer, HELP,                                              \
+        [](Config& c, const std::string& v) { c.FIELD = to_int(KEY, v); },          \
+        [](const Config& c) { return std::to_string(c.FIELD); }                     \
+  }
+#define REAL_OPT(KEY, HELP, FIELD)                                                  \
+  OptionSpec {                                                                      \
+    KEY, {}, Kind::real, HELP,                                                      \
+        [](Config& c, const std::string& v) { c.FIELD = to_real(KEY, v); },         \
+        [](const Config& c) { return real_text(c.FIELD); }                          \
+  }
+#define TEXT_OPT(KEY, HELP, FIELD)                                                  \
+  OptionSpec {                                                                      \
+    KEY, {}, Kind::text, HELP, [](Config& c, const std::string& v) { c.FIELD = v; }, \
+        [](const Config& c) { return c.FIELD; }                                     \
+  }
+#define FLAG_OPT(KEY, HELP, FIELD)                                                  \
+  OptionSpec {                                                                      \
+    KEY, {}, Kind::flag, HELP,                                                      \
+        [](Config& c, const std::string& v) { c.FIELD = to_bool(KEY, v); },        \
+        [](const Config& c) { return std::string(c.FIELD ? "true" : "false"); }     \
+  }
+#define BYTES_OPT(KEY, HELP, FIELD)                                                 \
+  OptionSpec {                                                                      \
+    KEY, {}, Kind::bytes, HELP,                                                     \
+        [](Config& c, const std::string& v) { c.FIELD = parse_bytes(v, KEY); },    \
+        [](const Config& c) { return std::to_string(c.FIELD); }                     \
+  }
+
+template <typename E>
+E pick(const std::string& key, const std::string& v, std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string names;
+  for (auto& [name, e] : choices) {
+    if (v == name) return e;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  fail_config("{} '{}' is not one of: {}", key, v, names);
+}
+
+const std::vector<OptionSpec>& option_specs() {
+  static const std::vector<OptionSpec> specs = {
+      // model
+      INT_OPT("num-layers", {}, "transformer layers", model.num_layers),
+      INT_OPT("hidden-size", {}, "hidden size", model.hidden_size),
+      INT_OPT("num-attention-heads", {}, "attention heads", model.num_attention_heads),
+      INT_OPT("num-query-groups", {}, "key/value heads for grouped-query attention (0 = heads)",
+              model.num_query_groups),
+      INT_OPT("ffn-hidden-size", {}, "SwiGLU inner size (0 = Llama's 8/3 hidden)",
+              model.ffn_hidden_size),
+      INT_OPT("vocab-size", {}, "vocabulary size", model.vocab_size),
+      INT_OPT("seq-length", {}, "maximum sequence length (longer documents are truncated)",
+              model.seq_length),
+      INT_OPT("max-position-embeddings", {}, "largest position (0 = seq-length)",
+              model.max_position_embeddings),
+      REAL_OPT("rotary-base", "RoPE base", model.rotary_base),
+      REAL_OPT("norm-epsilon", "RMSNorm epsilon", model.norm_epsilon),
+      FLAG_OPT("tie-embeddings", "LM head shares the embedding matrix", model.tie_embeddings),
+      // parallelism
+      INT_OPT("pipeline-model-parallel-size", {"pp"}, "pipeline stages",
+              parallel.pipeline_parallel),
+      INT_OPT("data-parallel-size", {"dp"}, "data-parallel replicas", parallel.data_parallel),
+      INT_OPT("virtual-pipeline-model-parallel-size", {"vpp"},
+              "virtual stages per pipeline rank (interleaved schedule)", parallel.virtual_stages),
+      INT_OPT("num-layers-per-virtual-pipeline-stage", {},
+              "Megatron's way to ask for virtual stages: layers in each virtual stage",
+              parallel.layers_per_virtual_stage),
+      INT_OPT("ulysses-degree", {"ds-sequence-parallel-size"},
+              "Ulysses sequence-parallel degree inside a stage (planning)", parallel.ulysses_degree),
+      OptionSpec{"schedule", {}, Kind::choice, "gpipe | 1f1b | interleaved | seq1f1b | epp",
+                 [](Config& c, const std::string& v) {
+                   c.parallel.schedule = schedule_from_name(v);
+                 },
+                 [](const Config& c) { return std::string(schedule_name(c.parallel.schedule)); }},
+      INT_OPT("micro-batch-size", {}, "sequences per micro-batch, batch-level schedules (0 = tuned)",
+              parallel.micro_batch_size),
+      INT_OPT("min-tail-slice", {}, "shortest tail slice of a sliced sequence, tokens",
+              parallel.min_tail_slice),
+      INT_OPT("seq1f1b-slices", {}, "slices per sequence for seq1f1b (0 = tuned)",
+              parallel.seq1f1b_slices),
+      OptionSpec{
+          "recompute-granularity", {}, Kind::choice,
+          "adaptive (per stage and chunk) | full | selective | none",
+          [](Config& c, const std::string& v) {
+            c.parallel.recompute_granularity =
+                pick<RecomputeGranularity>("recompute-granularity", v,
+                                           {{"none", RecomputeGranularity::none},
+                                            {"full", RecomputeGranularity::full},
+                                            {"selective", RecomputeGranularity::selective},
+                                            {"adaptive", RecomputeGranularity::adaptive}});
+          },
+          [](const Config& c) {
+            return std::string(recompute_granularity_name(c.parallel.recompute_granularity));
+          }},
+      OptionSpec{"recompute-method", {}, Kind::choice, "uniform | block",
+                 [](Config& c, const std::string& v) {
+                   c.parallel.recompute_method = pick<RecomputeMethod>(
+                       "recompute-method", v,
+                       {{"uniform", RecomputeMethod::uniform}, {"block", RecomputeMethod::block}});
+                 },
+                 [](const Config& c) {
+                   return std::string(recompute_method_name(c.parallel.recompute_method));
+                 }},
+      INT_OPT("recompute-num-layers", {}, "layers per stage to recompute (full granularity)",
+              parallel.recompute_num_layers),
+      // training
+      INT_OPT("global-batch-size", {}, "sequences per iteration over all replicas",
+              training.global_batch_size),
+      INT_OPT("train-iters", {}, "iterations to train", training.train_iters),
+      REAL_OPT("lr", "peak learning rate", training.lr),
+      REAL_OPT("min-lr", "learning rate at the end of decay", training.min_lr),
+      OptionSpec{"lr-decay-style", {}, Kind::choice, "constant | linear | cosine",
+                 [](Config& c, const std::string& v) {
+                   c.training.lr_decay_style =
+                       pick<LrDecayStyle>("lr-decay-style", v,
+                                          {{"constant", LrDecayStyle::constant},
+                                           {"linear", LrDecayStyle::linear},
+                                           {"cosine", LrDecayStyle::cosine}});
+                 },
+                 [](const Config& c) {
+                   return std::string(lr_decay_style_name(c.training.lr_decay_style));
+                 }},
+      INT_OPT("lr-warmup-iters", {}, "linear warm-up iterations", training.lr_warmup_iters),
+      INT_OPT("lr-decay-iters", {}, "decay length (0 = train-iters)", training.lr_decay_iters),
+      REAL_OPT("weight-decay", "decoupled weight decay (not on norms)", training.weight_decay),
+      REAL_OPT("adam-beta1", "AdamW beta1", training.adam_beta1),
+      REAL_OPT("adam-beta2", "AdamW beta2", training.adam_beta2),
+      REAL_OPT("adam-eps", "AdamW epsilon", training.adam_eps),
+      REAL_OPT("clip-grad", "global gradient-norm clip (0 = off)", training.clip_grad),
+      OptionSpec{"optimizer", {}, Kind::choice, "adamw | sgd",
+                 [](Config& c, const std::string& v) {
+                   // Megatron calls AdamW "adam"; accept both.
+                   c.training.optimizer = pick<Optimizer>(
+                       "optimizer", v,
+                       {{"adamw", Optimizer::adamw}, {"adam", Optimizer::adamw},
+                        {"sgd", Optimizer::sgd}});
+                 },
+                 [](const Config& c) { return std::string(optimizer_name(c.training.optimizer)); }},
+      INT_OPT("seed", {}, "random seed (initialisation, data order)", training.seed),
+      TEXT_OPT("save", "checkpoint directory to write", training.save),
+      TEXT_OPT("load", "checkpoint directory to resume from", training.load),
+      INT_OPT("save-interval", {}, "iterations between checkpoints", training.save_interval),
+      TEXT_OPT("data-path", "Megatron indexed dataset prefix (PREFIX.bin/.idx)",
+               training.data_path),
+      BYTES_OPT("memory-budget", "bytes per rank a plan must fit, e.g. 2GiB (0 = device memory)",
+                training.memory_budget),
+      FLAG_OPT("bf16", "plan with bf16 activations and matmuls", training.bf16),
+      INT_OPT("log-interval", {}, "iterations between log lines", training.log_interval),
+      // cluster
+      TEXT_OPT("device", "device preset: cpu, a800-80gb, h100-80gb, h200-141gb", cluster.device),
+      INT_OPT("num-devices", {}, "devices in the cluster being planned for", cluster.num_devices),
+      INT_OPT("devices-per-node", {}, "devices per node", cluster.devices_per_node),
+      BYTES_OPT("device-memory", "memory per device (0 = the preset's)", cluster.device_memory),
+      TEXT_OPT("calibration", "calibration JSON from `infinipipe profile`", cluster.calibration),
+  };
+  return specs;
+}
+
+// Megatron-LM options infinipipe knows but does not support beyond a neutral value: accepted
+// at that value (so Megatron YAMLs load), refused with a reason otherwise.
+struct Unsupported {
+  std::string key, neutral, why;
+};
+const std::vector<Unsupported>& unsupported_specs() {
+  static const std::vector<Unsupported> u = {
+      {"tensor-model-parallel-size", "1",
+       "infinipipe has no tensor parallelism; use pipeline-model-parallel-size and "
+       "ulysses-degree instead"},
+      {"context-parallel-size", "1",
+       "infinipipe slices long sequences through the pipeline instead of context parallelism; "
+       "remove it (EPP does this per batch)"},
+      {"expert-model-parallel-size", "1", "infinipipe trains dense Llama models only"},
+      {"num-experts", "0", "infinipipe trains dense Llama models only"},
+      {"fp16", "false", "infinipipe computes in fp32 on CPU and plans bf16 with --bf16; use bf16"},
+      {"sequence-parallel", "false",
+       "Megatron's sequence parallelism needs tensor parallelism; use ulysses-degree"},
+      {"position-embedding-type", "rope", "Llama uses rotary embeddings only"},
+      {"normalization", "RMSNorm", "Llama uses RMSNorm only"},
+      {"swiglu", "true", "Llama's MLP is SwiGLU"},
+      {"disable-bias-linear", "true", "Llama's linear layers have no bias"},
+      {"untie-embeddings-and-output-weights", "true",
+       "to share them use tie-embeddings: true (untied is infinipipe's default)"},
+      {"group-query-attention", "true", "grouped-query attention is on whenever num-query-groups is set"},
+      {"use-flash-attn", "true", "attention is always blockwise (flash style)"},
+  };
+  return u;
+}
+
+const OptionSpec* find_spec(const std::string& key) {
+  for (const OptionSpec& s : option_specs()) {
+    if (s.key == key) return &s;
+    for (const std::string& a : s.aliases)
+      if (a == key) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> all_names() {
+  std::vector<std::string> names;
+  for (const OptionSpec& s : option_specs()) {
+    names.push_back(s.key);
+    for (const std::string& a : s.aliases) names.push_back(a);
+  }
+  for (const Unsupported& u : unsupported_specs()) names.push_back(u.key);
+  names.push_back("config");
+  return names;
+}
+
+std::string normalize_key(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+
+}  // namespace
+
+void apply_option(Config& cfg, const std::string& raw_key, const std::string& value) {
+  std::string key = normalize_key(raw_key);
+  if (const OptionSpec* s = find_spec(key)) {
+    s->set(cfg, value);
+    return;
+  }
+  for (const Unsupported& u : unsupported_specs()) {
+    if (u.key != key) continue;
+    std::string v = value;
+    std::string n = u.neutral;
+    std::transform(v.begin(), v.end(), v.begin(), ::tolower);
+    std::transform(n.begin(), n.end(), n.begin(), ::tolower);
+    if (v == n || (n == "true" && v == "1") || (n == "false" && v == "0")) return;
+    fail_config("{} {} is not supported: {}", key, value, u.why);
+  }
+  std::string near = nearest_word(key, all_names());
+  if (near.empty()) fail_config("unknown option '{}': run `infinipipe config show --help` for the list", key);
+  fail_config("unknown option '{}': did you mean '{}'?", key, near);
+}
+
+void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    fail_config("{}: not valid YAML at line {}: {}", origin, e.mark.line + 1, e.msg);
+  }
+  if (root.IsNull()) return;
+  if (!root.IsMap())
+    fail_config("{}: expected a map of options (e.g. `pipeline-model-parallel-size: 2`)", origin);
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    if (!kv.second.IsScalar())
+      fail_config("{}: option '{}' must be a single value, not a list or map", origin, key);
+    try {
+      apply_option(cfg, key, kv.second.as<std::string>());
+    } catch (const ConfigError& e) {
+      fail_config("{} (line {}): {}", origin, kv.first.Mark().line + 1, e.what());
+    }
+  }
+}
+
+std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
+  auto opts = std::make_shared<ConfigOptions>();
+  opts->command = cmd;
+  cmd->add_option("--config", opts->config_file, "YAML file of options (Megatron-LM keys)")
+      ->check(CLI::ExistingFile)
+      ->group("Configuration");
+  std::weak_ptr<ConfigOptions> weak = opts;
+  for (const OptionSpec& s : option_specs()) {
+    std::string names = "--" + s.key;
+    for (const std::string& a : s.aliases) names += ",--" + a;
+    std::string key = s.key;
+    std::string group = "Configuration";
+    if (s.kind == Kind::flag) {
+      cmd->add_flag_function(
+             names, [weak, key](int64_t) { weak.lock()->flags.emplace_back(key, "true"); },
+             s.help)
+          ->group(group);
+    } else {
+      cmd->add_option_function<std::string>(
+             names, [weak, key](const std::string& v) { weak.lock()->flags.emplace_back(key, v); },
+             s.help)
+          ->group(group);
+    }
+  }
+  // Unknown flags are kept so that resolve_config can say which known key was meant.
+  cmd->allow_extras();
+  return opts;
+}
+
+Config resolve_config(const ConfigOptions& opts) {
+  Config cfg;
+  // Flags CLI11 did not match: Megatron options at their neutral value are fine, others are
+  // refused by apply_option with the nearest known key.
+  std::vector<std::string> extras = opts.command ? opts.command->remaining() : std::vector<std::string>{};
+  for (size_t i = 0; i < extras.size(); ++i) {
+    const std::string& arg = extras[i];
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) fail_config("unexpected argument '{}'", arg);
+    size_t eq = arg.find('=');
+    std::string key = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    std::string value = "true";
+    if (eq != std::string::npos) value = arg.substr(eq + 1);
+    else if (i + 1 < extras.size() && extras[i + 1].compare(0, 2, "--") != 0) value = extras[++i];
+    apply_option(cfg, key, value);
+  }
+  if (!opts.config_file.empty()) {
+    std::ifstream in(opts.config_file);
+    if (!in) fail_config("cannot read config file {}", opts.config_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    apply_yaml(cfg, ss.str(), opts.config_file);
+  }
+  for (const auto& [key, value] : opts.flags) {
+    try {
+      apply_option(cfg, key, value);
+    } catch (const ConfigError& e) {
+      fail_config("--{}", e.what());
+    }
+  }
+  cfg.validate();
+  return cfg;
+}
+
+std::string config_to_yaml(const Config& cfg) {
+  std::string out;
+  for (const OptionSpec& s : option_specs()) {
+    std::string v = s.get(cfg);
+    bool quote = s.kind == Kind::text;
+    out += fmt::format("{}: {}\n", s.key, quote ? fmt::format("\"{}\"", v) : v);
+  }
+  return out;
+}
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> keys;
+  for (const OptionSpec& s : option_specs()) keys.push_back(s.key);
+  return keys;
+}
+
+}  // namespace infinipipe::cli

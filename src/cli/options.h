@@ -1,0 +1,38 @@
+// The configuration surface shared by every subcommand: Megatron-LM-named flags and the same
+// keys (without dashes) in a `--config FILE.yaml`. Precedence: defaults < file < flags.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/config.h"
+
+namespace infinipipe::cli {
+
+struct ConfigOptions {
+  std::string config_file;
+  std::vector<std::pair<std::string, std::string>> flags;  // (key, value) in command-line order
+  CLI::App* command = nullptr;                             // to read unmatched arguments
+};
+
+// Adds `--config FILE` and every configuration flag to `cmd` (unknown flags are collected
+// so resolve_config can suggest the nearest known key).
+std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd);
+
+// Defaults, then the YAML file, then the flags; validates; throws ConfigError on any mistake.
+Config resolve_config(const ConfigOptions& opts);
+
+// Applies YAML text (a map of keys to scalars) onto `cfg`; `origin` names the source in errors.
+void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin);
+// Sets one key (Megatron name without dashes, or an alias) from text.
+void apply_option(Config& cfg, const std::string& key, const std::string& value);
+
+// Every key with its resolved value, as YAML that `--config` accepts back.
+std::string config_to_yaml(const Config& cfg);
+std::vector<std::string> config_keys();
+
+}  // namespace infinipipe::cli

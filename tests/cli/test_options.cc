@@ -1,0 +1,137 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "cli/options.h"
+#include "cli/run_cli.h"
+#include "core/error.h"
+
+namespace infinipipe::cli {
+namespace {
+
+Config parse(std::vector<std::string> args) {
+  CLI::App app;
+  auto opts = add_config_options(&app);
+  std::vector<std::string> rev(args.rbegin(), args.rend());
+  app.parse(rev);
+  return resolve_config(*opts);
+}
+
+std::string parse_error(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string write_temp(const std::string& text) {
+  char name[] = "/tmp/infinipipe_cfg_XXXXXX";
+  int fd = mkstemp(name);
+  close(fd);
+  std::ofstream(name) << text;
+  return name;
+}
+
+TEST(Options, MegatronFlagsAndAliases) {
+  Config c = parse({"--num-layers", "16", "--hidden-size", "256", "--pp", "4", "--dp", "2",
+                    "--global-batch-size", "32", "--lr", "1e-3", "--optimizer", "sgd", "--bf16",
+                    "--memory-budget", "2GiB", "--lr-decay-style", "linear"});
+  EXPECT_EQ(c.model.num_layers, 16);
+  EXPECT_EQ(c.model.hidden_size, 256);
+  EXPECT_EQ(c.parallel.pipeline_parallel, 4);
+  EXPECT_EQ(c.parallel.data_parallel, 2);
+  EXPECT_EQ(c.training.global_batch_size, 32);
+  EXPECT_DOUBLE_EQ(c.training.lr, 1e-3);
+  EXPECT_EQ(c.training.optimizer, Optimizer::sgd);
+  EXPECT_TRUE(c.training.bf16);
+  EXPECT_EQ(c.training.memory_budget, 2LL << 30);
+  EXPECT_EQ(c.training.lr_decay_style, LrDecayStyle::linear);
+  EXPECT_EQ(c.cluster.num_devices, 8);
+}
+
+TEST(Options, FileThenFlagsOverride) {
+  std::string f = write_temp(
+      "num-layers: 12\npipeline-model-parallel-size: 2\nnum_attention_heads: 4\nlr: 0.01\n");
+  Config c = parse({"--config", f, "--lr", "0.5"});
+  EXPECT_EQ(c.model.num_layers, 12);
+  EXPECT_EQ(c.parallel.pipeline_parallel, 2);
+  EXPECT_EQ(c.model.num_attention_heads, 4);  // underscores accepted as in argparse dests
+  EXPECT_DOUBLE_EQ(c.training.lr, 0.5);
+  std::remove(f.c_str());
+}
+
+TEST(Options, UnknownKeySuggestsNearest) {
+  EXPECT_NE(parse_error({"--num-layer", "4"}).find("did you mean 'num-layers'?"),
+            std::string::npos);
+  std::string f = write_temp("hiden-size: 128\n");
+  std::string e = parse_error({"--config", f});
+  EXPECT_NE(e.find("(line 1)"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'hidden-size'?"), std::string::npos) << e;
+  std::remove(f.c_str());
+}
+
+TEST(Options, UnsupportedMegatronOptions) {
+  EXPECT_NE(parse_error({"--tensor-model-parallel-size", "2"}).find("no tensor parallelism"),
+            std::string::npos);
+  EXPECT_EQ(parse_error({"--tensor-model-parallel-size", "1", "--use-flash-attn"}), "");
+  std::string f = write_temp("tensor-model-parallel-size: 8\n");
+  EXPECT_NE(parse_error({"--config", f}).find("is not supported"), std::string::npos);
+  std::remove(f.c_str());
+}
+
+TEST(Options, BadValues) {
+  EXPECT_NE(parse_error({"--num-layers", "four"}).find("expects an integer"), std::string::npos);
+  EXPECT_NE(parse_error({"--schedule", "zb"}).find("choose one of"), std::string::npos);
+  EXPECT_NE(parse_error({"--memory-budget", "lots"}).find("is not a size"), std::string::npos);
+  std::string f = write_temp("num-layers: [1, 2]\n");
+  EXPECT_NE(parse_error({"--config", f}).find("must be a single value"), std::string::npos);
+  std::remove(f.c_str());
+}
+
+TEST(Options, VirtualStagesFromLayersPerVirtualStage) {
+  Config c = parse({"--num-layers", "16", "--pp", "2", "--num-layers-per-virtual-pipeline-stage",
+                    "2", "--schedule", "interleaved"});
+  EXPECT_EQ(c.parallel.virtual_stages, 4);
+}
+
+TEST(Options, ShownYamlRoundTrips) {
+  Config a = parse({"--num-layers", "6", "--pp", "3", "--save", "ckpt", "--rotary-base", "5e5"});
+  Config b;
+  apply_yaml(b, config_to_yaml(a), "shown");
+  b.validate();
+  EXPECT_EQ(config_to_yaml(a), config_to_yaml(b));
+}
+
+TEST(Cli, HelpListsSubcommands) {
+  CliResult r = run_cli("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("config"), std::string::npos);
+}
+
+TEST(Cli, ConfigCheckExitCodes) {
+  std::string good = write_temp("num-layers: 8\npipeline-model-parallel-size: 2\n");
+  CliResult ok = run_cli("config check " + good);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find(": ok"), std::string::npos);
+  std::string bad = write_temp("num-layers: 30\npp: 4\nvpp: 2\nschedule: interleaved\n");
+  CliResult no = run_cli("config check " + bad);
+  EXPECT_EQ(no.exit_code, 2) << no.output;
+  EXPECT_NE(no.output.find("use 32 layers"), std::string::npos) << no.output;
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST(Cli, ConfigShowAndUsageErrors) {
+  CliResult r = run_cli("config show --pp 2 --num-layers 4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("pipeline-model-parallel-size: 2"), std::string::npos);
+  EXPECT_EQ(run_cli("config show --num-layer 4").exit_code, 2);
+  EXPECT_EQ(run_cli("no-such-command").exit_code, 2);
+  EXPECT_EQ(run_cli("config check /nonexistent.yaml").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace infinipipe::cli

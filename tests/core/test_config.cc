@@ -1,0 +1,195 @@
+#include <gtest/gtest.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace infinipipe {
+namespace {
+
+// Runs validate() and returns the message, or "" when the config is valid.
+std::string error_of(Config cfg) {
+  try {
+    cfg.validate();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsAreValid) { EXPECT_EQ(error_of(Config{}), ""); }
+
+TEST(Config, LayersNotDivisibleByVirtualStagesSaysHowToFix) {
+  Config c;
+  c.model.num_layers = 30;
+  c.parallel.pipeline_parallel = 4;
+  c.parallel.virtual_stages = 2;
+  c.parallel.schedule = Schedule::interleaved;
+  std::string e = error_of(c);
+  EXPECT_NE(e.find("num-layers 30 is not divisible by pipeline-model-parallel-size 4"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("use 32 layers"), std::string::npos) << e;
+  EXPECT_NE(e.find("pp 3/5/15"), std::string::npos) << e;
+}
+
+TEST(Config, UnevenLayersAllowedWithoutVirtualStages) {
+  Config c;  // layers are split by cost, so 10 layers on pp 4 is fine
+  c.model.num_layers = 10;
+  c.parallel.pipeline_parallel = 4;
+  EXPECT_EQ(error_of(c), "");
+  EXPECT_EQ(c.parallel.pipeline_parallel, 4);
+}
+
+TEST(Config, TooFewLayersForStages) {
+  Config c;
+  c.model.num_layers = 2;
+  c.parallel.pipeline_parallel = 4;
+  EXPECT_NE(error_of(c).find("every stage needs a layer"), std::string::npos);
+}
+
+TEST(Config, HeadsMustDivideHidden) {
+  Config c;
+  c.model.hidden_size = 500;
+  std::string e = error_of(c);
+  EXPECT_NE(e.find("hidden-size 500 is not divisible by num-attention-heads 8"), std::string::npos)
+      << e;
+}
+
+TEST(Config, QueryGroupsMustDivideHeads) {
+  Config c;
+  c.model.num_query_groups = 3;
+  std::string e = error_of(c);
+  EXPECT_NE(e.find("num-attention-heads 8 is not divisible by num-query-groups 3"),
+            std::string::npos)
+      << e;
+}
+
+TEST(Config, DevicesMustMatchDegrees) {
+  Config c;
+  c.parallel.pipeline_parallel = 2;
+  c.parallel.data_parallel = 2;
+  c.cluster.num_devices = 8;
+  c.cluster.devices_per_node = 8;
+  std::string e = error_of(c);
+  EXPECT_NE(e.find("set --num-devices 4"), std::string::npos) << e;
+}
+
+TEST(Config, DevicesDefaultToDegrees) {
+  Config c;
+  c.parallel.pipeline_parallel = 2;
+  c.parallel.data_parallel = 3;
+  c.validate();
+  EXPECT_EQ(c.cluster.num_devices, 6);
+  EXPECT_EQ(c.cluster.devices_per_node, 6);
+}
+
+TEST(Config, UlyssesMustFitInNode) {
+  Config c;
+  c.parallel.ulysses_degree = 4;
+  c.cluster.num_devices = 4;
+  c.cluster.devices_per_node = 2;
+  c.cluster.num_devices = 4;
+  std::string e = error_of(c);
+  EXPECT_NE(e.find("ulysses-degree 4 does not divide devices-per-node 2"), std::string::npos) << e;
+}
+
+TEST(Config, VirtualStagesNeedInterleaved) {
+  Config c;
+  c.parallel.virtual_stages = 2;
+  EXPECT_NE(error_of(c).find("--schedule interleaved"), std::string::npos);
+  c.parallel.schedule = Schedule::interleaved;
+  c.parallel.virtual_stages = 1;
+  EXPECT_NE(error_of(c).find("--vpp 2"), std::string::npos);
+}
+
+TEST(Config, LayersPerVirtualStageResolvesToVpp) {
+  Config c;
+  c.model.num_layers = 16;
+  c.parallel.pipeline_parallel = 2;
+  c.parallel.layers_per_virtual_stage = 2;
+  c.parallel.schedule = Schedule::interleaved;
+  c.validate();
+  EXPECT_EQ(c.parallel.virtual_stages, 4);
+}
+
+TEST(Config, TrainingChecks) {
+  Config c;
+  c.training.min_lr = 1.0;
+  EXPECT_NE(error_of(c).find("lower --min-lr"), std::string::npos);
+  c = Config{};
+  c.training.save_interval = 10;
+  EXPECT_NE(error_of(c).find("add --save DIR"), std::string::npos);
+  c = Config{};
+  c.training.adam_beta2 = 1.0;
+  EXPECT_NE(error_of(c).find("adam-beta2 must be in [0, 1)"), std::string::npos);
+  c = Config{};
+  c.parallel.data_parallel = 4;
+  c.training.global_batch_size = 2;
+  EXPECT_NE(error_of(c).find("raise --global-batch-size"), std::string::npos);
+}
+
+TEST(Config, RecomputeFullNeedsLayers) {
+  Config c;
+  c.parallel.recompute_granularity = RecomputeGranularity::full;
+  EXPECT_NE(error_of(c).find("--recompute-num-layers N"), std::string::npos);
+  c.parallel.recompute_num_layers = 99;
+  EXPECT_NE(error_of(c).find("exceeds the 8 layers of a stage"), std::string::npos);
+}
+
+TEST(Config, UnknownDevicePreset) {
+  Config c;
+  c.cluster.device = "tpu";
+  EXPECT_NE(error_of(c).find("unknown device preset 'tpu'"), std::string::npos);
+}
+
+TEST(Config, ScheduleNames) {
+  for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved,
+                     Schedule::seq1f1b, Schedule::epp})
+    EXPECT_EQ(schedule_from_name(schedule_name(s)), s);
+  EXPECT_THROW(schedule_from_name("zero-bubble"), ConfigError);
+}
+
+TEST(Config, ParamCountsMatchLlamaShapes) {
+  ModelConfig m;
+  m.num_layers = 2;
+  m.hidden_size = 64;
+  m.num_attention_heads = 4;
+  m.num_query_groups = 2;
+  m.ffn_hidden_size = 128;
+  m.vocab_size = 100;
+  // per layer: 2 norms + q(64x64) + k,v(64x32 each) + o(64x64) + 3 x 64x128
+  EXPECT_EQ(m.params_per_layer(), 2 * 64 + 64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128);
+  EXPECT_EQ(m.params_total(), 2 * m.params_per_layer() + 2 * 100 * 64 + 64);
+  m.tie_embeddings = true;
+  EXPECT_EQ(m.params_total(), 2 * m.params_per_layer() + 100 * 64 + 64);
+}
+
+TEST(Config, LlamaDefaultFfnSize) {
+  ModelConfig m;
+  m.hidden_size = 4096;
+  EXPECT_EQ(m.ffn_size(), 11008);  // Llama-2 7B
+}
+
+TEST(Bytes, ParseAndFormat) {
+  EXPECT_EQ(parse_bytes("2GiB", "memory-budget"), 2LL << 30);
+  EXPECT_EQ(parse_bytes("512MB", "x"), 512000000LL);
+  EXPECT_EQ(parse_bytes("80G", "x"), 80LL << 30);
+  EXPECT_EQ(parse_bytes("1.5e3", "x"), 1500);
+  EXPECT_EQ(parse_bytes("1024", "x"), 1024);
+  EXPECT_THROW(parse_bytes("lots", "x"), ConfigError);
+  EXPECT_THROW(parse_bytes("3 parsecs", "x"), ConfigError);
+  EXPECT_THROW(parse_bytes("-1GiB", "x"), ConfigError);
+  EXPECT_EQ(format_bytes(3 << 20), "3.00 MiB");
+}
+
+TEST(Strings, NearestWord) {
+  std::vector<std::string> keys = {"num-layers", "hidden-size", "seq-length"};
+  EXPECT_EQ(nearest_word("num-layer", keys), "num-layers");
+  EXPECT_EQ(nearest_word("hiden-size", keys), "hidden-size");
+  EXPECT_EQ(nearest_word("completely-different", keys), "");
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
+}
+
+}  // namespace
+}  // namespace infinipipe
