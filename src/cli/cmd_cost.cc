@@ -1,0 +1,107 @@
+// `infinipipe cost`: what the cost model predicts for the resolved configuration — the device,
+// the coefficients, and time and memory of chunks on a middle pipeline stage. With
+// --write-calibration it saves the preset's coefficients as a calibration file (a template for
+// hand edits, and what `--calibration` reads back).
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "core/error.h"
+#include "cost/calibration.h"
+#include "cost/cost_model.h"
+
+namespace infinipipe::cli {
+namespace {
+
+struct CostOptions {
+  std::vector<int64_t> tokens = {256, 1024, 4096, 16384};
+  int64_t context = 0;
+  std::string write_calibration;
+};
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void run_cost(const Config& cfg, const CostOptions& o) {
+  const cost::CostModel cm = cost::CostModel::from_config(cfg);
+  const cost::DeviceSpec& d = cm.device();
+  const cost::Coefficients& c = cm.coefficients();
+  fmt::print("device {} ({}): peak {:.3g} FLOP/s, memory {}, intra {:.3g} B/s, inter {:.3g} B/s\n",
+             d.name, cfg.cluster.calibration.empty() ? "preset" : cfg.cluster.calibration,
+             d.peak_flops, format_bytes(d.memory_bytes), d.intra_node_bandwidth,
+             d.inter_node_bandwidth);
+  fmt::print("sources: {}\n", d.sources);
+  fmt::print(
+      "alpha1 {:.4g} s/token^2/layer, alpha2 {:.4g} s/token/layer, beta1 {:.4g} s, t_half {:.4g} "
+      "tokens, backward x{:.3g}\n",
+      c.alpha1, c.alpha2, c.beta1, c.half_efficiency_tokens, c.backward_factor);
+
+  const int64_t pp = cfg.parallel.pipeline_parallel * cfg.parallel.virtual_stages;
+  const cost::StageShape stage{.num_layers = cfg.model.num_layers / pp};
+  fmt::print("\none middle stage: {} layers, ulysses degree {}, context {}\n", stage.num_layers,
+             cm.ulysses_degree(), o.context);
+  fmt::print("{:>8} {:>11} {:>11} {:>13} {:>8} {:>12} {:>12}\n", "tokens", "forward", "backward",
+             "recompute-all", "of peak", "act (keep)", "act (ckpt)");
+  for (int64_t t : o.tokens) {
+    if (t <= 0) fail_config("--chunk-tokens must be positive, got {}", t);
+    const std::vector<cost::SliceShape> chunk = {{o.context, t}};
+    const double f = cm.forward_time(chunk, stage);
+    const double share =
+        cm.flops(chunk, stage.num_layers, false) / cm.ulysses_degree() / f / d.peak_flops;
+    fmt::print("{:>8} {:>9.3f}ms {:>9.3f}ms {:>11.3f}ms {:>7.1f}% {:>12} {:>12}\n", t, f * 1e3,
+               cm.backward_time(chunk, stage) * 1e3,
+               cm.recompute_time(chunk, stage.num_layers) * 1e3, 100 * share,
+               format_bytes(cm.activation_bytes(chunk, stage, 0)),
+               format_bytes(cm.activation_bytes(chunk, stage, stage.num_layers)));
+  }
+  fmt::print("static (weights, grads, Adam) on this stage: {} (dp {}, no sharding)\n",
+             format_bytes(cm.static_bytes(stage, cfg.parallel.data_parallel, false)),
+             cfg.parallel.data_parallel);
+
+  if (!o.write_calibration.empty()) {
+    cost::Calibration cal;
+    cal.machine = "preset " + d.name;
+    cal.date = utc_now();
+    cal.notes = "derived from the device preset, not measured (infinipipe cost)";
+    cal.model = cfg.model;
+    cal.ulysses_degree = cm.ulysses_degree();
+    cal.bf16 = cm.bf16();
+    cal.device = d;
+    cal.coeffs = c;
+    cost::save_calibration(cal, o.write_calibration);
+    fmt::print("wrote {}\n", o.write_calibration);
+  }
+}
+
+}  // namespace
+
+void add_cost_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "cost", "print the cost model's device, coefficients and chunk predictions for a config");
+  auto opts = std::make_shared<CostOptions>();
+  cmd->add_option("--chunk-tokens", opts->tokens, "chunk sizes (tokens) to tabulate")
+      ->delimiter(',');
+  cmd->add_option("--context", opts->context, "context (earlier tokens) of every chunk");
+  cmd->add_option("--write-calibration", opts->write_calibration,
+                  "save the coefficients in use as a calibration JSON file");
+  auto config = add_config_options(cmd);
+  cmd->callback([opts, config] {
+    if (opts->context < 0) fail_config("--context must be >= 0, got {}", opts->context);
+    run_cost(resolve_config(*config), *opts);
+  });
+}
+
+}  // namespace infinipipe::cli

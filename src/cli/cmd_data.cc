@@ -1,0 +1,123 @@
+// `infinipipe data`: corpus tools (stats, prepare, synth). Flags are named like Megatron-LM's.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "data/indexed_dataset.h"
+#include "data/lengths.h"
+#include "data/prepare.h"
+#include "data/synth.h"
+
+namespace infinipipe::cli {
+
+namespace {
+
+struct StatsArgs {
+  std::string data_path;
+  std::string lengths;
+  std::string distribution;
+  int64_t num_sequences = 0;
+  int64_t seq_length = 0;
+  int64_t seed = 1234;
+};
+
+void run_data_stats(const StatsArgs& a) {
+  const int sources = !a.data_path.empty() + !a.lengths.empty() + !a.distribution.empty();
+  if (sources != 1) {
+    fail_config(
+        "data stats needs exactly one of --data-path PREFIX, --lengths FILE or "
+        "--distribution NAME");
+  }
+  if (a.seq_length < 0) fail_config("--seq-length must be positive, got {}", a.seq_length);
+  std::vector<int64_t> lengths;
+  std::string what;
+  if (!a.data_path.empty()) {
+    const int64_t cap = a.seq_length > 0 ? a.seq_length : INT64_MAX;
+    lengths = data::lengths_from_indexed(a.data_path, cap);
+    what = fmt::format("dataset {}", a.data_path);
+  } else if (!a.lengths.empty()) {
+    lengths = data::lengths_from_text(a.lengths);
+    if (a.seq_length > 0) {
+      for (auto& len : lengths) len = std::min(len, a.seq_length);
+    }
+    what = fmt::format("lengths file {}", a.lengths);
+  } else {
+    if (a.seq_length <= 0) fail_config("--distribution needs --seq-length (the maximum length)");
+    if (a.num_sequences <= 0) {
+      fail_config("--distribution needs --num-sequences N (a positive count)");
+    }
+    lengths = data::lengths_synthetic(a.distribution, a.num_sequences, a.seq_length,
+                                      static_cast<uint64_t>(a.seed));
+    what = fmt::format("distribution {} (seed {})", a.distribution, a.seed);
+  }
+  const std::string cap =
+      a.seq_length > 0 ? fmt::format(", truncated to {} tokens", a.seq_length) : "";
+  fmt::print("{}: {} sequences{}\n\n", what, lengths.size(), cap);
+  fmt::print("{}", data::format_length_stats(data::length_stats(lengths)));
+}
+
+}  // namespace
+
+void add_data_command(CLI::App& app) {
+  CLI::App* data = app.add_subcommand("data",
+                                      "corpus tools: length statistics, jsonl -> "
+                                      "Megatron .bin/.idx, synthetic corpora");
+  data->require_subcommand(1);
+
+  auto stats = std::make_shared<StatsArgs>();
+  CLI::App* st = data->add_subcommand(
+      "stats", "share of sequences and tokens per length bucket, and percentiles");
+  st->add_option("--data-path", stats->data_path, "Megatron dataset prefix (PREFIX.bin/.idx)");
+  st->add_option("--lengths", stats->lengths, "text file with one sequence length per line");
+  st->add_option("--distribution", stats->distribution,
+                 "built-in distribution: github, commoncrawl, uniform, fixed");
+  st->add_option("--num-sequences", stats->num_sequences, "sequences to draw from --distribution");
+  st->add_option("--seq-length", stats->seq_length,
+                 "maximum sequence length; longer documents are truncated (0 = none)");
+  st->add_option("--seed", stats->seed, "seed of --distribution")->capture_default_str();
+  st->callback([stats] { run_data_stats(*stats); });
+
+  auto prep = std::make_shared<data::PrepareOptions>();
+  CLI::App* pr =
+      data->add_subcommand("prepare",
+                           "tokenize JSON lines (one object with a text field per line) into "
+                           "PREFIX.bin/.idx with the byte-level tokenizer (uint16)");
+  pr->add_option("--input", prep->input, "input FILE.jsonl")->required();
+  pr->add_option("--output,--output-prefix", prep->output, "output PREFIX")->required();
+  pr->add_option("--json-key,--json-keys", prep->json_key, "field holding each document's text")
+      ->capture_default_str();
+  pr->add_flag("--append-eod", prep->append_eod, "end each document with token 256");
+  pr->callback([prep] {
+    const data::PrepareSummary s = data::prepare_jsonl(*prep);
+    fmt::print("wrote {}.bin/.idx: {} documents, {} tokens", prep->output, s.documents, s.tokens);
+    if (s.skipped_empty_documents > 0) {
+      fmt::print(" ({} empty documents skipped)", s.skipped_empty_documents);
+    }
+    fmt::print("\n");
+  });
+
+  auto synth = std::make_shared<data::SynthOptions>();
+  CLI::App* sy = data->add_subcommand(
+      "synth", "write a synthetic corpus with long-tail lengths and learnable structure");
+  sy->add_option("--distribution", synth->distribution,
+                 "document lengths: github, commoncrawl, uniform, fixed")
+      ->capture_default_str();
+  sy->add_option("--num-documents", synth->num_documents, "documents to write")
+      ->capture_default_str();
+  sy->add_option("--seq-length", synth->seq_length, "maximum document length")
+      ->capture_default_str();
+  sy->add_option("--seed", synth->seed, "seed of the lengths and of the text")
+      ->capture_default_str();
+  sy->add_option("--output,--output-prefix", synth->output, "output PREFIX")->required();
+  sy->callback([synth] {
+    const data::SynthSummary s = data::synth_corpus_write(*synth);
+    fmt::print("wrote {}.bin/.idx: {} documents, {} tokens ({} lengths, seed {})\n", synth->output,
+               s.documents, s.tokens, synth->distribution, synth->seed);
+  });
+}
+
+}  // namespace infinipipe::cli

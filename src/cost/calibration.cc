@@ -1,0 +1,230 @@
+// Calibration JSON: {"format": "infinipipe-calibration", "version": 1, "metadata": {...},
+// "model": {...}, "device": {...}, "coefficients": {...}}. Every field is required on load so a
+// file from another tool or version fails loudly instead of planning with zeros.
+#include "cost/calibration.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace infinipipe::cost {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr const char* kFormat = "infinipipe-calibration";
+
+// Coefficient fields in one table so writing and reading cannot drift apart.
+struct DoubleField {
+  const char* key;
+  double Coefficients::*ptr;
+};
+constexpr DoubleField kCoeffFields[] = {
+    {"alpha1", &Coefficients::alpha1},
+    {"alpha2", &Coefficients::alpha2},
+    {"beta1", &Coefficients::beta1},
+    {"embedding_per_token", &Coefficients::embedding_per_token},
+    {"lm_head_per_token", &Coefficients::lm_head_per_token},
+    {"backward_factor", &Coefficients::backward_factor},
+    {"recompute_factor", &Coefficients::recompute_factor},
+    {"half_efficiency_tokens", &Coefficients::half_efficiency_tokens},
+    {"p2p_bandwidth_intra", &Coefficients::p2p_bandwidth_intra},
+    {"p2p_bandwidth_inter", &Coefficients::p2p_bandwidth_inter},
+    {"p2p_latency_s", &Coefficients::p2p_latency_s},
+    {"alltoall_bandwidth", &Coefficients::alltoall_bandwidth},
+    {"act_bytes_per_token_layer", &Coefficients::act_bytes_per_token_layer},
+    {"ckpt_bytes_per_token_layer", &Coefficients::ckpt_bytes_per_token_layer},
+    {"kv_bytes_per_token_layer", &Coefficients::kv_bytes_per_token_layer},
+    {"dkv_bytes_per_token_layer", &Coefficients::dkv_bytes_per_token_layer},
+    {"grad_bytes_per_token", &Coefficients::grad_bytes_per_token},
+    {"fwd_transient_bytes_per_token", &Coefficients::fwd_transient_bytes_per_token},
+    {"embedding_bytes_per_token", &Coefficients::embedding_bytes_per_token},
+    {"lm_head_bytes_per_token", &Coefficients::lm_head_bytes_per_token},
+    {"bytes_per_param", &Coefficients::bytes_per_param},
+    {"optimizer_bytes_per_param", &Coefficients::optimizer_bytes_per_param},
+    {"p2p_bytes_per_token", &Coefficients::p2p_bytes_per_token},
+};
+
+// Quantities that must be strictly positive for the formulas to make sense (they divide).
+bool must_be_positive(const std::string& key) {
+  return key == "p2p_bandwidth_intra" || key == "p2p_bandwidth_inter" ||
+         key == "alltoall_bandwidth" || key == "backward_factor";
+}
+
+template <typename T>
+T get(const json& j, const char* key, const std::string& where, const char* section) {
+  if (!j.contains(key))
+    fail("calibration {}: missing field '{}.{}'; write it again with `infinipipe profile`", where,
+         section, key);
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail("calibration {}: field '{}.{}' has the wrong type ({})", where, section, key,
+         j.at(key).type_name());
+  }
+}
+
+const json& section(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j.at(key).is_object())
+    fail("calibration {}: missing object '{}'; write it again with `infinipipe profile`", where,
+         key);
+  return j.at(key);
+}
+
+}  // namespace
+
+std::string calibration_to_json(const Calibration& cal) {
+  const ModelConfig& m = cal.model;
+  const DeviceSpec& d = cal.device;
+  json coeffs = json::object();
+  for (const DoubleField& f : kCoeffFields) coeffs[f.key] = cal.coeffs.*f.ptr;
+  coeffs["logits_block_tokens"] = cal.coeffs.logits_block_tokens;
+  json j = {
+      {"format", kFormat},
+      {"version", cal.version},
+      {"metadata",
+       {{"machine", cal.machine},
+        {"date", cal.date},
+        {"notes", cal.notes},
+        {"ulysses_degree", cal.ulysses_degree},
+        {"bf16", cal.bf16},
+        {"fit_residual_forward", cal.fit_residual_forward},
+        {"fit_residual_backward", cal.fit_residual_backward}}},
+      {"model",
+       {{"num_layers", m.num_layers},
+        {"hidden_size", m.hidden_size},
+        {"num_attention_heads", m.num_attention_heads},
+        {"num_query_groups", m.num_query_groups},
+        {"ffn_hidden_size", m.ffn_size()},
+        {"vocab_size", m.vocab_size},
+        {"seq_length", m.seq_length},
+        {"tie_embeddings", m.tie_embeddings}}},
+      {"device",
+       {{"name", d.name},
+        {"peak_flops", d.peak_flops},
+        {"memory_bytes", d.memory_bytes},
+        {"memory_bandwidth", d.memory_bandwidth},
+        {"intra_node_bandwidth", d.intra_node_bandwidth},
+        {"inter_node_bandwidth", d.inter_node_bandwidth},
+        {"latency_s", d.latency_s},
+        {"matmul_efficiency", d.matmul_efficiency},
+        {"attention_efficiency", d.attention_efficiency},
+        {"half_efficiency_tokens", d.half_efficiency_tokens},
+        {"chunk_overhead_s", d.chunk_overhead_s},
+        {"backward_factor", d.backward_factor},
+        {"sources", d.sources}}},
+      {"coefficients", coeffs},
+  };
+  return j.dump(2) + "\n";
+}
+
+Calibration calibration_from_json(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail("calibration {} is not valid JSON: {}", where, e.what());
+  }
+  if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
+    fail("calibration {}: not an infinipipe calibration file (expected \"format\": \"{}\")", where,
+         kFormat);
+  Calibration c;
+  c.version = get<int>(j, "version", where, "");
+  if (c.version != kCalibrationVersion)
+    fail(
+        "calibration {} has version {}, this build reads version {}: run `infinipipe profile` "
+        "again",
+        where, c.version, kCalibrationVersion);
+  const json& meta = section(j, "metadata", where);
+  c.machine = get<std::string>(meta, "machine", where, "metadata");
+  c.date = get<std::string>(meta, "date", where, "metadata");
+  c.notes = get<std::string>(meta, "notes", where, "metadata");
+  c.ulysses_degree = get<int64_t>(meta, "ulysses_degree", where, "metadata");
+  c.bf16 = get<bool>(meta, "bf16", where, "metadata");
+  c.fit_residual_forward = get<double>(meta, "fit_residual_forward", where, "metadata");
+  c.fit_residual_backward = get<double>(meta, "fit_residual_backward", where, "metadata");
+  if (c.ulysses_degree < 1)
+    fail("calibration {}: metadata.ulysses_degree must be >= 1, got {}", where, c.ulysses_degree);
+
+  const json& model = section(j, "model", where);
+  ModelConfig& m = c.model;
+  m.num_layers = get<int64_t>(model, "num_layers", where, "model");
+  m.hidden_size = get<int64_t>(model, "hidden_size", where, "model");
+  m.num_attention_heads = get<int64_t>(model, "num_attention_heads", where, "model");
+  m.num_query_groups = get<int64_t>(model, "num_query_groups", where, "model");
+  m.ffn_hidden_size = get<int64_t>(model, "ffn_hidden_size", where, "model");
+  m.vocab_size = get<int64_t>(model, "vocab_size", where, "model");
+  m.seq_length = get<int64_t>(model, "seq_length", where, "model");
+  m.tie_embeddings = get<bool>(model, "tie_embeddings", where, "model");
+  try {
+    m.validate();
+  } catch (const Error& e) {
+    fail("calibration {}: its model is invalid: {}", where, e.what());
+  }
+
+  const json& dev = section(j, "device", where);
+  DeviceSpec& d = c.device;
+  d.name = get<std::string>(dev, "name", where, "device");
+  d.peak_flops = get<double>(dev, "peak_flops", where, "device");
+  d.memory_bytes = get<int64_t>(dev, "memory_bytes", where, "device");
+  d.memory_bandwidth = get<double>(dev, "memory_bandwidth", where, "device");
+  d.intra_node_bandwidth = get<double>(dev, "intra_node_bandwidth", where, "device");
+  d.inter_node_bandwidth = get<double>(dev, "inter_node_bandwidth", where, "device");
+  d.latency_s = get<double>(dev, "latency_s", where, "device");
+  d.matmul_efficiency = get<double>(dev, "matmul_efficiency", where, "device");
+  d.attention_efficiency = get<double>(dev, "attention_efficiency", where, "device");
+  d.half_efficiency_tokens = get<double>(dev, "half_efficiency_tokens", where, "device");
+  d.chunk_overhead_s = get<double>(dev, "chunk_overhead_s", where, "device");
+  d.backward_factor = get<double>(dev, "backward_factor", where, "device");
+  d.sources = get<std::string>(dev, "sources", where, "device");
+  if (d.memory_bytes <= 0)
+    fail("calibration {}: device.memory_bytes must be > 0, got {}", where, d.memory_bytes);
+
+  const json& co = section(j, "coefficients", where);
+  for (const DoubleField& f : kCoeffFields) {
+    double v = get<double>(co, f.key, where, "coefficients");
+    if (!std::isfinite(v) || v < 0 || (v == 0 && must_be_positive(f.key)))
+      fail("calibration {}: coefficients.{} = {} must be {} and finite", where, f.key, v,
+           must_be_positive(f.key) ? "> 0" : ">= 0");
+    c.coeffs.*f.ptr = v;
+  }
+  c.coeffs.logits_block_tokens = get<int64_t>(co, "logits_block_tokens", where, "coefficients");
+  if (c.coeffs.logits_block_tokens <= 0)
+    fail("calibration {}: coefficients.logits_block_tokens must be > 0", where);
+  return c;
+}
+
+Calibration load_calibration(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail(
+        "cannot open calibration file '{}': check the path, or write one with `infinipipe "
+        "profile`",
+        path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail("cannot read calibration file '{}'", path);
+  return calibration_from_json(ss.str(), "'" + path + "'");
+}
+
+void save_calibration(const Calibration& cal, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("cannot write calibration file '{}': check the directory exists", tmp);
+    out << calibration_to_json(cal);
+    out.flush();
+    if (!out) fail("writing calibration file '{}' failed (disk full?)", tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("cannot move calibration file into place at '{}'", path);
+  }
+}
+
+}  // namespace infinipipe::cost

@@ -1,0 +1,39 @@
+// Calibration files: the cost model's coefficients measured on a real machine (written by
+// `infinipipe profile`, read by CostModel::from_config). Versioned JSON; see docs/cost-model.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/config.h"
+#include "cost/cost_model.h"
+
+namespace infinipipe::cost {
+
+inline constexpr int kCalibrationVersion = 1;
+
+struct Calibration {
+  int version = kCalibrationVersion;
+  // metadata
+  std::string machine;  // e.g. hostname / CPU model
+  std::string date;     // ISO 8601, UTC
+  std::string notes;
+  ModelConfig model;  // the model the fit was made for
+  int64_t ulysses_degree = 1;
+  bool bf16 = false;
+  double fit_residual_forward = 0;   // relative RMS error of the time fit, forward
+  double fit_residual_backward = 0;  // relative RMS error of the time fit, backward
+  // the device the coefficients stand for (name, memory, links, sources)
+  DeviceSpec device;
+  Coefficients coeffs;
+};
+
+// Throws Error when the file is missing, not JSON, of another version, or lacks a field.
+Calibration load_calibration(const std::string& path);
+// Writes atomically (temporary file, then rename). Throws Error on I/O failure.
+void save_calibration(const Calibration& cal, const std::string& path);
+
+std::string calibration_to_json(const Calibration& cal);  // pretty-printed
+Calibration calibration_from_json(const std::string& text, const std::string& where);
+
+}  // namespace infinipipe::cost

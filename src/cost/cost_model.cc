@@ -1,0 +1,332 @@
+// Time and memory of a chunk on a stage. Formulas: docs/cost-model.md.
+#include "cost/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "cost/calibration.h"
+
+namespace infinipipe::cost {
+namespace {
+
+// Forward FLOPs of one layer's matmuls per token (Megatron-LM: 2 FLOPs per multiply-add).
+double layer_matmul_flops_per_token(const ModelConfig& m) {
+  double h = m.hidden_size, kv = m.kv_heads() * m.head_dim(), f = m.ffn_size();
+  return 2.0 * (h * (h + 2 * kv) + h * h + 3 * h * f);
+}
+
+// Σ over the slice's tokens of the keys each attends to, doubled: (C+s)² − C² (causal).
+double causal_pairs2(const SliceShape& s) {
+  double c = static_cast<double>(s.context), l = static_cast<double>(s.len);
+  return (c + l) * (c + l) - c * c;
+}
+
+int64_t to_bytes(double b) {
+  return static_cast<int64_t>(std::ceil(b));
+}
+
+void check_chunk(std::span<const SliceShape> chunk) {
+  for (const SliceShape& s : chunk)
+    if (s.len <= 0 || s.context < 0)
+      fail("cost model: bad slice (context {}, len {}): len must be > 0 and context >= 0",
+           s.context, s.len);
+}
+
+}  // namespace
+
+int64_t chunk_tokens(std::span<const SliceShape> chunk) {
+  int64_t t = 0;
+  for (const SliceShape& s : chunk) t += s.len;
+  return t;
+}
+
+Coefficients CostModel::derive_coefficients(const ModelConfig& m, const DeviceSpec& d, int64_t u_,
+                                            bool bf16) {
+  if (u_ < 1) fail_config("ulysses degree must be >= 1, got {}", u_);
+  if (d.peak_flops <= 0 || d.matmul_efficiency <= 0 || d.attention_efficiency <= 0 ||
+      d.memory_bandwidth <= 0 || d.intra_node_bandwidth <= 0 || d.inter_node_bandwidth <= 0)
+    fail_config("device '{}' needs positive peak FLOP/s, efficiencies and bandwidths", d.name);
+  const double u = static_cast<double>(u_);
+  const double h = m.hidden_size, kv = m.kv_heads() * m.head_dim(), f = m.ffn_size();
+  const double v = m.vocab_size, heads = m.num_attention_heads;
+  const double b = bf16 ? 2.0 : 4.0;  // bytes of an activation element
+  const double mm = d.peak_flops * d.matmul_efficiency;
+  Coefficients c;
+  // Causal attention: QK^T and AV, 2·h FLOPs per (query, key) pair each, over pairs2/2 pairs.
+  c.alpha1 = 2.0 * h / (d.peak_flops * d.attention_efficiency) / u;
+  // Elementwise traffic per token per layer, in elements: 2 RMSNorms (read+write h each),
+  // rotary on q and k, SwiGLU (read 2f, write f), 2 residual adds (read 2h, write h).
+  const double elementwise = 4 * h + 2 * (h + kv) + 3 * f + 6 * h;
+  c.alpha2 = (layer_matmul_flops_per_token(m) / mm + elementwise * b / d.memory_bandwidth) / u;
+  c.beta1 = d.chunk_overhead_s;
+  c.embedding_per_token = 2 * h * b / d.memory_bandwidth / u;
+  // Final RMSNorm, LM head GEMM, then softmax + loss over fp32 logits (about 3 passes).
+  c.lm_head_per_token = (2 * h * v / mm + (4 * h * b + 3 * v * 4.0) / d.memory_bandwidth) / u;
+  c.backward_factor = d.backward_factor;
+  c.recompute_factor = 1.0;
+  c.half_efficiency_tokens = d.half_efficiency_tokens;
+  c.p2p_bandwidth_intra = d.intra_node_bandwidth;
+  c.p2p_bandwidth_inter = d.inter_node_bandwidth;
+  c.p2p_latency_s = d.latency_s;
+  c.alltoall_bandwidth = d.intra_node_bandwidth;  // Ulysses groups stay inside a node
+  // Saved for backward per layer (elements per token): layer input, norm output, q/k/v,
+  // attention output, residual, norm output, gate and up, SwiGLU output; plus fp32 rstd/lse.
+  c.act_bytes_per_token_layer = ((6 * h + 2 * kv + 3 * f) * b + (2 + heads) * 4.0) / u;
+  c.ckpt_bytes_per_token_layer = h * b / u;
+  c.kv_bytes_per_token_layer = 2 * kv * b / u;
+  c.dkv_bytes_per_token_layer = 2 * kv * 4.0 / u;  // accumulated in fp32
+  // One layer's activation gradients alive at once: residual in/out, q/k/v, gate/up/SwiGLU.
+  c.grad_bytes_per_token = (4 * h + 2 * kv + 3 * f) * b / u;
+  c.fwd_transient_bytes_per_token = 2 * h * b / u;  // the layer's output and a norm output
+  c.embedding_bytes_per_token = 8.0 / u;            // token ids
+  c.lm_head_bytes_per_token = 2 * h * b / u;
+  c.logits_block_tokens = 1024;
+  // Adam: fp32 weights 4 + grads 4 + m 4 + v 4; bf16 mixed precision (Megatron): bf16 weights 2
+  // + fp32 grads 4 + fp32 master weights 4 + m 4 + v 4 = 18, of which master+m+v shard.
+  c.bytes_per_param = bf16 ? 18.0 : 16.0;
+  c.optimizer_bytes_per_param = bf16 ? 12.0 : 8.0;
+  c.p2p_bytes_per_token = h * b / u;
+  return c;
+}
+
+CostModel::CostModel(const ModelConfig& model, const DeviceSpec& device, int64_t ulysses_degree,
+                     bool bf16)
+    : CostModel(model, device, derive_coefficients(model, device, ulysses_degree, bf16),
+                ulysses_degree, bf16) {}
+
+CostModel::CostModel(const ModelConfig& model, const DeviceSpec& device, const Coefficients& coeffs,
+                     int64_t ulysses_degree, bool bf16)
+    : model_(model),
+      device_(device),
+      coeffs_(coeffs),
+      ulysses_degree_(ulysses_degree),
+      bf16_(bf16) {
+  if (ulysses_degree < 1) fail_config("ulysses degree must be >= 1, got {}", ulysses_degree);
+  // The formulas divide by these; a zero would turn every prediction into infinity.
+  if (!(coeffs.p2p_bandwidth_intra > 0) || !(coeffs.p2p_bandwidth_inter > 0) ||
+      !(coeffs.alltoall_bandwidth > 0))
+    fail_config(
+        "cost model for '{}': link bandwidths must be > 0 (intra {}, inter {}, all-to-all {})",
+        device.name, coeffs.p2p_bandwidth_intra, coeffs.p2p_bandwidth_inter,
+        coeffs.alltoall_bandwidth);
+  if (coeffs.alpha1 < 0 || coeffs.alpha2 < 0 || coeffs.beta1 < 0 ||
+      coeffs.half_efficiency_tokens < 0)
+    fail_config("cost model for '{}': time coefficients must be >= 0", device.name);
+}
+
+CostModel CostModel::with_ulysses_degree(int64_t degree, bool across_nodes) const {
+  if (degree < 1) fail_config("ulysses degree must be >= 1, got {}", degree);
+  const double k = static_cast<double>(ulysses_degree_) / static_cast<double>(degree);
+  Coefficients c = coeffs_;
+  for (double* v :
+       {&c.alpha1, &c.alpha2, &c.embedding_per_token, &c.lm_head_per_token,
+        &c.act_bytes_per_token_layer, &c.ckpt_bytes_per_token_layer, &c.kv_bytes_per_token_layer,
+        &c.dkv_bytes_per_token_layer, &c.grad_bytes_per_token, &c.fwd_transient_bytes_per_token,
+        &c.embedding_bytes_per_token, &c.lm_head_bytes_per_token, &c.p2p_bytes_per_token})
+    *v *= k;
+  if (across_nodes) c.alltoall_bandwidth = std::min(c.alltoall_bandwidth, c.p2p_bandwidth_inter);
+  return CostModel(model_, device_, c, degree, bf16_);
+}
+
+CostModel CostModel::from_config(const Config& cfg) {
+  const int64_t u = cfg.parallel.ulysses_degree;
+  const bool bf16 = cfg.training.bf16;
+  if (cfg.cluster.calibration.empty()) {
+    DeviceSpec d = device_preset(cfg.cluster.device, bf16);
+    if (cfg.cluster.device_memory > 0) d.memory_bytes = cfg.cluster.device_memory;
+    return CostModel(cfg.model, d, u, bf16);
+  }
+  Calibration cal = load_calibration(cfg.cluster.calibration);
+  const ModelConfig &a = cal.model, &m = cfg.model;
+  if (a.hidden_size != m.hidden_size || a.ffn_size() != m.ffn_size() ||
+      a.num_attention_heads != m.num_attention_heads || a.kv_heads() != m.kv_heads() ||
+      a.vocab_size != m.vocab_size)
+    fail_config(
+        "calibration '{}' was fitted for hidden {} / ffn {} / heads {} / kv heads {} / vocab {}, "
+        "but the model has {} / {} / {} / {} / {}: profile this model again or drop --calibration",
+        cfg.cluster.calibration, a.hidden_size, a.ffn_size(), a.num_attention_heads, a.kv_heads(),
+        a.vocab_size, m.hidden_size, m.ffn_size(), m.num_attention_heads, m.kv_heads(),
+        m.vocab_size);
+  if (cal.ulysses_degree != u || cal.bf16 != bf16)
+    fail_config(
+        "calibration '{}' was fitted for ulysses degree {} and {}, but the run uses {} and {}: "
+        "profile again with these settings",
+        cfg.cluster.calibration, cal.ulysses_degree, cal.bf16 ? "bf16" : "fp32", u,
+        bf16 ? "bf16" : "fp32");
+  if (cfg.cluster.device_memory > 0) cal.device.memory_bytes = cfg.cluster.device_memory;
+  return CostModel(cfg.model, cal.device, cal.coeffs, u, bf16);
+}
+
+// One layer's compute, forward, seconds (all-to-alls excluded): linear work pays the efficiency
+// curve eff(t) = t/(t + t_half) on the chunk's tokens per device t = T/u, i.e.
+// α2·T·(t + t_half)/t; attention pays α1 per causal pair. Coefficients are per token of the whole
+// chunk, already divided by the Ulysses degree.
+double CostModel::layer_seconds(std::span<const SliceShape> chunk) const {
+  check_chunk(chunk);
+  if (chunk.empty()) return 0.0;
+  double pairs2 = 0;
+  for (const SliceShape& s : chunk) pairs2 += causal_pairs2(s);
+  const double t = static_cast<double>(chunk_tokens(chunk));
+  return coeffs_.alpha1 * pairs2 + coeffs_.alpha2 * t / efficiency(chunk);
+}
+
+double CostModel::efficiency(std::span<const SliceShape> chunk) const {
+  const double t = static_cast<double>(chunk_tokens(chunk)) / ulysses_degree_;
+  return t / (t + coeffs_.half_efficiency_tokens);
+}
+
+// Compute of the stage's layers plus embedding / LM head, forward, without β1 and all-to-alls.
+double CostModel::stage_compute_seconds(std::span<const SliceShape> chunk,
+                                        const StageShape& stage) const {
+  const double t = static_cast<double>(chunk_tokens(chunk));
+  double s = stage.num_layers * layer_seconds(chunk);
+  if (stage.has_embedding) s += coeffs_.embedding_per_token * t;
+  if (stage.has_lm_head) s += coeffs_.lm_head_per_token * t / efficiency(chunk);
+  return s;
+}
+
+double CostModel::forward_time(std::span<const SliceShape> chunk, const StageShape& stage) const {
+  if (chunk.empty()) return 0.0;
+  return coeffs_.beta1 + stage_compute_seconds(chunk, stage) +
+         stage.num_layers * ulysses_alltoall_time(chunk_tokens(chunk));
+}
+
+// The all-to-alls of the backward move as many bytes as the forward's (4 per layer).
+double CostModel::backward_time(std::span<const SliceShape> chunk, const StageShape& stage) const {
+  if (chunk.empty()) return 0.0;
+  return coeffs_.beta1 + coeffs_.backward_factor * stage_compute_seconds(chunk, stage) +
+         stage.num_layers * ulysses_alltoall_time(chunk_tokens(chunk));
+}
+
+double CostModel::recompute_time(std::span<const SliceShape> chunk,
+                                 int64_t recompute_layers) const {
+  if (recompute_layers < 0)
+    fail("cost model: recompute_layers must be >= 0, got {}", recompute_layers);
+  if (chunk.empty() || recompute_layers == 0) return 0.0;
+  return recompute_layers * (coeffs_.recompute_factor * layer_seconds(chunk) +
+                             ulysses_alltoall_time(chunk_tokens(chunk)));
+}
+
+int64_t CostModel::p2p_bytes(std::span<const SliceShape> chunk) const {
+  return to_bytes(coeffs_.p2p_bytes_per_token * chunk_tokens(chunk));
+}
+
+double CostModel::p2p_time(int64_t bytes, bool inter_node) const {
+  if (bytes <= 0) return 0.0;
+  const double bw = inter_node ? coeffs_.p2p_bandwidth_inter : coeffs_.p2p_bandwidth_intra;
+  return static_cast<double>(bytes) / bw + coeffs_.p2p_latency_s;
+}
+
+double CostModel::allreduce_time(int64_t bytes, int64_t ranks, bool inter_node) const {
+  if (bytes <= 0 || ranks <= 1) return 0.0;
+  const double n = static_cast<double>(ranks);
+  const double bw = inter_node ? coeffs_.p2p_bandwidth_inter : coeffs_.p2p_bandwidth_intra;
+  // Ring: reduce-scatter then all-gather, each n−1 steps of bytes/n.
+  return 2 * (n - 1) / n * static_cast<double>(bytes) / bw + 2 * (n - 1) * coeffs_.p2p_latency_s;
+}
+
+// Eq. 3: four all-to-alls per layer (Q, K, V in; attention output back). Each device holds t/u
+// tokens and keeps 1/u of them, sending the rest.
+double CostModel::ulysses_alltoall_time(int64_t tokens) const {
+  if (ulysses_degree_ <= 1 || tokens <= 0) return 0.0;
+  const double u = static_cast<double>(ulysses_degree_);
+  const double h = model_.hidden_size, kv = model_.kv_heads() * model_.head_dim();
+  const double b = bf16_ ? 2.0 : 4.0;
+  const double bytes = static_cast<double>(tokens) / u * (2 * h + 2 * kv) * b * (u - 1) / u;
+  return bytes / coeffs_.alltoall_bandwidth + 4 * coeffs_.p2p_latency_s;
+}
+
+int64_t CostModel::static_bytes(const StageShape& stage, int64_t dp, bool zero_shard) const {
+  if (dp < 1) fail_config("data-parallel degree must be >= 1, got {}", dp);
+  double params = static_cast<double>(stage.num_layers) * model_.params_per_layer();
+  const double table = static_cast<double>(model_.params_embedding());
+  if (stage.has_embedding) params += table;
+  if (stage.has_lm_head) {
+    params += model_.hidden_size;  // final norm
+    // A tied head shares the table only when the embedding lives on the same stage.
+    if (!(model_.tie_embeddings && stage.has_embedding)) params += table;
+  }
+  double shard = zero_shard ? static_cast<double>(dp * ulysses_degree_) : 1.0;
+  return to_bytes(params * (coeffs_.bytes_per_param - coeffs_.optimizer_bytes_per_param) +
+                  params * coeffs_.optimizer_bytes_per_param / shard);
+}
+
+int64_t CostModel::activation_bytes(std::span<const SliceShape> chunk, const StageShape& stage,
+                                    int64_t recompute_layers) const {
+  check_chunk(chunk);
+  if (recompute_layers < 0 || recompute_layers > stage.num_layers)
+    fail("cost model: recompute_layers {} must be within 0..{} (the stage's layers)",
+         recompute_layers, stage.num_layers);
+  double t = 0, t_nonfinal = 0;
+  for (const SliceShape& s : chunk) {
+    t += s.len;
+    if (!s.final_slice) t_nonfinal += s.len;
+  }
+  const int64_t full = stage.num_layers - recompute_layers;
+  double bytes = t * (full * coeffs_.act_bytes_per_token_layer +
+                      recompute_layers * coeffs_.ckpt_bytes_per_token_layer);
+  bytes -= t_nonfinal * full * coeffs_.kv_bytes_per_token_layer;  // counted in kv_keep_bytes
+  if (stage.has_embedding) bytes += t * coeffs_.embedding_bytes_per_token;
+  if (stage.has_lm_head) bytes += t * coeffs_.lm_head_bytes_per_token;
+  return to_bytes(bytes);
+}
+
+int64_t CostModel::kv_keep_bytes(std::span<const SliceShape> chunk, const StageShape& stage) const {
+  double t = 0;
+  for (const SliceShape& s : chunk)
+    if (!s.final_slice) t += s.len;
+  return to_bytes(t * stage.num_layers * coeffs_.kv_bytes_per_token_layer);
+}
+
+int64_t CostModel::dkv_buffer_bytes(std::span<const SliceShape> chunk,
+                                    const StageShape& stage) const {
+  double t = 0;
+  for (const SliceShape& s : chunk) t += s.context;
+  return to_bytes(t * stage.num_layers * coeffs_.dkv_bytes_per_token_layer);
+}
+
+int64_t CostModel::forward_transient_bytes(std::span<const SliceShape> chunk,
+                                           const StageShape& stage) const {
+  check_chunk(chunk);
+  const double t = static_cast<double>(chunk_tokens(chunk));
+  if (t == 0) return 0;
+  double bytes = t * coeffs_.fwd_transient_bytes_per_token;
+  if (stage.has_lm_head) {
+    // The fused head computes logits and loss one block at a time, fp32.
+    const double block =
+        std::min<double>(static_cast<double>(coeffs_.logits_block_tokens), t / ulysses_degree_);
+    bytes += block * model_.vocab_size * 4.0;
+  }
+  return to_bytes(bytes);
+}
+
+int64_t CostModel::backward_transient_bytes(std::span<const SliceShape> chunk,
+                                            const StageShape& stage,
+                                            int64_t recompute_layers) const {
+  check_chunk(chunk);
+  const double t = static_cast<double>(chunk_tokens(chunk));
+  if (t == 0) return 0;
+  double bytes = t * coeffs_.grad_bytes_per_token;
+  if (recompute_layers > 0) bytes += t * coeffs_.act_bytes_per_token_layer;
+  if (stage.has_lm_head) {
+    // Logits and their gradient for one block of tokens, fp32, per device.
+    const double block =
+        std::min<double>(static_cast<double>(coeffs_.logits_block_tokens), t / ulysses_degree_);
+    bytes += 2.0 * block * model_.vocab_size * 4.0;
+  }
+  return to_bytes(bytes);
+}
+
+double CostModel::flops(std::span<const SliceShape> chunk, int64_t num_layers, bool lm_head) const {
+  check_chunk(chunk);
+  double pairs2 = 0;
+  for (const SliceShape& s : chunk) pairs2 += causal_pairs2(s);
+  const double t = static_cast<double>(chunk_tokens(chunk));
+  double f =
+      num_layers * (layer_matmul_flops_per_token(model_) * t + 2.0 * model_.hidden_size * pairs2);
+  if (lm_head) f += 2.0 * model_.hidden_size * model_.vocab_size * t;
+  return f;
+}
+
+}  // namespace infinipipe::cost

@@ -1,0 +1,157 @@
+// The cost model: time and memory of a chunk on a pipeline stage (InfiniPipe, arXiv 2509.21275,
+// §III-A). Every number comes from a Coefficients value, derived from a device preset or loaded
+// from a calibration JSON file; docs/cost-model.md explains each term and its source.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/config.h"
+
+namespace infinipipe::cost {
+
+// `len` tokens attending to `context` earlier tokens of the same sequence.
+struct SliceShape {
+  int64_t context = 0;
+  int64_t len = 0;
+  // false for a NON-final slice of a split sequence: later slices attend to its K/V, so they are
+  // kept until its backward (see kv_keep_bytes). Whole sequences and tail slices are final.
+  bool final_slice = true;
+};
+
+// The layers one pipeline stage owns (one virtual stage when vpp > 1).
+struct StageShape {
+  int64_t num_layers = 0;
+  bool has_embedding = false;
+  bool has_lm_head = false;  // final norm + LM head + cross-entropy loss
+};
+
+// A device and its links. Efficiencies are fractions of peak the time model assumes.
+struct DeviceSpec {
+  std::string name;
+  double peak_flops = 0;              // dense matmul FLOP/s (bf16 or fp32, as planned)
+  int64_t memory_bytes = 0;           // device memory
+  double memory_bandwidth = 0;        // bytes/s, for memory-bound elementwise work
+  double intra_node_bandwidth = 0;    // bytes/s per device, one direction (NVLink, shared memory)
+  double inter_node_bandwidth = 0;    // bytes/s per device, one direction (IB share)
+  double latency_s = 0;               // per message
+  double matmul_efficiency = 0;       // reached by large GEMMs (MFU-like)
+  double attention_efficiency = 0;    // reached by (flash) attention
+  double half_efficiency_tokens = 0;  // eff(t) = t / (t + this): small chunks under-use the device
+  double chunk_overhead_s = 0;        // β1: per chunk and stage (launches, syncs, scheduling)
+  double backward_factor = 2.0;       // backward time / forward time
+  std::string sources;                // where the numbers come from
+};
+
+// Names of the presets device_preset() knows.
+std::span<const char* const> device_preset_names();
+// Throws ConfigError for unknown names, listing the known ones.
+DeviceSpec device_preset(const std::string& name, bool bf16);
+
+// Everything the time and memory formulas use. Per-token coefficients are per token of the whole
+// chunk and give one device's seconds or bytes, so they are already divided by the Ulysses degree.
+// A calibration file stores exactly these; presets derive them from a DeviceSpec.
+struct Coefficients {
+  // time, seconds (forward, one layer unless noted), before the efficiency curve
+  double alpha1 = 0;                  // per token² of causal attention: α1·((C+s)² − C²)
+  double alpha2 = 0;                  // per token: projections, MLP, norms, elementwise
+  double beta1 = 0;                   // per chunk and stage
+  double embedding_per_token = 0;     // whole embedding lookup (not per layer)
+  double lm_head_per_token = 0;       // final norm + LM head + loss, forward
+  double backward_factor = 2.0;       // backward / forward (excludes recompute)
+  double recompute_factor = 1.0;      // recompute / forward of the same layers
+  double half_efficiency_tokens = 0;  // eff(t) = t / (t + this), t = tokens of the chunk per device
+  // communication
+  double p2p_bandwidth_intra = 0;  // bytes/s
+  double p2p_bandwidth_inter = 0;  // bytes/s
+  double p2p_latency_s = 0;
+  double alltoall_bandwidth = 0;  // bytes/s per device inside the Ulysses group
+  // memory, bytes per token (per device) per layer unless noted
+  double act_bytes_per_token_layer = 0;   // saved activations of a non-recomputed layer, incl. K/V
+  double ckpt_bytes_per_token_layer = 0;  // a recomputed layer keeps only its input
+  double kv_bytes_per_token_layer = 0;    // K and V (part of act_bytes_per_token_layer)
+  double dkv_bytes_per_token_layer = 0;   // dK/dV accumulation buffer of a sliced sequence prefix
+  double grad_bytes_per_token = 0;        // activation-gradient buffers live during a backward
+  double fwd_transient_bytes_per_token = 0;  // buffers a forward allocates and frees (not saved)
+  double embedding_bytes_per_token = 0;      // saved by the embedding stage
+  double lm_head_bytes_per_token = 0;        // saved by the last stage (final norm input/output)
+  int64_t logits_block_tokens = 1024;        // fused LM head works on blocks of this many tokens
+  double bytes_per_param = 16;               // weights + grads + optimizer, unsharded
+  double optimizer_bytes_per_param = 8;      // the part a ZeRO/distributed optimizer shards
+  double p2p_bytes_per_token = 0;            // hidden state sent between stages
+};
+
+class CostModel {
+ public:
+  CostModel(const ModelConfig& model, const DeviceSpec& device, int64_t ulysses_degree, bool bf16);
+  CostModel(const ModelConfig& model, const DeviceSpec& device, const Coefficients& coeffs,
+            int64_t ulysses_degree, bool bf16);
+  // Preset of cfg.cluster.device (memory overridden by cfg.cluster.device_memory), or the
+  // coefficients of cfg.cluster.calibration when set.
+  static CostModel from_config(const Config& cfg);
+  // Coefficients a preset implies for this model (what the first constructor uses).
+  static Coefficients derive_coefficients(const ModelConfig& model, const DeviceSpec& device,
+                                          int64_t ulysses_degree, bool bf16);
+  // The same device and coefficients for another Ulysses degree (per-token terms rescaled);
+  // across_nodes makes the all-to-all use the inter-node bandwidth.
+  CostModel with_ulysses_degree(int64_t degree, bool across_nodes) const;
+
+  const DeviceSpec& device() const { return device_; }
+  const Coefficients& coefficients() const { return coeffs_; }
+  const ModelConfig& model() const { return model_; }
+  int64_t ulysses_degree() const { return ulysses_degree_; }
+  bool bf16() const { return bf16_; }
+
+  // Seconds on ONE stage (its layers, plus embedding / LM head + loss when the stage has them),
+  // including β1 and the stage's Ulysses all-to-alls (4 per layer each way).
+  double forward_time(std::span<const SliceShape> chunk, const StageShape& stage) const;
+  // Excludes recompute: backward_factor × forward compute + β1 + all-to-alls.
+  double backward_time(std::span<const SliceShape> chunk, const StageShape& stage) const;
+  // Forward of that many layers again (no β1: it runs inside the backward action).
+  double recompute_time(std::span<const SliceShape> chunk, int64_t recompute_layers) const;
+  int64_t p2p_bytes(std::span<const SliceShape> chunk) const;  // activation or its gradient
+  double p2p_time(int64_t bytes, bool inter_node) const;       // V/B + latency
+  double allreduce_time(int64_t bytes, int64_t ranks, bool inter_node) const;  // ring
+  double ulysses_alltoall_time(int64_t tokens) const;  // per layer forward; 0 when degree 1
+
+  // Bytes on one device of the stage.
+  // Weights + grads + optimizer (Adam m, v); zero_shard divides the optimizer part by dp.
+  int64_t static_bytes(const StageShape& stage, int64_t dp, bool zero_shard) const;
+  // Held from a chunk's forward until its backward; recomputed layers keep only their input.
+  // K/V of non-final slices are NOT included: they are in kv_keep_bytes (add the two).
+  int64_t activation_bytes(std::span<const SliceShape> chunk, const StageShape& stage,
+                           int64_t recompute_layers) const;
+  // K/V of non-final slices (final_slice == false), all layers of the stage, held from the
+  // slice's forward until its backward even for checkpointed layers.
+  int64_t kv_keep_bytes(std::span<const SliceShape> chunk, const StageShape& stage) const;
+  // dK/dV for the `context` tokens before each slice: allocated by this chunk's backward and
+  // held until the previous slice's backward of the same sequence consumes it.
+  int64_t dkv_buffer_bytes(std::span<const SliceShape> chunk, const StageShape& stage) const;
+  // Working set while a forward runs (freed at its end): unsaved temporaries, and a block of
+  // logits on the last stage.
+  int64_t forward_transient_bytes(std::span<const SliceShape> chunk, const StageShape& stage) const;
+  // Working set while a backward runs: one layer's recomputed activations (when any layer is
+  // recomputed), activation-gradient buffers, a block of logits and its gradient on the last stage.
+  int64_t backward_transient_bytes(std::span<const SliceShape> chunk, const StageShape& stage,
+                                   int64_t recompute_layers) const;
+
+  // Megatron-LM's FLOPs formula with causal attention, forward only, whole model replica work
+  // (not divided by the Ulysses degree). Backward is 2× this.
+  double flops(std::span<const SliceShape> chunk, int64_t num_layers, bool lm_head) const;
+
+ private:
+  double layer_seconds(std::span<const SliceShape> chunk) const;
+  double stage_compute_seconds(std::span<const SliceShape> chunk, const StageShape& stage) const;
+  double efficiency(std::span<const SliceShape> chunk) const;
+
+  ModelConfig model_;
+  DeviceSpec device_;
+  Coefficients coeffs_;
+  int64_t ulysses_degree_ = 1;
+  bool bf16_ = false;
+};
+
+int64_t chunk_tokens(std::span<const SliceShape> chunk);
+
+}  // namespace infinipipe::cost

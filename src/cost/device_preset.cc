@@ -1,0 +1,88 @@
+// Device presets. Every number and its source is listed in docs/cost-model.md; keep the two in
+// step. Bandwidths are effective per-direction values (about 80% of the link, as NCCL reaches).
+#include <array>
+#include <string>
+
+#include "core/error.h"
+#include "cost/cost_model.h"
+
+namespace infinipipe::cost {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr std::array<const char*, 4> kNames = {"cpu", "a800-80gb", "h100-80gb", "h200-141gb"};
+
+DeviceSpec preset_cpu(bool bf16) {
+  DeviceSpec d;
+  d.name = "cpu";
+  // 2 Zen 4 cores: fp32 FMA peak ~115 GFLOP/s per core; AVX512-BF16 doubles it.
+  d.peak_flops = bf16 ? 460e9 : 230e9;
+  // oneDNN reaches ~215/230 (sgemm) and ~400/460 (bf16) on large squares; training shapes
+  // (tall-skinny, weight-gradient reductions) less.
+  d.matmul_efficiency = 0.8;
+  d.attention_efficiency = 0.4;  // blocked CPU attention with softmax is far from GEMM speed
+  d.memory_bytes = static_cast<int64_t>(24 * kGiB);
+  d.memory_bandwidth = 20e9;     // what two cores stream from DDR5
+  d.intra_node_bandwidth = 8e9;  // OpenMPI shared-memory ping-pong: 6-12 GB/s
+  d.inter_node_bandwidth = 1e9;  // TCP between machines (no fabric here)
+  d.latency_s = 5e-6;
+  d.half_efficiency_tokens = 64;  // GEMMs with M >= a few hundred rows run near full speed
+  d.chunk_overhead_s = 200e-6;    // OpenMP regions, allocation, MPI progress per chunk
+  d.backward_factor = 2.0;
+  d.sources =
+      "measured on this machine (DESIGN.md): fp32 FMA peak 115 GFLOP/s/core, oneDNN sgemm "
+      "215 GFLOP/s and bf16 400 GFLOP/s on 2 cores, OpenMPI shm 6-12 GB/s";
+  return d;
+}
+
+// An NVIDIA data-centre GPU: bf16 dense tensor-core peak, or TF32 when planning fp32.
+DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double hbm,
+                      double nvlink_bidir, double ib_per_gpu, double matmul_eff, double attn_eff,
+                      double half_tokens, const char* sources, bool bf16) {
+  DeviceSpec d;
+  d.name = name;
+  d.peak_flops = bf16 ? bf16_flops : bf16_flops / 2;  // TF32 tensor cores: half the bf16 rate
+  d.matmul_efficiency = matmul_eff;
+  d.attention_efficiency = attn_eff;
+  d.memory_bytes = static_cast<int64_t>(memory);
+  d.memory_bandwidth = hbm * 0.8;
+  d.intra_node_bandwidth = nvlink_bidir / 2 * 0.8;
+  d.inter_node_bandwidth = ib_per_gpu * 0.8;
+  d.latency_s = 8e-6;
+  d.half_efficiency_tokens = half_tokens;
+  d.chunk_overhead_s = 300e-6;
+  d.backward_factor = 2.0;
+  d.sources = sources;
+  return d;
+}
+
+}  // namespace
+
+std::span<const char* const> device_preset_names() {
+  return kNames;
+}
+
+DeviceSpec device_preset(const std::string& name, bool bf16) {
+  if (name == "cpu") return preset_cpu(bf16);
+  if (name == "a800-80gb")
+    // 4 x 200 Gb/s IB per node shared by 8 GPUs = 12.5 GB/s per GPU.
+    return preset_gpu("a800-80gb", 312e12, 80 * kGiB, 2.039e12, 400e9, 100e9 / 8, 0.55, 0.5, 256,
+                      "NVIDIA A800 datasheet (312 TFLOP/s bf16 dense, 80 GB HBM2e 2.0 TB/s, "
+                      "NVLink 400 GB/s); 4x200 Gb/s IB per node; Megatron-LM MFU 50-55% on A100",
+                      bf16);
+  if (name == "h100-80gb")
+    return preset_gpu("h100-80gb", 989e12, 80 * kGiB, 3.35e12, 900e9, 50e9, 0.45, 0.4, 384,
+                      "NVIDIA H100 SXM datasheet (989 TFLOP/s bf16 dense, 80 GB HBM3 3.35 TB/s, "
+                      "NVLink 900 GB/s); 400 Gb/s IB per GPU; Megatron-LM MFU 40-47% on H100",
+                      bf16);
+  if (name == "h200-141gb")
+    return preset_gpu("h200-141gb", 989e12, 141e9, 4.8e12, 900e9, 50e9, 0.45, 0.4, 384,
+                      "NVIDIA H200 SXM datasheet (989 TFLOP/s bf16 dense, 141 GB HBM3e 4.8 TB/s, "
+                      "NVLink 900 GB/s); 400 Gb/s IB per GPU; efficiencies as H100",
+                      bf16);
+  std::string known;
+  for (const char* n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);
+  fail_config("unknown device preset '{}': use one of {}, or give a calibration file", name, known);
+}
+
+}  // namespace infinipipe::cost

@@ -1,0 +1,216 @@
+// Ulysses + ZeRO-3 baseline. Assumptions (docs/cost-model.md, "Ulysses baseline"):
+// * sequences are packed best-fit-decreasing into micro-batches of a token capacity; each
+//   micro-batch runs on one sp group with all layers, embedding and LM head;
+// * ZeRO-3 collectives span every device, so the dp groups advance micro-batch by micro-batch in
+//   lock step: a round costs its slowest group;
+// * per micro-batch, parameters are all-gathered twice (forward, backward; the recompute reuses
+//   the backward gather) and gradients reduce-scattered once; DeepSpeed prefetches these, so only
+//   the part longer than the compute is exposed; the all-to-alls are data dependencies and are not.
+#include "sim/ulysses.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+
+namespace infinipipe::sim {
+namespace {
+
+using cost::CostModel;
+using cost::SliceShape;
+using cost::StageShape;
+
+// Best-fit decreasing: each sequence goes to the fullest micro-batch it still fits in.
+std::vector<std::vector<SliceShape>> pack_micro_batches(std::span<const int64_t> lengths,
+                                                        int64_t capacity) {
+  std::vector<int64_t> sorted(lengths.begin(), lengths.end());
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  std::vector<std::vector<SliceShape>> bins;
+  std::vector<int64_t> used;
+  for (int64_t len : sorted) {
+    int64_t best = -1;
+    for (size_t b = 0; b < bins.size(); ++b)
+      if (used[b] + len <= capacity && (best < 0 || used[b] > used[best]))
+        best = static_cast<int64_t>(b);
+    if (best < 0) {
+      bins.emplace_back();
+      used.push_back(0);
+      best = static_cast<int64_t>(bins.size()) - 1;
+    }
+    bins[best].push_back({0, len});
+    used[best] += len;
+  }
+  return bins;
+}
+
+// Ring all-gather / reduce-scatter of `bytes` (the whole tensor) over n ranks.
+double ring_half_time(double bytes, int64_t n, double bandwidth, double latency) {
+  if (n <= 1) return 0.0;
+  const double k = static_cast<double>(n);
+  return (k - 1) / k * bytes / bandwidth + (k - 1) * latency;
+}
+
+void check_inputs(const Config& cfg, std::span<const int64_t> lengths) {
+  if (lengths.empty()) fail_config("ulysses: the global batch has no sequences");
+  for (int64_t len : lengths)
+    if (len <= 0) fail("ulysses: sequence length {} must be positive", len);
+  if (cfg.cluster.num_devices < 1 || cfg.cluster.devices_per_node < 1)
+    fail_config("ulysses: num-devices and devices-per-node must be >= 1");
+}
+
+}  // namespace
+
+UlyssesResult simulate_ulysses_setting(const CostModel& cm, const Config& cfg,
+                                       std::span<const int64_t> lengths,
+                                       const UlyssesSetting& setting) {
+  check_inputs(cfg, lengths);
+  const ModelConfig& m = cm.model();
+  const int64_t n = cfg.cluster.num_devices, sp = setting.sp_degree;
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  if (sp < 1 || n % sp != 0) fail_config("ulysses: sp degree {} must divide the {} devices", sp, n);
+  if (m.num_attention_heads % sp != 0)
+    fail_config("ulysses: sp degree {} must divide the {} attention heads", sp,
+                m.num_attention_heads);
+  if (setting.micro_batch_tokens < longest)
+    fail_config("ulysses: micro-batch capacity {} is below the longest sequence ({} tokens)",
+                setting.micro_batch_tokens, longest);
+
+  UlyssesResult r;
+  r.setting = setting;
+  r.dp_degree = n / sp;
+  const bool group_across_nodes = sp > cfg.cluster.devices_per_node;
+  const bool all_across_nodes = n > cfg.cluster.devices_per_node;
+  const CostModel g = cm.with_ulysses_degree(sp, group_across_nodes);
+  const cost::Coefficients& c = g.coefficients();
+  const cost::DeviceSpec& d = cm.device();
+  const StageShape all{.num_layers = m.num_layers, .has_embedding = true, .has_lm_head = true};
+  const int64_t recompute = setting.full_recompute ? m.num_layers : 0;
+
+  // ZeRO-3 traffic per micro-batch: 2 parameter all-gathers + 1 gradient reduce-scatter.
+  const double act_b = cm.bf16() ? 2.0 : 4.0;
+  const double param_bytes = static_cast<double>(m.params_total()) * act_b;
+  // Across nodes, a ring collective that involves every GPU of a node drives all of the node's
+  // NICs at once (one ring per NIC), so it gets devices_per_node × the per-GPU share.
+  const double bw = all_across_nodes
+                        ? std::min(c.p2p_bandwidth_intra,
+                                   c.p2p_bandwidth_inter * static_cast<double>(std::min(
+                                                               n, cfg.cluster.devices_per_node)))
+                        : c.p2p_bandwidth_intra;
+  const double zero_per_mb = 3 * ring_half_time(param_bytes, n, bw, c.p2p_latency_s);
+
+  // Micro-batches, heaviest first, dealt dp at a time into lock-step rounds.
+  auto bins = pack_micro_batches(lengths, setting.micro_batch_tokens);
+  struct Mb {
+    double compute, a2a;
+    int64_t act;
+  };
+  std::vector<Mb> mbs;
+  for (const auto& chunk : bins) {
+    const int64_t tokens = cost::chunk_tokens(chunk);
+    const double a2a = g.ulysses_alltoall_time(tokens) * m.num_layers * (2 + (recompute > 0));
+    const double total = g.forward_time(chunk, all) + g.backward_time(chunk, all) +
+                         g.recompute_time(chunk, recompute);
+    mbs.push_back({total - a2a, a2a,
+                   g.activation_bytes(chunk, all, recompute) +
+                       std::max(g.forward_transient_bytes(chunk, all),
+                                g.backward_transient_bytes(chunk, all, recompute))});
+  }
+  std::sort(mbs.begin(), mbs.end(),
+            [](const Mb& a, const Mb& b) { return a.compute + a.a2a > b.compute + b.a2a; });
+  int64_t peak_act = 0;
+  for (size_t i = 0; i < mbs.size(); i += r.dp_degree) {
+    const Mb& slowest = mbs[i];  // sorted: the first of each round is its slowest
+    r.compute_time_s += slowest.compute;
+    r.alltoall_time_s += slowest.a2a;
+    r.zero_exposed_s += std::max(0.0, zero_per_mb - slowest.compute);
+    ++r.micro_batch_rounds;
+  }
+  for (const Mb& mb : mbs) peak_act = std::max(peak_act, mb.act);
+
+  // Adam over this device's 1/n of the parameters: memory-bound, ~bytes_per_param read + written.
+  const double shard_params = static_cast<double>(m.params_total()) / n;
+  r.optimizer_time_s = 2 * shard_params * c.bytes_per_param / d.memory_bandwidth;
+  r.step_time_s = r.compute_time_s + r.alltoall_time_s + r.zero_exposed_s + r.optimizer_time_s;
+
+  int64_t tokens = 0;
+  double flops = 0;
+  for (int64_t len : lengths) {
+    tokens += len;
+    const SliceShape s{0, len};
+    flops += 3 * cm.flops(std::span<const SliceShape>(&s, 1), m.num_layers, true);
+  }
+  r.tokens_per_s = static_cast<double>(tokens) / r.step_time_s;
+  r.mfu = flops / (r.step_time_s * static_cast<double>(n) * d.peak_flops);
+
+  // Memory: everything sharded over n, plus gathered parameters in flight (two layers being
+  // prefetched, and the embedding / LM-head tables while they run).
+  const double gathered =
+      (2.0 * m.params_per_layer() + static_cast<double>(m.params_embedding())) * act_b;
+  r.peak_memory_bytes =
+      static_cast<int64_t>(
+          std::ceil(static_cast<double>(m.params_total()) * c.bytes_per_param / n + gathered)) +
+      peak_act;
+  r.memory_budget_bytes =
+      cfg.training.memory_budget > 0 ? cfg.training.memory_budget : d.memory_bytes;
+  if (r.peak_memory_bytes > r.memory_budget_bytes) {
+    r.oom = true;
+    r.reason = fmt::format(
+        "needs {} per device (sp {}, dp {}, {} recompute, micro-batch {} tokens) but the budget "
+        "is {}",
+        format_bytes(r.peak_memory_bytes), sp, r.dp_degree, setting.full_recompute ? "full" : "no",
+        setting.micro_batch_tokens, format_bytes(r.memory_budget_bytes));
+  }
+  return r;
+}
+
+UlyssesResult simulate_ulysses(const CostModel& cm, const Config& cfg,
+                               std::span<const int64_t> lengths) {
+  check_inputs(cfg, lengths);
+  const ModelConfig& m = cm.model();
+  const int64_t n = cfg.cluster.num_devices;
+  std::vector<int64_t> sps;
+  for (int64_t sp = 1; sp <= std::min(n, cfg.cluster.devices_per_node); ++sp)
+    if (n % sp == 0 && cfg.cluster.devices_per_node % sp == 0) sps.push_back(sp);
+  if (std::find(sps.begin(), sps.end(), n) == sps.end()) sps.push_back(n);
+  std::erase_if(sps, [&](int64_t sp) { return m.num_attention_heads % sp != 0; });
+  if (sps.empty())
+    fail_config(
+        "ulysses: no sequence-parallel degree divides both the {} devices and the {} "
+        "attention heads",
+        n, m.num_attention_heads);
+
+  int64_t longest = 0, total = 0;
+  for (int64_t len : lengths) {
+    longest = std::max(longest, len);
+    total += len;
+  }
+  std::vector<int64_t> caps;  // powers of two from the longest sequence up to the whole batch
+  for (int64_t cap = longest;; cap *= 2) {
+    caps.push_back(cap);
+    if (cap >= total) break;
+  }
+
+  UlyssesResult best, least;
+  bool have_best = false, have_least = false;
+  for (int64_t sp : sps)
+    for (bool rc : {false, true})
+      for (int64_t cap : caps) {
+        UlyssesResult r = simulate_ulysses_setting(cm, cfg, lengths, {sp, rc, cap});
+        if (!r.oom && (!have_best || r.step_time_s < best.step_time_s)) {
+          best = r;
+          have_best = true;
+        }
+        if (!have_least || r.peak_memory_bytes < least.peak_memory_bytes) {
+          least = r;
+          have_least = true;
+        }
+      }
+  if (have_best) return best;
+  least.reason = "no setting fits: the smallest " + least.reason;
+  return least;
+}
+
+}  // namespace infinipipe::sim

@@ -1,0 +1,51 @@
+// The `data` subcommands as a user runs them: synth -> stats, and errors with exit codes.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "cli/run_cli.h"
+
+namespace {
+
+std::string temp_dir() {
+  char name[] = "/tmp/infinipipe_data_cli_XXXXXX";
+  return mkdtemp(name);
+}
+
+TEST(DataCli, SynthThenStats) {
+  std::string dir = temp_dir();
+  CliResult s = run_cli("data synth --distribution github --num-documents 200 --seq-length 4096 "
+                        "--seed 7 --output " + dir + "/corpus");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  CliResult st = run_cli("data stats --data-path " + dir + "/corpus --seq-length 4096");
+  ASSERT_EQ(st.exit_code, 0) << st.output;
+  EXPECT_NE(st.output.find("p50"), std::string::npos) << st.output;
+  EXPECT_NE(st.output.find("2-4K"), std::string::npos) << st.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(DataCli, StatsWithoutSourceIsUsageError) {
+  CliResult r = run_cli("data stats --seq-length 4096");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+TEST(DataCli, PrepareNamesTheBadLine) {
+  std::string dir = temp_dir();
+  std::ofstream(dir + "/in.jsonl") << "{\"text\": \"hello\"}\n{\"text\": oops}\n";
+  CliResult r = run_cli("data prepare --input " + dir + "/in.jsonl --output " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("in.jsonl:2"), std::string::npos) << r.output;
+  std::ifstream left(dir + "/out.bin");
+  EXPECT_FALSE(left.good()) << "a failed prepare must not leave output behind";
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(DataCli, MissingDatasetIsClear) {
+  CliResult r = run_cli("data stats --data-path /nonexistent/corpus --seq-length 4096");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/corpus"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,124 @@
+#include "cost/calibration.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace infinipipe::cost {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("infinipipe_cost_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+Calibration sample() {
+  Calibration c;
+  c.machine = "test-box";
+  c.date = "2026-11-29T07:00:00Z";
+  c.notes = "unit test";
+  c.model.num_layers = 4;
+  c.model.hidden_size = 256;
+  c.model.num_attention_heads = 4;
+  c.model.num_query_groups = 2;
+  c.model.vocab_size = 257;
+  c.model.seq_length = 8192;
+  c.fit_residual_forward = 0.031;
+  c.fit_residual_backward = 0.047;
+  c.device = device_preset("cpu", false);
+  c.coeffs = CostModel::derive_coefficients(c.model, c.device, 1, false);
+  c.coeffs.alpha1 *= 1.37;  // as if measured
+  c.coeffs.beta1 = 3.25e-4;
+  c.coeffs.act_bytes_per_token_layer = 12345.5;
+  return c;
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+TEST(Calibration, RoundTrip) {
+  const std::string path = temp_path("rt.json");
+  Calibration a = sample();
+  save_calibration(a, path);
+  Calibration b = load_calibration(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(b.machine, a.machine);
+  EXPECT_EQ(b.date, a.date);
+  EXPECT_EQ(b.model.hidden_size, 256);
+  EXPECT_EQ(b.model.kv_heads(), 2);
+  EXPECT_EQ(b.model.ffn_size(), a.model.ffn_size());
+  EXPECT_DOUBLE_EQ(b.fit_residual_backward, 0.047);
+  EXPECT_EQ(b.device.name, "cpu");
+  EXPECT_EQ(b.device.memory_bytes, a.device.memory_bytes);
+  EXPECT_DOUBLE_EQ(b.coeffs.alpha1, a.coeffs.alpha1);
+  EXPECT_DOUBLE_EQ(b.coeffs.beta1, 3.25e-4);
+  EXPECT_DOUBLE_EQ(b.coeffs.act_bytes_per_token_layer, 12345.5);
+  EXPECT_EQ(b.coeffs.logits_block_tokens, a.coeffs.logits_block_tokens);
+  EXPECT_EQ(calibration_to_json(a), calibration_to_json(b));
+}
+
+TEST(Calibration, DrivesTheCostModel) {
+  const std::string path = temp_path("cfg.json");
+  Calibration cal = sample();
+  save_calibration(cal, path);
+  Config cfg;
+  cfg.model = cal.model;
+  cfg.cluster.calibration = path;
+  CostModel cm = CostModel::from_config(cfg);
+  EXPECT_DOUBLE_EQ(cm.coefficients().alpha1, cal.coeffs.alpha1);
+  std::vector<SliceShape> chunk = {{0, 1000}};
+  StageShape st{.num_layers = 2};
+  CostModel preset(cal.model, cal.device, 1, false);
+  EXPECT_GT(cm.forward_time(chunk, st), preset.forward_time(chunk, st));
+  // A calibration fitted for another model shape is refused with a way out.
+  cfg.model.hidden_size = 512;
+  EXPECT_THROW(CostModel::from_config(cfg), ConfigError);
+  cfg.model = cal.model;
+  cfg.training.bf16 = true;
+  EXPECT_THROW(CostModel::from_config(cfg), ConfigError);
+  std::remove(path.c_str());
+}
+
+TEST(Calibration, BadFilesAreClearErrors) {
+  EXPECT_THROW(load_calibration(temp_path("does-not-exist.json")), Error);
+  const std::string path = temp_path("bad.json");
+  auto message = [&](const std::string& text) -> std::string {
+    write(path, text);
+    try {
+      load_calibration(path);
+    } catch (const ConfigError&) {
+      return "config error (wrong kind)";
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(message("{ not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(message("[1,2]").find("not an infinipipe calibration"), std::string::npos);
+  const std::string good = calibration_to_json(sample());
+  std::string v2 = good;
+  v2.replace(v2.find("\"version\": 1"), 12, "\"version\": 2");
+  EXPECT_NE(message(v2).find("version 2"), std::string::npos);
+  std::string missing = good;
+  missing.replace(missing.find("\"alpha2\""), 8, "\"alpha9\"");
+  EXPECT_NE(message(missing).find("coefficients.alpha2"), std::string::npos);
+  std::string wrong_type = good;
+  wrong_type.replace(wrong_type.find("\"machine\": \"test-box\""), 21, "\"machine\": 7");
+  EXPECT_NE(message(wrong_type).find("wrong type"), std::string::npos);
+  std::string zero_bw = good;
+  const size_t at = zero_bw.find("\"p2p_bandwidth_intra\": ");
+  zero_bw.replace(at, zero_bw.find(',', at) - at, "\"p2p_bandwidth_intra\": 0");
+  EXPECT_NE(message(zero_bw).find("must be > 0"), std::string::npos);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace infinipipe::cost
