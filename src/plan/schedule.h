@@ -1,0 +1,27 @@
+// Schedule generators: given plan.chunks (in forward order), plan.pp/vpp, plan.stages and (for
+// epp) plan.pipeline_of_chunk, fill plan.actions with one ordered action list per pipeline rank.
+// They decide the order only; recompute_layers starts at 0 and predicted_time at 0 (the
+// checkpoint optimiser and plan_predict in validate.h fill them in).
+#pragma once
+
+#include "core/config.h"
+#include "plan/plan.h"
+
+namespace infinipipe::plan {
+
+// Dispatch on the schedule; sets plan.schedule to its name. Throws ConfigError when the schedule
+// cannot run this plan (e.g. interleaved with vpp = 1 or with fewer chunks than pp).
+void schedule_build(Plan& plan, Schedule schedule);
+
+void schedule_gpipe(Plan& plan);  // all forwards, then all backwards (reverse order)
+void schedule_1f1b(Plan& plan);   // warm-up pp-r-1 forwards, steady 1F1B, cool-down
+// Megatron-LM's interleaved 1F1B over vpp model chunks; needs pp >= 2, vpp >= 2, whole-sequence
+// chunks and m >= pp (any such m: the micro-batch group size follows Megatron's remainder rule).
+void schedule_interleaved(Plan& plan);
+// seq1f1b / epp: 1F1B over the chunks in order, with the backwards of the split chunks of one
+// sequence in reverse slice order; epp runs one 1F1B pipeline per pipeline_of_chunk group, each
+// drained before the next starts.
+void schedule_seq1f1b(Plan& plan);
+void schedule_epp(Plan& plan);
+
+}  // namespace infinipipe::plan

@@ -1,0 +1,35 @@
+// Validation of a plan before it runs (DESIGN.md invariant 3): token coverage, slice order,
+// forward-before-backward, deadlock-free send/receive pairing, memory within budget. Each error
+// names the rank/stage, the action index, the chunk and the reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "cost/cost_model.h"
+#include "plan/plan.h"
+
+namespace infinipipe::plan {
+
+struct ValidationResult {
+  std::vector<std::string> errors;  // empty = valid
+  std::vector<int64_t> peak_bytes;  // per rank, when the action lists were well formed
+  bool ok() const { return errors.empty(); }
+  std::string message() const;  // the errors, one per line
+};
+
+// Checks everything it can; stops before deadlock and memory checks when the structure is broken.
+ValidationResult validate(const Plan& plan, const cost::CostModel& cost, const Config& cfg);
+// Everything but memory: layout, tokens, action lists, slice order, deadlock. Never crashes on a
+// malformed plan, so callers may run the replay or the memory trace once it passes.
+ValidationResult validate_structure(const Plan& plan, const Config& cfg);
+// Throws Error("plan is invalid: ...") with the first errors.
+void validate_or_throw(const Plan& plan, const cost::CostModel& cost, const Config& cfg);
+
+// Fills every action's predicted_time (backward includes recompute), predicted_peak_bytes and
+// predicted_step_time (blocking replay with p2p transfer times). Throws Error on a deadlock.
+void plan_predict(Plan& plan, const cost::CostModel& cost, const Config& cfg);
+
+}  // namespace infinipipe::plan

@@ -1,0 +1,212 @@
+#include "report/gantt_svg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/config.h"
+#include "core/error.h"
+
+namespace infinipipe::report {
+namespace {
+
+constexpr int kLeft = 110, kRight = 20, kTop = 56, kGap = 30, kAxis = 34;
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// Chunks get well-spread hues (golden angle); backwards are the darker shade of the same hue.
+std::string chunk_colour(int32_t chunk, bool backward) {
+  double hue = std::fmod(chunk * 137.508, 360.0);
+  return fmt::format("hsl({:.0f},65%,{}%)", hue, backward ? 36 : 72);
+}
+
+std::string format_seconds(double s) {
+  if (s == 0) return "0";
+  if (s >= 1.0) return fmt::format("{:.3g} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
+  return fmt::format("{:.3g} us", s * 1e6);
+}
+
+// A "nice" tick step (1, 2 or 5 × 10^k) giving about `n` ticks over `span`.
+double tick_step(double span, int n) {
+  double raw = span / n, p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * p) return m * p;
+  return 10 * p;
+}
+
+}  // namespace
+
+std::string gantt_svg(const sim::StepResult& step, const GanttOptions& o) {
+  const int ranks = static_cast<int>(step.actions.size());
+  const double span = step.step_time > 0 ? step.step_time : 1.0;
+  const double plot_w = std::max(100, o.width - kLeft - kRight);
+  const double sx = plot_w / span;
+  const int gantt_h = ranks * o.row_height;
+  const int mem_top = kTop + gantt_h + kAxis + kGap;
+  const int height = mem_top + ranks * (o.memory_height + 8) + 30;
+  auto X = [&](double t) { return kLeft + t * sx; };
+
+  std::string s;
+  s += fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+      "font-family=\"sans-serif\" font-size=\"11\">\n",
+      o.width, height, o.width, height);
+  s += "<defs><pattern id=\"recompute\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+       "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"none\"/>"
+       "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"white\" stroke-width=\"2.5\" "
+       "stroke-opacity=\"0.8\"/></pattern></defs>\n";
+  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  std::string title =
+      o.title.empty() ? fmt::format(
+                            "{} ({}): step {}, bubble {:.1f}%, {:.0f} "
+                            "tokens/s, MFU {:.1f}%",
+                            step.schedule, step.source, format_seconds(step.step_time),
+                            100 * step.bubble_ratio_mean, step.tokens_per_second, 100 * step.mfu)
+                      : o.title;
+  s += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
+                   kLeft, escape(title));
+  // Legend.
+  int lx = kLeft;
+  auto swatch = [&](const std::string& fill, const std::string& label, bool hatch) {
+    s += fmt::format("<rect x=\"{}\" y=\"32\" width=\"14\" height=\"12\" fill=\"{}\"/>", lx, fill);
+    if (hatch)
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"32\" width=\"14\" height=\"12\" "
+          "fill=\"url(#recompute)\"/>",
+          lx);
+    s += fmt::format("<text x=\"{}\" y=\"42\">{}</text>\n", lx + 18, label);
+    lx += 28 + 7 * static_cast<int>(label.size());
+  };
+  swatch(chunk_colour(0, false), "forward (colour = chunk)", false);
+  swatch(chunk_colour(0, true), "backward", false);
+  swatch(chunk_colour(0, true), "recompute inside backward", true);
+
+  // Gantt rows.
+  for (int k = 0; k < ranks; ++k) {
+    const int y = kTop + k * o.row_height;
+    std::string stages;  // the (virtual) stages this rank runs, from its actions
+    std::vector<int32_t> seen;
+    for (const sim::ActionRecord& a : step.actions[k])
+      if (std::find(seen.begin(), seen.end(), a.action.stage) == seen.end())
+        seen.push_back(a.action.stage);
+    std::sort(seen.begin(), seen.end());
+    for (int32_t st : seen) {
+      if (!stages.empty()) stages += ',';
+      stages += std::to_string(st);
+    }
+    const bool several = seen.size() > 1;
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">rank {}</text>\n", kLeft - 8,
+                     y + o.row_height / 2 + (several ? 0 : 4), k);
+    if (several)
+      s += fmt::format(
+          "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"9\">stages {}</text>\n",
+          kLeft - 8, y + o.row_height / 2 + 10, stages);
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#f3f3f3\"/>\n",
+                     kLeft, y + 2, plot_w, o.row_height - 4);
+    for (const sim::ActionRecord& a : step.actions[k]) {
+      const bool bwd = a.action.kind == plan::ActionKind::backward;
+      const double x = X(a.start), w = std::max(0.5, (a.end - a.start) * sx);
+      s += fmt::format(
+          "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" stroke=\"white\" "
+          "stroke-width=\"0.5\"><title>{} chunk {} stage {}: {} .. {}{}</title></rect>\n",
+          x, y + 2, w, o.row_height - 4, chunk_colour(a.action.chunk, bwd),
+          bwd ? "backward" : "forward", a.action.chunk, a.action.stage, format_seconds(a.start),
+          format_seconds(a.end),
+          a.recompute_time > 0 ? fmt::format(", recompute {} layers {}", a.action.recompute_layers,
+                                             format_seconds(a.recompute_time))
+                               : "");
+      if (a.recompute_time > 0)
+        s += fmt::format(
+            "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" "
+            "fill=\"url(#recompute)\"/>\n",
+            x, y + 2, std::max(0.5, a.recompute_time * sx), o.row_height - 4);
+      if (o.label_chunks && w >= 7.0 * (1 + std::to_string(a.action.chunk).size()))
+        s += fmt::format(
+            "<text x=\"{:.2f}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\" "
+            "font-size=\"10\">{}</text>\n",
+            x + w / 2, y + o.row_height / 2 + 4, bwd ? "white" : "black", a.action.chunk);
+    }
+  }
+  // Time axis.
+  const int axis_y = kTop + gantt_h + 4;
+  const double dt = tick_step(span, 10);
+  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{:.2f}\" y2=\"{}\" stroke=\"black\"/>\n", kLeft,
+                   axis_y, kLeft + plot_w, axis_y);
+  for (double t = 0; t <= span * (1 + 1e-9); t += dt)
+    s += fmt::format(
+        "<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"black\"/>"
+        "<text x=\"{0:.2f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
+        X(t), axis_y, axis_y + 5, axis_y + 17, format_seconds(t));
+
+  // Memory panels: one scale for all ranks so they compare at a glance.
+  int64_t top = std::max<int64_t>(step.memory_budget, 1);
+  for (const auto& curve : step.memory)
+    for (const auto& m : curve) top = std::max(top, m.bytes);
+  top = static_cast<int64_t>(top * 1.05);
+  s += fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-size=\"13\" font-weight=\"bold\">memory per rank "
+      "(scale 0 .. {}{})</text>\n",
+      kLeft, mem_top - 10, format_bytes(top),
+      step.memory_budget > 0 ? fmt::format(", budget {} dashed", format_bytes(step.memory_budget))
+                             : "");
+  for (int k = 0; k < static_cast<int>(step.memory.size()); ++k) {
+    const int y0 = mem_top + k * (o.memory_height + 8), h = o.memory_height;
+    auto Y = [&](int64_t b) { return y0 + h - static_cast<double>(b) / top * h; };
+    s += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#fafafa\" "
+        "stroke=\"#ccc\"/>\n",
+        kLeft, y0, plot_w, h);
+    const int64_t peak = k < static_cast<int>(step.peak_bytes.size()) ? step.peak_bytes[k] : 0;
+    s += fmt::format(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">rank {}</text>"
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"9\">peak {}</text>\n",
+        kLeft - 8, y0 + h / 2, k, kLeft - 8, y0 + h / 2 + 12, format_bytes(peak));
+    std::string pts;
+    for (const auto& m : step.memory[k])
+      pts += fmt::format("{:.2f},{:.2f} ", X(m.time), Y(m.bytes));
+    s += fmt::format(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"#1f5fbf\" "
+        "stroke-width=\"1.2\"/>\n",
+        pts);
+    if (step.memory_budget > 0)
+      s += fmt::format(
+          "<line x1=\"{}\" y1=\"{:.2f}\" x2=\"{:.2f}\" y2=\"{:.2f}\" stroke=\"#d62728\" "
+          "stroke-dasharray=\"5,3\"/>\n",
+          kLeft, Y(step.memory_budget), kLeft + plot_w, Y(step.memory_budget));
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+void gantt_svg_save(const sim::StepResult& step, const std::string& path, const GanttOptions& o) {
+  std::ofstream out(path);
+  if (!out) fail("cannot write the Gantt chart to {}: check that the directory exists", path);
+  out << gantt_svg(step, o);
+  if (!out) fail("writing the Gantt chart to {} failed (disk full?)", path);
+}
+
+}  // namespace infinipipe::report

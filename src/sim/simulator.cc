@@ -1,0 +1,113 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "plan/schedule_memory.h"
+#include "plan/schedule_replay.h"
+#include "plan/validate.h"
+
+namespace infinipipe::sim {
+namespace {
+
+// fp32 gradients (Megatron reduces main_grad in fp32) of the rank's stages.
+int64_t rank_grad_bytes(const plan::Plan& plan, const ModelConfig& m, int32_t rank) {
+  int64_t params = 0;
+  for (const plan::StageSpec& s : plan.stages) {
+    if (s.rank != rank) continue;
+    params += s.num_layers * m.params_per_layer();
+    if (s.has_embedding) params += m.params_embedding();
+    if (s.has_lm_head)
+      params += m.hidden_size + (m.tie_embeddings && s.has_embedding ? 0 : m.params_embedding());
+  }
+  return 4 * params;
+}
+
+// All-reduce time of a rank's gradients over the dp × ulysses devices holding the same stages;
+// they are consecutive devices (pp outermost), so inter-node when they span nodes.
+double dp_sync_seconds(const plan::Plan& plan, const cost::CostModel& cost, const Config& cfg,
+                       int32_t rank) {
+  const int64_t group = cfg.parallel.data_parallel * cfg.parallel.ulysses_degree;
+  if (group <= 1) return 0.0;
+  const int64_t per_node = std::max<int64_t>(1, cfg.cluster.devices_per_node);
+  const int64_t first = rank * group, last = first + group - 1;
+  return cost.allreduce_time(rank_grad_bytes(plan, cfg.model, rank), group,
+                             first / per_node != last / per_node);
+}
+
+}  // namespace
+
+Simulator::Simulator(const cost::CostModel& cost, const Config& cfg, SimOptions opts)
+    : cost_(cost), cfg_(cfg), opts_(opts) {}
+
+StepResult Simulator::execute(const plan::Plan& input) {
+  plan::ValidationResult ok = plan::validate_structure(input, cfg_);
+  if (!ok.ok()) fail("cannot simulate the {} plan:\n{}", input.schedule, ok.message());
+  bool predicted = false;
+  for (const auto& list : input.actions)
+    for (const plan::Action& a : list) predicted = predicted || a.predicted_time > 0;
+  plan::Plan repredicted;
+  const plan::Plan* p = &input;
+  if (opts_.repredict || !predicted) {
+    repredicted = input;
+    plan::plan_predict(repredicted, cost_, cfg_);
+    p = &repredicted;
+  }
+  const plan::Plan& plan = *p;
+
+  std::vector<double> transfer;
+  if (!opts_.ignore_comms) transfer = plan::replay_transfer_times(plan, cost_, cfg_);
+  plan::Replay replay = plan::schedule_replay(plan, transfer);
+  if (replay.deadlock)
+    fail("cannot simulate the {} plan: {}", plan.schedule, replay.deadlock_reason);
+  plan::MemoryTrace mem = plan::schedule_memory_trace(plan, cost_, cfg_);
+
+  StepResult r;
+  r.source = "simulator";
+  r.dp_sync_time.assign(plan.pp, 0.0);
+  for (int32_t k = 0; k < plan.pp; ++k) {
+    r.dp_sync_time[k] = dp_sync_seconds(plan, cost_, cfg_, k);
+    double done = replay.timing[k].empty() ? 0.0 : replay.timing[k].back().end;
+    r.step_time = std::max(r.step_time, done + r.dp_sync_time[k]);
+  }
+  r.actions.resize(plan.pp);
+  r.memory.resize(plan.pp);
+  for (int32_t k = 0; k < plan.pp; ++k) {
+    const auto& list = plan.actions[k];
+    auto& out = r.actions[k];
+    auto& curve = r.memory[k];
+    out.resize(list.size());
+    int64_t level = mem.static_bytes[k];
+    curve.push_back({0.0, level});
+    for (size_t i = 0; i < list.size(); ++i) {
+      const plan::Action& a = list[i];
+      const plan::ActionTiming& t = replay.timing[k][i];
+      ActionRecord& rec = out[i];
+      rec.action = a;
+      rec.start = t.start;
+      rec.end = t.end;
+      if (a.kind == plan::ActionKind::backward && a.recompute_layers > 0)
+        rec.recompute_time =
+            std::min(t.end - t.start,
+                     cost_.recompute_time(plan.chunks[a.chunk].shapes(), a.recompute_layers));
+      const plan::MemoryStep& m = mem.steps[k][i];
+      curve.push_back({t.start, level});
+      if (a.kind == plan::ActionKind::backward) {  // working set up front, freed at the end
+        curve.push_back({t.start, m.during});
+        curve.push_back({t.end, m.during});
+      }
+      curve.push_back({t.end, m.after});
+      level = m.after;
+    }
+    curve.push_back({r.step_time, level});
+  }
+  step_result_finish(r, plan, cost_, cfg_);
+  return r;
+}
+
+StepResult simulate(const plan::Plan& plan, const cost::CostModel& cost, const Config& cfg,
+                    SimOptions opts) {
+  return Simulator(cost, cfg, opts).execute(plan);
+}
+
+}  // namespace infinipipe::sim
