@@ -1,0 +1,201 @@
+// StageEngine::forward / backward of whole chunks: validation, the sequence registry (which
+// slices' K/V are live), the stage input/output and the loss. Layers are in engine.cc.
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "model/attention.h"
+#include "model/classifier.h"
+#include "model/engine.h"
+#include "model/engine_stash.h"
+#include "model/kernels.h"
+
+namespace infinipipe {
+
+ForwardOutput StageEngine::forward(const ChunkInput& chunk, const Tensor* input_activation,
+                                   int64_t recompute_layers, double loss_scale) {
+  const int64_t C = cfg_.hidden_size, L = range_.num_layers;
+  const int32_t id = chunk.chunk_id;
+  if (chunks_.count(id) != 0) {
+    fail(
+        "engine: chunk {} is already stashed on layers [{}, {}); run its backward before its "
+        "next forward",
+        id, range_.first_layer, range_.first_layer + L);
+  }
+  if (chunk.slices.empty()) fail("engine: chunk {} has no slices", id);
+  if (recompute_layers < 0 || recompute_layers > L) {
+    fail_config("engine: chunk {} asks to recompute {} layers, but the stage has {}", id,
+                recompute_layers, L);
+  }
+  std::set<int64_t> seen;
+  for (const SliceInput& s : chunk.slices) {
+    const int64_t ntok = static_cast<int64_t>(s.tokens.size());
+    if (s.len <= 0 || s.offset < 0 || (ntok != s.len && ntok != s.len + 1)) {
+      fail(
+          "engine: chunk {}: slice of sequence {} has offset {}, length {} and {} tokens; it "
+          "needs length ≥ 1 and length or length + 1 tokens",
+          id, s.seq_id, s.offset, s.len, ntok);
+    }
+    if (s.offset + s.len > cfg_.max_positions()) {
+      fail_config(
+          "engine: sequence {} reaches position {}, beyond max-position-embeddings {}; "
+          "raise --seq-length or --max-position-embeddings",
+          s.seq_id, s.offset + s.len, cfg_.max_positions());
+    }
+    if (!seen.insert(s.seq_id).second) {
+      fail("engine: chunk {} holds two slices of sequence {}; a chunk takes one slice per sequence",
+           id, s.seq_id);
+    }
+    auto it = sequences_.find(s.seq_id);
+    const int64_t end =
+        it == sequences_.end() ? 0 : it->second.back().offset + it->second.back().len;
+    const bool closed = it != sequences_.end() && it->second.back().is_final;
+    if (s.offset != end || closed) {
+      fail(
+          "engine: chunk {}: slice [{}, {}) of sequence {} does not follow the live slices of "
+          "that sequence on this stage (they end at {}{}); run a sequence's slice forwards in "
+          "order, each once",
+          id, s.offset, s.offset + s.len, s.seq_id, end, closed ? ", with its final slice" : "");
+    }
+  }
+  const int64_t N = chunk.num_tokens();
+  if (!range_.has_embedding) {
+    if (input_activation == nullptr || input_activation->shape() != std::vector<int64_t>{N, C}) {
+      fail(
+          "engine: chunk {} needs an input activation of shape ({}, {}) on a stage without the "
+          "embedding",
+          id, N, C);
+    }
+  }
+
+  auto owned = std::make_unique<Chunk>();
+  Chunk& c = *owned;
+  c.id = id;
+  c.N = N;
+  c.recompute_layers = recompute_layers;
+  c.layers.resize(static_cast<size_t>(L));
+  std::vector<int32_t> targets;
+  targets.reserve(static_cast<size_t>(N));
+  for (const SliceInput& s : chunk.slices) {
+    c.row0.push_back(static_cast<int64_t>(c.pos.size()));
+    for (int64_t i = 0; i < s.len; ++i) {
+      c.pos.push_back(s.offset + i);
+      c.tokens.push_back(s.tokens[static_cast<size_t>(i)]);
+      const bool has_label = i + 1 < static_cast<int64_t>(s.tokens.size());
+      targets.push_back(has_label ? s.tokens[static_cast<size_t>(i + 1)] : -1);
+    }
+    if (!s.is_final()) c.keep_kv = true;
+    SliceInput meta{s.seq_id, s.offset, s.len, {}};
+    c.slices.push_back(meta);
+  }
+  c.index_bytes =
+      static_cast<int64_t>(c.pos.size() * sizeof(int64_t) + c.tokens.size() * sizeof(int32_t));
+  tracker_.charge(kAct, c.index_bytes);
+  chunks_[id] = std::move(owned);
+  for (size_t s = 0; s < c.slices.size(); ++s) {
+    const SliceInput& in = chunk.slices[s];
+    auto& refs = sequences_[in.seq_id];
+    if (!refs.empty()) refs.back().next_seen = true;
+    refs.push_back({id, c.row0[s], in.offset, in.len, in.is_final()});
+  }
+
+  ForwardOutput result;
+  try {
+    Tensor x(tracker_, kAct, {N, C}, false);
+    if (range_.has_embedding) {
+      embedding_forward(x.data(), c.tokens.data(), params_->embedding()->value.data(), N, C,
+                        cfg_.vocab_size);
+    } else {
+      std::memcpy(x.data(), input_activation->data(), static_cast<size_t>(x.bytes()));
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      c.layers[static_cast<size_t>(l)].x = std::move(x);
+      x = layer_forward(c, l, l >= recompute_layers, true);
+    }
+    if (range_.has_lm_head) {
+      // Loss and its grad now (fused), back through the final norm: only dx is kept.
+      const int64_t V = cfg_.vocab_size;
+      Tensor ln(tracker_, kWs, {N, C}, false), rstd(tracker_, kWs, {N}, false);
+      Param* norm = params_->final_norm();
+      Param* head = params_->lm_head();
+      rmsnorm_forward(ln.data(), rstd.data(), x.data(), norm->value.data(), N, C,
+                      static_cast<float>(cfg_.norm_epsilon));
+      Tensor dln(tracker_, kWs, {N, C}, false);
+      Tensor ws(tracker_, kWs, {kClassifierBlock, V}, false);
+      result.loss_sum = classifier_forward_backward(dln.data(), head->grad.data(), ln.data(),
+                                                    head->value.data(), targets.data(), N, C, V,
+                                                    static_cast<float>(loss_scale), ws.data());
+      for (int32_t t : targets) result.predicted_tokens += t >= 0 ? 1 : 0;
+      c.dx_head = Tensor(tracker_, kAct, {N, C}, true);
+      rmsnorm_backward(c.dx_head.data(), norm->grad.data(), dln.data(), x.data(),
+                       norm->value.data(), rstd.data(), N, C);
+    } else {
+      result.activation = std::move(x);
+    }
+  } catch (...) {
+    chunk_drop(id, true);
+    throw;
+  }
+  return result;
+}
+
+Tensor StageEngine::backward(int32_t chunk_id, const Tensor* grad_output) {
+  auto it = chunks_.find(chunk_id);
+  if (it == chunks_.end()) {
+    fail("engine: backward of chunk {} on layers [{}, {}) without its forward", chunk_id,
+         range_.first_layer, range_.first_layer + range_.num_layers);
+  }
+  Chunk& c = *it->second;
+  const int64_t N = c.N, C = cfg_.hidden_size, F = cfg_.ffn_size();
+  const int64_t NH = cfg_.num_attention_heads, KVH = cfg_.kv_heads(), HS = cfg_.head_dim();
+  for (const SliceInput& s : c.slices) {
+    const SliceRef& last = sequences_.at(s.seq_id).back();
+    if (last.chunk_id != chunk_id) {
+      fail(
+          "engine: backward of chunk {} before the backward of chunk {}, which holds a later "
+          "slice of sequence {}; run a sequence's slice backwards in reverse order",
+          chunk_id, last.chunk_id, s.seq_id);
+    }
+    if (!last.is_final && !last.next_seen) {
+      fail(
+          "engine: backward of chunk {} before the forward of the next slice of sequence {} "
+          "(tokens from {}); the later slices' forwards and backwards come first",
+          chunk_id, s.seq_id, last.offset + last.len);
+    }
+  }
+  Tensor dx;
+  if (range_.has_lm_head) {
+    dx = std::move(c.dx_head);
+  } else {
+    if (grad_output == nullptr || grad_output->shape() != std::vector<int64_t>{N, C}) {
+      fail("engine: backward of chunk {} needs an output grad of shape ({}, {})", chunk_id, N, C);
+    }
+    dx = grad_output->clone(kAct);
+  }
+
+  BackwardWorkspace ws;
+  const int64_t Q = NH * HS;
+  ws.h = Tensor(tracker_, kWs, {N, F}, false);
+  ws.dh = Tensor(tracker_, kWs, {N, F}, false);
+  ws.dln = Tensor(tracker_, kWs, {N, C}, false);
+  ws.datt = Tensor(tracker_, kWs, {N, Q}, false);
+  ws.dq = Tensor(tracker_, kWs, {N, Q}, false);
+  int64_t tmax = 0;
+  for (const SliceInput& s : c.slices) tmax = std::max(tmax, s.len);
+  ws.attn = Tensor(tracker_, kWs, {attention_workspace_floats({tmax, NH, KVH, HS})}, false);
+
+  for (int64_t l = range_.num_layers - 1; l >= 0; --l) {
+    if (l < c.recompute_layers) layer_forward(c, l, true, false);  // recompute the stash
+    layer_backward(c, l, dx.data(), ws);
+    c.layers[static_cast<size_t>(l)] = LayerStash();  // its K/V are no longer needed either
+  }
+  if (range_.has_embedding) {
+    embedding_backward(params_->embedding()->grad.data(), dx.data(), c.tokens.data(), N, C);
+    dx.reset();
+  }
+  chunk_drop(chunk_id);
+  return dx;
+}
+
+}  // namespace infinipipe
