@@ -1,0 +1,62 @@
+// `infinipipe checkpoint`: inspect and verify checkpoint directories written by --save.
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "runtime/checkpoint.h"
+
+namespace infinipipe::cli {
+
+namespace {
+
+struct CheckpointArgs {
+  std::string dir;
+  int64_t iteration = -1;
+};
+
+void run_checkpoint_list(const CheckpointArgs& a) {
+  const std::vector<CheckpointEntry> entries = checkpoint_list(a.dir);
+  if (entries.empty()) fail_config("{} holds no iter_NNNNNNN checkpoint directory", a.dir);
+  for (const CheckpointEntry& e : entries) {
+    fmt::print("{}  {}{}\n", checkpoint_iter_dir(a.dir, e.iteration),
+               e.complete ? "complete" : "INCOMPLETE (interrupted save; never loaded)",
+               e.latest ? "  <- latest" : "");
+  }
+}
+
+void run_checkpoint_verify(const CheckpointArgs& a) {
+  CheckpointReader r(a.dir, a.iteration);
+  const int64_t bytes = r.verify_all();
+  const ModelConfig& m = r.model();
+  fmt::print("{}: OK, every checksum matches ({:.1f} MiB checked)\n", r.path(),
+             static_cast<double>(bytes) / (1 << 20));
+  fmt::print("  iteration {}, consumed samples {}, written by {} rank(s), optimizer {}\n",
+             r.iteration(), r.consumed_samples(), r.num_ranks(), r.optimizer_kind());
+  fmt::print("  model: {} layers, hidden {}, heads {} (kv {}), ffn {}, vocab {}, {} tensors\n",
+             m.num_layers, m.hidden_size, m.num_attention_heads, m.kv_heads(), m.ffn_size(),
+             m.vocab_size, r.param_names().size());
+}
+
+}  // namespace
+
+void add_checkpoint_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("checkpoint", "Inspect and verify checkpoints (--save DIR)");
+  cmd->require_subcommand(1);
+  auto args = std::make_shared<CheckpointArgs>();
+
+  CLI::App* list = cmd->add_subcommand("list", "List the iter_ directories and which is loaded");
+  list->add_option("dir", args->dir, "Checkpoint directory (as given to --save)")->required();
+  list->callback([args] { run_checkpoint_list(*args); });
+
+  CLI::App* verify =
+      cmd->add_subcommand("verify", "Verify every file's checksum of one checkpoint");
+  verify->add_option("dir", args->dir, "Checkpoint directory (as given to --save)")->required();
+  verify->add_option("--iteration", args->iteration,
+                     "Iteration to verify (default: the one --load would resume from)");
+  verify->callback([args] { run_checkpoint_verify(*args); });
+}
+
+}  // namespace infinipipe::cli

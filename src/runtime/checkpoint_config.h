@@ -1,0 +1,27 @@
+// The model description saved with a checkpoint: Hugging Face's LlamaConfig (config.json), so
+// `transformers` can load the weights, and the comparison that refuses a checkpoint of another
+// model shape with a message naming every difference.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+
+namespace infinipipe {
+
+// config.json for LlamaForCausalLM, torch_dtype float32.
+nlohmann::json checkpoint_hf_config(const ModelConfig& model);
+// Reads the fields infinipipe needs back from a config.json (Error naming `path` if malformed).
+ModelConfig checkpoint_model_from_hf(const nlohmann::json& hf, const std::string& path);
+// One line per field that changes the weights or the maths, e.g.
+// "checkpoint has hidden-size 512, this run has 256". Empty when the models agree.
+std::vector<std::string> checkpoint_model_diff(const ModelConfig& saved,
+                                               const ModelConfig& current);
+// ConfigError listing the differences (and how to fix them) when there are any.
+void checkpoint_check_model(const ModelConfig& saved, const ModelConfig& current,
+                            const std::string& where);
+
+}  // namespace infinipipe
