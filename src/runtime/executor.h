@@ -1,0 +1,129 @@
+// The executor: runs one rank's action list of a Plan through the StageEngines of the stages that
+// rank holds. It is the only control flow of the runtime (DESIGN.md: schedules are generators of
+// plans), so every schedule the planner makes runs through it unchanged. Tensors between stages go
+// through a StageLink: LocalStageLink keeps them in process (pp = 1, virtual stages, tests);
+// the distributed runtime plugs in point-to-point sends and receives behind the same interface.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "model/engine.h"
+#include "plan/plan.h"
+
+namespace infinipipe::runtime {
+
+// How activations (forward) and their gradients (backward) cross stage boundaries. Stages are
+// global (virtual) stage indices; the chunk id is the plan's, so a receiver knows the shape
+// (chunk tokens × hidden) from the plan alone.
+class StageLink {
+ public:
+  virtual ~StageLink() = default;
+  // Called once per rank before its first action: a link over MPI posts its receives here (every
+  // size is known from the plan), so transfers overlap compute.
+  virtual void begin(const plan::Plan& plan, int32_t rank) {
+    (void)plan;
+    (void)rank;
+  }
+  // Called after the rank's last action: completes outstanding sends.
+  virtual void finish(int32_t rank) { (void)rank; }
+  // Output of `chunk` on stage `from` for stage from + 1.
+  virtual void send_activation(int32_t from, int32_t chunk, Tensor t) = 0;
+  // Gradient of the input of `chunk` on stage `from`, for stage from - 1.
+  virtual void send_grad(int32_t from, int32_t chunk, Tensor t) = 0;
+  // True when recv_* would return without waiting.
+  virtual bool has_activation(int32_t to, int32_t chunk) const = 0;
+  virtual bool has_grad(int32_t to, int32_t chunk) const = 0;
+  // The input activation of `chunk` on stage `to` / the gradient of its output.
+  virtual Tensor recv_activation(int32_t to, int32_t chunk) = 0;
+  virtual Tensor recv_grad(int32_t to, int32_t chunk) = 0;
+};
+
+// In-process mailbox. A receive of a tensor nobody sent is an error, never a wait.
+class LocalStageLink : public StageLink {
+ public:
+  void send_activation(int32_t from, int32_t chunk, Tensor t) override;
+  void send_grad(int32_t from, int32_t chunk, Tensor t) override;
+  bool has_activation(int32_t to, int32_t chunk) const override;
+  bool has_grad(int32_t to, int32_t chunk) const override;
+  Tensor recv_activation(int32_t to, int32_t chunk) override;
+  Tensor recv_grad(int32_t to, int32_t chunk) override;
+  size_t pending() const { return box_.size(); }
+
+ private:
+  using Key = std::tuple<int, int32_t, int32_t>;  // (0 act / 1 grad, receiving stage, chunk)
+  std::map<Key, Tensor> box_;
+};
+
+// One action as it ran: the plan's action (with its predicted_time) and the measured interval,
+// seconds since the step's start (steady_clock), so the runtime can be compared with the plan.
+struct ActionTiming {
+  plan::Action action;
+  double start_s = 0;
+  double end_s = 0;
+};
+
+// What one rank measured while running its actions of one plan.
+struct StepStats {
+  double loss_sum = 0;           // Σ token losses (unscaled) of the chunks whose loss ran here
+  int64_t predicted_tokens = 0;  // tokens those losses cover
+  std::vector<ActionTiming> timings;
+};
+
+// Tokens a batch of sequences predicts: Σ (n − 1). The loss is the sum of token losses over it.
+int64_t batch_predicted_tokens(std::span<const int64_t> seq_lengths);
+
+// The engine's view of a plan chunk: each slice's tokens, plus the label lookahead (the first
+// token of the next slice) unless the slice ends its sequence. `sequences` holds every sequence
+// of the plan, indexed like Plan::seq_lengths (lengths must agree).
+ChunkInput executor_chunk_input(const plan::Chunk& chunk,
+                                std::span<const std::vector<int32_t>> sequences);
+
+// Runs one rank's action list. `engines` is indexed by global stage (Plan::stages) and must hold
+// an engine for every stage of this rank whose layers match the plan's; other entries may be null.
+class RankExecutor {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  RankExecutor(const plan::Plan& plan, int32_t rank, std::span<StageEngine* const> engines,
+               StageLink& link, std::span<const std::vector<int32_t>> sequences, double loss_scale,
+               Clock::time_point t0 = Clock::now());
+
+  bool done() const { return next_ >= actions_.size(); }
+  // The next action's input is there (always true for a first-stage forward and a last-stage
+  // backward), so run_next() would not wait on the link.
+  bool next_ready() const;
+  const plan::Action& next_action() const { return actions_[next_]; }
+  void run_next();
+  void run_all();  // run_next() until done()
+  const StepStats& stats() const { return stats_; }
+
+ private:
+  const ChunkInput& chunk_input(int32_t chunk);
+
+  const plan::Plan& plan_;
+  int32_t rank_;
+  std::span<const plan::Action> actions_;
+  std::span<StageEngine* const> engines_;
+  StageLink& link_;
+  std::span<const std::vector<int32_t>> sequences_;
+  double loss_scale_;
+  Clock::time_point t0_;
+  size_t next_ = 0;
+  std::map<int32_t, ChunkInput> inputs_;  // built on a chunk's first forward on this rank
+  StepStats stats_;
+};
+
+// Every rank of the plan in this process, over a LocalStageLink: runs whichever rank's next action
+// is ready, in rank order, until all lists are done. `engines` covers every stage. Returns one
+// StepStats per rank. A plan that cannot progress is an Error naming each rank's waiting action.
+std::vector<StepStats> execute_plan_local(const plan::Plan& plan,
+                                          std::span<StageEngine* const> engines,
+                                          std::span<const std::vector<int32_t>> sequences,
+                                          double loss_scale);
+
+}  // namespace infinipipe::runtime

@@ -1,0 +1,352 @@
+#include "runtime/train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "plan/planner.h"
+#include "plan/stage_layout.h"
+#include "runtime/checkpoint.h"
+
+namespace infinipipe::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+bool same_layout(const std::vector<plan::StageSpec>& a, const std::vector<plan::StageSpec>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first_layer != b[i].first_layer || a[i].num_layers != b[i].num_layers ||
+        a[i].has_embedding != b[i].has_embedding || a[i].has_lm_head != b[i].has_lm_head) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string train_metrics_path(const std::string& metrics_file, const std::string& log_dir,
+                               const std::string& save_dir) {
+  namespace fs = std::filesystem;
+  if (!metrics_file.empty()) return metrics_file;
+  if (!log_dir.empty()) return (fs::path(log_dir) / "metrics.jsonl").string();
+  if (!save_dir.empty()) return (fs::path(save_dir) / "metrics.jsonl").string();
+  return "";
+}
+
+void train_check_config(const Config& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  if (p.pipeline_parallel > 1 || p.data_parallel > 1 || p.ulysses_degree > 1) {
+    fail_config(
+        "infinipipe train runs in one process (pipeline-model-parallel-size = "
+        "data-parallel-size = ulysses-degree = 1), this run asks for pp = {}, dp = {}, ulysses = "
+        "{}; drop those flags (multi-rank training over MPI is not available yet; `infinipipe "
+        "config check` and the planner study larger layouts)",
+        p.pipeline_parallel, p.data_parallel, p.ulysses_degree);
+  }
+  if (cfg.training.bf16) {
+    fail_config(
+        "--bf16 plans bf16 activations for GPU presets, but CPU training runs in fp32; "
+        "drop --bf16 for `infinipipe train`");
+  }
+  if (cfg.training.train_iters > 0 && cfg.training.data_path.empty()) {
+    fail_config(
+        "train needs a dataset: pass --data-path PREFIX (a Megatron PREFIX.bin/.idx). Make one "
+        "with `infinipipe data synth --output PREFIX --seq-length {}` (synthetic, learnable) or "
+        "`infinipipe data prepare --input FILE.jsonl --output PREFIX`",
+        cfg.model.seq_length);
+  }
+}
+
+Trainer::Trainer(const TrainOptions& opts)
+    : cfg_(opts.config),
+      config_yaml_(opts.config_yaml),
+      cm_(cost::CostModel::from_config(opts.config)) {
+  train_check_config(cfg_);
+  lr_ = LrSchedule::from_config(cfg_.training);
+  const OptimizerOptions oo = OptimizerOptions::from_config(cfg_.training);
+  oo.validate();
+  model_build();
+  optimizer_ = std::make_unique<ParamOptimizer>(oo, [this](int64_t delta) {
+    if (delta >= 0) {
+      tracker_.charge(MemCategory::mem_optimizer, delta);
+    } else {
+      tracker_.release(MemCategory::mem_optimizer, -delta);
+    }
+  });
+  if (!cfg_.training.load.empty()) checkpoint_load(cfg_.training.load);
+  if (cfg_.training.train_iters > iteration_) {
+    dataset_.emplace(data::IndexedDataset::open(cfg_.training.data_path));
+    sampler_ = std::make_unique<data::BatchSampler>(dataset_->num_documents(),
+                                                    cfg_.training.global_batch_size,
+                                                    static_cast<uint64_t>(cfg_.training.seed));
+    sampler_->set_consumed_samples(start_consumed_);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::model_build() {
+  // The layout the planner uses for this schedule at pp = 1: one stage, or vpp virtual stages.
+  const int32_t vpp = cfg_.parallel.schedule == Schedule::interleaved
+                          ? static_cast<int32_t>(cfg_.parallel.virtual_stages)
+                          : 1;
+  layout_ = plan::stage_layout_by_cost(cm_, 1, vpp);
+  const uint64_t seed = static_cast<uint64_t>(cfg_.training.seed);
+  for (const plan::StageSpec& s : layout_) {
+    const StageRange r{s.first_layer, s.num_layers, s.has_embedding, s.has_lm_head};
+    engines_.push_back(std::make_unique<StageEngine>(cfg_.model, r, seed, tracker_));
+    engine_ptrs_.push_back(engines_.back().get());
+  }
+}
+
+int64_t Trainer::consumed_samples() const {
+  return sampler_ ? sampler_->consumed_samples() : start_consumed_;
+}
+
+std::vector<ParamRef> Trainer::params() {
+  std::vector<ParamRef> out;
+  std::map<std::string, bool> seen;
+  for (auto& e : engines_) {
+    for (ParamRef& p : e->params().params()) {
+      if (seen.emplace(p.name, true).second) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+std::vector<OptimTensor> Trainer::optim_tensors() {
+  std::vector<OptimTensor> out;
+  for (const ParamRef& p : params()) {
+    const size_t n = static_cast<size_t>(p.numel);
+    out.push_back({p.name, p.shape, {p.value, n}, {p.grad, n}});
+  }
+  return out;
+}
+
+// With tied embeddings and several stages, the last stage holds its own copy of the embedding:
+// its gradient joins the first stage's before the update, and the update is copied back.
+void Trainer::tied_grads_sum() {
+  if (!cfg_.model.tie_embeddings || engines_.size() < 2) return;
+  Param* primary = engines_.front()->params().embedding();
+  Param* copy = engines_.back()->params().lm_head();
+  if (primary == nullptr || copy == nullptr || primary == copy) return;
+  for (int64_t i = 0; i < primary->grad.numel(); ++i)
+    primary->grad.data()[i] += copy->grad.data()[i];
+}
+
+void Trainer::tied_values_copy() {
+  if (!cfg_.model.tie_embeddings || engines_.size() < 2) return;
+  Param* primary = engines_.front()->params().embedding();
+  Param* copy = engines_.back()->params().lm_head();
+  if (primary == nullptr || copy == nullptr || primary == copy) return;
+  std::copy(primary->value.data(), primary->value.data() + primary->value.numel(),
+            copy->value.data());
+}
+
+void Trainer::checkpoint_load(const std::string& dir) {
+  CheckpointReader reader(dir);
+  reader.check_model(cfg_.model);
+  // Every engine's parameters, tied copies included, so all of them get the saved values.
+  std::vector<ParamRef> all;
+  for (auto& e : engines_) {
+    for (ParamRef& p : e->params().params()) all.push_back(p);
+  }
+  const std::vector<CheckpointTarget> targets = checkpoint_targets(all);
+  reader.load_params(targets);
+  const std::vector<CheckpointTarget> unique = checkpoint_targets(params());
+  reader.load_optimizer(unique, *optimizer_);
+  iteration_ = reader.iteration();
+  start_consumed_ = reader.consumed_samples();
+  resumed_ = true;
+}
+
+void Trainer::save() {
+  const std::string& dir = cfg_.training.save;
+  if (dir.empty()) fail_config("saving needs --save DIR");
+  CheckpointShard shard;
+  shard.params = checkpoint_tensors(params());
+  shard.optimizer = optimizer_.get();
+  CheckpointMeta meta;
+  meta.iteration = iteration_;
+  meta.consumed_samples = consumed_samples();
+  meta.model = cfg_.model;
+  // Training draws no random numbers: the data order is the sampler's seeded shuffle, fully
+  // determined by (seed, consumed samples), and the initialisation only by the seed.
+  meta.rng = {{"generator", "none"},
+              {"data_order_seed", cfg_.training.seed},
+              {"consumed_samples", meta.consumed_samples}};
+  meta.config = {{"format", "yaml"}, {"yaml", config_yaml_}};
+  checkpoint_save(dir, meta, shard);
+}
+
+IterationMetrics Trainer::step() {
+  if (!sampler_) fail("trainer: no dataset is open (train-iters {} reached)", iteration_);
+  const auto t_start = Clock::now();
+  IterationMetrics m;
+  m.iteration = iteration_ + 1;
+  m.train_iters = cfg_.training.train_iters;
+
+  // The next global batch: one sequence per document, truncated to seq-length.
+  std::vector<std::vector<int32_t>> seqs;
+  std::vector<int64_t> lengths;
+  for (int64_t doc : sampler_->next()) {
+    std::vector<int32_t> t = dataset_->document_tokens(doc, cfg_.model.seq_length);
+    if (t.empty()) continue;  // an empty document predicts nothing
+    lengths.push_back(static_cast<int64_t>(t.size()));
+    seqs.push_back(std::move(t));
+  }
+  const int64_t predicted = batch_predicted_tokens(lengths);
+  if (predicted == 0) {
+    fail(
+        "iteration {}: the global batch (documents {}..{} of the data order) predicts no token "
+        "(every document has at most one token); check --data-path {}",
+        m.iteration, sampler_->consumed_samples() - cfg_.training.global_batch_size,
+        sampler_->consumed_samples() - 1, cfg_.training.data_path);
+  }
+
+  const auto t_plan = Clock::now();
+  plan::PlanResult planned = plan::make_plan_detailed(cfg_, cm_, lengths, cfg_.parallel.schedule);
+  last_plan_ = std::move(planned.plan);
+  m.plan_seconds = seconds_between(t_plan, Clock::now());
+  if (!same_layout(last_plan_.stages, layout_)) {
+    fail(
+        "iteration {}: the {} plan splits the layers differently from the model's stage layout; "
+        "this is a bug in the planner",
+        m.iteration, last_plan_.schedule);
+  }
+
+  for (auto& e : engines_) e->params().grads_zero();
+  tracker_.reset_peak();
+  const auto t_exec = Clock::now();
+  last_stats_ =
+      execute_plan_local(last_plan_, engine_ptrs_, seqs, 1.0 / static_cast<double>(predicted));
+  m.measured_step_seconds = seconds_between(t_exec, Clock::now());
+  double loss_sum = 0;
+  int64_t loss_tokens = 0;
+  for (const StepStats& s : last_stats_) {
+    loss_sum += s.loss_sum;
+    loss_tokens += s.predicted_tokens;
+  }
+  if (loss_tokens != predicted) {
+    fail(
+        "iteration {}: the plan's chunks covered {} predicted tokens, the batch has {}; the plan "
+        "is broken",
+        m.iteration, loss_tokens, predicted);
+  }
+  m.loss = loss_sum / static_cast<double>(predicted);
+  if (!std::isfinite(m.loss)) {
+    fail(
+        "iteration {}: the loss is {}; training diverged. Lower --lr, raise --lr-warmup-iters, "
+        "or resume from an earlier checkpoint",
+        m.iteration, m.loss);
+  }
+
+  tied_grads_sum();
+  std::vector<OptimTensor> tensors = optim_tensors();
+  m.grad_norm = grad_clip_norm(tensors, cfg_.training.clip_grad);
+  m.lr = lr_.lr_at(iteration_);
+  optimizer_->step(tensors, m.lr);
+  tied_values_copy();
+  ++iteration_;
+
+  m.consumed_samples = sampler_->consumed_samples();
+  m.sequences = static_cast<int64_t>(lengths.size());
+  for (int64_t n : lengths) m.tokens += n;
+  m.predicted_tokens = predicted;
+  m.seconds = seconds_between(t_start, Clock::now());
+  m.tokens_per_s = m.seconds > 0 ? static_cast<double>(m.tokens) / m.seconds : 0;
+  m.schedule = last_plan_.schedule;
+  m.chunks = static_cast<int32_t>(last_plan_.chunks.size());
+  for (const auto& list : last_plan_.actions) {
+    for (const plan::Action& a : list) {
+      if (a.kind == plan::ActionKind::forward) m.recompute_layers += a.recompute_layers;
+    }
+  }
+  m.plan_knobs = planned.knobs.describe();
+  m.predicted_step_seconds = last_plan_.predicted_step_time;
+  m.predicted_peak_bytes =
+      last_plan_.predicted_peak_bytes.empty() ? 0 : last_plan_.predicted_peak_bytes[0];
+  m.measured_peak_bytes = tracker_.peak_total();
+  m.measured_activation_peak_bytes = tracker_.peak(MemCategory::mem_activations);
+  m.memory_budget = last_plan_.memory_budget;
+  return m;
+}
+
+std::vector<IterationMetrics> train_run(const TrainOptions& options) {
+  TrainOptions opts = options;
+  const TrainingConfig& tc = opts.config.training;
+  const bool talk = !opts.quiet && opts.out != nullptr;
+  // Megatron's idiom `--save DIR --load DIR` resumes when DIR has a checkpoint and starts fresh
+  // when it has none yet (the first run of a job script).
+  if (!tc.load.empty() && tc.load == tc.save && !checkpoint_find_latest(tc.load)) {
+    if (talk) fmt::print(opts.out, "no checkpoint in {} yet: starting from scratch\n", tc.load);
+    opts.config.training.load.clear();
+  }
+  Trainer trainer(opts);
+  std::vector<IterationMetrics> out;
+  if (talk && trainer.resumed()) {
+    fmt::print(opts.out, "resumed from {} at iteration {} ({} samples consumed)\n", tc.load,
+               trainer.iteration(), trainer.consumed_samples());
+  }
+  int64_t last_saved = trainer.resumed() ? trainer.iteration() : -1;
+  auto save = [&] {
+    trainer.save();
+    last_saved = trainer.iteration();
+    if (talk) {
+      fmt::print(opts.out, "saved checkpoint {}\n",
+                 checkpoint_iter_dir(tc.save, trainer.iteration()));
+      std::fflush(opts.out);
+    }
+  };
+  if (trainer.iteration() >= tc.train_iters) {
+    if (talk && tc.train_iters > 0) {
+      fmt::print(opts.out,
+                 "nothing to train: the checkpoint is at iteration {}, --train-iters is "
+                 "{}\n",
+                 trainer.iteration(), tc.train_iters);
+    }
+    if (!tc.save.empty() && last_saved != trainer.iteration()) save();
+    return out;
+  }
+  MetricsWriter metrics(opts.metrics_path);
+  MetricsWriter timings(opts.timings_path);
+  ProgressLine progress(opts.err, trainer.iteration(), tc.train_iters, !opts.quiet);
+  const int64_t log_every = std::max<int64_t>(1, tc.log_interval);
+  while (trainer.iteration() < tc.train_iters) {
+    IterationMetrics m = trainer.step();
+    metrics.write(metrics_to_json(m));
+    if (!opts.timings_path.empty()) {
+      timings.write(
+          action_timings_to_json(m.iteration, m.predicted_step_seconds, trainer.last_stats()));
+    }
+    if (talk && (m.iteration % log_every == 0 || m.iteration == tc.train_iters)) {
+      progress.clear();
+      fmt::print(opts.out, "{}\n", metrics_format_line(m));
+      std::fflush(opts.out);
+    }
+    progress.update(m);
+    out.push_back(std::move(m));
+    if (!tc.save.empty() && tc.save_interval > 0 && trainer.iteration() % tc.save_interval == 0) {
+      progress.clear();
+      save();
+    }
+  }
+  progress.finish();
+  if (!tc.save.empty() && last_saved != trainer.iteration()) save();
+  return out;
+}
+
+}  // namespace infinipipe::runtime

@@ -1,0 +1,102 @@
+// The training loop of one process (pp = dp = 1): each iteration takes the next global batch of
+// documents, plans it (EPP by default) under the memory budget, executes the plan, clips the
+// gradient norm, steps the optimizer with the scheduled lr, and reports. Checkpoints save and
+// resume the model, the optimizer and the data position, so a resumed run continues bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "cost/cost_model.h"
+#include "data/batch_sampler.h"
+#include "data/indexed_dataset.h"
+#include "model/engine.h"
+#include "model/lr_schedule.h"
+#include "model/optimizer.h"
+#include "plan/plan.h"
+#include "runtime/executor.h"
+#include "runtime/metrics.h"
+
+namespace infinipipe::runtime {
+
+struct TrainOptions {
+  Config config;             // validated (resolve_config)
+  std::string config_yaml;   // the resolved configuration as YAML, saved in every checkpoint
+  std::string metrics_path;  // JSON lines appended per iteration; "" = none
+  std::string timings_path;  // per-action measured vs predicted times, a JSON line per iteration
+  bool quiet = false;        // no per-iteration lines, no progress line
+  std::FILE* out = stdout;   // per-iteration report lines and messages
+  std::FILE* err = stderr;   // progress line
+};
+
+// Where metrics go by default: FILE if given, else LOG_DIR/metrics.jsonl, else
+// SAVE/metrics.jsonl, else nowhere ("").
+std::string train_metrics_path(const std::string& metrics_file, const std::string& log_dir,
+                               const std::string& save_dir);
+
+// Checks the parts of a configuration `train` cannot run (ConfigError saying what to change):
+// pp, dp or Ulysses > 1 (the distributed runtime runs those), bf16, no --data-path with
+// iterations to run.
+void train_check_config(const Config& cfg);
+
+class Trainer {
+ public:
+  // Builds the model from the seed, or from cfg.training.load (newest complete checkpoint: model,
+  // optimizer, iteration, data position), and opens the dataset when there is training to do.
+  explicit Trainer(const TrainOptions& opts);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  int64_t iteration() const { return iteration_; }  // completed iterations
+  int64_t consumed_samples() const;
+  bool resumed() const { return resumed_; }
+
+  // One iteration on the next global batch.
+  IterationMetrics step();
+  // Checkpoint of the current state into cfg.training.save (iter_NNNNNNN, then `latest`).
+  void save();
+
+  // Every parameter once, by global name (a tied LM head's copy on a later stage is left out).
+  std::vector<ParamRef> params();
+  MemoryTracker& tracker() { return tracker_; }
+  const plan::Plan& last_plan() const { return last_plan_; }
+  const std::vector<StepStats>& last_stats() const { return last_stats_; }
+  const cost::CostModel& cost_model() const { return cm_; }
+
+ private:
+  void model_build();
+  void checkpoint_load(const std::string& dir);
+  std::vector<OptimTensor> optim_tensors();
+  void tied_grads_sum();
+  void tied_values_copy();
+
+  Config cfg_;
+  std::string config_yaml_;
+  cost::CostModel cm_;
+  MemoryTracker tracker_;
+  std::vector<plan::StageSpec> layout_;
+  std::vector<std::unique_ptr<StageEngine>> engines_;
+  std::vector<StageEngine*> engine_ptrs_;  // by global stage
+  std::unique_ptr<ParamOptimizer> optimizer_;
+  LrSchedule lr_;
+  std::optional<data::IndexedDataset> dataset_;
+  std::unique_ptr<data::BatchSampler> sampler_;
+  int64_t start_consumed_ = 0;  // data position before the dataset is opened
+  int64_t iteration_ = 0;
+  bool resumed_ = false;
+  plan::Plan last_plan_;
+  std::vector<StepStats> last_stats_;
+};
+
+// The whole `infinipipe train` run: build or resume, iterate to train_iters with reports and
+// checkpoints every save_interval, save at the end. Returns the metrics of the iterations run.
+// With --load equal to --save and no checkpoint there yet, it starts fresh (Megatron's idiom).
+std::vector<IterationMetrics> train_run(const TrainOptions& opts);
+
+}  // namespace infinipipe::runtime

@@ -1,0 +1,84 @@
+// `infinipipe train` as a user runs it: exit codes and messages. The binary is built with the
+// whole project; a build of test_runtime alone does not make it, so these tests skip without it.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/run_cli.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class TrainCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // One OpenMP thread in the child: a tiny model on a busy machine only waits on more.
+    const char* old = getenv("OMP_NUM_THREADS");
+    if (old != nullptr) old_threads_ = old;
+    setenv("OMP_NUM_THREADS", "1", 1);
+    dir_ = fs::path(::testing::TempDir()) / fmt::format("infinipipe_train_cli_{}", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+    if (old_threads_.empty()) {
+      unsetenv("OMP_NUM_THREADS");
+    } else {
+      setenv("OMP_NUM_THREADS", old_threads_.c_str(), 1);
+    }
+  }
+  std::string tiny() const {
+    return "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+           "--global-batch-size 4 --min-tail-slice 32 ";
+  }
+  fs::path dir_;
+  std::string old_threads_;
+};
+
+TEST_F(TrainCliTest, WithoutDataPathExitsTwoSayingHowToMakeData) {
+  const CliResult r = run_cli("train " + tiny() + "--train-iters 2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--data-path"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("infinipipe data synth"), std::string::npos) << r.output;
+}
+
+TEST_F(TrainCliTest, TrainsSavesAndRefusesADamagedCheckpoint) {
+  const std::string corpus = (dir_ / "corpus").string();
+  const std::string ck = (dir_ / "ck").string();
+  CliResult r =
+      run_cli(fmt::format("data synth --num-documents 40 --seq-length 128 --output {}", corpus));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_cli(fmt::format("train {} --train-iters 2 --data-path {} --save {}", tiny(), corpus, ck));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("iter 2/2"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "ck" / "metrics.jsonl"));
+
+  const fs::path model = dir_ / "ck" / "iter_0000002" / "model.safetensors";
+  ASSERT_TRUE(fs::exists(model));
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(model) - 8));
+    f.write("damage!", 7);
+  }
+  r = run_cli(fmt::format("train {} --train-iters 4 --data-path {} --load {}", tiny(), corpus, ck));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+}
+
+TEST_F(TrainCliTest, PipelineParallelIsRefusedWithExitTwo) {
+  const CliResult r = run_cli("train " + tiny() + "--train-iters 1 --data-path x --pp 2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("one process"), std::string::npos) << r.output;
+}
+
+}  // namespace

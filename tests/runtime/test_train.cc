@@ -1,0 +1,292 @@
+// The training loop: resume is bit-identical, the loss falls on the synthetic corpus, metrics are
+// written, and bad setups are refused with a clear error.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/synth.h"
+#include "runtime/checkpoint.h"
+#include "runtime/train.h"
+
+namespace infinipipe::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    threads_ = omp_get_max_threads();
+    omp_set_num_threads(1);  // a tiny model: threads on a busy machine only add waiting
+    dir_ = fs::path(::testing::TempDir()) /
+           fmt::format("infinipipe_train_{}_{}", getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    data::SynthOptions so;
+    so.distribution = "github";
+    so.num_documents = 200;
+    so.seq_length = 256;
+    so.seed = 5;
+    so.output = (dir_ / "corpus").string();
+    data::synth_corpus_write(so);
+  }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    omp_set_num_threads(threads_);
+  }
+
+  TrainOptions options(int64_t iters) const {
+    TrainOptions o;
+    Config& c = o.config;
+    c.model.num_layers = 2;
+    c.model.hidden_size = 64;
+    c.model.num_attention_heads = 4;
+    c.model.num_query_groups = 2;
+    c.model.seq_length = 256;
+    c.parallel.min_tail_slice = 32;
+    c.training.global_batch_size = 8;
+    c.training.train_iters = iters;
+    c.training.lr = 3e-3;
+    c.training.min_lr = 3e-4;
+    c.training.lr_warmup_iters = iters >= 3 ? 3 : 0;
+    c.training.weight_decay = 0.01;
+    c.training.data_path = (dir_ / "corpus").string();
+    c.training.seed = 9;
+    c.cluster.device = "cpu";
+    c.validate();
+    o.config_yaml = "test: true\n";
+    o.quiet = true;
+    o.out = nullptr;
+    o.err = nullptr;
+    return o;
+  }
+
+  fs::path dir_;
+  int threads_ = 1;
+};
+
+std::vector<std::vector<float>> weights_of(Trainer& t) {
+  std::vector<std::vector<float>> w;
+  for (const ParamRef& p : t.params()) w.emplace_back(p.value, p.value + p.numel);
+  return w;
+}
+
+TEST_F(TrainTest, ResumeFromACheckpointIsBitIdentical) {
+  // Uninterrupted: 4 iterations, checkpoints at 2 and 4. A budget tight enough to plan several
+  // chunks with recompute makes the plans part of what must repeat exactly.
+  TrainOptions a = options(4);
+  a.config.training.save = (dir_ / "a").string();
+  a.config.training.save_interval = 2;
+  a.config.training.memory_budget = 5 << 20;
+  const auto full = train_run(a);
+  ASSERT_EQ(full.size(), 4u);
+  ASSERT_TRUE(checkpoint_is_complete(a.config.training.save, 2));
+  ASSERT_TRUE(checkpoint_is_complete(a.config.training.save, 4));
+
+  // A run that only has the iteration-2 checkpoint.
+  const fs::path b = dir_ / "b";
+  fs::create_directories(b);
+  fs::copy(dir_ / "a" / "iter_0000002", b / "iter_0000002", fs::copy_options::recursive);
+  std::ofstream(b / "latest") << "2\n";
+  TrainOptions r = options(4);
+  r.config.training.load = b.string();
+  r.config.training.memory_budget = a.config.training.memory_budget;
+  Trainer resumed(r);
+  ASSERT_EQ(resumed.iteration(), 2);
+  EXPECT_EQ(resumed.consumed_samples(), 2 * 8);
+  for (int i = 2; i < 4; ++i) {
+    const IterationMetrics m = resumed.step();
+    EXPECT_EQ(m.iteration, full[i].iteration);
+    EXPECT_EQ(m.loss, full[i].loss) << "iteration " << m.iteration << " differs after resume";
+    EXPECT_EQ(m.grad_norm, full[i].grad_norm);
+    EXPECT_EQ(m.lr, full[i].lr);
+    EXPECT_GT(m.recompute_layers, 0) << "the budget should force recompute";
+    EXPECT_GT(m.chunks, 1);
+  }
+  // The weights after iteration 4 equal the uninterrupted run's, bit for bit.
+  TrainOptions l = options(4);
+  l.config.training.load = a.config.training.save;
+  Trainer saved(l);
+  ASSERT_EQ(saved.iteration(), 4);
+  const auto w_saved = weights_of(saved), w_resumed = weights_of(resumed);
+  ASSERT_EQ(w_saved.size(), w_resumed.size());
+  for (size_t i = 0; i < w_saved.size(); ++i) {
+    ASSERT_EQ(w_saved[i].size(), w_resumed[i].size());
+    EXPECT_EQ(0, std::memcmp(w_saved[i].data(), w_resumed[i].data(), w_saved[i].size() * 4))
+        << "parameter " << saved.params()[i].name;
+  }
+}
+
+TEST_F(TrainTest, LossFallsOnTheSyntheticCorpus) {
+  TrainOptions o = options(30);
+  o.metrics_path = (dir_ / "logs" / "metrics.jsonl").string();
+  if (getenv("KEEP_METRICS")) o.metrics_path = getenv("KEEP_METRICS");
+  const auto it = train_run(o);
+  ASSERT_EQ(it.size(), 30u);
+  auto mean = [&](size_t lo, size_t hi) {
+    double s = 0;
+    for (size_t i = lo; i < hi; ++i) s += it[i].loss;
+    return s / static_cast<double>(hi - lo);
+  };
+  const double first = mean(0, 5), middle = mean(12, 17), last = mean(25, 30);
+  EXPECT_NEAR(it[0].loss, std::log(257.0), 0.5) << "a fresh model predicts near uniformly";
+  EXPECT_LT(middle, first - 0.5);
+  EXPECT_LT(last, middle - 0.1);
+  EXPECT_LT(last, 3.5) << "well below ln 257 = 5.55";
+  for (const IterationMetrics& m : it) {
+    EXPECT_TRUE(std::isfinite(m.grad_norm));
+    EXPECT_GT(m.tokens_per_s, 0);
+    EXPECT_GT(m.measured_peak_bytes, 0);
+    EXPECT_GT(m.predicted_peak_bytes, 0);
+    EXPECT_EQ(m.schedule, "epp");
+  }
+  // One JSON line per iteration, in order, with the numbers reported.
+  std::ifstream f(o.metrics_path);
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(f, line)) {
+    const auto j = nlohmann::json::parse(line);
+    ASSERT_LT(n, 30);
+    EXPECT_EQ(j.at("iteration").get<int64_t>(), n + 1);
+    EXPECT_DOUBLE_EQ(j.at("loss").get<double>(), it[static_cast<size_t>(n)].loss);
+    EXPECT_TRUE(j.contains("measured_peak_bytes") && j.contains("predicted_peak_bytes"));
+    ++n;
+  }
+  EXPECT_EQ(n, 30);
+}
+
+TEST_F(TrainTest, ZeroIterationsSavesTheInitialWeights) {
+  TrainOptions o = options(0);
+  o.config.training.data_path.clear();  // no data is needed to write the initial weights
+  o.config.training.save = (dir_ / "init").string();
+  EXPECT_TRUE(train_run(o).empty());
+  ASSERT_TRUE(checkpoint_is_complete(o.config.training.save, 0));
+  Trainer fresh(options(0));
+  TrainOptions l = options(0);
+  l.config.training.load = o.config.training.save;
+  Trainer loaded(l);
+  EXPECT_EQ(weights_of(fresh), weights_of(loaded));
+  CheckpointReader reader(o.config.training.save);
+  EXPECT_EQ(reader.iteration(), 0);
+  EXPECT_EQ(reader.config().at("yaml").get<std::string>(), "test: true\n");
+}
+
+TEST_F(TrainTest, EveryScheduleTrainsAndRecordsActionTimings) {
+  for (Schedule s : {Schedule::one_f_one_b, Schedule::gpipe, Schedule::seq1f1b}) {
+    TrainOptions o = options(2);
+    o.config.parallel.schedule = s;
+    o.timings_path = (dir_ / fmt::format("timings_{}.jsonl", schedule_name(s))).string();
+    const auto it = train_run(o);
+    ASSERT_EQ(it.size(), 2u);
+    EXPECT_EQ(it[0].schedule, schedule_name(s));
+    EXPECT_TRUE(std::isfinite(it[1].loss));
+    // Every action of the plan, measured, next to its prediction.
+    std::ifstream f(o.timings_path);
+    std::string line;
+    int64_t n = 0;
+    while (std::getline(f, line)) {
+      const auto j = nlohmann::json::parse(line);
+      EXPECT_EQ(j.at("iteration").get<int64_t>(), ++n);
+      const auto& actions = j.at("actions");
+      EXPECT_EQ(static_cast<int64_t>(actions.size()),
+                4 * it[static_cast<size_t>(n - 1)].chunks / 2);
+      double prev_end = 0;
+      for (const auto& a : actions) {
+        EXPECT_GT(a.at("predicted_s").get<double>(), 0);
+        EXPECT_LE(a.at("start_s").get<double>(), a.at("end_s").get<double>());
+        EXPECT_GE(a.at("start_s").get<double>(), prev_end) << "one rank runs actions in order";
+        prev_end = a.at("end_s").get<double>();
+      }
+    }
+    EXPECT_EQ(n, 2);
+  }
+}
+
+TEST_F(TrainTest, LoadEqualToSaveStartsFreshThenResumes) {
+  TrainOptions o = options(1);
+  o.config.training.save = o.config.training.load = (dir_ / "job").string();
+  const auto first = train_run(o);  // no checkpoint yet: from scratch
+  ASSERT_EQ(first.size(), 1u);
+  o.config.training.train_iters = 2;
+  const auto second = train_run(o);  // resumes at 1
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].iteration, 2);
+  // A --load elsewhere that holds nothing is a mistake, not a fresh start.
+  o.config.training.load = (dir_ / "empty").string();
+  EXPECT_THROW(train_run(o), ConfigError);
+}
+
+TEST_F(TrainTest, MissingDataPathSaysHowToMakeOne) {
+  TrainOptions o = options(3);
+  o.config.training.data_path.clear();
+  try {
+    train_run(o);
+    FAIL() << "trained without data";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--data-path"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("infinipipe data synth"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TrainTest, MultiRankLayoutsAreRefusedClearly) {
+  TrainOptions o = options(3);
+  o.config.parallel.pipeline_parallel = 2;
+  o.config.cluster.num_devices = 0;
+  o.config.validate();
+  try {
+    train_run(o);
+    FAIL() << "pp = 2 ran in one process";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("pp = 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TrainTest, DamagedCheckpointIsRefusedAsARuntimeError) {
+  TrainOptions o = options(1);
+  o.config.training.save = (dir_ / "ck").string();
+  train_run(o);
+  const fs::path model = dir_ / "ck" / "iter_0000001" / "model.safetensors";
+  ASSERT_TRUE(fs::exists(model));
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(model) - 5));
+    const char junk[4] = {0x12, 0x34, 0x56, 0x78};
+    f.write(junk, 4);
+  }
+  TrainOptions l = options(2);
+  l.config.training.load = (dir_ / "ck").string();
+  try {
+    train_run(l);
+    FAIL() << "a damaged checkpoint was loaded";
+  } catch (const ConfigError& e) {
+    FAIL() << "damage is a runtime error (exit 1), not a configuration error: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Metrics, DurationsAndPathsReadWell) {
+  EXPECT_EQ(ProgressLine::format_duration(12.4), "12s");
+  EXPECT_EQ(ProgressLine::format_duration(252), "4m12s");
+  EXPECT_EQ(ProgressLine::format_duration(3780), "1h03m");
+  EXPECT_EQ(train_metrics_path("m.jsonl", "logs", "ck"), "m.jsonl");
+  EXPECT_EQ(train_metrics_path("", "logs", "ck"), "logs/metrics.jsonl");
+  EXPECT_EQ(train_metrics_path("", "", "ck"), "ck/metrics.jsonl");
+  EXPECT_EQ(train_metrics_path("", "", ""), "");
+}
+
+}  // namespace
+}  // namespace infinipipe::runtime
