@@ -1,0 +1,91 @@
+// Planning latency of the whole EPP plan (sequence processor + K search + pipeline grouping +
+// schedule + adaptive checkpoint solve + validation) for one global batch of a github-like
+// long-tail workload, Llama-7B on A800s (Ulysses 8 inside a stage, 48K maximum length).
+// Goal (issue 3, item 9): 512 sequences at pp 8 in at most 1 s on one core.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/config.h"
+#include "cost/cost_model.h"
+#include "data/lengths.h"
+#include "plan/planner.h"
+
+namespace {
+
+infinipipe::Config bench_config(int64_t pp) {
+  infinipipe::Config cfg;
+  cfg.model.num_layers = 32;
+  cfg.model.hidden_size = 4096;
+  cfg.model.num_attention_heads = 32;
+  cfg.model.ffn_hidden_size = 11008;
+  cfg.model.vocab_size = 32000;
+  cfg.model.seq_length = 49152;
+  cfg.training.bf16 = true;
+  cfg.cluster.device = "a800-80gb";
+  cfg.parallel.pipeline_parallel = pp;
+  cfg.parallel.ulysses_degree = 8;
+  cfg.cluster.num_devices = pp * 8;
+  cfg.cluster.devices_per_node = 8;
+  cfg.parallel.schedule = infinipipe::Schedule::epp;
+  return cfg;
+}
+
+void BM_PlanEpp(benchmark::State& state) {
+  const int64_t n = state.range(0), pp = state.range(1);
+  const infinipipe::Config cfg = bench_config(pp);
+  const auto cm = infinipipe::cost::CostModel::from_config(cfg);
+  const auto lengths = infinipipe::data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
+  size_t chunks = 0;
+  for (auto _ : state) {
+    const auto p = infinipipe::plan::make_plan(cfg, cm, lengths);
+    chunks = p.chunks.size();
+    benchmark::DoNotOptimize(p.predicted_step_time);
+  }
+  state.counters["chunks"] = static_cast<double>(chunks);
+}
+
+// Memory-bound: Llama-13B at 96K, where slicing, several pipelines and recompute are needed.
+void BM_PlanEpp13b96k(benchmark::State& state) {
+  const int64_t n = state.range(0), pp = state.range(1);
+  infinipipe::Config cfg = bench_config(pp);
+  cfg.model.num_layers = 40;
+  cfg.model.hidden_size = 5120;
+  cfg.model.num_attention_heads = 40;
+  cfg.model.ffn_hidden_size = 13824;
+  cfg.model.seq_length = 98304;
+  const auto cm = infinipipe::cost::CostModel::from_config(cfg);
+  const auto lengths = infinipipe::data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
+  size_t chunks = 0;
+  for (auto _ : state) {
+    const auto p = infinipipe::plan::make_plan(cfg, cm, lengths);
+    chunks = p.chunks.size();
+    benchmark::DoNotOptimize(p.predicted_step_time);
+  }
+  state.counters["chunks"] = static_cast<double>(chunks);
+}
+
+BENCHMARK(BM_PlanEpp13b96k)
+    ->ArgNames({"seqs", "pp"})
+    ->Args({512, 4})
+    ->Args({512, 8})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
+BENCHMARK(BM_PlanEpp)
+    ->ArgNames({"seqs", "pp"})
+    ->Args({512, 4})
+    ->Args({512, 8})
+    ->Args({512, 16})
+    ->Args({512, 32})
+    ->Args({1024, 8})
+    ->Args({2048, 8})
+    ->Args({4096, 8})
+    ->Args({8192, 8})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,44 @@
+// Shared by the planner and the baseline tuners: turns one candidate setting (chunks, schedule,
+// recompute choice) into a scheduled, checkpointed, predicted plan and says whether it fits.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/config.h"
+#include "cost/cost_model.h"
+#include "plan/plan.h"
+
+namespace infinipipe::plan {
+
+struct Candidate {
+  Plan plan;
+  bool fits = false;
+  int64_t min_budget = 0;  // least peak this candidate reaches with the most recompute allowed
+  double recompute_time = 0;
+  double checkpoint_gap = 0;
+};
+
+struct CandidateSpec {
+  Schedule schedule = Schedule::epp;
+  int32_t vpp = 1;
+  const std::vector<StageSpec>* stages = nullptr;  // pp*vpp, model order
+  std::vector<Chunk> chunks;
+  std::vector<int32_t> pipeline_of_chunk;  // empty = all in pipeline 0
+  int32_t static_recompute = -1;           // layers per (stage, chunk); -1 = adaptive solve
+  bool exact = false;                      // adaptive: exact solve instead of greedy
+};
+
+// Never throws for a setting that merely does not fit; throws ConfigError when the schedule
+// cannot run these chunks at all (the tuners skip such settings).
+Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
+                           std::span<const int64_t> lengths, CandidateSpec spec);
+
+// Candidates' peak memory falls as static recompute rises: the least r in [0, max_r] that fits,
+// found by bisection, or the r = max_r candidate (not fitting) when none does.
+Candidate planner_least_recompute(const Config& cfg, const cost::CostModel& cm,
+                                  std::span<const int64_t> lengths, const CandidateSpec& spec,
+                                  int32_t max_r, int32_t* evaluated);
+
+}  // namespace infinipipe::plan

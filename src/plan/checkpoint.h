@@ -1,0 +1,95 @@
+// Stage-aware chunk-level adaptive checkpointing (InfiniPipe §V, Eq. 15–16): how many layers of
+// each (stage, chunk) are recomputed so that every rank's memory stays within its budget at every
+// point of its action list, at the least recompute time. Variables are tied along the schedule's
+// diagonals (chunk j on stage s with chunk j+1 on stage s+1: the backwards that run at the same
+// time), so a recompute lengthens a whole wave of concurrent backwards instead of rippling
+// bubbles through the pipeline; a tied group costs the slowest of its recomputes.
+// Also Megatron-LM's static choices for the baselines.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/config.h"
+#include "cost/cost_model.h"
+#include "plan/plan.h"
+
+namespace infinipipe::plan {
+
+// Memory a rank holds besides activations, and the budget it must fit.
+struct MemoryContext {
+  int64_t budget = 0;  // bytes per rank
+  int64_t dp = 1;      // data-parallel degree (shards the optimizer when zero_shard)
+  bool zero_shard = true;
+};
+
+enum class CheckpointTie { none, diagonal };
+
+// One (stage, chunk): its forward and backward carry the same recompute count.
+struct CheckpointItem {
+  int32_t stage = 0, chunk = 0, rank = 0, group = 0;
+  int32_t max_layers = 0;
+  std::vector<double> time;        // [r]: recompute seconds with r layers recomputed
+  std::vector<int64_t> act;        // [r]: held from forward to backward
+  std::vector<int64_t> transient;  // [r]: extra while its backward runs
+};
+
+struct CheckpointTerm {
+  int32_t item = 0;
+  bool transient = false;  // the item's transient bytes, else its held activations
+};
+
+// A moment of a rank's action list: fixed bytes + the listed terms must fit the budget.
+struct CheckpointPoint {
+  int32_t rank = 0, action = 0;
+  int64_t fixed = 0;
+  std::vector<CheckpointTerm> terms;
+};
+
+struct CheckpointProblem {
+  int64_t budget = 0;
+  int32_t pp = 1;
+  std::vector<int32_t> group_max;  // largest useful recompute count per group
+  std::vector<CheckpointItem> items;
+  std::vector<CheckpointPoint> points;
+};
+
+struct CheckpointSolution {
+  std::vector<int32_t> layers;  // per group
+  double cost = 0;              // objective: per group, the slowest recompute of its items
+  double lower_bound = 0;       // proven lower bound on the optimum
+  bool feasible = false;
+  bool proven = false;  // cost within the requested gap of the optimum
+};
+
+// Builds the problem from a scheduled plan (stages and actions filled).
+CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm,
+                                     const MemoryContext& mem, CheckpointTie tie);
+
+// Per-rank peak bytes, and objective, of a choice of recompute counts per group.
+std::vector<int64_t> checkpoint_peaks(const CheckpointProblem& pb, std::span<const int32_t> layers);
+double checkpoint_cost(const CheckpointProblem& pb, std::span<const int32_t> layers);
+// Peak with every group at its maximum: the smallest budget recompute can reach (the working
+// set of a recomputed layer aside, which never outweighs the layer it frees in the cost model).
+int64_t checkpoint_min_budget(const CheckpointProblem& pb);
+
+// Fast answer (not proven). May miss a feasible choice in contrived cases; the exact solver not.
+CheckpointSolution checkpoint_solve_greedy(const CheckpointProblem& pb);
+// Exact within `gap` (relative): CBC branch-and-cut on a thermometer encoding of each group,
+// started from the greedy answer. Falls back to the greedy answer (proven = false) on timeout.
+CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double gap = 0.02,
+                                          double time_limit_s = 1.0);
+// Enumerates every choice; for tests on tiny problems only.
+CheckpointSolution checkpoint_solve_brute(const CheckpointProblem& pb);
+
+// Writes the per-group choice into the plan's actions (forward and backward of every item).
+void checkpoint_apply(Plan& plan, const CheckpointProblem& pb, std::span<const int32_t> layers);
+
+// Megatron-LM's static recompute count for a stage of `stage_layers` layers: none -> 0;
+// full/uniform -> every layer (each keeps only its input); full/block N -> the first N layers;
+// selective is treated as none here (attention recompute is not modelled).
+int32_t megatron_recompute_layers(const ParallelConfig& par, int64_t stage_layers);
+void checkpoint_apply_static(Plan& plan, const ParallelConfig& par);
+
+}  // namespace infinipipe::plan

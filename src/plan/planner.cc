@@ -1,0 +1,349 @@
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "plan/baselines.h"
+#include "plan/checkpoint.h"
+#include "plan/schedule.h"
+#include "plan/schedule_memory.h"
+#include "plan/sequence_processor.h"
+#include "plan/stage_layout.h"
+#include "plan/validate.h"
+
+namespace infinipipe::plan {
+
+namespace {
+
+int64_t max_of(const std::vector<int64_t>& v) {
+  int64_t m = 0;
+  for (int64_t x : v) m = std::max(m, x);
+  return m;
+}
+
+// K values the EPP search tries: dense where it matters, geometric beyond.
+std::vector<int32_t> epp_k_candidates(int32_t k_max) {
+  static constexpr int32_t kList[] = {1,  2,  3,  4,  5,  6,  8,   10,  12, 16,
+                                      20, 24, 32, 48, 64, 96, 128, 192, 256};
+  std::vector<int32_t> out;
+  for (int32_t k : kList)
+    if (k <= k_max) out.push_back(k);
+  return out;
+}
+
+// Every allowed cut: one pipeline per run of chunks linked by a cut sequence.
+std::vector<int32_t> finest_grouping(const std::vector<Chunk>& chunks) {
+  std::vector<int32_t> out(chunks.size(), 0);
+  int32_t g = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    bool continues = false;
+    for (const Slice& s : chunks[i].slices) continues = continues || s.offset > 0;
+    if (i > 0 && !continues) ++g;
+    out[i] = g;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PlanKnobs::describe() const {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+  if (micro_batch_size > 0)
+    add(fmt::format("mbs={}", micro_batch_size));
+  else if (micro_batch_tokens > 0)
+    add(fmt::format("mb={}K tok", micro_batch_tokens / 1024));
+  if (slices > 0) add(fmt::format("{}={}", micro_batch_tokens > 0 ? "slices" : "K", slices));
+  if (vpp > 1) add(fmt::format("vpp={}", vpp));
+  if (pipelines > 1) add(fmt::format("{} pipelines", pipelines));
+  if (recompute_layers < 0)
+    add("adaptive ckpt");
+  else if (recompute_layers == 0)
+    add("no recompute");
+  else
+    add(fmt::format("recompute {} layers", recompute_layers));
+  return s;
+}
+
+int64_t planner_budget(const Config& cfg, const cost::CostModel& cm) {
+  return cfg.training.memory_budget > 0 ? cfg.training.memory_budget : cm.device().memory_bytes;
+}
+
+Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
+                           std::span<const int64_t> lengths, CandidateSpec spec) {
+  Candidate cand;
+  Plan& p = cand.plan;
+  p.pp = static_cast<int32_t>(cfg.parallel.pipeline_parallel);
+  p.vpp = spec.vpp;
+  p.seq_lengths.assign(lengths.begin(), lengths.end());
+  p.chunks = std::move(spec.chunks);
+  for (size_t i = 0; i < p.chunks.size(); ++i) p.chunks[i].id = static_cast<int32_t>(i);
+  p.pipeline_of_chunk = spec.pipeline_of_chunk.empty() ? std::vector<int32_t>(p.chunks.size(), 0)
+                                                       : std::move(spec.pipeline_of_chunk);
+  p.stages = *spec.stages;
+  p.memory_budget = planner_budget(cfg, cm);
+  p.actions.assign(p.pp, {});
+  schedule_build(p, spec.schedule);
+
+  const MemoryContext mem{p.memory_budget, cfg.parallel.data_parallel, plan_zero_shard(cfg)};
+  const bool adaptive = spec.static_recompute < 0;
+  const CheckpointProblem pb =
+      checkpoint_problem(p, cm, mem, adaptive ? CheckpointTie::diagonal : CheckpointTie::none);
+  cand.min_budget = checkpoint_min_budget(pb);
+  if (adaptive) {
+    CheckpointSolution sol = spec.exact ? checkpoint_solve_exact(pb) : checkpoint_solve_greedy(pb);
+    if (!sol.feasible) sol.layers = pb.group_max;  // show the leanest plan
+    checkpoint_apply(p, pb, sol.layers);
+    cand.recompute_time = sol.cost;
+    cand.checkpoint_gap = sol.cost > 0 ? (sol.cost - sol.lower_bound) / sol.cost : 0.0;
+  } else {
+    for (auto& list : p.actions)
+      for (Action& a : list)
+        a.recompute_layers = static_cast<int32_t>(
+            std::min<int64_t>(spec.static_recompute, p.stages[a.stage].num_layers));
+  }
+  plan_predict(p, cm, cfg);
+  cand.fits = max_of(p.predicted_peak_bytes) <= p.memory_budget;
+  return cand;
+}
+
+Candidate planner_least_recompute(const Config& cfg, const cost::CostModel& cm,
+                                  std::span<const int64_t> lengths, const CandidateSpec& spec,
+                                  int32_t max_r, int32_t* evaluated) {
+  auto eval = [&](int32_t r) {
+    CandidateSpec s = spec;
+    s.static_recompute = r;
+    if (evaluated) ++*evaluated;
+    return planner_evaluate(cfg, cm, lengths, std::move(s));
+  };
+  Candidate best = eval(0);
+  if (best.fits || max_r == 0) return best;
+  Candidate top = eval(max_r);
+  if (!top.fits) return top;
+  int32_t lo = 0, hi = max_r;  // lo does not fit, hi fits
+  while (hi - lo > 1) {
+    const int32_t mid = (lo + hi) / 2;
+    Candidate c = eval(mid);
+    if (c.fits) {
+      hi = mid;
+      top = std::move(c);
+    } else {
+      lo = mid;
+    }
+  }
+  return top;
+}
+
+std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32_t pp,
+                                         const cost::CostModel& cm, const cost::StageShape& stage,
+                                         int64_t activation_budget) {
+  const int32_t n = static_cast<int32_t>(chunks.size());
+  if (n == 0) return {};
+  // Per chunk: step time on the reference stage, activation bytes without and with full
+  // recompute, and the time of full recompute.
+  std::vector<double> f(n), b(n), rt(n);
+  std::vector<double> act_full(n), act_min(n);
+  double transient = 0;
+  std::vector<int32_t> unit_start(n);  // first chunk of the run this chunk belongs to
+  for (int32_t c = 0; c < n; ++c) {
+    const auto sh = chunks[c].shapes();
+    f[c] = cm.forward_time(sh, stage);
+    b[c] = cm.backward_time(sh, stage);
+    rt[c] = cm.recompute_time(sh, stage.num_layers);
+    const double keep = static_cast<double>(cm.kv_keep_bytes(sh, stage));
+    act_full[c] = static_cast<double>(cm.activation_bytes(sh, stage, 0)) + keep;
+    act_min[c] = static_cast<double>(cm.activation_bytes(sh, stage, stage.num_layers)) + keep;
+    transient = std::max(
+        transient, static_cast<double>(cm.backward_transient_bytes(sh, stage, stage.num_layers) +
+                                       cm.dkv_buffer_bytes(sh, stage)));
+    bool continues = false;
+    for (const Slice& s : chunks[c].slices) continues = continues || s.offset > 0;
+    unit_start[c] = c > 0 && continues ? unit_start[c - 1] : c;
+  }
+  // A cut before chunk c is allowed when c starts a unit and the previous unit has ended there.
+  std::vector<int32_t> cuts;  // allowed segment starts, plus n
+  for (int32_t c = 0; c < n; ++c)
+    if (unit_start[c] == c) cuts.push_back(c);
+  cuts.push_back(n);
+  std::vector<double> pf(n + 1, 0), pmax(n + 1, 0), pmin(n + 1, 0), prt(n + 1, 0);
+  for (int32_t c = 0; c < n; ++c) {
+    pf[c + 1] = pf[c] + f[c] + b[c];
+    pmax[c + 1] = pmax[c] + act_full[c];
+    pmin[c + 1] = pmin[c] + act_min[c];
+    prt[c + 1] = prt[c] + rt[c];
+  }
+  const double cap = static_cast<double>(activation_budget) - transient;
+  const size_t u = cuts.size();
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> best(u, inf);
+  std::vector<size_t> from(u, 0);
+  best[0] = 0;
+  for (size_t i = 0; i + 1 < u; ++i) {
+    if (best[i] == inf) continue;
+    const int32_t a = cuts[i];
+    // Windows of chunks c with c + pp <= e no longer change as the segment grows: fold them in
+    // once (`done`), recompute only the last pp each step.
+    double done_min = 0, done_need = 0;
+    int32_t done = a;
+    for (size_t j = i + 1; j < u; ++j) {
+      const int32_t e = cuts[j];
+      auto window = [&](int32_t c, double& lean_out, double& need_out) {
+        // On the first stage, chunk c's backward waits for pp chunks after it (its run's start
+        // included): the in-flight window [max(a, unit_start[c]), c + pp).
+        const int32_t lo = std::max(a, unit_start[c]);
+        const int32_t hi = std::min(e, c + pp);
+        const double full = pmax[hi] - pmax[lo], lean = pmin[hi] - pmin[lo];
+        lean_out = std::max(lean_out, lean);
+        if (full > cap && full > lean)
+          need_out = std::max(need_out, std::min(1.0, (full - cap) / (full - lean)));
+      };
+      for (; done < e && done + pp <= e; ++done) window(done, done_min, done_need);
+      double worst_min = done_min, need = done_need;
+      for (int32_t c = done; c < e; ++c) window(c, worst_min, need);
+      if (worst_min > cap) break;  // longer segments only hold more
+      const double time = pf[e] - pf[a] + (pp - 1) * (f[a] + b[e - 1]) + need * (prt[e] - prt[a]);
+      if (best[i] + time < best[j]) {
+        best[j] = best[i] + time;
+        from[j] = i;
+      }
+    }
+  }
+  if (best[u - 1] == inf) return {};
+  std::vector<size_t> starts;
+  for (size_t j = u - 1; j > 0; j = from[j]) starts.push_back(from[j]);
+  std::reverse(starts.begin(), starts.end());
+  std::vector<int32_t> out(n, 0);
+  for (size_t g = 0; g < starts.size(); ++g) {
+    const int32_t lo = cuts[starts[g]];
+    const int32_t hi = g + 1 < starts.size() ? cuts[starts[g + 1]] : n;
+    for (int32_t c = lo; c < hi; ++c) out[c] = static_cast<int32_t>(g);
+  }
+  return out;
+}
+
+PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
+                    std::span<const int64_t> lengths) {
+  const int32_t pp = static_cast<int32_t>(cfg.parallel.pipeline_parallel);
+  const auto stages = stage_layout_by_cost(cm, pp, 1);
+  const cost::StageShape ref = processor_reference_stage(cm.model(), pp);
+  const int64_t budget = planner_budget(cfg, cm);
+  const MemoryContext mem{budget, cfg.parallel.data_parallel, plan_zero_shard(cfg)};
+  const cost::StageShape first = stage_shape(stages[0]);
+  const int64_t act_budget = budget - cm.static_bytes(first, mem.dp, mem.zero_shard);
+  const bool adaptive = cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive;
+  const int32_t fixed_r =
+      adaptive ? -1 : megatron_recompute_layers(cfg.parallel, cm.model().num_layers);
+
+  PlanKnobs knobs;
+  Candidate best;
+  int32_t best_k = 0;
+  bool have = false;
+  int64_t least_budget = std::numeric_limits<int64_t>::max();
+  // One candidate chunk list: grouped into pipelines (Eq. 14), scheduled, checkpointed, timed.
+  auto try_chunks = [&](const std::vector<Chunk>& chunks, int32_t k) {
+    auto groups = epp_group_pipelines(chunks, pp, cm, first, act_budget);
+    if (groups.empty()) groups = finest_grouping(chunks);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      CandidateSpec spec;
+      spec.schedule = Schedule::epp;
+      spec.stages = &stages;
+      spec.chunks = chunks;
+      spec.pipeline_of_chunk = groups;
+      spec.static_recompute = fixed_r;
+      Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
+      ++knobs.candidates;
+      least_budget = std::min(least_budget, c.min_budget);
+      if (c.fits) {
+        const double t = c.plan.predicted_step_time;
+        if (!have || t < best.plan.predicted_step_time) {
+          best = std::move(c);
+          best_k = k;
+          have = true;
+        }
+        return t;
+      }
+      const auto finest = finest_grouping(chunks);
+      if (groups == finest) break;
+      groups = finest;  // the estimate was optimistic: every sequence run on its own
+    }
+    return std::numeric_limits<double>::infinity();
+  };
+  // K = 1 is batch-level PP: also try the tight token packing the batch-level schedules use.
+  int64_t longest = 0;
+  for (int64_t l : lengths) longest = std::max(longest, l);
+  // Weights alone over budget: no slicing helps; one candidate (the finest) tells by how much.
+  int64_t max_static = 0;
+  for (int32_t r = 0; r < pp; ++r)
+    max_static =
+        std::max(max_static, cm.static_bytes(stage_shape(stages[r]), mem.dp, mem.zero_shard));
+  const bool hopeless = max_static >= budget;
+  const int32_t k_max = sequence_max_slices(lengths, cfg.parallel.min_tail_slice);
+  auto ks = epp_k_candidates(k_max);
+  if (hopeless)
+    ks = {ks.back()};
+  else
+    try_chunks(pack_micro_batches(lengths, longest), 1);
+  for (int32_t k : ks) {
+    ProcessorResult pr = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice);
+    if (pr.slices_of_longest != k && k > 1) continue;  // same split as a smaller K
+    const double t = try_chunks(pr.chunks, pr.slices_of_longest);
+    // Finer slicing only adds overhead once it has clearly lost (time is unimodal in K).
+    if (have && t > 1.1 * best.plan.predicted_step_time && k >= 2 * best_k + 2) break;
+  }
+  if (!have)
+    fail(
+        "the memory budget {} per rank is too small for this batch with the epp schedule: the "
+        "smallest budget that fits is {} ({} bytes); raise --memory-budget, use more pipeline "
+        "stages, or lower --seq-length",
+        format_bytes(budget), format_bytes(least_budget), least_budget);
+
+  // The winner gets the exact checkpoint solve.
+  if (adaptive) {
+    CandidateSpec spec;
+    spec.schedule = Schedule::epp;
+    spec.stages = &stages;
+    spec.chunks = best.plan.chunks;
+    spec.pipeline_of_chunk = best.plan.pipeline_of_chunk;
+    spec.exact = true;
+    Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
+    if (c.fits) best = std::move(c);
+  }
+  knobs.slices = best_k;
+  knobs.pipelines = best.plan.num_pipelines();
+  knobs.recompute_layers = fixed_r;
+  knobs.recompute_time = best.recompute_time;
+  knobs.checkpoint_gap = best.checkpoint_gap;
+  return PlanResult{std::move(best.plan), knobs};
+}
+
+PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
+                              std::span<const int64_t> seq_lengths, Schedule schedule) {
+  if (seq_lengths.empty()) fail("the batch has no sequences: give at least one length");
+  std::vector<int64_t> lengths(seq_lengths.begin(), seq_lengths.end());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] <= 0)
+      fail("sequence {} has length {}: every sequence needs at least one token", i, lengths[i]);
+    lengths[i] = std::min(lengths[i], cfg.model.seq_length);  // documents are truncated
+  }
+  PlanResult res;
+  switch (schedule) {
+    case Schedule::epp:
+      res = plan_epp(cfg, cm, lengths);
+      break;
+    case Schedule::seq1f1b:
+      res = tune_seq1f1b(cfg, cm, lengths);
+      break;
+    default:
+      res = tune_batch_level(cfg, cm, lengths, schedule);
+      break;
+  }
+  validate_or_throw(res.plan, cm, cfg);
+  return res;
+}
+
+Plan make_plan(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> seq_lengths) {
+  return make_plan_detailed(cfg, cm, seq_lengths, cfg.parallel.schedule).plan;
+}
+
+}  // namespace infinipipe::plan

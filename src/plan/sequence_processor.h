@@ -1,0 +1,57 @@
+// The sequence processor of EPP (InfiniPipe §IV): cuts sequences longer than a chunk's token
+// capacity into slices of balanced cost and packs short sequences, with the tail slices, into
+// chunks by a Best-Fit-Decreasing variant under a time threshold T_t and a token threshold T_m.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cost/cost_model.h"
+#include "plan/plan.h"
+
+namespace infinipipe::plan {
+
+// The thresholds one chunk must respect. The time is forward + backward on the reference stage.
+struct PackLimits {
+  double time_threshold = 0;    // T_t, seconds
+  int64_t token_threshold = 0;  // T_m, tokens
+  int64_t min_tail_slice = 1024;
+};
+
+struct ProcessorResult {
+  std::vector<Chunk> chunks;  // forward order: sliced sequences (longest first), then the packs
+  PackLimits limits;
+  int32_t slices_of_longest = 1;  // K
+  int32_t relaxed = 0;  // short sequences placed above T_t because no chunk could hold them
+};
+
+// The stage the processor balances on: an inner stage holding num_layers / pp layers.
+cost::StageShape processor_reference_stage(const ModelConfig& model, int64_t pp);
+
+// Forward + backward seconds of a chunk on `stage` (no recompute).
+double chunk_cost(const cost::CostModel& cm, const cost::StageShape& stage,
+                  std::span<const cost::SliceShape> chunk);
+
+// Cuts sequence `seq` of `len` tokens into at most `k` slices whose costs are as equal as the
+// cost model allows (later slices shorter), power-of-two lengths preferred, tail >= min_tail.
+std::vector<Slice> sequence_split_balanced(int32_t seq, int64_t len, int32_t k,
+                                           const cost::CostModel& cm, const cost::StageShape& stage,
+                                           int64_t min_tail);
+
+// Cuts off slices as long as the limits allow, front first; the remainder is the tail slice
+// (grown to min_tail when shorter). A sequence within the limits comes back whole.
+std::vector<Slice> sequence_split_capped(int32_t seq, int64_t len, const PackLimits& limits,
+                                         const cost::CostModel& cm, const cost::StageShape& stage);
+
+// The whole processor for a given K (slices of the longest sequence): derives T_t and T_m from
+// the longest sequence's balanced split, cuts every longer-than-T_m sequence, packs the rest.
+// Chunk ids are their positions. Lengths must be positive.
+ProcessorResult sequence_process(std::span<const int64_t> lengths, int32_t k,
+                                 const cost::CostModel& cm, const cost::StageShape& stage,
+                                 int64_t min_tail);
+
+// Largest K worth trying for this batch: slices of the longest sequence stay >= min_tail.
+int32_t sequence_max_slices(std::span<const int64_t> lengths, int64_t min_tail);
+
+}  // namespace infinipipe::plan

@@ -1,0 +1,182 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "plan/checkpoint.h"
+#include "plan/schedule.h"
+#include "plan/schedule_memory.h"
+#include "test_plan_util.h"
+
+namespace infinipipe::plan {
+namespace {
+
+using testing::plan_random;
+using testing::small_config;
+
+MemoryContext memory_of(const Config& cfg, int64_t budget) {
+  return MemoryContext{budget, cfg.parallel.data_parallel, plan_zero_shard(cfg)};
+}
+
+int64_t max_of(const std::vector<int64_t>& v) {
+  return *std::max_element(v.begin(), v.end());
+}
+
+// A random hand-made problem: items with decreasing memory and increasing time in r.
+CheckpointProblem random_problem(std::mt19937& rng, int groups, int items, int points) {
+  CheckpointProblem pb;
+  pb.pp = 2;
+  std::uniform_int_distribution<int> layers(1, 3), pick_group(0, groups - 1);
+  std::uniform_int_distribution<int64_t> bytes(10, 100);
+  std::uniform_real_distribution<double> secs(0.1, 1.0);
+  pb.group_max.assign(groups, 0);
+  for (int i = 0; i < items; ++i) {
+    CheckpointItem it;
+    it.group = pick_group(rng);
+    it.rank = i % 2;
+    it.max_layers = layers(rng);
+    pb.group_max[it.group] = std::max(pb.group_max[it.group], it.max_layers);
+    int64_t a = bytes(rng) * (it.max_layers + 1), t = bytes(rng) / 10;
+    double s = 0;
+    for (int r = 0; r <= it.max_layers; ++r) {
+      it.act.push_back(a);
+      it.transient.push_back(t + (r > 0 ? 3 : 0));
+      it.time.push_back(s);
+      a -= bytes(rng) / 2;
+      s += secs(rng);
+    }
+    pb.items.push_back(std::move(it));
+  }
+  std::uniform_int_distribution<int> pick_item(0, items - 1);
+  for (int p = 0; p < points; ++p) {
+    CheckpointPoint pt;
+    pt.rank = p % 2;
+    pt.fixed = bytes(rng);
+    for (int k = 0; k < 4; ++k) pt.terms.push_back({pick_item(rng), k == 0});
+    pb.points.push_back(std::move(pt));
+  }
+  // A budget between the leanest and the fattest choice.
+  const int64_t lean = checkpoint_min_budget(pb);
+  const int64_t fat = max_of(checkpoint_peaks(pb, std::vector<int32_t>(groups, 0)));
+  pb.budget = lean + (fat - lean) * std::uniform_int_distribution<int>(0, 100)(rng) / 100;
+  return pb;
+}
+
+TEST(Checkpoint, ExactMatchesBruteForceOnRandomProblems) {
+  std::mt19937 rng(11);
+  int nontrivial = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const auto pb = random_problem(rng, 5, 8, 10);
+    const auto brute = checkpoint_solve_brute(pb);
+    const auto exact = checkpoint_solve_exact(pb, 0.0);
+    const auto greedy = checkpoint_solve_greedy(pb);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial);
+    ASSERT_EQ(exact.feasible, brute.feasible);
+    if (greedy.feasible) {
+      ASSERT_TRUE(brute.feasible);  // greedy may miss a contrived feasible choice, never invent one
+    }
+    if (!brute.feasible) continue;
+    nontrivial += brute.cost > 0;
+    EXPECT_NEAR(exact.cost, brute.cost, 1e-6 * (1 + brute.cost));
+    EXPECT_TRUE(exact.proven);
+    EXPECT_LE(exact.lower_bound, brute.cost + 1e-6);
+    EXPECT_LE(max_of(checkpoint_peaks(pb, exact.layers)), pb.budget);
+    if (greedy.feasible) {
+      EXPECT_GE(greedy.cost, brute.cost - 1e-9);
+      EXPECT_LE(max_of(checkpoint_peaks(pb, greedy.layers)), pb.budget);
+    }
+  }
+  EXPECT_GT(nontrivial, 20);
+}
+
+TEST(Checkpoint, ExactMatchesBruteForceOnSmallPlans) {
+  std::mt19937 rng(3);
+  int nontrivial = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    Config cfg = small_config(2, 1, 4);  // 2 layers per stage
+    Plan p = plan_random(cfg, rng, 4);
+    if (p.chunks.size() > 5) continue;
+    schedule_build(p, Schedule::epp);
+    const auto cm = cost::CostModel::from_config(cfg);
+    for (CheckpointTie tie : {CheckpointTie::diagonal, CheckpointTie::none}) {
+      auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), tie);
+      double combos = 1;
+      for (int32_t u : pb.group_max) combos *= u + 1;
+      if (combos > 20000) continue;
+      const int64_t lean = checkpoint_min_budget(pb);
+      const int64_t fat =
+          max_of(checkpoint_peaks(pb, std::vector<int32_t>(pb.group_max.size(), 0)));
+      for (double f : {0.1, 0.4, 0.8}) {
+        pb.budget = lean + static_cast<int64_t>((fat - lean) * f);
+        const auto brute = checkpoint_solve_brute(pb);
+        const auto exact = checkpoint_solve_exact(pb, 0.0);
+        ASSERT_TRUE(brute.feasible);
+        ASSERT_TRUE(exact.feasible);
+        nontrivial += brute.cost > 0;
+        EXPECT_NEAR(exact.cost, brute.cost, 1e-9 + 1e-6 * brute.cost) << "trial " << trial;
+      }
+    }
+  }
+  EXPECT_GT(nontrivial, 5);
+}
+
+TEST(Checkpoint, PeaksAgreeWithTheScheduleMemoryTrace) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 10; ++trial) {
+    Config cfg = small_config(4);
+    Plan p = plan_random(cfg, rng, 12);
+    schedule_build(p, trial % 2 ? Schedule::epp : Schedule::gpipe);
+    const auto cm = cost::CostModel::from_config(cfg);
+    const auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), CheckpointTie::diagonal);
+    std::vector<int32_t> layers(pb.group_max.size());
+    for (size_t g = 0; g < layers.size(); ++g)
+      layers[g] = static_cast<int32_t>((g * 7 + trial) % 3);
+    checkpoint_apply(p, pb, layers);
+    EXPECT_EQ(checkpoint_peaks(pb, layers), schedule_memory_trace(p, cm, cfg).peak);
+  }
+}
+
+TEST(Checkpoint, DiagonalTiesConcurrentBackwards) {
+  Config cfg = small_config(4);
+  Plan p = testing::plan_equal_chunks(cfg, 8);
+  schedule_build(p, Schedule::one_f_one_b);
+  const auto cm = cost::CostModel::from_config(cfg);
+  const auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), CheckpointTie::diagonal);
+  for (const auto& a : pb.items)
+    for (const auto& b : pb.items)
+      if (b.stage == a.stage + 1 && b.chunk == a.chunk + 1) {
+        EXPECT_EQ(a.group, b.group);
+      }
+  EXPECT_EQ(pb.group_max.size(), 8u + 3u);  // diagonals chunk - stage in [-3, 7]
+}
+
+TEST(Checkpoint, InfeasibleBudgetIsReported) {
+  std::mt19937 rng(9);
+  Config cfg = small_config(2);
+  Plan p = plan_random(cfg, rng, 6);
+  schedule_build(p, Schedule::epp);
+  const auto cm = cost::CostModel::from_config(cfg);
+  auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), CheckpointTie::diagonal);
+  pb.budget = checkpoint_min_budget(pb) - 1;
+  EXPECT_FALSE(checkpoint_solve_exact(pb).feasible);
+  pb.budget += 1;
+  const auto sol = checkpoint_solve_exact(pb);
+  EXPECT_TRUE(sol.feasible);
+  EXPECT_LE(max_of(checkpoint_peaks(pb, sol.layers)), pb.budget);
+}
+
+TEST(Checkpoint, MegatronStaticChoices) {
+  ParallelConfig par;
+  par.recompute_granularity = RecomputeGranularity::none;
+  EXPECT_EQ(megatron_recompute_layers(par, 8), 0);
+  par.recompute_granularity = RecomputeGranularity::full;
+  par.recompute_method = RecomputeMethod::uniform;
+  par.recompute_num_layers = 1;
+  EXPECT_EQ(megatron_recompute_layers(par, 8), 8);
+  par.recompute_method = RecomputeMethod::block;
+  par.recompute_num_layers = 3;
+  EXPECT_EQ(megatron_recompute_layers(par, 8), 3);
+  EXPECT_EQ(megatron_recompute_layers(par, 2), 2);
+}
+
+}  // namespace
+}  // namespace infinipipe::plan
