@@ -1,0 +1,201 @@
+#include "runtime/mpi_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "runtime/mpi_comm.h"
+
+namespace infinipipe {
+
+GradBuckets::GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op, int64_t bucket_bytes)
+    : timeout_s_(timeout_s), op_(op), bucket_count_(bucket_bytes / int64_t(sizeof(float))) {
+  if (bucket_count_ < 1)
+    fail_config("gradient bucket size must be >= 4 bytes, got {}", bucket_bytes);
+  mpi_check(MPI_Comm_size(dp_comm, &dp_), "reading the data-parallel group size");
+  // A private communicator: our collectives are ordered among themselves only.
+  mpi_check(MPI_Comm_dup(dp_comm, &comm_), "duplicating the data-parallel group");
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+}
+
+GradBuckets::~GradBuckets() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (fin || std::uncaught_exceptions() > 0) return;  // the job is being aborted
+  for (Bucket& b : buckets_) {
+    if (b.request != MPI_REQUEST_NULL) MPI_Request_free(&b.request);
+  }
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+int GradBuckets::add(const std::string& name, float* grad, int64_t numel) {
+  if (built_) fail("internal: gradient '{}' added to the buckets after the first iteration", name);
+  if (numel <= 0 || grad == nullptr) fail("internal: gradient '{}' is empty", name);
+  tensors_.push_back({name, grad, numel, {}, false});
+  numel_ += numel;
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
+int GradBuckets::num_buckets() const {
+  return static_cast<int>((numel_ + bucket_count_ - 1) / bucket_count_);
+}
+
+int64_t GradBuckets::staging_bytes() const {
+  int64_t n = 0;
+  for (const Bucket& b : buckets_) n += int64_t(b.staging.size());
+  return n * int64_t(sizeof(float));
+}
+
+void GradBuckets::build() {
+  built_ = true;
+  Bucket cur;
+  for (int t = 0; t < static_cast<int>(tensors_.size()); ++t) {
+    int64_t off = 0;
+    while (off < tensors_[t].numel) {
+      int64_t n = std::min(tensors_[t].numel - off, bucket_count_ - cur.count);
+      cur.slices.push_back({t, off, n, cur.count});
+      if (cur.tensors.empty() || cur.tensors.back() != t) cur.tensors.push_back(t);
+      cur.count += n;
+      off += n;
+      if (cur.count == bucket_count_) {
+        buckets_.push_back(std::move(cur));
+        cur = Bucket{};
+      }
+    }
+  }
+  if (cur.count > 0) buckets_.push_back(std::move(cur));
+  for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
+    Bucket& bk = buckets_[b];
+    for (int t : bk.tensors) tensors_[t].buckets.push_back(b);
+    bool whole = bk.slices.size() == 1 && bk.slices[0].offset == 0 &&
+                 bk.slices[0].count == tensors_[bk.slices[0].tensor].numel;
+    if (!whole && dp_ > 1) bk.staging.resize(static_cast<size_t>(bk.count));
+    bk.waiting = static_cast<int>(bk.tensors.size());
+  }
+}
+
+float* GradBuckets::bucket_data(Bucket& b) {
+  if (b.staging.empty()) return tensors_[b.slices[0].tensor].grad;
+  return b.staging.data();
+}
+
+void GradBuckets::start(Bucket& b) {
+  if (!b.staging.empty()) {
+    for (const Slice& s : b.slices) {
+      std::memcpy(b.staging.data() + s.at, tensors_[s.tensor].grad + s.offset,
+                  static_cast<size_t>(s.count) * sizeof(float));
+    }
+  }
+  int n = mpi_count(b.count, "a gradient bucket");
+  mpi_check(MPI_Iallreduce(MPI_IN_PLACE, bucket_data(b), n, MPI_FLOAT, MPI_SUM, comm_, &b.request),
+            fmt::format("starting the gradient all-reduce of the bucket holding '{}'",
+                        tensors_[b.slices[0].tensor].name));
+}
+
+void GradBuckets::complete(Bucket& b) {
+  float* data = bucket_data(b);
+  if (op_ == GradReduceOp::average) {
+    const float inv = 1.0f / static_cast<float>(dp_);
+    for (int64_t i = 0; i < b.count; ++i) data[i] *= inv;
+  }
+  if (!b.staging.empty()) {
+    for (const Slice& s : b.slices) {
+      std::memcpy(tensors_[s.tensor].grad + s.offset, b.staging.data() + s.at,
+                  static_cast<size_t>(s.count) * sizeof(float));
+    }
+  }
+}
+
+void GradBuckets::mark_ready(int id) {
+  if (!built_) build();
+  if (id < 0 || id >= static_cast<int>(tensors_.size())) {
+    fail("internal: gradient id {} not registered ({} are)", id, tensors_.size());
+  }
+  Tensor& t = tensors_[id];
+  if (t.ready) return;
+  t.ready = true;
+  if (dp_ == 1) return;
+  for (int b : t.buckets) --buckets_[b].waiting;
+  while (next_start_ < buckets_.size() && buckets_[next_start_].waiting == 0) {
+    start(buckets_[next_start_++]);
+  }
+  progress();
+}
+
+void GradBuckets::progress() {
+  for (Bucket& b : buckets_) {
+    if (b.request == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    mpi_check(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), "testing a gradient all-reduce");
+    return;  // one test drives OpenMPI's progress engine for all of them
+  }
+}
+
+void GradBuckets::finish(const std::string& during) {
+  if (!built_) build();
+  last_started_early_ = static_cast<int>(next_start_);
+  if (dp_ == 1) {
+    for (Tensor& t : tensors_) t.ready = false;
+    return;
+  }
+  while (next_start_ < buckets_.size()) start(buckets_[next_start_++]);
+  for (int i = 0; i < static_cast<int>(buckets_.size()); ++i) {
+    Bucket& b = buckets_[i];
+    mpi_wait_deadline(
+        {&b.request, 1}, {}, timeout_s_,
+        {fmt::format("the data-parallel gradient all-reduce of bucket {}/{} (from '{}') during {}",
+                     i + 1, buckets_.size(), tensors_[b.slices[0].tensor].name, during),
+         "a replica of this stage may have died or hung, or its plan has other parameters"});
+    complete(b);
+  }
+  for (Tensor& t : tensors_) t.ready = false;
+  for (Bucket& b : buckets_) {
+    b.waiting = static_cast<int>(b.tensors.size());
+  }
+  next_start_ = 0;
+}
+
+namespace {
+
+void allreduce_span(MPI_Comm comm, void* data, int64_t n, MPI_Datatype type, MPI_Op op,
+                    double timeout_s, const std::string& what) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n, what), type, op, comm, &req),
+            "starting the reduction of " + what);
+  mpi_wait_deadline({&req, 1}, {}, timeout_s,
+                    {"the reduction of " + what, "a rank of this group may have died or hung"});
+}
+
+}  // namespace
+
+void allreduce_sum(MPI_Comm comm, std::span<double> values, double timeout_s,
+                   const std::string& what) {
+  allreduce_span(comm, values.data(), int64_t(values.size()), MPI_DOUBLE, MPI_SUM, timeout_s, what);
+}
+
+void allreduce_sum(MPI_Comm comm, std::span<int64_t> values, double timeout_s,
+                   const std::string& what) {
+  allreduce_span(comm, values.data(), int64_t(values.size()), MPI_INT64_T, MPI_SUM, timeout_s,
+                 what);
+}
+
+void allreduce_max(MPI_Comm comm, std::span<double> values, double timeout_s,
+                   const std::string& what) {
+  allreduce_span(comm, values.data(), int64_t(values.size()), MPI_DOUBLE, MPI_MAX, timeout_s, what);
+}
+
+double allreduce_sum(MPI_Comm comm, double value, double timeout_s, const std::string& what) {
+  allreduce_sum(comm, std::span<double>(&value, 1), timeout_s, what);
+  return value;
+}
+
+int64_t allreduce_sum(MPI_Comm comm, int64_t value, double timeout_s, const std::string& what) {
+  allreduce_sum(comm, std::span<int64_t>(&value, 1), timeout_s, what);
+  return value;
+}
+
+}  // namespace infinipipe

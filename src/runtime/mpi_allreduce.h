@@ -1,0 +1,119 @@
+// Data-parallel gradient all-reduce in buckets, overlapped with backward, and the scalar
+// reductions of a training step (loss sum, token counts, squared gradient norm).
+//
+// Which reduction: the loss is the mean over every predicted token of the *global* batch, and
+// each replica scales its loss gradient by 1 / (global predicted tokens). Each replica's
+// gradient is then its share of the global gradient, and the right reduction is a SUM
+// (GradReduceOp::sum). `average` (divide by dp) is only right when each replica normalises by
+// its own token count and replicas hold equal token counts, i.e. not for variable-length data.
+#pragma once
+
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1  // the C API only: OpenMPI's deprecated C++ bindings warn
+#endif
+#include <mpi.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace infinipipe {
+
+enum class GradReduceOp { sum, average };
+
+// Gradients are registered in the order they become final (parameters in reverse layer order,
+// as backward proceeds), packed into buckets of about bucket_bytes (a big tensor spans several),
+// and each bucket starts an MPI_Iallreduce as soon as all of its gradients are final. Buckets
+// start strictly in bucket order, which is the same on every replica of a stage, as MPI
+// requires of collectives. finish() waits for all before the optimizer step.
+class GradBuckets {
+ public:
+  static constexpr int64_t kDefaultBucketBytes = 4 << 20;
+
+  // dp_comm: the replicas of this stage (ProcessGroups::dp_comm()). With one replica
+  // everything is a no-op.
+  GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op = GradReduceOp::sum,
+              int64_t bucket_bytes = kDefaultBucketBytes);
+  ~GradBuckets();
+  GradBuckets(const GradBuckets&) = delete;
+  GradBuckets& operator=(const GradBuckets&) = delete;
+
+  // Before the first mark_ready. Returns the id to pass to mark_ready. `grad` must stay valid.
+  int add(const std::string& name, float* grad, int64_t numel);
+
+  // This gradient is final for this iteration. Starts every bucket that became complete (and
+  // all complete buckets before it), then pushes in-flight ones along.
+  void mark_ready(int id);
+  // Lets in-flight all-reduces progress (OpenMPI's non-blocking collectives advance only inside
+  // MPI calls); call it between layers of backward.
+  void progress();
+  // Starts what has not started (gradients never marked ready are taken as final), waits for
+  // every bucket with the deadline, writes the reduced values back to the gradients and resets
+  // for the next iteration. Throws Error naming the bucket and its first parameter on timeout.
+  void finish(const std::string& during);
+
+  int num_buckets() const;
+  int dp() const { return dp_; }
+  int64_t numel() const { return numel_; }
+  // Memory of the staging buffers (buckets of several tensors are packed into one buffer for
+  // MPI; a bucket that is one whole tensor is reduced in place). Allocated on the first
+  // mark_ready/finish and kept; 0 with one replica. For the memory accounting.
+  int64_t staging_bytes() const;
+  // Buckets of the last finish() whose all-reduce had started before finish() was called: how
+  // much of the reduction overlapped backward.
+  int last_started_early() const { return last_started_early_; }
+
+ private:
+  struct Slice {
+    int tensor;
+    int64_t offset;  // in the tensor
+    int64_t count;
+    int64_t at;  // offset in the bucket
+  };
+  struct Bucket {
+    std::vector<Slice> slices;
+    std::vector<int> tensors;    // distinct tensors, for readiness
+    std::vector<float> staging;  // empty when the bucket is one whole tensor (reduced in place)
+    int64_t count = 0;
+    int waiting = 0;  // tensors not yet ready
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  struct Tensor {
+    std::string name;
+    float* grad;
+    int64_t numel;
+    std::vector<int> buckets;
+    bool ready = false;
+  };
+
+  void build();
+  void start(Bucket& b);
+  void complete(Bucket& b);
+  float* bucket_data(Bucket& b);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int dp_ = 1;
+  double timeout_s_;
+  GradReduceOp op_;
+  int64_t bucket_count_;  // floats per bucket
+  std::vector<Tensor> tensors_;
+  std::vector<Bucket> buckets_;
+  bool built_ = false;
+  size_t next_start_ = 0;
+  int64_t numel_ = 0;
+  int last_started_early_ = 0;
+};
+
+// Scalar reductions with the p2p deadline, element-wise in place. `what` names the quantity in
+// errors ("the loss sum of iteration 12"). comm: dp_comm, pp_comm or world.
+void allreduce_sum(MPI_Comm comm, std::span<double> values, double timeout_s,
+                   const std::string& what);
+void allreduce_sum(MPI_Comm comm, std::span<int64_t> values, double timeout_s,
+                   const std::string& what);
+void allreduce_max(MPI_Comm comm, std::span<double> values, double timeout_s,
+                   const std::string& what);
+double allreduce_sum(MPI_Comm comm, double value, double timeout_s, const std::string& what);
+int64_t allreduce_sum(MPI_Comm comm, int64_t value, double timeout_s, const std::string& what);
+
+}  // namespace infinipipe

@@ -1,0 +1,30 @@
+// The multi-host check as a test: scripts/multihost-check.sh puts one rank in each of two
+// network namespaces (MPI over TCP through a veth pair). Skipped where namespaces are not
+// permitted (not root, or a container without CAP_NET_ADMIN).
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "mpi_test_util.h"
+
+#ifndef INFINIPIPE_SOURCE_DIR
+#define INFINIPIPE_SOURCE_DIR "."
+#endif
+
+namespace infinipipe {
+namespace {
+
+TEST(JobMultiHost, TwoNetworkNamespacesOverTcp) {
+  MPI_TEST_LAUNCHER();
+  std::string bin = test::test_binary_path();
+  std::string dir = bin.substr(0, bin.find_last_of('/'));
+  test::JobResult r = test::run_command(std::string("bash ") + INFINIPIPE_SOURCE_DIR +
+                                        "/scripts/multihost-check.sh " + dir);
+  if (r.exit_code == 77) GTEST_SKIP() << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 60) << r.output;
+}
+
+}  // namespace
+}  // namespace infinipipe
