@@ -49,6 +49,16 @@ constexpr DoubleField kCoeffFields[] = {
     {"optimizer_bytes_per_param", &Coefficients::optimizer_bytes_per_param},
     {"p2p_bytes_per_token", &Coefficients::p2p_bytes_per_token},
 };
+// Engine-specific memory terms added after the first files were written: optional on load
+// (absent = the preset's value), always written.
+constexpr DoubleField kOptionalCoeffFields[] = {
+    {"index_bytes_per_token", &Coefficients::index_bytes_per_token},
+    {"attn_workspace_bytes", &Coefficients::attn_workspace_bytes},
+    {"attn_workspace_bytes_per_longest_token",
+     &Coefficients::attn_workspace_bytes_per_longest_token},
+    {"backward_logits_blocks", &Coefficients::backward_logits_blocks},
+    {"lm_head_grad_reuse_bytes_per_token", &Coefficients::lm_head_grad_reuse_bytes_per_token},
+};
 
 // Quantities that must be strictly positive for the formulas to make sense (they divide).
 bool must_be_positive(const std::string& key) {
@@ -83,6 +93,7 @@ std::string calibration_to_json(const Calibration& cal) {
   const DeviceSpec& d = cal.device;
   json coeffs = json::object();
   for (const DoubleField& f : kCoeffFields) coeffs[f.key] = cal.coeffs.*f.ptr;
+  for (const DoubleField& f : kOptionalCoeffFields) coeffs[f.key] = cal.coeffs.*f.ptr;
   coeffs["logits_block_tokens"] = cal.coeffs.logits_block_tokens;
   json j = {
       {"format", kFormat},
@@ -191,6 +202,13 @@ Calibration calibration_from_json(const std::string& text, const std::string& wh
     if (!std::isfinite(v) || v < 0 || (v == 0 && must_be_positive(f.key)))
       fail("calibration {}: coefficients.{} = {} must be {} and finite", where, f.key, v,
            must_be_positive(f.key) ? "> 0" : ">= 0");
+    c.coeffs.*f.ptr = v;
+  }
+  for (const DoubleField& f : kOptionalCoeffFields) {
+    if (!co.contains(f.key)) continue;
+    double v = get<double>(co, f.key, where, "coefficients");
+    if (!std::isfinite(v) || v < 0)
+      fail("calibration {}: coefficients.{} = {} must be >= 0 and finite", where, f.key, v);
     c.coeffs.*f.ptr = v;
   }
   c.coeffs.logits_block_tokens = get<int64_t>(co, "logits_block_tokens", where, "coefficients");

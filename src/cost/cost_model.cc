@@ -121,9 +121,11 @@ CostModel CostModel::with_ulysses_degree(int64_t degree, bool across_nodes) cons
   Coefficients c = coeffs_;
   for (double* v :
        {&c.alpha1, &c.alpha2, &c.embedding_per_token, &c.lm_head_per_token,
-        &c.act_bytes_per_token_layer, &c.ckpt_bytes_per_token_layer, &c.kv_bytes_per_token_layer,
-        &c.dkv_bytes_per_token_layer, &c.grad_bytes_per_token, &c.fwd_transient_bytes_per_token,
-        &c.embedding_bytes_per_token, &c.lm_head_bytes_per_token, &c.p2p_bytes_per_token})
+        &c.index_bytes_per_token, &c.attn_workspace_bytes_per_longest_token,
+        &c.lm_head_grad_reuse_bytes_per_token, &c.act_bytes_per_token_layer,
+        &c.ckpt_bytes_per_token_layer, &c.kv_bytes_per_token_layer, &c.dkv_bytes_per_token_layer,
+        &c.grad_bytes_per_token, &c.fwd_transient_bytes_per_token, &c.embedding_bytes_per_token,
+        &c.lm_head_bytes_per_token, &c.p2p_bytes_per_token})
     *v *= k;
   if (across_nodes) c.alltoall_bandwidth = std::min(c.alltoall_bandwidth, c.p2p_bandwidth_inter);
   return CostModel(model_, device_, c, degree, bf16_);
@@ -252,31 +254,34 @@ int64_t CostModel::static_bytes(const StageShape& stage, int64_t dp, bool zero_s
                   params * coeffs_.optimizer_bytes_per_param / shard);
 }
 
+// Tokens of non-final slices: their K/V stay until their backward. (The CPU engine keeps the
+// K/V of its whole chunk then, which is the same: only split chunks hold a non-final slice.)
+static double kv_keep_tokens(std::span<const SliceShape> chunk) {
+  double t = 0;
+  for (const SliceShape& s : chunk)
+    if (!s.final_slice) t += s.len;
+  return t;
+}
+
 int64_t CostModel::activation_bytes(std::span<const SliceShape> chunk, const StageShape& stage,
                                     int64_t recompute_layers) const {
   check_chunk(chunk);
   if (recompute_layers < 0 || recompute_layers > stage.num_layers)
     fail("cost model: recompute_layers {} must be within 0..{} (the stage's layers)",
          recompute_layers, stage.num_layers);
-  double t = 0, t_nonfinal = 0;
-  for (const SliceShape& s : chunk) {
-    t += s.len;
-    if (!s.final_slice) t_nonfinal += s.len;
-  }
+  const double t = static_cast<double>(chunk_tokens(chunk)), t_keep = kv_keep_tokens(chunk);
   const int64_t full = stage.num_layers - recompute_layers;
   double bytes = t * (full * coeffs_.act_bytes_per_token_layer +
                       recompute_layers * coeffs_.ckpt_bytes_per_token_layer);
-  bytes -= t_nonfinal * full * coeffs_.kv_bytes_per_token_layer;  // counted in kv_keep_bytes
+  bytes -= t_keep * full * coeffs_.kv_bytes_per_token_layer;  // counted in kv_keep_bytes
+  bytes += t * coeffs_.index_bytes_per_token;
   if (stage.has_embedding) bytes += t * coeffs_.embedding_bytes_per_token;
   if (stage.has_lm_head) bytes += t * coeffs_.lm_head_bytes_per_token;
   return to_bytes(bytes);
 }
 
 int64_t CostModel::kv_keep_bytes(std::span<const SliceShape> chunk, const StageShape& stage) const {
-  double t = 0;
-  for (const SliceShape& s : chunk)
-    if (!s.final_slice) t += s.len;
-  return to_bytes(t * stage.num_layers * coeffs_.kv_bytes_per_token_layer);
+  return to_bytes(kv_keep_tokens(chunk) * stage.num_layers * coeffs_.kv_bytes_per_token_layer);
 }
 
 int64_t CostModel::dkv_buffer_bytes(std::span<const SliceShape> chunk,
@@ -307,15 +312,25 @@ int64_t CostModel::backward_transient_bytes(std::span<const SliceShape> chunk,
   check_chunk(chunk);
   const double t = static_cast<double>(chunk_tokens(chunk));
   if (t == 0) return 0;
-  double bytes = t * coeffs_.grad_bytes_per_token;
-  if (recompute_layers > 0) bytes += t * coeffs_.act_bytes_per_token_layer;
+  int64_t longest = 0;
+  for (const SliceShape& s : chunk) longest = std::max(longest, s.len);
+  double bytes = t * coeffs_.grad_bytes_per_token + coeffs_.attn_workspace_bytes +
+                 static_cast<double>(longest) * coeffs_.attn_workspace_bytes_per_longest_token;
+  // The backward runs from the top layer down and frees each layer's stash after it. When the
+  // top layer is not recomputed, its freed stash is larger than any later recompute, so only a
+  // stage recomputing every layer holds one recomputed layer on top of everything it saved
+  // (minus the input, which is kept, and K/V, which a non-final slice keeps).
+  if (recompute_layers > 0 && recompute_layers >= stage.num_layers)
+    bytes += t * (coeffs_.act_bytes_per_token_layer - coeffs_.ckpt_bytes_per_token_layer) -
+             kv_keep_tokens(chunk) * coeffs_.kv_bytes_per_token_layer;
   if (stage.has_lm_head) {
     // Logits and their gradient for one block of tokens, fp32, per device.
     const double block =
         std::min<double>(static_cast<double>(coeffs_.logits_block_tokens), t / ulysses_degree_);
-    bytes += 2.0 * block * model_.vocab_size * 4.0;
+    bytes += coeffs_.backward_logits_blocks * block * model_.vocab_size * 4.0;
+    bytes -= t * coeffs_.lm_head_grad_reuse_bytes_per_token;
   }
-  return to_bytes(bytes);
+  return to_bytes(std::max(0.0, bytes));
 }
 
 double CostModel::flops(std::span<const SliceShape> chunk, int64_t num_layers, bool lm_head) const {

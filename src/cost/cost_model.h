@@ -80,6 +80,14 @@ struct Coefficients {
   double bytes_per_param = 16;               // weights + grads + optimizer, unsharded
   double optimizer_bytes_per_param = 8;      // the part a ZeRO/distributed optimizer shards
   double p2p_bytes_per_token = 0;            // hidden state sent between stages
+  // Engine-specific terms a calibration sets (0 for presets; optional in calibration files).
+  double index_bytes_per_token = 0;  // positions / token ids every stage keeps for a chunk
+  double attn_workspace_bytes = 0;   // attention tiles of a backward (per thread, all threads)
+  double attn_workspace_bytes_per_longest_token = 0;  // × tokens of the chunk's longest slice
+  double backward_logits_blocks = 2;  // logits blocks live in a last-stage backward (fused: 0)
+  // Last stage: a backward reuses the saved loss gradient (lm_head_bytes_per_token) as its own
+  // gradient buffer, so it needs this many bytes per token less; >= 0.
+  double lm_head_grad_reuse_bytes_per_token = 0;
 };
 
 class CostModel {
@@ -131,8 +139,10 @@ class CostModel {
   // Working set while a forward runs (freed at its end): unsaved temporaries, and a block of
   // logits on the last stage.
   int64_t forward_transient_bytes(std::span<const SliceShape> chunk, const StageShape& stage) const;
-  // Working set while a backward runs: one layer's recomputed activations (when any layer is
-  // recomputed), activation-gradient buffers, a block of logits and its gradient on the last stage.
+  // Working set while a backward runs: activation-gradient buffers, attention workspace, one
+  // layer's recomputed activations when EVERY layer is recomputed (otherwise the top layer's
+  // freed stash makes room for the recompute first), a block of logits and its gradient on the
+  // last stage. dK/dV buffers for context tokens are dkv_buffer_bytes, on top.
   int64_t backward_transient_bytes(std::span<const SliceShape> chunk, const StageShape& stage,
                                    int64_t recompute_layers) const;
 

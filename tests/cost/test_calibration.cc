@@ -122,3 +122,49 @@ TEST(Calibration, BadFilesAreClearErrors) {
 
 }  // namespace
 }  // namespace infinipipe::cost
+
+namespace infinipipe::cost {
+namespace {
+
+// The engine-specific memory terms came after the first files: a file without them still loads
+// (with the presets' values); with them they round-trip; negative values are refused.
+TEST(Calibration, EngineMemoryTermsAreOptional) {
+  Calibration a = sample();
+  a.coeffs.index_bytes_per_token = 12;
+  a.coeffs.attn_workspace_bytes = 135680;
+  a.coeffs.attn_workspace_bytes_per_longest_token = 16;
+  a.coeffs.backward_logits_blocks = 0;
+  a.coeffs.lm_head_grad_reuse_bytes_per_token = 1024;
+  const Calibration b = calibration_from_json(calibration_to_json(a), "test");
+  EXPECT_EQ(b.coeffs.index_bytes_per_token, 12);
+  EXPECT_EQ(b.coeffs.attn_workspace_bytes, 135680);
+  EXPECT_EQ(b.coeffs.attn_workspace_bytes_per_longest_token, 16);
+  EXPECT_EQ(b.coeffs.backward_logits_blocks, 0);
+  EXPECT_EQ(b.coeffs.lm_head_grad_reuse_bytes_per_token, 1024);
+
+  std::string text = calibration_to_json(sample());
+  for (const char* key :
+       {"index_bytes_per_token", "attn_workspace_bytes_per_longest_token", "attn_workspace_bytes",
+        "backward_logits_blocks", "lm_head_grad_reuse_bytes_per_token"}) {
+    const size_t at = text.find(std::string("\"") + key + "\"");
+    ASSERT_NE(at, std::string::npos) << key;
+    const size_t end = text.find('\n', at);
+    text.erase(at, end - at + 1);
+  }
+  // The last coefficient lost its successor: drop the dangling comma JSON would refuse.
+  const size_t close = text.rfind('}', text.rfind('}') - 1);
+  const size_t comma = text.rfind(',', close);
+  if (text.find_first_not_of(" \n", comma + 1) == close) text.erase(comma, 1);
+  const Calibration old = calibration_from_json(text, "old");
+  EXPECT_EQ(old.coeffs.index_bytes_per_token, 0);
+  EXPECT_EQ(old.coeffs.backward_logits_blocks, 2);
+
+  std::string bad = calibration_to_json(a);
+  const size_t at = bad.find("\"index_bytes_per_token\": 12");
+  ASSERT_NE(at, std::string::npos);
+  bad.replace(at, 27, "\"index_bytes_per_token\": -1");
+  EXPECT_THROW(calibration_from_json(bad, "bad"), Error);
+}
+
+}  // namespace
+}  // namespace infinipipe::cost

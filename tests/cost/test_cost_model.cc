@@ -233,8 +233,12 @@ TEST(CostModel, RecomputeLowersActivationsButKeepsKv) {
   // dK/dV buffer: for the prefix (context) of a sliced sequence only.
   EXPECT_EQ(cm.dkv_buffer_bytes(same_final, kMid), 0);
   EXPECT_GT(cm.dkv_buffer_bytes(tail, kMid), 0);
-  // Recomputing adds one layer's activations to the backward working set.
-  EXPECT_GT(cm.backward_transient_bytes(tail, kMid, 2), cm.backward_transient_bytes(tail, kMid, 0));
+  // Recomputing every layer adds one layer's activations to the backward working set; with the
+  // top layer kept, its freed stash makes room for the recompute of the lower ones.
+  EXPECT_GT(cm.backward_transient_bytes(tail, kMid, kMid.num_layers),
+            cm.backward_transient_bytes(tail, kMid, 0));
+  EXPECT_EQ(cm.backward_transient_bytes(tail, kMid, kMid.num_layers - 1),
+            cm.backward_transient_bytes(tail, kMid, 0));
   EXPECT_THROW(cm.activation_bytes(tail, kMid, 5), Error);
 }
 
