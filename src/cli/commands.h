@@ -7,5 +7,12 @@
 namespace infinipipe::cli {
 
 void add_config_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+void add_data_command(CLI::App& app);
+void add_cost_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_checkpoint_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
 
 }  // namespace infinipipe::cli

@@ -15,6 +15,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "infinipipe 0.1.0");
   infinipipe::cli::add_config_command(app);
+  infinipipe::cli::add_plan_command(app);
+  infinipipe::cli::add_simulate_command(app);
+  infinipipe::cli::add_data_command(app);
+  infinipipe::cli::add_cost_command(app);
+  infinipipe::cli::add_train_command(app);
+  infinipipe::cli::add_checkpoint_command(app);
+  infinipipe::cli::add_profile_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
