@@ -1,5 +1,6 @@
-// `infinipipe train`: single-process training (pp = dp = 1) of the Llama model on a Megatron
-// dataset, every global batch planned by the planner (EPP by default) and run by the executor.
+// `infinipipe train`: training of the Llama model on a Megatron dataset, every global batch
+// planned by the planner (EPP by default) and run by the executor; in one process, or under
+// `mpirun -np N` with N = pp × dp ranks.
 #include <memory>
 #include <string>
 
@@ -8,6 +9,9 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/error.h"
+#include "runtime/mpi_comm.h"
+#include "runtime/mpi_groups.h"
+#include "runtime/mpi_watchdog.h"
 #include "runtime/train.h"
 
 namespace infinipipe::cli {
@@ -22,29 +26,49 @@ struct TrainArgs {
   bool quiet = false;
 };
 
-void run_train(const TrainArgs& a) {
+void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* watchdog) {
   runtime::TrainOptions opts;
   opts.config = resolve_config(*a.config);
-  runtime::train_check_config(opts.config);
+  runtime::train_check_config(opts.config, groups ? groups->layout().world_size() : 1);
   opts.config_yaml = config_to_yaml(opts.config);
   opts.metrics_path = runtime::train_metrics_path(a.metrics, a.log_dir, opts.config.training.save);
   opts.timings_path = a.timings;
-  opts.quiet = a.quiet;
-  if (!a.quiet) {
+  opts.quiet = a.quiet || (groups && groups->comm().rank() != 0);
+  opts.groups = groups;
+  opts.watchdog = watchdog;
+  if (!opts.quiet) {
     const Config& c = opts.config;
     fmt::print(
-        "training {} layers x hidden {} ({} parameters), {} schedule, {} iterations of {} "
-        "sequences up to {} tokens{}\n",
+        "training {} layers x hidden {} ({} parameters), {} schedule, pp {} x dp {}, {} "
+        "iterations of {} sequences up to {} tokens{}\n",
         c.model.num_layers, c.model.hidden_size, c.model.params_total(),
-        schedule_name(c.parallel.schedule), c.training.train_iters, c.training.global_batch_size,
-        c.model.seq_length,
+        schedule_name(c.parallel.schedule), c.parallel.pipeline_parallel, c.parallel.data_parallel,
+        c.training.train_iters, c.training.global_batch_size, c.model.seq_length,
         opts.metrics_path.empty() ? "" : fmt::format("; metrics -> {}", opts.metrics_path));
     std::fflush(stdout);
   }
   const auto iters = runtime::train_run(opts);
-  if (!a.quiet && !iters.empty()) {
+  if (!opts.quiet && !iters.empty()) {
     fmt::print("done: {} iterations, final loss {:.4f}\n", iters.size(), iters.back().loss);
   }
+}
+
+void run_train(const TrainArgs& a) {
+  if (!mpi_launched()) {
+    run_train_rank(a, nullptr, nullptr);
+    return;
+  }
+  // Under mpirun: an error on any rank reaches the terminal once and ends the whole job.
+  Comm comm;
+  const int rc = comm_run_guarded([&] {
+    const Config cfg = resolve_config(*a.config);
+    ProcessGroups groups(comm, cfg.parallel.pipeline_parallel, cfg.parallel.data_parallel);
+    Watchdog watchdog(comm.options().watchdog_timeout());
+    run_train_rank(a, &groups, &watchdog);
+    comm.barrier("the end of training");
+    return 0;
+  });
+  if (rc != 0) throw Error("training failed");
 }
 
 }  // namespace
@@ -53,9 +77,9 @@ void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "train the model in one process (pp = dp = 1): each global batch is planned (EPP by "
-      "default, --schedule to change) under --memory-budget and executed; --save/--load "
-      "checkpoint and resume");
+      "train the model: each global batch is planned (EPP by default, --schedule to change) "
+      "under --memory-budget and executed, in one process or under `mpirun -np N` with N = "
+      "pp x dp; --save/--load checkpoint and resume (any pp/dp layout)");
   args->config = add_config_options(cmd);
   cmd->add_option("--metrics", args->metrics,
                   "JSON-lines file to append per-iteration metrics to (default: "

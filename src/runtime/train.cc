@@ -8,11 +8,16 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "plan/stage_layout.h"
 #include "runtime/checkpoint.h"
+#include "runtime/dist_step.h"
+#include "runtime/mpi_allreduce.h"
+#include "runtime/mpi_comm.h"
 
 namespace infinipipe::runtime {
 
@@ -46,15 +51,36 @@ std::string train_metrics_path(const std::string& metrics_file, const std::strin
   return "";
 }
 
-void train_check_config(const Config& cfg) {
+std::string train_rank_path(const std::string& path, int rank) {
+  if (path.empty() || rank == 0) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() /
+          fmt::format("{}-rank{:05d}{}", p.stem().string(), rank, p.extension().string()))
+      .string();
+}
+
+void train_check_config(const Config& cfg, int world_size) {
   const ParallelConfig& p = cfg.parallel;
-  if (p.pipeline_parallel > 1 || p.data_parallel > 1 || p.ulysses_degree > 1) {
+  if (p.pipeline_parallel * p.data_parallel != world_size) {
     fail_config(
-        "infinipipe train runs in one process (pipeline-model-parallel-size = "
-        "data-parallel-size = ulysses-degree = 1), this run asks for pp = {}, dp = {}, ulysses = "
-        "{}; drop those flags (multi-rank training over MPI is not available yet; `infinipipe "
-        "config check` and the planner study larger layouts)",
-        p.pipeline_parallel, p.data_parallel, p.ulysses_degree);
+        "pipeline-model-parallel-size × data-parallel-size must equal the number of processes: "
+        "pp = {} × dp = {} = {}, but {} running; {}",
+        p.pipeline_parallel, p.data_parallel, p.pipeline_parallel * p.data_parallel,
+        world_size == 1 ? "one process is" : fmt::format("{} processes are", world_size),
+        world_size == 1 ? "run it as `mpirun -np N infinipipe train ...` with N = pp × dp"
+                        : "change the degrees or the -np of mpirun");
+  }
+  if (p.ulysses_degree > 1) {
+    fail_config(
+        "infinipipe train does not run Ulysses sequence parallelism (ulysses = {}); drop "
+        "--ulysses-degree (the planner and simulator study it)",
+        p.ulysses_degree);
+  }
+  if (p.pipeline_parallel > 1 && cfg.model.tie_embeddings) {
+    fail_config(
+        "tied embeddings across pipeline stages are not supported by the distributed runtime yet "
+        "(pp = {}); drop --tie-embeddings or run with pp = 1",
+        p.pipeline_parallel);
   }
   if (cfg.training.bf16) {
     fail_config(
@@ -73,8 +99,11 @@ void train_check_config(const Config& cfg) {
 Trainer::Trainer(const TrainOptions& opts)
     : cfg_(opts.config),
       config_yaml_(opts.config_yaml),
-      cm_(cost::CostModel::from_config(opts.config)) {
-  train_check_config(cfg_);
+      cm_(cost::CostModel::from_config(opts.config)),
+      groups_(opts.groups) {
+  train_check_config(cfg_, groups_ ? groups_->layout().world_size() : 1);
+  watchdog_ = opts.watchdog;
+  if (groups_) p2p_ = std::make_unique<P2p>(*groups_, groups_->comm().options().p2p_timeout_s);
   lr_ = LrSchedule::from_config(cfg_.training);
   const OptimizerOptions oo = OptimizerOptions::from_config(cfg_.training);
   oo.validate();
@@ -99,13 +128,21 @@ Trainer::Trainer(const TrainOptions& opts)
 Trainer::~Trainer() = default;
 
 void Trainer::model_build() {
-  // The layout the planner uses for this schedule at pp = 1: one stage, or vpp virtual stages.
+  // The layout the planner uses for this schedule: pp stages, or pp × vpp virtual stages. This
+  // rank builds the stages it runs (stage s runs on pipeline rank s % pp).
+  const int32_t pp = static_cast<int32_t>(cfg_.parallel.pipeline_parallel);
   const int32_t vpp = cfg_.parallel.schedule == Schedule::interleaved
                           ? static_cast<int32_t>(cfg_.parallel.virtual_stages)
                           : 1;
-  layout_ = plan::stage_layout_by_cost(cm_, 1, vpp);
+  layout_ = plan::stage_layout_by_cost(cm_, pp, vpp);
+  const int32_t my_stage = groups_ ? groups_->layout().stage : 0;
   const uint64_t seed = static_cast<uint64_t>(cfg_.training.seed);
-  for (const plan::StageSpec& s : layout_) {
+  for (size_t i = 0; i < layout_.size(); ++i) {
+    const plan::StageSpec& s = layout_[i];
+    if (static_cast<int32_t>(i) % pp != my_stage) {
+      engine_ptrs_.push_back(nullptr);
+      continue;
+    }
     const StageRange r{s.first_layer, s.num_layers, s.has_embedding, s.has_lm_head};
     engines_.push_back(std::make_unique<StageEngine>(cfg_.model, r, seed, tracker_));
     engine_ptrs_.push_back(engines_.back().get());
@@ -177,7 +214,9 @@ void Trainer::save() {
   const std::string& dir = cfg_.training.save;
   if (dir.empty()) fail_config("saving needs --save DIR");
   CheckpointShard shard;
-  shard.params = checkpoint_tensors(params());
+  // With data parallelism the replicas hold the same values: replica 0 writes them, the others
+  // write a shard without tensors (the optimizer only names its kind: state goes per tensor).
+  if (!groups_ || groups_->layout().replica == 0) shard.params = checkpoint_tensors(params());
   shard.optimizer = optimizer_.get();
   CheckpointMeta meta;
   meta.iteration = iteration_;
@@ -189,7 +228,59 @@ void Trainer::save() {
               {"data_order_seed", cfg_.training.seed},
               {"consumed_samples", meta.consumed_samples}};
   meta.config = {{"format", "yaml"}, {"yaml", config_yaml_}};
-  checkpoint_save(dir, meta, shard);
+  if (!groups_) {
+    checkpoint_save(dir, meta, shard);
+    return;
+  }
+  // Every rank writes its shard; `latest` moves only after all finished (one commit, rank 0),
+  // and nobody goes on before it did.
+  Comm& comm = groups_->comm();
+  shard.rank = comm.rank();
+  shard.num_ranks = comm.size();
+  checkpoint_save_shard(dir, iteration_, shard);
+  comm.barrier(fmt::format("saving the checkpoint of iteration {}", iteration_));
+  if (comm.rank() == 0) checkpoint_commit(dir, meta);
+  comm.barrier(fmt::format("committing the checkpoint of iteration {}", iteration_));
+}
+
+// One process plans the whole batch. Distributed: the replica's share (balance_replicas), planned
+// by its first pipeline rank and broadcast, so the ranks of a pipeline run the very same plan
+// whatever the planner's search does.
+plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths) {
+  if (!groups_) return plan::make_plan_detailed(cfg_, cm_, lengths, cfg_.parallel.schedule);
+  plan::PlanResult out;
+  std::string text;
+  if (groups_->layout().stage == 0) {
+    out = plan::make_plan_detailed(cfg_, cm_, lengths, cfg_.parallel.schedule);
+    nlohmann::json j = {{"plan", plan::plan_to_json(out.plan)}, {"knobs", out.knobs.describe()}};
+    text = j.dump();
+  }
+  // Blocking broadcasts: the watchdog is the backstop should the planning rank die here.
+  int64_t n = static_cast<int64_t>(text.size());
+  mpi_check(MPI_Bcast(&n, 1, MPI_INT64_T, 0, groups_->pp_comm()), "broadcasting the plan size");
+  text.resize(static_cast<size_t>(n));
+  mpi_check(MPI_Bcast(text.data(), mpi_count(n, "the plan"), MPI_CHAR, 0, groups_->pp_comm()),
+            "broadcasting the plan");
+  if (groups_->layout().stage != 0) {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    out.plan = plan::plan_from_json(j.at("plan"));
+    knobs_text_ = j.at("knobs").get<std::string>();
+  } else {
+    knobs_text_ = out.knobs.describe();
+  }
+  return out;
+}
+
+// Clips to --clip-grad by the global norm: squares summed over this rank's parameters, then over
+// the pipeline (dp replicas hold the same reduced gradients). Returns the norm before clipping.
+double Trainer::grad_norm_clip() {
+  std::vector<OptimTensor> tensors = optim_tensors();
+  if (!groups_) return grad_clip_norm(tensors, cfg_.training.clip_grad);
+  double sq = grad_sum_squares(tensors);
+  sq = allreduce_sum(groups_->pp_comm(), sq, p2p_->timeout_s(), "the squared gradient norm");
+  const double norm = std::sqrt(sq);
+  grad_apply_scale(tensors, grad_clip_scale(norm, cfg_.training.clip_grad));
+  return norm;
 }
 
 IterationMetrics Trainer::step() {
@@ -217,8 +308,23 @@ IterationMetrics Trainer::step() {
         sampler_->consumed_samples() - 1, cfg_.training.data_path);
   }
 
+  // This rank's share: the whole batch in one process, its replica's sequences otherwise.
+  std::vector<int64_t> my_lengths = lengths;
+  std::vector<std::vector<int32_t>> my_seqs;
+  if (groups_ && groups_->layout().dp > 1) {
+    const auto split = dist_replica_split(lengths, groups_->layout().dp, cm_);
+    my_lengths.clear();
+    for (int32_t i : split[static_cast<size_t>(groups_->layout().replica)]) {
+      my_lengths.push_back(lengths[static_cast<size_t>(i)]);
+      my_seqs.push_back(std::move(seqs[static_cast<size_t>(i)]));
+    }
+  } else {
+    my_seqs = std::move(seqs);
+  }
+
   const auto t_plan = Clock::now();
-  plan::PlanResult planned = plan::make_plan_detailed(cfg_, cm_, lengths, cfg_.parallel.schedule);
+  plan::PlanResult planned = plan_replica(my_lengths);
+  if (!groups_) knobs_text_ = planned.knobs.describe();
   last_plan_ = std::move(planned.plan);
   m.plan_seconds = seconds_between(t_plan, Clock::now());
   if (!same_layout(last_plan_.stages, layout_)) {
@@ -231,14 +337,30 @@ IterationMetrics Trainer::step() {
   for (auto& e : engines_) e->params().grads_zero();
   tracker_.reset_peak();
   const auto t_exec = Clock::now();
-  last_stats_ =
-      execute_plan_local(last_plan_, engine_ptrs_, seqs, 1.0 / static_cast<double>(predicted));
+  const double loss_scale = 1.0 / static_cast<double>(predicted);
+  if (groups_) {
+    last_stats_ = {dist_execute_plan(last_plan_, engine_ptrs_, *p2p_, cfg_.model.hidden_size,
+                                     tracker_, my_seqs, loss_scale, watchdog_, m.iteration)};
+  } else {
+    last_stats_ = execute_plan_local(last_plan_, engine_ptrs_, my_seqs, loss_scale);
+  }
   m.measured_step_seconds = seconds_between(t_exec, Clock::now());
   double loss_sum = 0;
   int64_t loss_tokens = 0;
   for (const StepStats& s : last_stats_) {
     loss_sum += s.loss_sum;
     loss_tokens += s.predicted_tokens;
+  }
+  if (groups_) {
+    // Last stages hold the losses; every rank learns the global per-token mean.
+    const double t = p2p_->timeout_s();
+    const std::string it = fmt::format(" of iteration {}", m.iteration);
+    loss_sum = allreduce_sum(groups_->comm().world(), loss_sum, t, "the loss sum" + it);
+    loss_tokens = allreduce_sum(groups_->comm().world(), loss_tokens, t, "the token count" + it);
+    std::vector<ParamRef> ps = params();
+    if (watchdog_) watchdog_->arm("the gradient all-reduce" + it);
+    dist_grads_allreduce(*groups_, ps, t);
+    if (watchdog_) watchdog_->disarm();
   }
   if (loss_tokens != predicted) {
     fail(
@@ -255,8 +377,8 @@ IterationMetrics Trainer::step() {
   }
 
   tied_grads_sum();
+  m.grad_norm = grad_norm_clip();
   std::vector<OptimTensor> tensors = optim_tensors();
-  m.grad_norm = grad_clip_norm(tensors, cfg_.training.clip_grad);
   m.lr = lr_.lr_at(iteration_);
   optimizer_->step(tensors, m.lr);
   tied_values_copy();
@@ -275,10 +397,12 @@ IterationMetrics Trainer::step() {
       if (a.kind == plan::ActionKind::forward) m.recompute_layers += a.recompute_layers;
     }
   }
-  m.plan_knobs = planned.knobs.describe();
+  m.plan_knobs = knobs_text_;
   m.predicted_step_seconds = last_plan_.predicted_step_time;
-  m.predicted_peak_bytes =
-      last_plan_.predicted_peak_bytes.empty() ? 0 : last_plan_.predicted_peak_bytes[0];
+  const size_t my_rank = groups_ ? static_cast<size_t>(groups_->layout().stage) : 0;
+  m.predicted_peak_bytes = last_plan_.predicted_peak_bytes.size() > my_rank
+                               ? last_plan_.predicted_peak_bytes[my_rank]
+                               : 0;
   m.measured_peak_bytes = tracker_.peak_total();
   m.measured_activation_peak_bytes = tracker_.peak(MemCategory::mem_activations);
   m.memory_budget = last_plan_.memory_budget;
@@ -288,6 +412,13 @@ IterationMetrics Trainer::step() {
 std::vector<IterationMetrics> train_run(const TrainOptions& options) {
   TrainOptions opts = options;
   const TrainingConfig& tc = opts.config.training;
+  // Distributed: rank 0 speaks; the others are quiet and write their own metrics (their
+  // stage's measured and predicted memory) next to rank 0's, as metrics-rank00001.jsonl.
+  if (opts.groups && opts.groups->comm().rank() != 0) {
+    opts.quiet = true;
+    opts.metrics_path = train_rank_path(opts.metrics_path, opts.groups->comm().rank());
+    opts.timings_path = train_rank_path(opts.timings_path, opts.groups->comm().rank());
+  }
   const bool talk = !opts.quiet && opts.out != nullptr;
   // Megatron's idiom `--save DIR --load DIR` resumes when DIR has a checkpoint and starts fresh
   // when it has none yet (the first run of a job script).

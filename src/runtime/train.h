@@ -1,13 +1,17 @@
-// The training loop of one process (pp = dp = 1): each iteration takes the next global batch of
+// The training loop of one rank: each iteration takes the next global batch of
 // documents, plans it (EPP by default) under the memory budget, executes the plan, clips the
 // gradient norm, steps the optimizer with the scheduled lr, and reports. Checkpoints save and
 // resume the model, the optimizer and the data position, so a resumed run continues bit for bit.
+// Under mpirun (TrainOptions::groups) the rank holds its stage's layers, its dp replica runs its
+// share of the batch, and gradients, norm and loss are reduced so the maths stay those of one
+// process (DESIGN.md invariant 1).
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,8 +23,12 @@
 #include "model/lr_schedule.h"
 #include "model/optimizer.h"
 #include "plan/plan.h"
+#include "plan/planner.h"
 #include "runtime/executor.h"
 #include "runtime/metrics.h"
+#include "runtime/mpi_groups.h"
+#include "runtime/mpi_p2p.h"
+#include "runtime/mpi_watchdog.h"
 
 namespace infinipipe::runtime {
 
@@ -32,6 +40,10 @@ struct TrainOptions {
   bool quiet = false;        // no per-iteration lines, no progress line
   std::FILE* out = stdout;   // per-iteration report lines and messages
   std::FILE* err = stderr;   // progress line
+  // A distributed run (mpirun, world = pp × dp): this rank's groups. Null: one process.
+  const ProcessGroups* groups = nullptr;
+  // Distributed: armed with each action and reduction, so a hang or a killed job names them.
+  Watchdog* watchdog = nullptr;
 };
 
 // Where metrics go by default: FILE if given, else LOG_DIR/metrics.jsonl, else
@@ -39,10 +51,14 @@ struct TrainOptions {
 std::string train_metrics_path(const std::string& metrics_file, const std::string& log_dir,
                                const std::string& save_dir);
 
+// Where rank `rank` of a distributed run writes what rank 0 writes to `path`:
+// DIR/metrics.jsonl -> DIR/metrics-rank00003.jsonl ("" and rank 0 unchanged).
+std::string train_rank_path(const std::string& path, int rank);
+
 // Checks the parts of a configuration `train` cannot run (ConfigError saying what to change):
-// pp, dp or Ulysses > 1 (the distributed runtime runs those), bf16, no --data-path with
-// iterations to run.
-void train_check_config(const Config& cfg);
+// pp × dp other than the number of processes (world_size; 1 without mpirun), Ulysses > 1, tied
+// embeddings across pipeline stages, bf16, no --data-path with iterations to run.
+void train_check_config(const Config& cfg, int world_size = 1);
 
 class Trainer {
  public:
@@ -75,6 +91,8 @@ class Trainer {
   std::vector<OptimTensor> optim_tensors();
   void tied_grads_sum();
   void tied_values_copy();
+  plan::PlanResult plan_replica(std::span<const int64_t> lengths);
+  double grad_norm_clip();
 
   Config cfg_;
   std::string config_yaml_;
@@ -82,7 +100,11 @@ class Trainer {
   MemoryTracker tracker_;
   std::vector<plan::StageSpec> layout_;
   std::vector<std::unique_ptr<StageEngine>> engines_;
-  std::vector<StageEngine*> engine_ptrs_;  // by global stage
+  std::vector<StageEngine*> engine_ptrs_;  // by global stage; null for other ranks' stages
+  const ProcessGroups* groups_ = nullptr;
+  std::unique_ptr<P2p> p2p_;
+  Watchdog* watchdog_ = nullptr;
+  std::string knobs_text_;  // the last plan's knobs, described
   std::unique_ptr<ParamOptimizer> optimizer_;
   LrSchedule lr_;
   std::optional<data::IndexedDataset> dataset_;

@@ -1,0 +1,63 @@
+// StageLink over MPI point-to-point: the executor's activations and gradients cross ranks with
+// non-blocking sends and receives. Every receive of the rank's action list is posted at begin():
+// its size is the chunk's tokens × hidden, known from the plan, so there is no shape hand-shake
+// (and none of the variable-length deadlocks it causes) and transfers overlap compute. Waits carry
+// the p2p deadline and name the peer and the action, so a dead or hung neighbour is an Error.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "model/memory.h"
+#include "runtime/executor.h"
+#include "runtime/mpi_p2p.h"
+
+namespace infinipipe::runtime {
+
+class MpiStageLink : public StageLink {
+ public:
+  // p2p: this rank's transfers (its layout gives the pipeline neighbours of this replica).
+  // Receive buffers are charged to `tracker` as activations while they live.
+  MpiStageLink(P2p& p2p, int64_t hidden_size, MemoryTracker& tracker);
+  ~MpiStageLink() override;
+
+  void begin(const plan::Plan& plan, int32_t rank) override;
+  void finish(int32_t rank) override;
+  void send_activation(int32_t from, int32_t chunk, Tensor t) override;
+  void send_grad(int32_t from, int32_t chunk, Tensor t) override;
+  bool has_activation(int32_t to, int32_t chunk) const override;
+  bool has_grad(int32_t to, int32_t chunk) const override;
+  Tensor recv_activation(int32_t to, int32_t chunk) override;
+  Tensor recv_grad(int32_t to, int32_t chunk) override;
+
+  // Receives posted and not yet taken, sends not yet complete (0 after finish()).
+  size_t pending_recvs() const { return recvs_.size(); }
+  size_t pending_sends() const { return sends_.size(); }
+
+ private:
+  struct Posted {
+    Tensor buffer;
+    P2pRequest request;
+  };
+  using Key = std::tuple<int, int32_t, int32_t>;  // (P2pKind, receiving stage, chunk)
+
+  int peer_of_stage(int32_t stage) const;
+  int vstage_of(int32_t stage) const;
+  void post_recv(P2pKind kind, int32_t to, int32_t from, int32_t chunk);
+  void send(P2pKind kind, int32_t from, int32_t to, int32_t chunk, Tensor t);
+  Tensor take(P2pKind kind, int32_t to, int32_t chunk);
+  bool ready(P2pKind kind, int32_t to, int32_t chunk) const;
+  void sends_reap();
+
+  P2p& p2p_;
+  int64_t hidden_;
+  MemoryTracker& tracker_;
+  const plan::Plan* plan_ = nullptr;
+  mutable std::map<Key, Posted> recvs_;  // mutable: has_*() tests (and so completes) requests
+  std::deque<Posted> sends_;             // buffers stay alive until their send completes
+};
+
+}  // namespace infinipipe::runtime

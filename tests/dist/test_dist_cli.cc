@@ -1,0 +1,151 @@
+// `mpirun -np N infinipipe train` end to end: trains, prints progress once (rank 0), saves one
+// checkpoint that one process resumes; a world size that does not fit pp × dp exits 2 with one
+// message saying which degrees fit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "dist_test_util.h"
+#include "runtime/checkpoint.h"
+
+namespace infinipipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Job {
+  int rc = -1;
+  std::string output;
+};
+
+Job shell(const std::string& cmd) {
+  Job j;
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return j;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) j.output.append(buf, n);
+  const int status = pclose(pipe);
+  j.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return j;
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+class DistCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
+    dir_ = fs::path(::testing::TempDir()) / fmt::format("infinipipe_distcli_{}", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const Job j = shell(fmt::format("{} data synth --output {} --seq-length 256", INFINIPIPE_BINARY,
+                                    (dir_ / "corpus").string()));
+    ASSERT_EQ(j.rc, 0) << j.output;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  std::string mpirun(int np, const std::string& args) const {
+    return fmt::format(
+        "timeout -s KILL 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np {} env "
+        "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive {} train --num-layers 4 --hidden-size 64 "
+        "--num-attention-heads 4 --num-query-groups 2 --seq-length 256 --global-batch-size 8 "
+        "--device cpu --data-path {} {}",
+        np, INFINIPIPE_BINARY, (dir_ / "corpus").string(), args);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(DistCli, TrainsOnPpTimesDpRanksAndOneProcessResumes) {
+  const std::string ck = (dir_ / "ck").string();
+  const Job j = shell(mpirun(4, fmt::format("--pp 2 --dp 2 --train-iters 3 --save {}", ck)));
+  ASSERT_EQ(j.rc, 0) << j.output;
+  EXPECT_EQ(count(j.output, "iter 3/3"), 1) << "rank 0 alone reports:\n" << j.output;
+  EXPECT_EQ(count(j.output, "done: 3 iterations"), 1) << j.output;
+  ASSERT_EQ(checkpoint_find_latest(ck).value_or(-1), 3) << j.output;
+  for (const char* f : {"metrics.jsonl", "metrics-rank00001.jsonl", "metrics-rank00003.jsonl"}) {
+    EXPECT_TRUE(fs::exists(fs::path(ck) / f)) << f;
+  }
+
+  const Job r = shell(fmt::format(
+      "{} train --num-layers 4 --hidden-size 64 --num-attention-heads 4 --num-query-groups 2 "
+      "--seq-length 256 --global-batch-size 8 --device cpu --data-path {} --train-iters 4 --load "
+      "{}",
+      INFINIPIPE_BINARY, (dir_ / "corpus").string(), ck));
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("iter 4/4"), std::string::npos) << r.output;
+}
+
+TEST_F(DistCli, WorldSizeThatDoesNotFitExitsTwoOnce) {
+  const Job j = shell(mpirun(3, "--pp 2 --train-iters 1"));
+  EXPECT_EQ(j.rc, 2) << j.output;
+  EXPECT_EQ(count(j.output, "infinipipe: error"), 1) << j.output;
+  EXPECT_NE(j.output.find("(3,1)"), std::string::npos) << j.output;
+}
+
+// kill -9 of one rank mid-training: the job ends non-zero well inside 60 s, the survivor says
+// where it stood, and `--load` continues from the last complete checkpoint.
+TEST_F(DistCli, KilledRankEndsTheJobAndLoadResumes) {
+  const std::string ck = (dir_ / "ck").string();
+  const std::string job = mpirun(2, fmt::format("--pp 2 --train-iters 100000 --quiet --save {} "
+                                                "--save-interval 2",
+                                                ck));
+  // Start the job, wait for its first checkpoint, kill -9 rank 1 (found by its environment
+  // among the launcher's children), and time how long the job takes to end after that.
+  const std::string script_path = (dir_ / "kill.sh").string();
+  {
+    std::FILE* f = std::fopen(script_path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fmt::print(f, R"SH({} &
+T=$!
+for i in $(seq 300); do [ -e {}/latest ] && break; sleep 0.1; done
+K=
+for m in $(pgrep -P $T); do
+  for c in $(pgrep -P $m); do
+    tr '\0' '\n' < /proc/$c/environ | grep -qx OMPI_COMM_WORLD_RANK=1 && K=$c
+  done
+done
+[ -n "$K" ] && kill -9 $K
+S=$(date +%s)
+wait $T
+echo "KILLED=$K RC=$? AFTER=$(( $(date +%s) - S ))"
+)SH",
+               job, ck);
+    std::fclose(f);
+  }
+  const Job j = shell("bash " + script_path);
+  ASSERT_NE(j.output.find("KILLED="), std::string::npos) << j.output;
+  ASSERT_EQ(j.output.find("KILLED= "), std::string::npos) << "rank 1 was not found:\n" << j.output;
+  EXPECT_EQ(j.output.find("RC=0"), std::string::npos) << j.output;
+  const size_t at = j.output.find("AFTER=");
+  ASSERT_NE(at, std::string::npos) << j.output;
+  EXPECT_LT(std::stoi(j.output.substr(at + 6)), 60) << j.output;
+  EXPECT_NE(j.output.find("rank 1"), std::string::npos) << j.output;
+
+  const auto latest = checkpoint_find_latest(ck);
+  ASSERT_TRUE(latest.has_value()) << j.output;
+  const Job r = shell(fmt::format(
+      "{} train --num-layers 4 --hidden-size 64 --num-attention-heads 4 --num-query-groups 2 "
+      "--seq-length 256 --global-batch-size 8 --device cpu --data-path {} --train-iters {} "
+      "--load {}",
+      INFINIPIPE_BINARY, (dir_ / "corpus").string(), *latest + 1, ck));
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("at iteration {}", *latest)), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace infinipipe

@@ -1,0 +1,227 @@
+// Parallelism never changes the maths (DESIGN.md invariant 1), across processes: a global batch
+// split over dp replicas, each replica's plan run over pp ranks with MPI point-to-point, the
+// gradients summed over dp, gives the loss and gradients of one engine running every sequence
+// whole, to fp32 round-off, for every schedule, with and without recompute.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "cost/cost_model.h"
+#include "dist_test_util.h"
+#include "plan/planner.h"
+#include "runtime/dist_step.h"
+#include "runtime/mpi_allreduce.h"
+#include "runtime/mpi_groups.h"
+#include "runtime/mpi_p2p.h"
+
+namespace infinipipe::runtime {
+namespace {
+
+const std::vector<int64_t> kLengths{256, 40, 17, 200, 5, 96, 2, 130, 64, 31, 150, 77};
+constexpr uint64_t kSeed = 7;
+
+Config dist_config(int64_t pp, int64_t dp, Schedule schedule, int64_t layers) {
+  Config c;
+  c.model.num_layers = layers;
+  c.model.hidden_size = 64;
+  c.model.num_attention_heads = 4;
+  c.model.num_query_groups = 2;
+  c.model.seq_length = 256;
+  c.parallel.pipeline_parallel = pp;
+  c.parallel.data_parallel = dp;
+  c.parallel.schedule = schedule;
+  if (schedule == Schedule::interleaved) c.parallel.virtual_stages = 2;
+  c.parallel.min_tail_slice = 16;
+  c.training.global_batch_size = static_cast<int64_t>(kLengths.size());
+  c.cluster.device = "cpu";
+  c.validate();
+  return c;
+}
+
+std::vector<std::vector<int32_t>> random_tokens(const std::vector<int64_t>& lengths) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> tok(0, 256);
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t n : lengths) {
+    std::vector<int32_t> s(static_cast<size_t>(n));
+    for (auto& t : s) t = tok(rng);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+struct Reference {
+  double loss = 0;
+  std::map<std::string, std::vector<float>> grads;
+};
+
+// One engine, every sequence whole in its own chunk, no recompute, no plan.
+Reference reference_run(const Config& cfg, const std::vector<std::vector<int32_t>>& seqs) {
+  MemoryTracker tracker;
+  StageEngine engine(cfg.model, StageRange::whole(cfg.model), kSeed, tracker);
+  const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kLengths));
+  double loss_sum = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    ChunkInput in;
+    in.chunk_id = static_cast<int32_t>(i);
+    in.slices.push_back(
+        {static_cast<int64_t>(i), 0, static_cast<int64_t>(seqs[i].size()), seqs[i]});
+    loss_sum += engine.forward(in, nullptr, 0, scale).loss_sum;
+    engine.backward(static_cast<int32_t>(i), nullptr);
+  }
+  Reference ref;
+  ref.loss = loss_sum * scale;
+  for (const ParamRef& p : engine.params().params()) {
+    ref.grads[p.name].assign(p.grad, p.grad + p.numel);
+  }
+  return ref;
+}
+
+// The smallest budget the planner accepts, read from its error message.
+int64_t least_budget(Config cfg, const cost::CostModel& cm, const std::vector<int64_t>& lengths) {
+  cfg.training.memory_budget = 1;
+  try {
+    plan::make_plan(cfg, cm, lengths);
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    const auto open = msg.rfind('(');
+    if (open != std::string::npos) return std::stoll(msg.substr(open + 1));
+  }
+  ADD_FAILURE() << "a 1-byte budget was accepted";
+  return 0;
+}
+
+// Runs the global batch on this rank's (stage, replica) and checks loss and gradients against the
+// single-engine reference. tight: plans under (a little above) the least budget, so the
+// checkpoint optimiser recomputes.
+void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) {
+  Comm& comm = disttest::test_comm();
+  const int64_t layers = pp * (schedule == Schedule::interleaved ? 2 : 1);
+  Config cfg = dist_config(pp, dp, schedule, std::max<int64_t>(layers, 2));
+  const auto cm = cost::CostModel::from_config(cfg);
+  const auto seqs = random_tokens(kLengths);
+  const Reference ref = reference_run(cfg, seqs);
+  const std::string what = fmt::format("pp {} dp {} {}{}", pp, dp, schedule_name(schedule),
+                                       tight ? " under a tight budget" : "");
+
+  ProcessGroups groups(comm, pp, dp);
+  const RankLayout& l = groups.layout();
+  const auto split = dist_replica_split(kLengths, dp, cm);
+  ASSERT_EQ(split.size(), static_cast<size_t>(dp));
+  std::vector<int64_t> lengths;
+  std::vector<std::vector<int32_t>> mine;
+  for (int32_t i : split[static_cast<size_t>(l.replica)]) {
+    lengths.push_back(kLengths[static_cast<size_t>(i)]);
+    mine.push_back(seqs[static_cast<size_t>(i)]);
+  }
+  if (tight) {
+    // Every replica plans under the same budget: the largest least budget of any replica.
+    int64_t least = 0;
+    for (const auto& share : split) {
+      std::vector<int64_t> ls;
+      for (int32_t i : share) ls.push_back(kLengths[static_cast<size_t>(i)]);
+      least = std::max(least, least_budget(cfg, cm, ls));
+    }
+    ASSERT_GT(least, 0);
+    cfg.training.memory_budget = least + least / 50;
+  }
+  const plan::Plan plan = plan::make_plan(cfg, cm, lengths);
+  int64_t recompute = 0;
+  for (const auto& list : plan.actions)
+    for (const plan::Action& a : list) recompute += a.recompute_layers;
+  if (tight) {
+    EXPECT_GT(recompute, 0) << what << ": the tight budget should force recompute";
+  }
+
+  MemoryTracker tracker;
+  std::vector<std::unique_ptr<StageEngine>> owned;
+  std::vector<StageEngine*> engines(plan.stages.size(), nullptr);
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const plan::StageSpec& st = plan.stages[s];
+    if (plan.rank_of_stage(static_cast<int32_t>(s)) != l.stage) continue;
+    owned.push_back(std::make_unique<StageEngine>(
+        cfg.model, StageRange{st.first_layer, st.num_layers, st.has_embedding, st.has_lm_head},
+        kSeed, tracker));
+    engines[s] = owned.back().get();
+  }
+  ASSERT_FALSE(owned.empty());
+
+  P2p p2p(groups, comm.options().p2p_timeout_s);
+  const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kLengths));
+  const StepStats stats =
+      dist_execute_plan(plan, engines, p2p, cfg.model.hidden_size, tracker, mine, scale);
+  EXPECT_EQ(stats.timings.size(), plan.actions[static_cast<size_t>(l.stage)].size());
+  for (const auto& e : owned) EXPECT_EQ(e->num_stashed_chunks(), 0u) << what;
+
+  const double loss_sum = allreduce_sum(comm.world(), stats.loss_sum, 30.0, "the test's loss sum");
+  const int64_t tokens =
+      allreduce_sum(comm.world(), stats.predicted_tokens, 30.0, "the test's token count");
+  EXPECT_EQ(tokens, batch_predicted_tokens(kLengths)) << what;
+  EXPECT_NEAR(loss_sum * scale, ref.loss, 1e-5 * std::fabs(ref.loss)) << what;
+
+  std::vector<ParamRef> params;
+  for (const auto& e : owned)
+    for (const ParamRef& p : e->params().params()) params.push_back(p);
+  dist_grads_allreduce(groups, params, 30.0);
+  for (const ParamRef& p : params) {
+    const auto& want = ref.grads.at(p.name);
+    ASSERT_EQ(want.size(), static_cast<size_t>(p.numel)) << p.name;
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      diff += (double(p.grad[i]) - want[i]) * (double(p.grad[i]) - want[i]);
+      norm += double(want[i]) * want[i];
+    }
+    ASSERT_GT(norm, 0) << what << ": " << p.name << " got no gradient";
+    EXPECT_LE(std::sqrt(diff / norm), 1e-5) << what << ": gradient of " << p.name;
+  }
+}
+
+class DistExecutor : public ::testing::Test {
+ protected:
+  void SetUp() override { omp_set_num_threads(1); }
+};
+
+TEST_F(DistExecutor, Pp2EppMatchesOneEngine) {
+  DIST_TEST_RANKS(2);
+  expect_dist_matches(2, 1, Schedule::epp, false);
+  expect_dist_matches(2, 1, Schedule::epp, true);
+}
+
+TEST_F(DistExecutor, Pp2BatchLevelSchedulesMatchOneEngine) {
+  DIST_TEST_RANKS(2);
+  expect_dist_matches(2, 1, Schedule::one_f_one_b, false);
+  expect_dist_matches(2, 1, Schedule::one_f_one_b, true);
+}
+
+TEST_F(DistExecutor, Pp2OtherSchedulesMatchOneEngine) {
+  DIST_TEST_RANKS(2);
+  expect_dist_matches(2, 1, Schedule::seq1f1b, false);
+  expect_dist_matches(2, 1, Schedule::interleaved, false);
+  expect_dist_matches(2, 1, Schedule::gpipe, false);
+}
+
+TEST_F(DistExecutor, Pp4MatchesOneEngine) {
+  DIST_TEST_RANKS(4);
+  expect_dist_matches(4, 1, Schedule::epp, false);
+  expect_dist_matches(4, 1, Schedule::epp, true);
+  expect_dist_matches(4, 1, Schedule::one_f_one_b, false);
+}
+
+TEST_F(DistExecutor, Pp2Dp2MatchesOneEngine) {
+  DIST_TEST_RANKS(4);
+  expect_dist_matches(2, 2, Schedule::epp, false);
+  expect_dist_matches(2, 2, Schedule::epp, true);
+  expect_dist_matches(2, 2, Schedule::one_f_one_b, false);
+}
+
+}  // namespace
+}  // namespace infinipipe::runtime

@@ -1,0 +1,224 @@
+// The Trainer under mpirun: from the same seed and data, losses and weights after a few
+// iterations match the one-process Trainer to fp32 round-off, and checkpoints reshard: a
+// one-process checkpoint resumes on pp × dp ranks and a distributed one resumes in one process,
+// both continuing with the uninterrupted run's losses.
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "data/synth.h"
+#include "dist_test_util.h"
+#include "runtime/mpi_groups.h"
+#include "runtime/train.h"
+
+namespace infinipipe::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kIters = 3;
+
+class DistTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    omp_set_num_threads(1);
+    if (!disttest::under_mpirun()) return;
+    Comm& comm = disttest::test_comm();
+    // One directory for the job: rank 0 names it.
+    int64_t pid = getpid();
+    MPI_Bcast(&pid, 1, MPI_INT64_T, 0, comm.world());
+    dir_ = fs::path(::testing::TempDir()) /
+           fmt::format("infinipipe_dist_{}_{}", pid,
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    if (comm.rank() == 0) {
+      fs::remove_all(dir_);
+      fs::create_directories(dir_);
+      data::SynthOptions so;
+      so.distribution = "github";
+      so.num_documents = 100;
+      so.seq_length = 256;
+      so.seed = 5;
+      so.output = (dir_ / "corpus").string();
+      data::synth_corpus_write(so);
+    }
+    comm.barrier("the test's setup");
+  }
+  void TearDown() override {
+    if (!disttest::under_mpirun()) return;
+    Comm& comm = disttest::test_comm();
+    comm.barrier("the test's teardown");
+    if (comm.rank() == 0) fs::remove_all(dir_);
+  }
+
+  TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const {
+    return options(pp, dp, schedule, iters, optimizer_);
+  }
+  TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters,
+                       Optimizer optimizer) const {
+    TrainOptions o;
+    Config& c = o.config;
+    c.model.num_layers = 4;
+    c.model.hidden_size = 64;
+    c.model.num_attention_heads = 4;
+    c.model.num_query_groups = 2;
+    c.model.seq_length = 256;
+    c.parallel.pipeline_parallel = pp;
+    c.parallel.data_parallel = dp;
+    c.parallel.schedule = schedule;
+    if (schedule == Schedule::interleaved) c.parallel.virtual_stages = 2;
+    c.parallel.min_tail_slice = 32;
+    c.training.global_batch_size = 8;
+    c.training.train_iters = iters;
+    c.training.lr = 3e-3;
+    c.training.min_lr = 3e-4;
+    c.training.lr_warmup_iters = 2;
+    c.training.weight_decay = 0.01;
+    c.training.clip_grad = 1.0;
+    c.training.data_path = (dir_ / "corpus").string();
+    c.training.seed = 9;
+    c.training.optimizer = optimizer;
+    c.cluster.device = "cpu";
+    c.validate();
+    o.config_yaml = "test: true\n";
+    o.quiet = true;
+    o.out = nullptr;
+    o.err = nullptr;
+    return o;
+  }
+
+  struct Run {
+    std::vector<double> losses;
+    std::map<std::string, std::vector<float>> weights;
+  };
+
+  static Run run(Trainer& t, int64_t steps) {
+    Run r;
+    for (int64_t i = 0; i < steps; ++i) r.losses.push_back(t.step().loss);
+    for (const ParamRef& p : t.params()) r.weights[p.name].assign(p.value, p.value + p.numel);
+    return r;
+  }
+
+  // This rank's weights against the same names of the reference.
+  static void expect_weights_match(const Run& got, const Run& want, const std::string& what) {
+    ASSERT_FALSE(got.weights.empty()) << what;
+    for (const auto& [name, g] : got.weights) {
+      const auto& w = want.weights.at(name);
+      ASSERT_EQ(g.size(), w.size()) << what << ": " << name;
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        diff += (double(g[i]) - w[i]) * (double(g[i]) - w[i]);
+        norm += double(w[i]) * w[i];
+      }
+      EXPECT_LE(std::sqrt(diff / norm), 1e-5) << what << ": weights of " << name;
+    }
+  }
+
+  void expect_matches_one_process(int64_t pp, int64_t dp, Schedule schedule) {
+    Comm& comm = disttest::test_comm();
+    const std::string what = fmt::format("pp {} dp {} {}", pp, dp, schedule_name(schedule));
+    // The reference: every rank trains the whole model alone (EPP: the schedule must not
+    // matter either, and interleaved does not run on one rank).
+    Trainer ref_t(options(1, 1, Schedule::epp, kIters));
+    const Run ref = run(ref_t, kIters);
+
+    ProcessGroups groups(comm, pp, dp);
+    TrainOptions o = options(pp, dp, schedule, kIters);
+    o.groups = &groups;
+    Trainer t(o);
+    const Run got = run(t, kIters);
+    ASSERT_EQ(got.losses.size(), ref.losses.size());
+    for (size_t i = 0; i < ref.losses.size(); ++i) {
+      EXPECT_NEAR(got.losses[i], ref.losses[i], 1e-5 * std::fabs(ref.losses[i]))
+          << what << ": loss of iteration " << i + 1;
+    }
+    expect_weights_match(got, ref, what);
+  }
+
+  // One process saves after 2 iterations, pp × dp ranks resume for the third, save, and one
+  // process resumes that for a fourth: both continue the uninterrupted run's losses.
+  void expect_resume_reshards(int64_t pp, int64_t dp) {
+    Comm& comm = disttest::test_comm();
+    Trainer ref_t(options(1, 1, Schedule::epp, 4));
+    const Run ref = run(ref_t, 4);
+    const std::string one = (dir_ / "one").string(), many = (dir_ / "many").string();
+    if (comm.rank() == 0) {
+      TrainOptions o = options(1, 1, Schedule::epp, 4);
+      o.config.training.save = one;
+      Trainer t(o);
+      run(t, 2);
+      t.save();
+    }
+    comm.barrier("the one-process checkpoint");
+
+    ProcessGroups groups(comm, pp, dp);
+    TrainOptions o = options(pp, dp, Schedule::epp, 4);
+    o.groups = &groups;
+    o.config.training.load = one;
+    o.config.training.save = many;
+    Trainer t(o);
+    ASSERT_TRUE(t.resumed());
+    ASSERT_EQ(t.iteration(), 2);
+    const Run third = run(t, 1);
+    EXPECT_NEAR(third.losses[0], ref.losses[2], 1e-5 * ref.losses[2]) << "resumed on pp × dp";
+    t.save();
+
+    if (comm.rank() == 0) {
+      TrainOptions o1 = options(1, 1, Schedule::epp, 4);
+      o1.config.training.load = many;
+      Trainer t1(o1);
+      ASSERT_EQ(t1.iteration(), 3);
+      const Run fourth = run(t1, 1);
+      EXPECT_NEAR(fourth.losses[0], ref.losses[3], 1e-5 * ref.losses[3]) << "resumed alone";
+      expect_weights_match(fourth, ref, "after resharding twice");
+    }
+  }
+
+  fs::path dir_;
+  Optimizer optimizer_ = Optimizer::adamw;
+};
+
+TEST_F(DistTrain, Pp2MatchesOneProcess) {
+  DIST_TEST_RANKS(2);
+  expect_matches_one_process(2, 1, Schedule::epp);
+  expect_matches_one_process(2, 1, Schedule::one_f_one_b);
+}
+
+TEST_F(DistTrain, Pp2OtherSchedulesMatchOneProcess) {
+  DIST_TEST_RANKS(2);
+  expect_matches_one_process(2, 1, Schedule::seq1f1b);
+  expect_matches_one_process(2, 1, Schedule::interleaved);
+}
+
+TEST_F(DistTrain, Pp2Dp2SgdMatchesOneProcess) {
+  DIST_TEST_RANKS(4);
+  optimizer_ = Optimizer::sgd;
+  expect_matches_one_process(2, 2, Schedule::epp);
+}
+
+TEST_F(DistTrain, Pp2ResumeReshards) {
+  DIST_TEST_RANKS(2);
+  expect_resume_reshards(2, 1);
+}
+
+TEST_F(DistTrain, FourRanksMatchOneProcess) {
+  DIST_TEST_RANKS(4);
+  expect_matches_one_process(4, 1, Schedule::epp);
+  expect_matches_one_process(2, 2, Schedule::epp);
+  expect_matches_one_process(2, 2, Schedule::one_f_one_b);
+}
+
+TEST_F(DistTrain, Pp2Dp2ResumeReshards) {
+  DIST_TEST_RANKS(4);
+  expect_resume_reshards(2, 2);
+}
+
+}  // namespace
+}  // namespace infinipipe::runtime
