@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The headline demonstration (`make demo`): a long-tail corpus, the plans EPP makes for it next
-# to every baseline schedule, and a small Llama really training on it with EPP plans.
+# to every baseline schedule, and a small Llama really training on it with EPP plans over MPI.
 # Everything it writes goes to out/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,12 +22,14 @@ step "3. One EPP plan for this machine, with its Gantt chart"
 $bin plan --config examples/cpu-small.yaml --lengths examples/lengths-small.txt --out "$out/plan.json" \
   --svg "$out/gantt.svg"
 
-step "4. Training a small Llama with EPP plans under a memory budget"
-OMP_WAIT_POLICY=passive $bin train --data-path "$out/corpus" \
-  --num-layers 4 --hidden-size 128 --num-attention-heads 4 --num-query-groups 2 \
-  --seq-length 2048 --global-batch-size 8 --train-iters 60 --lr 3e-3 --min-lr 3e-4 \
-  --lr-warmup-iters 5 --memory-budget 96MiB --log-interval 10 \
-  --save "$out/checkpoints" --save-interval 30 --metrics "$out/metrics.jsonl"
+step "4. Training a small Llama on 4 MPI ranks (pp 2 x dp 2) with EPP plans under a memory budget"
+# More ranks than cores: one OpenMP thread each, waiting passively.
+mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \
+  env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive $bin train --data-path "$out/corpus" \
+  --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --num-query-groups 2 \
+  --seq-length 2048 --global-batch-size 8 --train-iters 200 --lr 3e-3 --min-lr 3e-4 \
+  --lr-warmup-iters 10 --memory-budget 64MiB --log-interval 20 \
+  --save "$out/checkpoints" --save-interval 100 --metrics "$out/metrics.jsonl"
 
 step "Done"
 echo "written to $out/: compare-llama7b-48k.md, plan.json, gantt.svg, metrics.jsonl, checkpoints/"
