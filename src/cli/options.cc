@@ -60,40 +60,41 @@ bool to_bool(const std::string& key, const std::string& v) {
   fail_config("{} expects true or false, got '{}'", key, v);
 }
 
-std::string real_text(double v) { return fmt::format("{}", v); }
+std::string real_text(double v) {
+  return fmt::format("{}", v);
+}
 
-#define INT_OPT(KEY, ALIASES, HELP, FIELD)                                          \
-  OptionSpec {                                                                      \
-    KEY, ALIASES, Kind::integer, HELP,                                              \
-        [](Config& c, const std::string& v) { c.FIELD = to_int(KEY, v); },          \
-        [](const Config& c) { return std::to_string(c.FIELD); }                     \
+#define INT_OPT(KEY, ALIASES, HELP, FIELD)                                 \
+  OptionSpec {                                                             \
+    KEY, ALIASES, Kind::integer, HELP,                                     \
+        [](Config& c, const std::string& v) { c.FIELD = to_int(KEY, v); }, \
+        [](const Config& c) { return std::to_string(c.FIELD); }            \
   }
-#define REAL_OPT(KEY, HELP, FIELD)                                                  \
-  OptionSpec {                                                                      \
-    KEY, {}, Kind::real, HELP,                                                      \
-        [](Config& c, const std::string& v) { c.FIELD = to_real(KEY, v); },         \
-        [](const Config& c) { return real_text(c.FIELD); }                          \
+#define REAL_OPT(KEY, HELP, FIELD)                                                                 \
+  OptionSpec {                                                                                     \
+    KEY, {}, Kind::real, HELP, [](Config& c, const std::string& v) { c.FIELD = to_real(KEY, v); }, \
+        [](const Config& c) { return real_text(c.FIELD); }                                         \
   }
-#define TEXT_OPT(KEY, HELP, FIELD)                                                  \
-  OptionSpec {                                                                      \
+#define TEXT_OPT(KEY, HELP, FIELD)                                                   \
+  OptionSpec {                                                                       \
     KEY, {}, Kind::text, HELP, [](Config& c, const std::string& v) { c.FIELD = v; }, \
-        [](const Config& c) { return c.FIELD; }                                     \
+        [](const Config& c) { return c.FIELD; }                                      \
   }
-#define FLAG_OPT(KEY, HELP, FIELD)                                                  \
-  OptionSpec {                                                                      \
-    KEY, {}, Kind::flag, HELP,                                                      \
-        [](Config& c, const std::string& v) { c.FIELD = to_bool(KEY, v); },        \
-        [](const Config& c) { return std::string(c.FIELD ? "true" : "false"); }     \
+#define FLAG_OPT(KEY, HELP, FIELD)                                                                 \
+  OptionSpec {                                                                                     \
+    KEY, {}, Kind::flag, HELP, [](Config& c, const std::string& v) { c.FIELD = to_bool(KEY, v); }, \
+        [](const Config& c) { return std::string(c.FIELD ? "true" : "false"); }                    \
   }
-#define BYTES_OPT(KEY, HELP, FIELD)                                                 \
-  OptionSpec {                                                                      \
-    KEY, {}, Kind::bytes, HELP,                                                     \
-        [](Config& c, const std::string& v) { c.FIELD = parse_bytes(v, KEY); },    \
-        [](const Config& c) { return std::to_string(c.FIELD); }                     \
+#define BYTES_OPT(KEY, HELP, FIELD)                                             \
+  OptionSpec {                                                                  \
+    KEY, {}, Kind::bytes, HELP,                                                 \
+        [](Config& c, const std::string& v) { c.FIELD = parse_bytes(v, KEY); }, \
+        [](const Config& c) { return std::to_string(c.FIELD); }                 \
   }
 
 template <typename E>
-E pick(const std::string& key, const std::string& v, std::initializer_list<std::pair<const char*, E>> choices) {
+E pick(const std::string& key, const std::string& v,
+       std::initializer_list<std::pair<const char*, E>> choices) {
   std::string names;
   for (auto& [name, e] : choices) {
     if (v == name) return e;
@@ -130,33 +131,41 @@ const std::vector<OptionSpec>& option_specs() {
               "Megatron's way to ask for virtual stages: layers in each virtual stage",
               parallel.layers_per_virtual_stage),
       INT_OPT("ulysses-degree", {"ds-sequence-parallel-size"},
-              "Ulysses sequence-parallel degree inside a stage (planning)", parallel.ulysses_degree),
-      OptionSpec{"schedule", {}, Kind::choice, "gpipe | 1f1b | interleaved | seq1f1b | epp",
-                 [](Config& c, const std::string& v) {
-                   c.parallel.schedule = schedule_from_name(v);
-                 },
-                 [](const Config& c) { return std::string(schedule_name(c.parallel.schedule)); }},
-      INT_OPT("micro-batch-size", {}, "sequences per micro-batch, batch-level schedules (0 = tuned)",
+              "Ulysses sequence-parallel degree inside a stage (planning)",
+              parallel.ulysses_degree),
+      OptionSpec{
+          "schedule",
+          {},
+          Kind::choice,
+          "gpipe | 1f1b | interleaved | seq1f1b | epp",
+          [](Config& c, const std::string& v) { c.parallel.schedule = schedule_from_name(v); },
+          [](const Config& c) { return std::string(schedule_name(c.parallel.schedule)); }},
+      INT_OPT("micro-batch-size", {},
+              "sequences per micro-batch, batch-level schedules (0 = tuned)",
               parallel.micro_batch_size),
       INT_OPT("min-tail-slice", {}, "shortest tail slice of a sliced sequence, tokens",
               parallel.min_tail_slice),
       INT_OPT("seq1f1b-slices", {}, "slices per sequence for seq1f1b (0 = tuned)",
               parallel.seq1f1b_slices),
-      OptionSpec{
-          "recompute-granularity", {}, Kind::choice,
-          "adaptive (per stage and chunk) | full | selective | none",
-          [](Config& c, const std::string& v) {
-            c.parallel.recompute_granularity =
-                pick<RecomputeGranularity>("recompute-granularity", v,
-                                           {{"none", RecomputeGranularity::none},
-                                            {"full", RecomputeGranularity::full},
-                                            {"selective", RecomputeGranularity::selective},
-                                            {"adaptive", RecomputeGranularity::adaptive}});
-          },
-          [](const Config& c) {
-            return std::string(recompute_granularity_name(c.parallel.recompute_granularity));
-          }},
-      OptionSpec{"recompute-method", {}, Kind::choice, "uniform | block",
+      OptionSpec{"recompute-granularity",
+                 {},
+                 Kind::choice,
+                 "adaptive (per stage and chunk) | full | selective | none",
+                 [](Config& c, const std::string& v) {
+                   c.parallel.recompute_granularity =
+                       pick<RecomputeGranularity>("recompute-granularity", v,
+                                                  {{"none", RecomputeGranularity::none},
+                                                   {"full", RecomputeGranularity::full},
+                                                   {"selective", RecomputeGranularity::selective},
+                                                   {"adaptive", RecomputeGranularity::adaptive}});
+                 },
+                 [](const Config& c) {
+                   return std::string(recompute_granularity_name(c.parallel.recompute_granularity));
+                 }},
+      OptionSpec{"recompute-method",
+                 {},
+                 Kind::choice,
+                 "uniform | block",
                  [](Config& c, const std::string& v) {
                    c.parallel.recompute_method = pick<RecomputeMethod>(
                        "recompute-method", v,
@@ -173,7 +182,10 @@ const std::vector<OptionSpec>& option_specs() {
       INT_OPT("train-iters", {}, "iterations to train", training.train_iters),
       REAL_OPT("lr", "peak learning rate", training.lr),
       REAL_OPT("min-lr", "learning rate at the end of decay", training.min_lr),
-      OptionSpec{"lr-decay-style", {}, Kind::choice, "constant | linear | cosine",
+      OptionSpec{"lr-decay-style",
+                 {},
+                 Kind::choice,
+                 "constant | linear | cosine",
                  [](Config& c, const std::string& v) {
                    c.training.lr_decay_style =
                        pick<LrDecayStyle>("lr-decay-style", v,
@@ -191,15 +203,18 @@ const std::vector<OptionSpec>& option_specs() {
       REAL_OPT("adam-beta2", "AdamW beta2", training.adam_beta2),
       REAL_OPT("adam-eps", "AdamW epsilon", training.adam_eps),
       REAL_OPT("clip-grad", "global gradient-norm clip (0 = off)", training.clip_grad),
-      OptionSpec{"optimizer", {}, Kind::choice, "adamw | sgd",
-                 [](Config& c, const std::string& v) {
-                   // Megatron calls AdamW "adam"; accept both.
-                   c.training.optimizer = pick<Optimizer>(
-                       "optimizer", v,
-                       {{"adamw", Optimizer::adamw}, {"adam", Optimizer::adamw},
-                        {"sgd", Optimizer::sgd}});
-                 },
-                 [](const Config& c) { return std::string(optimizer_name(c.training.optimizer)); }},
+      OptionSpec{
+          "optimizer",
+          {},
+          Kind::choice,
+          "adamw | sgd",
+          [](Config& c, const std::string& v) {
+            // Megatron calls AdamW "adam"; accept both.
+            c.training.optimizer = pick<Optimizer>(
+                "optimizer", v,
+                {{"adamw", Optimizer::adamw}, {"adam", Optimizer::adamw}, {"sgd", Optimizer::sgd}});
+          },
+          [](const Config& c) { return std::string(optimizer_name(c.training.optimizer)); }},
       INT_OPT("seed", {}, "random seed (initialisation, data order)", training.seed),
       TEXT_OPT("save", "checkpoint directory to write", training.save),
       TEXT_OPT("load", "checkpoint directory to resume from", training.load),
@@ -244,7 +259,8 @@ const std::vector<Unsupported>& unsupported_specs() {
       {"disable-bias-linear", "true", "Llama's linear layers have no bias"},
       {"untie-embeddings-and-output-weights", "true",
        "to share them use tie-embeddings: true (untied is infinipipe's default)"},
-      {"group-query-attention", "true", "grouped-query attention is on whenever num-query-groups is set"},
+      {"group-query-attention", "true",
+       "grouped-query attention is on whenever num-query-groups is set"},
       {"use-flash-attn", "true", "attention is always blockwise (flash style)"},
   };
   return u;
@@ -293,7 +309,8 @@ void apply_option(Config& cfg, const std::string& raw_key, const std::string& va
     fail_config("{} {} is not supported: {}", key, value, u.why);
   }
   std::string near = nearest_word(key, all_names());
-  if (near.empty()) fail_config("unknown option '{}': run `infinipipe config show --help` for the list", key);
+  if (near.empty())
+    fail_config("unknown option '{}': run `infinipipe config show --help` for the list", key);
   fail_config("unknown option '{}': did you mean '{}'?", key, near);
 }
 
@@ -333,8 +350,7 @@ std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
     std::string group = "Configuration";
     if (s.kind == Kind::flag) {
       cmd->add_flag_function(
-             names, [weak, key](int64_t) { weak.lock()->flags.emplace_back(key, "true"); },
-             s.help)
+             names, [weak, key](int64_t) { weak.lock()->flags.emplace_back(key, "true"); }, s.help)
           ->group(group);
     } else {
       cmd->add_option_function<std::string>(
@@ -352,15 +368,19 @@ Config resolve_config(const ConfigOptions& opts) {
   Config cfg;
   // Flags CLI11 did not match: Megatron options at their neutral value are fine, others are
   // refused by apply_option with the nearest known key.
-  std::vector<std::string> extras = opts.command ? opts.command->remaining() : std::vector<std::string>{};
+  std::vector<std::string> extras =
+      opts.command ? opts.command->remaining() : std::vector<std::string>{};
   for (size_t i = 0; i < extras.size(); ++i) {
     const std::string& arg = extras[i];
-    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) fail_config("unexpected argument '{}'", arg);
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0)
+      fail_config("unexpected argument '{}'", arg);
     size_t eq = arg.find('=');
     std::string key = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     std::string value = "true";
-    if (eq != std::string::npos) value = arg.substr(eq + 1);
-    else if (i + 1 < extras.size() && extras[i + 1].compare(0, 2, "--") != 0) value = extras[++i];
+    if (eq != std::string::npos)
+      value = arg.substr(eq + 1);
+    else if (i + 1 < extras.size() && extras[i + 1].compare(0, 2, "--") != 0)
+      value = extras[++i];
     apply_option(cfg, key, value);
   }
   if (!opts.config_file.empty()) {

@@ -51,9 +51,9 @@ int64_t ModelConfig::ffn_size() const {
 
 int64_t ModelConfig::params_per_layer() const {
   int64_t h = hidden_size, kv = kv_heads() * head_dim();
-  return 2 * h                // two RMSNorm weights
+  return 2 * h                         // two RMSNorm weights
          + h * h + 2 * h * kv + h * h  // q, k, v, o
-         + 3 * h * ffn_size();          // gate, up, down
+         + 3 * h * ffn_size();         // gate, up, down
 }
 
 int64_t ModelConfig::params_total() const {
@@ -95,11 +95,16 @@ void ModelConfig::validate() const {
 
 const char* schedule_name(Schedule s) {
   switch (s) {
-    case Schedule::gpipe: return "gpipe";
-    case Schedule::one_f_one_b: return "1f1b";
-    case Schedule::interleaved: return "interleaved";
-    case Schedule::seq1f1b: return "seq1f1b";
-    case Schedule::epp: return "epp";
+    case Schedule::gpipe:
+      return "gpipe";
+    case Schedule::one_f_one_b:
+      return "1f1b";
+    case Schedule::interleaved:
+      return "interleaved";
+    case Schedule::seq1f1b:
+      return "seq1f1b";
+    case Schedule::epp:
+      return "epp";
   }
   return "?";
 }
@@ -113,10 +118,14 @@ Schedule schedule_from_name(const std::string& name) {
 
 const char* recompute_granularity_name(RecomputeGranularity g) {
   switch (g) {
-    case RecomputeGranularity::none: return "none";
-    case RecomputeGranularity::full: return "full";
-    case RecomputeGranularity::selective: return "selective";
-    case RecomputeGranularity::adaptive: return "adaptive";
+    case RecomputeGranularity::none:
+      return "none";
+    case RecomputeGranularity::full:
+      return "full";
+    case RecomputeGranularity::selective:
+      return "selective";
+    case RecomputeGranularity::adaptive:
+      return "adaptive";
   }
   return "?";
 }
@@ -149,13 +158,18 @@ void ParallelConfig::validate() const {
         "recompute, as in Megatron-LM)");
 }
 
-const char* optimizer_name(Optimizer o) { return o == Optimizer::adamw ? "adamw" : "sgd"; }
+const char* optimizer_name(Optimizer o) {
+  return o == Optimizer::adamw ? "adamw" : "sgd";
+}
 
 const char* lr_decay_style_name(LrDecayStyle s) {
   switch (s) {
-    case LrDecayStyle::constant: return "constant";
-    case LrDecayStyle::linear: return "linear";
-    case LrDecayStyle::cosine: return "cosine";
+    case LrDecayStyle::constant:
+      return "constant";
+    case LrDecayStyle::linear:
+      return "linear";
+    case LrDecayStyle::cosine:
+      return "cosine";
   }
   return "?";
 }
@@ -244,8 +258,8 @@ void Config::validate() {
     fail_config(
         "pipeline-model-parallel-size {} x data-parallel-size {} x ulysses-degree {} = {} does "
         "not match num-devices {}: set --num-devices {} or change the degrees",
-        p.pipeline_parallel, p.data_parallel, p.ulysses_degree, p.world_size(),
-        cluster.num_devices, p.world_size());
+        p.pipeline_parallel, p.data_parallel, p.ulysses_degree, p.world_size(), cluster.num_devices,
+        p.world_size());
   if (p.ulysses_degree > 1 && cluster.devices_per_node % p.ulysses_degree != 0)
     fail_config(
         "ulysses-degree {} does not divide devices-per-node {}: Ulysses all-to-all runs inside "
@@ -284,19 +298,29 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   std::string unit = t.substr(pos);
   std::transform(unit.begin(), unit.end(), unit.begin(), ::tolower);
   double mul = 0;
-  if (unit.empty() || unit == "b") mul = 1;
-  else if (unit == "k" || unit == "kib") mul = 1024.0;
-  else if (unit == "kb") mul = 1e3;
-  else if (unit == "m" || unit == "mib") mul = 1024.0 * 1024;
-  else if (unit == "mb") mul = 1e6;
-  else if (unit == "g" || unit == "gib") mul = 1024.0 * 1024 * 1024;
-  else if (unit == "gb") mul = 1e9;
-  else if (unit == "t" || unit == "tib") mul = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "tb") mul = 1e12;
+  if (unit.empty() || unit == "b")
+    mul = 1;
+  else if (unit == "k" || unit == "kib")
+    mul = 1024.0;
+  else if (unit == "kb")
+    mul = 1e3;
+  else if (unit == "m" || unit == "mib")
+    mul = 1024.0 * 1024;
+  else if (unit == "mb")
+    mul = 1e6;
+  else if (unit == "g" || unit == "gib")
+    mul = 1024.0 * 1024 * 1024;
+  else if (unit == "gb")
+    mul = 1e9;
+  else if (unit == "t" || unit == "tib")
+    mul = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "tb")
+    mul = 1e12;
   else
     fail_config("{} '{}' has an unknown unit '{}': use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)",
                 what, text, unit);
-  if (!(v >= 0) || !std::isfinite(v)) fail_config("{} '{}' must be a non-negative size", what, text);
+  if (!(v >= 0) || !std::isfinite(v))
+    fail_config("{} '{}' must be a non-negative size", what, text);
   return static_cast<int64_t>(std::llround(v * mul));
 }
 

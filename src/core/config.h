@@ -12,10 +12,10 @@ struct ModelConfig {
   int64_t num_layers = 8;
   int64_t hidden_size = 512;
   int64_t num_attention_heads = 8;
-  int64_t num_query_groups = 0;  // key/value heads; 0 means = num_attention_heads (no GQA)
-  int64_t ffn_hidden_size = 0;   // 0 means Llama's default: 8/3·hidden rounded up to 256
-  int64_t vocab_size = 257;      // byte-level tokenizer: 256 bytes + end-of-document
-  int64_t seq_length = 4096;     // maximum sequence length; longer documents are truncated
+  int64_t num_query_groups = 0;         // key/value heads; 0 means = num_attention_heads (no GQA)
+  int64_t ffn_hidden_size = 0;          // 0 means Llama's default: 8/3·hidden rounded up to 256
+  int64_t vocab_size = 257;             // byte-level tokenizer: 256 bytes + end-of-document
+  int64_t seq_length = 4096;            // maximum sequence length; longer documents are truncated
   int64_t max_position_embeddings = 0;  // 0 means = seq_length
   double rotary_base = 10000.0;
   double norm_epsilon = 1e-5;
@@ -46,15 +46,15 @@ const char* recompute_granularity_name(RecomputeGranularity g);
 const char* recompute_method_name(RecomputeMethod m);
 
 struct ParallelConfig {
-  int64_t pipeline_parallel = 1;    // pp
-  int64_t data_parallel = 1;        // dp
-  int64_t virtual_stages = 1;       // vpp: model chunks per pipeline rank (interleaved)
+  int64_t pipeline_parallel = 1;         // pp
+  int64_t data_parallel = 1;             // dp
+  int64_t virtual_stages = 1;            // vpp: model chunks per pipeline rank (interleaved)
   int64_t layers_per_virtual_stage = 0;  // Megatron's alternative to vpp; 0 = unset
-  int64_t ulysses_degree = 1;       // sequence-parallel degree inside a stage (planning only)
+  int64_t ulysses_degree = 1;            // sequence-parallel degree inside a stage (planning only)
   Schedule schedule = Schedule::epp;
-  int64_t micro_batch_size = 0;     // sequences per micro-batch for batch-level schedules; 0 = tuned
-  int64_t min_tail_slice = 1024;    // shortest tail slice the sequence processor may leave
-  int64_t seq1f1b_slices = 0;       // slices per sequence for seq1f1b; 0 = tuned
+  int64_t micro_batch_size = 0;   // sequences per micro-batch for batch-level schedules; 0 = tuned
+  int64_t min_tail_slice = 1024;  // shortest tail slice the sequence processor may leave
+  int64_t seq1f1b_slices = 0;     // slices per sequence for seq1f1b; 0 = tuned
   RecomputeGranularity recompute_granularity = RecomputeGranularity::adaptive;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int64_t recompute_num_layers = 0;
@@ -83,12 +83,12 @@ struct TrainingConfig {
   double clip_grad = 1.0;  // 0 disables clipping
   Optimizer optimizer = Optimizer::adamw;
   int64_t seed = 1234;
-  std::string save;  // checkpoint directory to write ("" = none)
-  std::string load;  // checkpoint directory to resume from ("" = fresh start)
+  std::string save;           // checkpoint directory to write ("" = none)
+  std::string load;           // checkpoint directory to resume from ("" = fresh start)
   int64_t save_interval = 0;  // iterations between checkpoints; 0 = only at the end
   std::string data_path;      // Megatron indexed dataset prefix (PREFIX.bin / PREFIX.idx)
   int64_t memory_budget = 0;  // bytes per rank the plan must fit; 0 = device memory
-  bool bf16 = false;          // plan bf16 activations and matmuls (GPU presets); CPU training is fp32
+  bool bf16 = false;  // plan bf16 activations and matmuls (GPU presets); CPU training is fp32
   int64_t log_interval = 1;
 
   int64_t decay_iters() const { return lr_decay_iters > 0 ? lr_decay_iters : train_iters; }
@@ -97,11 +97,11 @@ struct TrainingConfig {
 
 // The cluster being planned for (and, for `train`, the machine it runs on).
 struct ClusterConfig {
-  std::string device = "cpu";  // preset: cpu, a800-80gb, h100-80gb, h200-141gb
+  std::string device = "cpu";    // preset: cpu, a800-80gb, h100-80gb, h200-141gb
   int64_t num_devices = 0;       // 0 = pp × dp × ulysses (resolved by Config::validate)
   int64_t devices_per_node = 0;  // 0 = all devices in one node
-  int64_t device_memory = 0;  // bytes; 0 = the preset's memory
-  std::string calibration;    // calibration JSON written by `infinipipe profile` ("" = preset)
+  int64_t device_memory = 0;     // bytes; 0 = the preset's memory
+  std::string calibration;       // calibration JSON written by `infinipipe profile` ("" = preset)
   // Device presets the cost model knows (src/cost owns their numbers).
   static constexpr const char* kPresets[] = {"cpu", "a800-80gb", "h100-80gb", "h200-141gb"};
 

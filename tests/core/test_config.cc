@@ -17,7 +17,9 @@ std::string error_of(Config cfg) {
   return "";
 }
 
-TEST(Config, DefaultsAreValid) { EXPECT_EQ(error_of(Config{}), ""); }
+TEST(Config, DefaultsAreValid) {
+  EXPECT_EQ(error_of(Config{}), "");
+}
 
 TEST(Config, LayersNotDivisibleByVirtualStagesSaysHowToFix) {
   Config c;
