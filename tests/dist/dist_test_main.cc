@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/mpi_test_ranks.h"
 #include "dist_test_util.h"
 
 namespace infinipipe::disttest {
@@ -15,26 +16,6 @@ namespace infinipipe::disttest {
 namespace {
 
 std::unique_ptr<Comm> g_comm;
-
-std::string self_exe_path() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "./test_dist";
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (!r.failed()) return;
-    fmt::print(stderr, "[rank {}] {}:{}: Failure\n{}\n", rank_, r.file_name() ? r.file_name() : "?",
-               r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 
@@ -52,7 +33,7 @@ void relaunch_current_test(int np) {
   const std::string cmd = fmt::format(
       "timeout -s KILL 240 mpirun --allow-run-as-root --oversubscribe --bind-to none -np {} "
       "env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive {} --gtest_filter={} 2>&1",
-      np, self_exe_path(), filter);
+      np, test::test_self_exe_path("./test_dist"), filter);
   std::string output;
   FILE* pipe = popen(cmd.c_str(), "r");
   ASSERT_NE(pipe, nullptr) << cmd;
@@ -76,12 +57,7 @@ int main(int argc, char** argv) {
   opts.ask_timeout_s = 1;
   opts.blame_grace_s = 0.5;
   disttest::g_comm = std::make_unique<Comm>(opts);
-  const int rank = disttest::g_comm->rank();
-  if (rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new disttest::RankFailurePrinter(rank));
-  }
+  test::test_quiet_other_ranks(disttest::g_comm->rank());
   const int rc = RUN_ALL_TESTS();
   disttest::g_comm.reset();
   return rc;

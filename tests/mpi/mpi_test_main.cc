@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/mpi_test_ranks.h"
 #include "mpi_test_util.h"
 
 namespace infinipipe::test {
@@ -20,27 +21,6 @@ namespace {
 
 std::unique_ptr<Comm> g_comm;
 
-std::string self_exe_path() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "./test_mpi";
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-// Prints a failing assertion of a rank other than 0, prefixed by the rank.
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (!r.failed()) return;
-    fmt::print(stderr, "[rank {}] {}:{}: Failure\n{}\n", rank_, r.file_name() ? r.file_name() : "?",
-               r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
-
 }  // namespace
 
 bool under_mpirun() {
@@ -48,7 +28,7 @@ bool under_mpirun() {
 }
 
 std::string test_binary_path() {
-  return self_exe_path();
+  return test_self_exe_path("./test_mpi");
 }
 
 Comm& test_comm() {
@@ -59,7 +39,7 @@ JobResult run_job(int np, const std::string& args, const std::string& env, doubl
   std::string cmd = fmt::format(
       "timeout -s KILL {} mpirun --allow-run-as-root --oversubscribe --bind-to none -np {} "
       "env OMP_NUM_THREADS=1 {} {} {} 2>&1",
-      static_cast<int>(timeout_s), np, env, self_exe_path(), args);
+      static_cast<int>(timeout_s), np, env, test_binary_path(), args);
   return run_command(cmd);
 }
 
@@ -112,12 +92,7 @@ int main(int argc, char** argv) {
   opts.ask_timeout_s = 1;
   opts.blame_grace_s = 0.5;
   test::g_comm = std::make_unique<Comm>(opts);
-  int rank = test::g_comm->rank();
-  if (rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new test::RankFailurePrinter(rank));
-  }
+  test::test_quiet_other_ranks(test::g_comm->rank());
   int rc = RUN_ALL_TESTS();
   test::g_comm.reset();
   return rc;
