@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -67,11 +68,23 @@ struct ActionTiming {
   double end_s = 0;
 };
 
+// Something other than a plan action that took time on a rank: a point-to-point wait
+// ("p2p_wait"), a gradient all-reduce bucket ("allreduce"), the optimizer step ("optimizer"),
+// planning ("plan"). Seconds since the step's start, like ActionTiming; traces and reports read
+// these next to the actions.
+struct EventTiming {
+  std::string category;  // p2p_wait | allreduce | optimizer | plan | reduce
+  std::string name;      // human: "activation of chunk 7 from rank 1", "bucket 3 (12.0 MiB)"
+  double start_s = 0;
+  double end_s = 0;
+};
+
 // What one rank measured while running its actions of one plan.
 struct StepStats {
   double loss_sum = 0;           // Σ token losses (unscaled) of the chunks whose loss ran here
   int64_t predicted_tokens = 0;  // tokens those losses cover
   std::vector<ActionTiming> timings;
+  std::vector<EventTiming> events;
 };
 
 // Tokens a batch of sequences predicts: Σ (n − 1). The loss is the sum of token losses over it.
