@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev
   clang-format
+  chromium  # headless check that `infinipipe report`'s HTML renders its charts
   python3
 )
 

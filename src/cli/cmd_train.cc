@@ -23,6 +23,7 @@ struct TrainArgs {
   std::string metrics;
   std::string log_dir;
   std::string timings;
+  std::string trace;
   bool quiet = false;
 };
 
@@ -33,6 +34,10 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
   opts.config_yaml = config_to_yaml(opts.config);
   opts.metrics_path = runtime::train_metrics_path(a.metrics, a.log_dir, opts.config.training.save);
   opts.timings_path = a.timings;
+  opts.trace_dir = a.trace;
+  if (!a.trace.empty() && a.metrics.empty() && a.log_dir.empty()) {
+    opts.metrics_path = runtime::train_metrics_path("", a.trace, "");  // next to the traces
+  }
   opts.quiet = a.quiet || (groups && groups->comm().rank() != 0);
   opts.groups = groups;
   opts.watchdog = watchdog;
@@ -88,6 +93,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--timings", args->timings,
                   "JSON-lines file of every action's measured start/end next to the plan's "
                   "predicted time, one line per iteration");
+  cmd->add_option("--trace", args->trace,
+                  "directory for per-rank Chrome traces (Perfetto, chrome://tracing), the plans "
+                  "and the config of the first 50 iterations: `infinipipe report DIR` compares "
+                  "them with the predictions");
   cmd->add_flag("--quiet,-q", args->quiet, "no per-iteration lines and no progress line");
   cmd->callback([args] { run_train(*args); });
 }

@@ -176,6 +176,14 @@ const std::vector<OptionSpec>& option_specs() {
                  }},
       INT_OPT("recompute-num-layers", {}, "layers per stage to recompute (full granularity)",
               parallel.recompute_num_layers),
+      REAL_OPT("p2p-timeout",
+               "seconds a distributed rank waits for a peer (send, receive, collective) before "
+               "it fails naming the peer",
+               parallel.p2p_timeout),
+      REAL_OPT("watchdog-timeout",
+               "seconds a distributed rank may stay in one step before the job is ended "
+               "(0 = p2p-timeout + 10)",
+               parallel.watchdog_timeout),
       // training
       INT_OPT("global-batch-size", {}, "sequences per iteration over all replicas",
               training.global_batch_size),

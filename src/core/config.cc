@@ -152,6 +152,21 @@ void ParallelConfig::validate() const {
   if (min_tail_slice <= 0) fail_config("min-tail-slice must be positive, got {}", min_tail_slice);
   if (seq1f1b_slices < 0) fail_config("seq1f1b-slices must be >= 0 (0 = tuned)");
   if (recompute_num_layers < 0) fail_config("recompute-num-layers must be >= 0");
+  if (!(p2p_timeout > 0)) {
+    fail_config("p2p-timeout must be a positive number of seconds, got {}; the default is 45",
+                p2p_timeout);
+  }
+  if (watchdog_timeout < 0) {
+    fail_config(
+        "watchdog-timeout must be 0 (= p2p-timeout + 10 s) or a positive number of seconds, got {}",
+        watchdog_timeout);
+  }
+  if (watchdog_timeout > 0 && watchdog_timeout <= p2p_timeout) {
+    fail_config(
+        "watchdog-timeout ({} s) must exceed p2p-timeout ({} s): the watchdog is the backstop "
+        "behind the waits' own deadline; raise --watchdog-timeout or lower --p2p-timeout",
+        watchdog_timeout, p2p_timeout);
+  }
   if (recompute_granularity == RecomputeGranularity::full && recompute_num_layers == 0)
     fail_config(
         "recompute-granularity full needs --recompute-num-layers N (layers per stage to "

@@ -58,6 +58,11 @@ struct ParallelConfig {
   RecomputeGranularity recompute_granularity = RecomputeGranularity::adaptive;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int64_t recompute_num_layers = 0;
+  // Distributed runs: a point-to-point or collective wait longer than p2p_timeout seconds is an
+  // error naming the peer; the watchdog ends the job when a rank stays in one step longer than
+  // watchdog_timeout (0 = p2p_timeout + 10). The defaults end a faulty job within 60 s.
+  double p2p_timeout = 45.0;
+  double watchdog_timeout = 0.0;
 
   int64_t world_size() const { return pipeline_parallel * data_parallel * ulysses_degree; }
   void validate() const;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -76,11 +77,26 @@ class StageEngine {
   // accumulated into the LM head / final norm now and kept for backward.
   ForwardOutput forward(const ChunkInput& chunk, const Tensor* input_activation,
                         int64_t recompute_layers, double loss_scale);
+  // The same, taking the received input itself (empty on the embedding stage): it becomes the
+  // first layer's stashed input, so no copy and no second buffer while the chunk runs.
+  ForwardOutput forward(const ChunkInput& chunk, Tensor&& input_activation,
+                        int64_t recompute_layers, double loss_scale);
+
+  // Called inside backward once a part of the stage has accumulated its parameter gradients for
+  // the chunk: the stage-local layer index, or kBackwardPartEmbedding after the embedding. Lets
+  // a caller start reducing gradients that are final while earlier layers still run (the model
+  // knows nothing of how). The LM head and final norm accumulate in forward, so never appear.
+  using BackwardPartDone = std::function<void(int64_t part)>;
+  static constexpr int64_t kBackwardPartEmbedding = -1;
 
   // Backward of a stashed chunk; grad_output (N,C) is required unless this is the last stage.
   // Returns the grad of the stage input (N,C), or an empty tensor on the first stage.
   // Parameter grads accumulate.
-  Tensor backward(int32_t chunk_id, const Tensor* grad_output);
+  Tensor backward(int32_t chunk_id, const Tensor* grad_output,
+                  const BackwardPartDone& part_done = {});
+  // The same, taking the received output grad itself (empty on the last stage) as the running
+  // gradient buffer instead of a copy of it.
+  Tensor backward(int32_t chunk_id, Tensor&& grad_output, const BackwardPartDone& part_done = {});
 
   size_t num_stashed_chunks() const;
   int64_t stash_bytes(int32_t chunk_id) const;  // activations held for the chunk right now
@@ -99,6 +115,11 @@ class StageEngine {
     bool next_seen = false;  // the next slice of the sequence ran its forward here
   };
 
+  // owned: the caller's input buffer to take instead of copying (null: copy).
+  ForwardOutput forward_run(const ChunkInput& chunk, const Tensor* input_activation,
+                            Tensor* input_owned, int64_t recompute_layers, double loss_scale);
+  Tensor backward_run(int32_t chunk_id, const Tensor* grad_output, Tensor* owned,
+                      const BackwardPartDone& part_done);
   Tensor layer_forward(Chunk& c, int64_t l, bool keep_all, bool want_output);
   void layer_backward(Chunk& c, int64_t l, float* dx, BackwardWorkspace& ws);
   std::vector<AttnSegment> slice_segments(const Chunk& c, size_t s, int64_t l);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "model/attention.h"
@@ -15,6 +16,18 @@ namespace infinipipe {
 
 ForwardOutput StageEngine::forward(const ChunkInput& chunk, const Tensor* input_activation,
                                    int64_t recompute_layers, double loss_scale) {
+  return forward_run(chunk, input_activation, nullptr, recompute_layers, loss_scale);
+}
+
+ForwardOutput StageEngine::forward(const ChunkInput& chunk, Tensor&& input_activation,
+                                   int64_t recompute_layers, double loss_scale) {
+  return forward_run(chunk, input_activation.empty() ? nullptr : &input_activation,
+                     &input_activation, recompute_layers, loss_scale);
+}
+
+ForwardOutput StageEngine::forward_run(const ChunkInput& chunk, const Tensor* input_activation,
+                                       Tensor* input_owned, int64_t recompute_layers,
+                                       double loss_scale) {
   const int64_t C = cfg_.hidden_size, L = range_.num_layers;
   const int32_t id = chunk.chunk_id;
   if (chunks_.count(id) != 0) {
@@ -102,11 +115,15 @@ ForwardOutput StageEngine::forward(const ChunkInput& chunk, const Tensor* input_
 
   ForwardOutput result;
   try {
-    Tensor x(tracker_, kAct, {N, C}, false);
+    Tensor x;
     if (range_.has_embedding) {
+      x = Tensor(tracker_, kAct, {N, C}, false);
       embedding_forward(x.data(), c.tokens.data(), params_->embedding()->value.data(), N, C,
                         cfg_.vocab_size);
+    } else if (input_owned != nullptr) {
+      x = std::move(*input_owned);
     } else {
+      x = Tensor(tracker_, kAct, {N, C}, false);
       std::memcpy(x.data(), input_activation->data(), static_cast<size_t>(x.bytes()));
     }
     for (int64_t l = 0; l < L; ++l) {
@@ -140,7 +157,19 @@ ForwardOutput StageEngine::forward(const ChunkInput& chunk, const Tensor* input_
   return result;
 }
 
-Tensor StageEngine::backward(int32_t chunk_id, const Tensor* grad_output) {
+Tensor StageEngine::backward(int32_t chunk_id, const Tensor* grad_output,
+                             const BackwardPartDone& part_done) {
+  return backward_run(chunk_id, grad_output, nullptr, part_done);
+}
+
+Tensor StageEngine::backward(int32_t chunk_id, Tensor&& grad_output,
+                             const BackwardPartDone& part_done) {
+  return backward_run(chunk_id, grad_output.empty() ? nullptr : &grad_output, &grad_output,
+                      part_done);
+}
+
+Tensor StageEngine::backward_run(int32_t chunk_id, const Tensor* grad_output, Tensor* owned,
+                                 const BackwardPartDone& part_done) {
   auto it = chunks_.find(chunk_id);
   if (it == chunks_.end()) {
     fail("engine: backward of chunk {} on layers [{}, {}) without its forward", chunk_id,
@@ -171,7 +200,7 @@ Tensor StageEngine::backward(int32_t chunk_id, const Tensor* grad_output) {
     if (grad_output == nullptr || grad_output->shape() != std::vector<int64_t>{N, C}) {
       fail("engine: backward of chunk {} needs an output grad of shape ({}, {})", chunk_id, N, C);
     }
-    dx = grad_output->clone(kAct);
+    dx = owned != nullptr ? std::move(*owned) : grad_output->clone(kAct);
   }
 
   BackwardWorkspace ws;
@@ -189,10 +218,12 @@ Tensor StageEngine::backward(int32_t chunk_id, const Tensor* grad_output) {
     if (l < c.recompute_layers) layer_forward(c, l, true, false);  // recompute the stash
     layer_backward(c, l, dx.data(), ws);
     c.layers[static_cast<size_t>(l)] = LayerStash();  // its K/V are no longer needed either
+    if (part_done) part_done(l);
   }
   if (range_.has_embedding) {
     embedding_backward(params_->embedding()->grad.data(), dx.data(), c.tokens.data(), N, C);
     dx.reset();
+    if (part_done) part_done(kBackwardPartEmbedding);
   }
   chunk_drop(chunk_id);
   return dx;

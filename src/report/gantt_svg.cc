@@ -8,34 +8,12 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "report/svg_util.h"
 
 namespace infinipipe::report {
 namespace {
 
 constexpr int kLeft = 110, kRight = 20, kTop = 56, kGap = 30, kAxis = 34;
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 // Chunks get well-spread hues (golden angle); backwards are the darker shade of the same hue.
 std::string chunk_colour(int32_t chunk, bool backward) {
@@ -43,31 +21,16 @@ std::string chunk_colour(int32_t chunk, bool backward) {
   return fmt::format("hsl({:.0f},65%,{}%)", hue, backward ? 36 : 72);
 }
 
-std::string format_seconds(double s) {
-  if (s == 0) return "0";
-  if (s >= 1.0) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  return fmt::format("{:.3g} us", s * 1e6);
-}
-
-// A "nice" tick step (1, 2 or 5 × 10^k) giving about `n` ticks over `span`.
-double tick_step(double span, int n) {
-  double raw = span / n, p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (raw <= m * p) return m * p;
-  return 10 * p;
-}
-
 }  // namespace
 
 std::string gantt_svg(const sim::StepResult& step, const GanttOptions& o) {
   const int ranks = static_cast<int>(step.actions.size());
-  const double span = step.step_time > 0 ? step.step_time : 1.0;
+  const double span = o.time_span > 0 ? o.time_span : step.step_time > 0 ? step.step_time : 1.0;
   const double plot_w = std::max(100, o.width - kLeft - kRight);
   const double sx = plot_w / span;
   const int gantt_h = ranks * o.row_height;
   const int mem_top = kTop + gantt_h + kAxis + kGap;
-  const int height = mem_top + ranks * (o.memory_height + 8) + 30;
+  const int height = o.memory ? mem_top + ranks * (o.memory_height + 8) + 30 : mem_top;
   auto X = [&](double t) { return kLeft + t * sx; };
 
   std::string s;
@@ -84,11 +47,11 @@ std::string gantt_svg(const sim::StepResult& step, const GanttOptions& o) {
       o.title.empty() ? fmt::format(
                             "{} ({}): step {}, bubble {:.1f}%, {:.0f} "
                             "tokens/s, MFU {:.1f}%",
-                            step.schedule, step.source, format_seconds(step.step_time),
+                            step.schedule, step.source, svg_format_seconds(step.step_time),
                             100 * step.bubble_ratio_mean, step.tokens_per_second, 100 * step.mfu)
                       : o.title;
   s += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
-                   kLeft, escape(title));
+                   kLeft, svg_escape(title));
   // Legend.
   int lx = kLeft;
   auto swatch = [&](const std::string& fill, const std::string& label, bool hatch) {
@@ -134,10 +97,10 @@ std::string gantt_svg(const sim::StepResult& step, const GanttOptions& o) {
           "<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" stroke=\"white\" "
           "stroke-width=\"0.5\"><title>{} chunk {} stage {}: {} .. {}{}</title></rect>\n",
           x, y + 2, w, o.row_height - 4, chunk_colour(a.action.chunk, bwd),
-          bwd ? "backward" : "forward", a.action.chunk, a.action.stage, format_seconds(a.start),
-          format_seconds(a.end),
+          bwd ? "backward" : "forward", a.action.chunk, a.action.stage, svg_format_seconds(a.start),
+          svg_format_seconds(a.end),
           a.recompute_time > 0 ? fmt::format(", recompute {} layers {}", a.action.recompute_layers,
-                                             format_seconds(a.recompute_time))
+                                             svg_format_seconds(a.recompute_time))
                                : "");
       if (a.recompute_time > 0)
         s += fmt::format(
@@ -153,15 +116,16 @@ std::string gantt_svg(const sim::StepResult& step, const GanttOptions& o) {
   }
   // Time axis.
   const int axis_y = kTop + gantt_h + 4;
-  const double dt = tick_step(span, 10);
+  const double dt = svg_tick_step(span, 10);
   s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{:.2f}\" y2=\"{}\" stroke=\"black\"/>\n", kLeft,
                    axis_y, kLeft + plot_w, axis_y);
   for (double t = 0; t <= span * (1 + 1e-9); t += dt)
     s += fmt::format(
         "<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"black\"/>"
         "<text x=\"{0:.2f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
-        X(t), axis_y, axis_y + 5, axis_y + 17, format_seconds(t));
+        X(t), axis_y, axis_y + 5, axis_y + 17, svg_format_seconds(t));
 
+  if (!o.memory) return s + "</svg>\n";
   // Memory panels: one scale for all ranks so they compare at a glance.
   int64_t top = std::max<int64_t>(step.memory_budget, 1);
   for (const auto& curve : step.memory)

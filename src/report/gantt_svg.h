@@ -15,6 +15,10 @@ struct GanttOptions {
   int row_height = 26;       // one rank's action row
   int memory_height = 70;    // one rank's memory panel
   bool label_chunks = true;  // chunk ids inside boxes wide enough
+  // Seconds the time axis covers (0 = the step's own time): give two charts the same span to
+  // draw them on one scale (planned next to measured).
+  double time_span = 0;
+  bool memory = true;  // the memory panels below the rows
 };
 
 std::string gantt_svg(const sim::StepResult& step, const GanttOptions& opts = {});

@@ -1,5 +1,6 @@
 #include "runtime/dist_step.h"
 
+#include <chrono>
 #include <map>
 #include <string>
 
@@ -43,9 +44,15 @@ std::vector<std::vector<int32_t>> dist_replica_split(std::span<const int64_t> le
 StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const> engines, P2p& p2p,
                             int64_t hidden_size, MemoryTracker& tracker,
                             std::span<const std::vector<int32_t>> sequences, double loss_scale,
-                            Watchdog* watchdog, int64_t iteration) {
+                            Watchdog* watchdog, int64_t iteration, DistGradReducer* grads) {
   MpiStageLink link(p2p, hidden_size, tracker);
-  RankExecutor ex(plan, p2p.layout().stage, engines, link, sequences, loss_scale);
+  const auto t0 = RankExecutor::Clock::now();
+  RankExecutor ex(plan, p2p.layout().stage, engines, link, sequences, loss_scale, t0);
+  if (grads != nullptr) {
+    grads->step_begin(t0);
+    ex.set_grad_part_done(
+        [grads](int32_t stage, int64_t part, bool final) { grads->part_done(stage, part, final); });
+  }
   while (!ex.done()) {
     if (watchdog != nullptr) {
       const plan::Action& a = ex.next_action();
@@ -53,20 +60,78 @@ StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const
                                 plan::action_kind_name(a.kind), a.chunk, a.stage));
     }
     ex.run_next();
-    p2p.progress();  // large messages move only while the receiver calls into MPI
+    link.progress();  // large messages move only inside MPI calls; frees sent buffers
   }
   if (watchdog != nullptr) watchdog->disarm();
   return ex.stats();
 }
 
-void dist_grads_allreduce(const ProcessGroups& groups, std::span<const ParamRef> params,
-                          double timeout_s) {
-  if (groups.layout().dp == 1) return;
-  GradBuckets buckets(groups.dp_comm(), timeout_s, GradReduceOp::sum);
-  // Reverse order: the order backward finishes them, the same on every replica of the stage.
-  for (size_t i = params.size(); i-- > 0;)
-    buckets.add(params[i].name, params[i].grad, params[i].numel);
-  buckets.finish("the data-parallel gradient all-reduce");
+DistGradReducer::DistGradReducer(const ProcessGroups& groups, std::span<StageEngine* const> engines,
+                                 double timeout_s, MemoryTracker* tracker,
+                                 int64_t bucket_bytes)
+    : buckets_(groups.dp_comm(), timeout_s, GradReduceOp::sum, bucket_bytes, tracker) {
+  // Every parameter once, in stage order (as Trainer::params()), then registered in reverse:
+  // the order backward finalises them, identical on every replica of this stage.
+  std::vector<const ParamRef*> order;
+  std::vector<std::vector<ParamRef>> refs(engines.size());
+  std::map<std::string, bool> seen;
+  for (size_t s = 0; s < engines.size(); ++s) {
+    if (engines[s] == nullptr) continue;
+    refs[s] = engines[s]->params().params();
+    for (const ParamRef& p : refs[s]) {
+      if (seen.emplace(p.name, true).second) order.push_back(&p);
+    }
+  }
+  std::map<const float*, int> id_of;
+  for (size_t i = order.size(); i-- > 0;) {
+    const ParamRef& p = *order[i];
+    id_of[p.grad] = buckets_.add(p.name, p.grad, p.numel);
+  }
+  // Which gradients each part of a stage finalises.
+  auto part_add = [&](int32_t stage, int64_t part, const Param* p) {
+    if (p == nullptr) return;
+    auto it = id_of.find(p->grad.data());
+    if (it != id_of.end()) ids_[{stage, part}].push_back(it->second);
+  };
+  for (size_t s = 0; s < engines.size(); ++s) {
+    if (engines[s] == nullptr) continue;
+    ModelParams& mp = engines[s]->params();
+    const int32_t st = static_cast<int32_t>(s);
+    for (int64_t l = 0; l < mp.num_layers(); ++l) {
+      const LayerParams& lp = mp.layer(l);
+      for (const Param* p :
+           {lp.input_norm, lp.wq, lp.wk, lp.wv, lp.wo, lp.post_norm, lp.wgate, lp.wup, lp.wdown}) {
+        part_add(st, l, p);
+      }
+    }
+    part_add(st, StageEngine::kBackwardPartEmbedding, mp.embedding());
+    part_add(st, RankExecutor::kGradPartHead, mp.final_norm());
+    // A tied head is the embedding: final only after the embedding's backward.
+    if (mp.lm_head() != mp.embedding()) part_add(st, RankExecutor::kGradPartHead, mp.lm_head());
+  }
+}
+
+void DistGradReducer::part_done(int32_t stage, int64_t part, bool final) {
+  if (final) {
+    auto it = ids_.find({stage, part});
+    if (it != ids_.end()) {
+      for (int id : it->second) buckets_.mark_ready(id);
+    }
+  }
+  buckets_.progress();
+}
+
+void DistGradReducer::finish(const std::string& during, std::vector<EventTiming>& events) {
+  buckets_.finish(during);
+  auto since = [&](RankExecutor::Clock::time_point t) {
+    return std::chrono::duration<double>(t - t0_).count();
+  };
+  for (const GradBuckets::BucketTiming& b : buckets_.last_timings()) {
+    events.push_back({"allreduce",
+                      fmt::format("bucket {} ({:.1f} MiB)", b.bucket,
+                                  static_cast<double>(b.bytes) / double(1 << 20)),
+                      since(b.start), since(b.end)});
+  }
 }
 
 }  // namespace infinipipe::runtime

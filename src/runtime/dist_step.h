@@ -5,13 +5,18 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cost/cost_model.h"
 #include "model/engine.h"
 #include "plan/plan.h"
 #include "runtime/executor.h"
+#include "runtime/mpi_allreduce.h"
 #include "runtime/mpi_groups.h"
 #include "runtime/mpi_p2p.h"
 #include "runtime/mpi_watchdog.h"
@@ -24,18 +29,47 @@ namespace infinipipe::runtime {
 std::vector<std::vector<int32_t>> dist_replica_split(std::span<const int64_t> lengths, int64_t dp,
                                                      const cost::CostModel& cm);
 
+// The data-parallel gradient sum of one rank, overlapped with backward. Parameters are bucketed
+// in the order backward makes them final (LM head and final norm, layers last to first, the
+// embedding; a later stage's first), the same on every replica of a stage. The executor tells
+// part_done() as each layer's backward ends; in the rank's last backward of a stage that layer's
+// gradients are final, which starts every bucket that became complete (in bucket order), and
+// between layers in-flight buckets are pushed along. finish() completes the rest.
+class DistGradReducer {
+ public:
+  // engines: by global stage, null for other ranks' stages (as the executor takes them); each
+  // parameter counts once by name (a tied copy is summed by the trainer afterwards).
+  // The staging buffers of packed buckets are charged to `tracker` (gradients) when given.
+  DistGradReducer(const ProcessGroups& groups, std::span<StageEngine* const> engines,
+                  double timeout_s, MemoryTracker* tracker = nullptr,
+                  int64_t bucket_bytes = GradBuckets::kDefaultBucketBytes);
+
+  // The executor's hook (RankExecutor::set_grad_part_done).
+  void part_done(int32_t stage, int64_t part, bool final);
+  // Before the step's first action: the clock origin of the step's events (ActionTiming's).
+  void step_begin(RankExecutor::Clock::time_point t0) { t0_ = t0; }
+  // Waits for every bucket, writes the sums into the gradients and appends one "allreduce"
+  // event per bucket ("bucket 3 (4.0 MiB)"), seconds since step_begin's t0, to `events`.
+  void finish(const std::string& during, std::vector<EventTiming>& events);
+
+  const GradBuckets& buckets() const { return buckets_; }
+
+ private:
+  GradBuckets buckets_;
+  std::map<std::pair<int32_t, int64_t>, std::vector<int>> ids_;  // (stage, part) -> gradients
+  RankExecutor::Clock::time_point t0_ = RankExecutor::Clock::now();
+};
+
 // Runs this rank's action list of `plan` (its pipeline rank is p2p.layout().stage) with an
 // MpiStageLink over p2p. `engines` is indexed by global stage and holds this rank's stages.
 // Receive buffers are charged to `tracker`. A watchdog, when given, is armed with each action
 // ("iteration 3: forward of chunk 5 on stage 1"), so a killed or stuck job says where each rank
-// stood.
+// stood. With `grads` (dp > 1) the gradient all-reduce starts during backward; call
+// grads->finish() after this returns.
 StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const> engines, P2p& p2p,
                             int64_t hidden_size, MemoryTracker& tracker,
                             std::span<const std::vector<int32_t>> sequences, double loss_scale,
-                            Watchdog* watchdog = nullptr, int64_t iteration = 0);
-
-// Sums the gradients of `params` over the replicas of this stage (GradBuckets, SUM).
-void dist_grads_allreduce(const ProcessGroups& groups, std::span<const ParamRef> params,
-                          double timeout_s);
+                            Watchdog* watchdog = nullptr, int64_t iteration = 0,
+                            DistGradReducer* grads = nullptr);
 
 }  // namespace infinipipe::runtime

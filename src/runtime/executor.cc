@@ -139,7 +139,11 @@ RankExecutor::RankExecutor(const plan::Plan& plan, int32_t rank,
           r.first_layer + r.num_layers);
     }
   }
+  for (size_t i = 0; i < actions_.size(); ++i) {
+    if (actions_[i].kind == plan::ActionKind::backward) last_backward_[actions_[i].stage] = i;
+  }
   stats_.timings.reserve(actions_.size());
+  stats_.t0 = t0_;
   link_.begin(plan, rank);
 }
 
@@ -172,9 +176,8 @@ void RankExecutor::run_next() {
     if (!st.has_embedding) input = link_.recv_activation(a.stage, a.chunk);
     const ChunkInput& in = chunk_input(a.chunk);
     timing.start_s = seconds_since(t0_);
-    ForwardOutput out =
-        engine.forward(in, input.empty() ? nullptr : &input, a.recompute_layers, loss_scale_);
-    input.reset();
+    // The received buffer becomes the chunk's stashed input (no copy, no second buffer).
+    ForwardOutput out = engine.forward(in, std::move(input), a.recompute_layers, loss_scale_);
     timing.end_s = seconds_since(t0_);
     if (st.has_lm_head) {
       stats_.loss_sum += out.loss_sum;
@@ -186,8 +189,15 @@ void RankExecutor::run_next() {
     Tensor grad;
     if (!st.has_lm_head) grad = link_.recv_grad(a.stage, a.chunk);
     timing.start_s = seconds_since(t0_);
-    Tensor dx = engine.backward(a.chunk, grad.empty() ? nullptr : &grad);
-    grad.reset();
+    StageEngine::BackwardPartDone part_done;
+    if (grad_part_done_) {
+      const bool final = last_backward_.at(a.stage) == next_;
+      if (st.has_lm_head) grad_part_done_(a.stage, kGradPartHead, final);
+      part_done = [this, stage = a.stage, final](int64_t part) {
+        grad_part_done_(stage, part, final);
+      };
+    }
+    Tensor dx = engine.backward(a.chunk, std::move(grad), part_done);
     timing.end_s = seconds_since(t0_);
     if (!st.has_embedding) link_.send_grad(a.stage, a.chunk, std::move(dx));
     // The chunk's last backward on this rank: its tokens are no longer needed.
@@ -197,9 +207,19 @@ void RankExecutor::run_next() {
     }
     if (!later) inputs_.erase(a.chunk);
   }
+  if (const MemoryTracker* mt = link_.memory_tracker()) timing.memory_bytes = mt->current_total();
   stats_.timings.push_back(timing);
   ++next_;
   if (done()) link_.finish(rank_);
+  link_waits_collect();
+}
+
+void RankExecutor::link_waits_collect() {
+  for (LinkWait& w : link_.waits_take()) {
+    stats_.events.push_back({"p2p_wait", std::move(w.name),
+                             std::chrono::duration<double>(w.start - t0_).count(),
+                             std::chrono::duration<double>(w.end - t0_).count()});
+  }
 }
 
 void RankExecutor::run_all() {
@@ -209,8 +229,9 @@ void RankExecutor::run_all() {
 std::vector<StepStats> execute_plan_local(const plan::Plan& plan,
                                           std::span<StageEngine* const> engines,
                                           std::span<const std::vector<int32_t>> sequences,
-                                          double loss_scale) {
+                                          double loss_scale, const MemoryTracker* tracker) {
   LocalStageLink link;
+  link.memory_tracker_set(tracker);
   const auto t0 = RankExecutor::Clock::now();
   std::vector<RankExecutor> ranks;
   ranks.reserve(plan.actions.size());

@@ -7,16 +7,25 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "model/engine.h"
 #include "plan/plan.h"
 
 namespace infinipipe::runtime {
+
+// A wait the link measured (a point-to-point receive that was not there yet), on the steady
+// clock; the executor moves it into StepStats::events as a "p2p_wait".
+struct LinkWait {
+  std::string name;
+  std::chrono::steady_clock::time_point start, end;
+};
 
 // How activations (forward) and their gradients (backward) cross stage boundaries. Stages are
 // global (virtual) stage indices; the chunk id is the plan's, so a receiver knows the shape
@@ -42,6 +51,23 @@ class StageLink {
   // The input activation of `chunk` on stage `to` / the gradient of its output.
   virtual Tensor recv_activation(int32_t to, int32_t chunk) = 0;
   virtual Tensor recv_grad(int32_t to, int32_t chunk) = 0;
+
+  // The tracker the stages' buffers are charged to, if the link was told (traces record its
+  // bytes after each action); null otherwise.
+  const MemoryTracker* memory_tracker() const { return memory_tracker_; }
+  void memory_tracker_set(const MemoryTracker* t) { memory_tracker_ = t; }
+  // Waits measured since the last call.
+  std::vector<LinkWait> waits_take() { return std::exchange(waits_, {}); }
+
+ protected:
+  void wait_record(std::string name, std::chrono::steady_clock::time_point start,
+                   std::chrono::steady_clock::time_point end) {
+    waits_.push_back({std::move(name), start, end});
+  }
+
+ private:
+  const MemoryTracker* memory_tracker_ = nullptr;
+  std::vector<LinkWait> waits_;
 };
 
 // In-process mailbox. A receive of a tensor nobody sent is an error, never a wait.
@@ -66,6 +92,7 @@ struct ActionTiming {
   plan::Action action;
   double start_s = 0;
   double end_s = 0;
+  int64_t memory_bytes = -1;  // the link's tracker, bytes in use after the action (-1 = unknown)
 };
 
 // Something other than a plan action that took time on a rank: a point-to-point wait
@@ -85,6 +112,7 @@ struct StepStats {
   int64_t predicted_tokens = 0;  // tokens those losses cover
   std::vector<ActionTiming> timings;
   std::vector<EventTiming> events;
+  std::chrono::steady_clock::time_point t0{};  // the origin of every start_s / end_s above
 };
 
 // Tokens a batch of sequences predicts: Σ (n − 1). The loss is the sum of token losses over it.
@@ -101,10 +129,19 @@ ChunkInput executor_chunk_input(const plan::Chunk& chunk,
 class RankExecutor {
  public:
   using Clock = std::chrono::steady_clock;
+  // Told as a backward finishes a part of a stage: `part` is a stage-local layer index,
+  // StageEngine::kBackwardPartEmbedding, or kGradPartHead (final norm and LM head, whose
+  // gradients accumulate in forward: told just before the backward starts). `final` is true in
+  // the rank's last backward of that stage: the part's parameter gradients will not change again
+  // this step, so their data-parallel reduction may start (dist_step.h).
+  using GradPartFn = std::function<void(int32_t stage, int64_t part, bool final)>;
+  static constexpr int64_t kGradPartHead = -2;
 
   RankExecutor(const plan::Plan& plan, int32_t rank, std::span<StageEngine* const> engines,
                StageLink& link, std::span<const std::vector<int32_t>> sequences, double loss_scale,
                Clock::time_point t0 = Clock::now());
+
+  void set_grad_part_done(GradPartFn fn) { grad_part_done_ = std::move(fn); }
 
   bool done() const { return next_ >= actions_.size(); }
   // The next action's input is there (always true for a first-stage forward and a last-stage
@@ -117,6 +154,7 @@ class RankExecutor {
 
  private:
   const ChunkInput& chunk_input(int32_t chunk);
+  void link_waits_collect();
 
   const plan::Plan& plan_;
   int32_t rank_;
@@ -127,16 +165,20 @@ class RankExecutor {
   double loss_scale_;
   Clock::time_point t0_;
   size_t next_ = 0;
-  std::map<int32_t, ChunkInput> inputs_;  // built on a chunk's first forward on this rank
+  std::map<int32_t, ChunkInput> inputs_;     // built on a chunk's first forward on this rank
+  std::map<int32_t, size_t> last_backward_;  // stage -> index of its last backward action here
+  GradPartFn grad_part_done_;
   StepStats stats_;
 };
 
 // Every rank of the plan in this process, over a LocalStageLink: runs whichever rank's next action
 // is ready, in rank order, until all lists are done. `engines` covers every stage. Returns one
 // StepStats per rank. A plan that cannot progress is an Error naming each rank's waiting action.
+// `tracker` (optional): the engines' tracker, whose bytes each ActionTiming records.
 std::vector<StepStats> execute_plan_local(const plan::Plan& plan,
                                           std::span<StageEngine* const> engines,
                                           std::span<const std::vector<int32_t>> sequences,
-                                          double loss_scale);
+                                          double loss_scale,
+                                          const MemoryTracker* tracker = nullptr);
 
 }  // namespace infinipipe::runtime

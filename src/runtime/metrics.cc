@@ -35,6 +35,7 @@ nlohmann::json metrics_to_json(const IterationMetrics& m) {
       {"predicted_tokens", m.predicted_tokens},
       {"seconds", m.seconds},
       {"plan_seconds", m.plan_seconds},
+      {"plan_wait_seconds", m.plan_wait_seconds},
       {"tokens_per_s", m.tokens_per_s},
       {"lr", m.lr},
       {"grad_norm", m.grad_norm},

@@ -24,7 +24,8 @@ struct IterationMetrics {
   int64_t tokens = 0;            // tokens processed (Σ n)
   int64_t predicted_tokens = 0;  // Σ (n − 1)
   double seconds = 0;            // wall time of the whole iteration (plan, execute, optimise)
-  double plan_seconds = 0;       // of which planning
+  double plan_seconds = 0;       // the planner's time for this batch (mostly in the background)
+  double plan_wait_seconds = 0;  // what the iteration waited for its plan (the exposed part)
   double tokens_per_s = 0;
   double lr = 0;
   double grad_norm = 0;  // before clipping

@@ -12,8 +12,12 @@
 
 namespace infinipipe {
 
-GradBuckets::GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op, int64_t bucket_bytes)
-    : timeout_s_(timeout_s), op_(op), bucket_count_(bucket_bytes / int64_t(sizeof(float))) {
+GradBuckets::GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op, int64_t bucket_bytes,
+                         MemoryTracker* tracker)
+    : timeout_s_(timeout_s),
+      op_(op),
+      bucket_count_(bucket_bytes / int64_t(sizeof(float))),
+      tracker_(tracker) {
   if (bucket_count_ < 1)
     fail_config("gradient bucket size must be >= 4 bytes, got {}", bucket_bytes);
   mpi_check(MPI_Comm_size(dp_comm, &dp_), "reading the data-parallel group size");
@@ -25,6 +29,7 @@ GradBuckets::GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op, in
 GradBuckets::~GradBuckets() {
   int fin = 0;
   MPI_Finalized(&fin);
+  if (tracker_ != nullptr) tracker_->release(MemCategory::mem_grads, staging_bytes());
   if (fin || std::uncaught_exceptions() > 0) return;  // the job is being aborted
   for (Bucket& b : buckets_) {
     if (b.request != MPI_REQUEST_NULL) MPI_Request_free(&b.request);
@@ -41,7 +46,7 @@ int GradBuckets::add(const std::string& name, float* grad, int64_t numel) {
 }
 
 int GradBuckets::num_buckets() const {
-  return static_cast<int>((numel_ + bucket_count_ - 1) / bucket_count_);
+  return static_cast<int>(built_ ? buckets_.size() : layout().size());
 }
 
 int64_t GradBuckets::staging_bytes() const {
@@ -50,36 +55,50 @@ int64_t GradBuckets::staging_bytes() const {
   return n * int64_t(sizeof(float));
 }
 
+std::vector<GradBuckets::Bucket> GradBuckets::layout() const {
+  std::vector<Bucket> out;
+  Bucket packed;  // the run of small tensors being packed
+  auto flush = [&] {
+    if (packed.count > 0) out.push_back(std::move(packed));
+    packed = Bucket{};
+  };
+  const int64_t pack_floats = kPackBytes / int64_t(sizeof(float));
+  for (int t = 0; t < static_cast<int>(tensors_.size()); ++t) {
+    const int64_t n = tensors_[t].numel;
+    if (n >= pack_floats) {
+      flush();
+      for (int64_t off = 0; off < n; off += bucket_count_) {
+        Bucket b;
+        b.count = std::min(n - off, bucket_count_);
+        b.slices.push_back({t, off, b.count, 0});
+        b.tensors.push_back(t);
+        out.push_back(std::move(b));
+      }
+      continue;
+    }
+    if (packed.count + n > bucket_count_) flush();
+    packed.slices.push_back({t, 0, n, packed.count});
+    packed.tensors.push_back(t);
+    packed.count += n;
+  }
+  flush();
+  return out;
+}
+
 void GradBuckets::build() {
   built_ = true;
-  Bucket cur;
-  for (int t = 0; t < static_cast<int>(tensors_.size()); ++t) {
-    int64_t off = 0;
-    while (off < tensors_[t].numel) {
-      int64_t n = std::min(tensors_[t].numel - off, bucket_count_ - cur.count);
-      cur.slices.push_back({t, off, n, cur.count});
-      if (cur.tensors.empty() || cur.tensors.back() != t) cur.tensors.push_back(t);
-      cur.count += n;
-      off += n;
-      if (cur.count == bucket_count_) {
-        buckets_.push_back(std::move(cur));
-        cur = Bucket{};
-      }
-    }
-  }
-  if (cur.count > 0) buckets_.push_back(std::move(cur));
+  buckets_ = layout();
   for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
     Bucket& bk = buckets_[b];
     for (int t : bk.tensors) tensors_[t].buckets.push_back(b);
-    bool whole = bk.slices.size() == 1 && bk.slices[0].offset == 0 &&
-                 bk.slices[0].count == tensors_[bk.slices[0].tensor].numel;
-    if (!whole && dp_ > 1) bk.staging.resize(static_cast<size_t>(bk.count));
+    if (bk.slices.size() > 1 && dp_ > 1) bk.staging.resize(static_cast<size_t>(bk.count));
     bk.waiting = static_cast<int>(bk.tensors.size());
   }
+  if (tracker_ != nullptr) tracker_->charge(MemCategory::mem_grads, staging_bytes());
 }
 
 float* GradBuckets::bucket_data(Bucket& b) {
-  if (b.staging.empty()) return tensors_[b.slices[0].tensor].grad;
+  if (b.staging.empty()) return tensors_[b.slices[0].tensor].grad + b.slices[0].offset;
   return b.staging.data();
 }
 
@@ -91,9 +110,11 @@ void GradBuckets::start(Bucket& b) {
     }
   }
   int n = mpi_count(b.count, "a gradient bucket");
+  b.started = Clock::now();
   mpi_check(MPI_Iallreduce(MPI_IN_PLACE, bucket_data(b), n, MPI_FLOAT, MPI_SUM, comm_, &b.request),
             fmt::format("starting the gradient all-reduce of the bucket holding '{}'",
                         tensors_[b.slices[0].tensor].name));
+  b.in_flight = true;
 }
 
 void GradBuckets::complete(Bucket& b) {
@@ -127,11 +148,15 @@ void GradBuckets::mark_ready(int id) {
 }
 
 void GradBuckets::progress() {
+  // Tests in start order up to the first unfinished one: each test drives OpenMPI's progress
+  // engine, and a finished bucket gets its end time.
   for (Bucket& b : buckets_) {
-    if (b.request == MPI_REQUEST_NULL) continue;
+    if (!b.in_flight) continue;
     int done = 0;
     mpi_check(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), "testing a gradient all-reduce");
-    return;  // one test drives OpenMPI's progress engine for all of them
+    if (!done) return;
+    b.in_flight = false;
+    b.ended = Clock::now();
   }
 }
 
@@ -150,7 +175,16 @@ void GradBuckets::finish(const std::string& during) {
         {fmt::format("the data-parallel gradient all-reduce of bucket {}/{} (from '{}') during {}",
                      i + 1, buckets_.size(), tensors_[b.slices[0].tensor].name, during),
          "a replica of this stage may have died or hung, or its plan has other parameters"});
+    if (b.in_flight) {
+      b.in_flight = false;
+      b.ended = Clock::now();
+    }
     complete(b);
+  }
+  last_timings_.clear();
+  for (int i = 0; i < static_cast<int>(buckets_.size()); ++i) {
+    const Bucket& b = buckets_[i];
+    last_timings_.push_back({i, b.count * int64_t(sizeof(float)), b.started, b.ended});
   }
   for (Tensor& t : tensors_) t.ready = false;
   for (Bucket& b : buckets_) {

@@ -13,28 +13,44 @@
 #endif
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "model/memory.h"
 
 namespace infinipipe {
 
 enum class GradReduceOp { sum, average };
 
 // Gradients are registered in the order they become final (parameters in reverse layer order,
-// as backward proceeds), packed into buckets of about bucket_bytes (a big tensor spans several),
-// and each bucket starts an MPI_Iallreduce as soon as all of its gradients are final. Buckets
-// start strictly in bucket order, which is the same on every replica of a stage, as MPI
-// requires of collectives. finish() waits for all before the optimizer step.
+// as backward proceeds) and cut into buckets, each of which starts an MPI_Iallreduce as soon as
+// all of its gradients are final. A tensor of at least kPackBytes is reduced in place, in pieces
+// of at most bucket_bytes; runs of smaller ones (norms, small projections) are packed into one
+// staging buffer per bucket, so a message is never tiny and the staging memory is only that of
+// the small tensors (not a second copy of every gradient). Buckets start strictly in bucket
+// order, which is the same on every replica of a stage, as MPI requires of collectives.
+// finish() waits for all before the optimizer step.
 class GradBuckets {
  public:
   static constexpr int64_t kDefaultBucketBytes = 4 << 20;
+  static constexpr int64_t kPackBytes = 64 << 10;
+  using Clock = std::chrono::steady_clock;
+
+  // When one bucket's all-reduce ran: started by mark_ready/finish, seen complete by progress()
+  // or finish() (so the end is as late as the next call into them).
+  struct BucketTiming {
+    int bucket;
+    int64_t bytes;
+    Clock::time_point start, end;
+  };
 
   // dp_comm: the replicas of this stage (ProcessGroups::dp_comm()). With one replica
-  // everything is a no-op.
+  // everything is a no-op. The staging buffers are charged to `tracker` (gradients) if given.
   GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op = GradReduceOp::sum,
-              int64_t bucket_bytes = kDefaultBucketBytes);
+              int64_t bucket_bytes = kDefaultBucketBytes, MemoryTracker* tracker = nullptr);
   ~GradBuckets();
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -56,13 +72,15 @@ class GradBuckets {
   int num_buckets() const;
   int dp() const { return dp_; }
   int64_t numel() const { return numel_; }
-  // Memory of the staging buffers (buckets of several tensors are packed into one buffer for
-  // MPI; a bucket that is one whole tensor is reduced in place). Allocated on the first
-  // mark_ready/finish and kept; 0 with one replica. For the memory accounting.
+  // Memory of the staging buffers (buckets of several small tensors are packed into one buffer
+  // for MPI; a bucket of one tensor, or of a piece of one, is reduced in place). Allocated on
+  // the first mark_ready/finish and kept; 0 with one replica.
   int64_t staging_bytes() const;
   // Buckets of the last finish() whose all-reduce had started before finish() was called: how
   // much of the reduction overlapped backward.
   int last_started_early() const { return last_started_early_; }
+  // Every bucket of the last finish(), in bucket order (empty with one replica).
+  const std::vector<BucketTiming>& last_timings() const { return last_timings_; }
 
  private:
   struct Slice {
@@ -74,10 +92,12 @@ class GradBuckets {
   struct Bucket {
     std::vector<Slice> slices;
     std::vector<int> tensors;    // distinct tensors, for readiness
-    std::vector<float> staging;  // empty when the bucket is one whole tensor (reduced in place)
+    std::vector<float> staging;  // empty when the bucket is one tensor or a piece of one
     int64_t count = 0;
     int waiting = 0;  // tensors not yet ready
     MPI_Request request = MPI_REQUEST_NULL;
+    bool in_flight = false;  // started, completion not yet seen
+    Clock::time_point started, ended;
   };
   struct Tensor {
     std::string name;
@@ -87,6 +107,7 @@ class GradBuckets {
     bool ready = false;
   };
 
+  std::vector<Bucket> layout() const;  // the buckets of the registered tensors
   void build();
   void start(Bucket& b);
   void complete(Bucket& b);
@@ -97,12 +118,14 @@ class GradBuckets {
   double timeout_s_;
   GradReduceOp op_;
   int64_t bucket_count_;  // floats per bucket
+  MemoryTracker* tracker_ = nullptr;
   std::vector<Tensor> tensors_;
   std::vector<Bucket> buckets_;
   bool built_ = false;
   size_t next_start_ = 0;
   int64_t numel_ = 0;
   int last_started_early_ = 0;
+  std::vector<BucketTiming> last_timings_;
 };
 
 // Scalar reductions with the p2p deadline, element-wise in place. `what` names the quantity in

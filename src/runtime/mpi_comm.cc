@@ -102,6 +102,14 @@ Comm::~Comm() {
   if (owns_mpi_) MPI_Finalize();
 }
 
+void Comm::timeouts_set(double p2p_timeout_s, double watchdog_timeout_s) {
+  CommOptions o = options_;
+  o.p2p_timeout_s = p2p_timeout_s;
+  o.watchdog_timeout_s = watchdog_timeout_s;
+  o.validate();
+  options_ = o;
+}
+
 void Comm::barrier(const std::string& during) {
   MPI_Request req = MPI_REQUEST_NULL;
   mpi_check(MPI_Ibarrier(world_, &req), "starting a barrier " + during);

@@ -57,6 +57,9 @@ class Comm {
   int thread_level() const { return thread_level_; }
 
   void barrier(const std::string& during);  // with the p2p deadline
+  // The run's --p2p-timeout / --watchdog-timeout (known once its configuration is read, after
+  // MPI is up); ConfigError when invalid. Before any wait that should use them.
+  void timeouts_set(double p2p_timeout_s, double watchdog_timeout_s);
 
  private:
   CommOptions options_;

@@ -1,5 +1,6 @@
 #include "runtime/mpi_stage_link.h"
 
+#include <chrono>
 #include <utility>
 
 #include <fmt/format.h>
@@ -18,7 +19,9 @@ std::string during_describe(P2pKind kind, int32_t stage, int32_t chunk) {
 }  // namespace
 
 MpiStageLink::MpiStageLink(P2p& p2p, int64_t hidden_size, MemoryTracker& tracker)
-    : p2p_(p2p), hidden_(hidden_size), tracker_(tracker) {}
+    : p2p_(p2p), hidden_(hidden_size), tracker_(tracker) {
+  memory_tracker_set(&tracker);
+}
 
 MpiStageLink::~MpiStageLink() {
   // Only after an error: MPI must not write into buffers that are gone.
@@ -55,22 +58,34 @@ void MpiStageLink::begin(const plan::Plan& plan, int32_t rank) {
          recvs_.size(), sends_.size());
   }
   plan_ = &plan;
+  expected_.clear();
   for (const plan::Action& a : plan.actions[static_cast<size_t>(rank)]) {
     const plan::StageSpec& st = plan.stages[static_cast<size_t>(a.stage)];
-    if (a.kind == plan::ActionKind::forward && !st.has_embedding) {
-      post_recv(P2pKind::activation, a.stage, a.stage - 1, a.chunk);
-    } else if (a.kind == plan::ActionKind::backward && !st.has_lm_head) {
-      post_recv(P2pKind::gradient, a.stage, a.stage + 1, a.chunk);
+    const bool fwd = a.kind == plan::ActionKind::forward;
+    if (fwd ? st.has_embedding : st.has_lm_head) continue;
+    const P2pKind kind = fwd ? P2pKind::activation : P2pKind::gradient;
+    if (!expected_.emplace(Key{static_cast<int>(kind), a.stage, a.chunk}, fwd ? -1 : 1).second) {
+      fail("mpi link: stage {} receives the {} of chunk {} twice; the plan is broken", a.stage,
+           p2p_kind_name(kind), a.chunk);
     }
   }
 }
 
-void MpiStageLink::post_recv(P2pKind kind, int32_t to, int32_t from, int32_t chunk) {
+std::map<MpiStageLink::Key, MpiStageLink::Posted>::iterator MpiStageLink::recv_find(
+    P2pKind kind, int32_t to, int32_t chunk) const {
   const Key key{static_cast<int>(kind), to, chunk};
-  if (recvs_.count(key) != 0) {
-    fail("mpi link: stage {} receives the {} of chunk {} twice; the plan is broken", to,
-         p2p_kind_name(kind), chunk);
-  }
+  auto it = recvs_.find(key);
+  if (it != recvs_.end()) return it;
+  auto e = expected_.find(key);
+  if (e == expected_.end()) return recvs_.end();
+  const int32_t from = to + e->second;
+  expected_.erase(e);
+  post_recv(kind, to, from, chunk);
+  return recvs_.find(key);
+}
+
+void MpiStageLink::post_recv(P2pKind kind, int32_t to, int32_t from, int32_t chunk) const {
+  const Key key{static_cast<int>(kind), to, chunk};
   const int64_t n = plan_->chunks[static_cast<size_t>(chunk)].tokens();
   Posted p;
   p.buffer = Tensor(tracker_, MemCategory::mem_activations, {n, hidden_}, false);
@@ -92,8 +107,16 @@ void MpiStageLink::send(P2pKind kind, int32_t from, int32_t to, int32_t chunk, T
   sends_reap();
 }
 
+void MpiStageLink::progress() {
+  p2p_.progress();
+  sends_reap();
+}
+
 void MpiStageLink::sends_reap() {
-  while (!sends_.empty() && p2p_.test(sends_.front().request)) sends_.pop_front();
+  // Any completed send, not just a completed prefix: its buffer is memory the plan does not hold.
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    it = p2p_.test(it->request) ? sends_.erase(it) : it + 1;
+  }
 }
 
 void MpiStageLink::send_activation(int32_t from, int32_t chunk, Tensor t) {
@@ -105,7 +128,7 @@ void MpiStageLink::send_grad(int32_t from, int32_t chunk, Tensor t) {
 }
 
 bool MpiStageLink::ready(P2pKind kind, int32_t to, int32_t chunk) const {
-  auto it = recvs_.find({static_cast<int>(kind), to, chunk});
+  auto it = recv_find(kind, to, chunk);
   if (it == recvs_.end()) return false;
   return !it->second.request.pending() || p2p_.test(it->second.request);
 }
@@ -119,13 +142,20 @@ bool MpiStageLink::has_grad(int32_t to, int32_t chunk) const {
 }
 
 Tensor MpiStageLink::take(P2pKind kind, int32_t to, int32_t chunk) {
-  auto it = recvs_.find({static_cast<int>(kind), to, chunk});
+  auto it = recv_find(kind, to, chunk);
   if (it == recvs_.end()) {
     fail("mpi link: stage {} needs the {} of chunk {}, which its action list never receives", to,
          p2p_kind_name(kind), chunk);
   }
   sends_reap();
+  // A receive still in flight is a wait the trace shows (the executor collects it).
+  const bool in_flight = it->second.request.pending();
+  const auto wait_start = std::chrono::steady_clock::now();
   p2p_.wait(it->second.request, during_describe(kind, to, chunk));
+  if (in_flight) {
+    wait_record(fmt::format("{} of chunk {} for stage {}", p2p_kind_name(kind), chunk, to),
+                wait_start, std::chrono::steady_clock::now());
+  }
   Tensor t = std::move(it->second.buffer);
   recvs_.erase(it);
   return t;
@@ -140,12 +170,14 @@ Tensor MpiStageLink::recv_grad(int32_t to, int32_t chunk) {
 }
 
 void MpiStageLink::finish(int32_t rank) {
-  if (!recvs_.empty()) {
-    const auto& [kind, to, chunk] = recvs_.begin()->first;
+  if (!recvs_.empty() || !expected_.empty()) {
+    const auto& [kind, to, chunk] =
+        recvs_.empty() ? expected_.begin()->first : recvs_.begin()->first;
     fail(
         "mpi link: rank {} finished its actions with {} receives never taken (first: the {} of "
         "chunk {} for stage {}); the plan is broken",
-        rank, recvs_.size(), p2p_kind_name(static_cast<P2pKind>(kind)), chunk, to);
+        rank, recvs_.size() + expected_.size(), p2p_kind_name(static_cast<P2pKind>(kind)), chunk,
+        to);
   }
   for (Posted& p : sends_) {
     p2p_.wait(p.request, fmt::format("the end of rank {}'s actions", rank));

@@ -1,8 +1,12 @@
 // StageLink over MPI point-to-point: the executor's activations and gradients cross ranks with
-// non-blocking sends and receives. Every receive of the rank's action list is posted at begin():
-// its size is the chunk's tokens × hidden, known from the plan, so there is no shape hand-shake
-// (and none of the variable-length deadlocks it causes) and transfers overlap compute. Waits carry
-// the p2p deadline and name the peer and the action, so a dead or hung neighbour is an Error.
+// non-blocking sends and receives. Every receive's size is the chunk's tokens × hidden, known from
+// the plan, so there is no shape hand-shake (and none of the variable-length deadlocks it causes).
+// A receive is posted when its action comes (begin() only lists them): its buffer then lives just
+// through that action, as the planner's memory model counts it, instead of every receive of the
+// step holding a buffer from the start. Nothing is lost: sends never block, and on shared memory
+// OpenMPI copies a large message when the receiver matches it, whenever that is posted. Waits
+// carry the p2p deadline and name the peer and the action, so a dead or hung neighbour is an
+// Error.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +37,11 @@ class MpiStageLink : public StageLink {
   Tensor recv_activation(int32_t to, int32_t chunk) override;
   Tensor recv_grad(int32_t to, int32_t chunk) override;
 
-  // Receives posted and not yet taken, sends not yet complete (0 after finish()).
+  // Between actions: drives MPI and frees the buffers of sends that completed.
+  void progress();
+
+  // Receives posted and not yet taken (at most the next action's), sends not yet complete (0
+  // after finish()).
   size_t pending_recvs() const { return recvs_.size(); }
   size_t pending_sends() const { return sends_.size(); }
 
@@ -46,9 +54,11 @@ class MpiStageLink : public StageLink {
 
   int peer_of_stage(int32_t stage) const;
   int vstage_of(int32_t stage) const;
-  void post_recv(P2pKind kind, int32_t to, int32_t from, int32_t chunk);
+  void post_recv(P2pKind kind, int32_t to, int32_t from, int32_t chunk) const;
   void send(P2pKind kind, int32_t from, int32_t to, int32_t chunk, Tensor t);
   Tensor take(P2pKind kind, int32_t to, int32_t chunk);
+  // The posted receive, posting it now if the action list expects it; recvs_.end() if not.
+  std::map<Key, Posted>::iterator recv_find(P2pKind kind, int32_t to, int32_t chunk) const;
   bool ready(P2pKind kind, int32_t to, int32_t chunk) const;
   void sends_reap();
 
@@ -56,8 +66,9 @@ class MpiStageLink : public StageLink {
   int64_t hidden_;
   MemoryTracker& tracker_;
   const plan::Plan* plan_ = nullptr;
-  mutable std::map<Key, Posted> recvs_;  // mutable: has_*() tests (and so completes) requests
-  std::deque<Posted> sends_;             // buffers stay alive until their send completes
+  mutable std::map<Key, Posted> recvs_;      // mutable: has_*() posts and tests requests
+  mutable std::map<Key, int32_t> expected_;  // receives not yet posted -> sender stage offset
+  std::deque<Posted> sends_;                 // buffers stay alive until their send completes
 };
 
 }  // namespace infinipipe::runtime

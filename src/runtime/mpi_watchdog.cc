@@ -59,6 +59,11 @@ Watchdog::~Watchdog() {
   }
 }
 
+void Watchdog::timeout_set(double timeout_s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  timeout_s_ = timeout_s;
+}
+
 void Watchdog::arm(const std::string& doing) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -24,6 +24,7 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
+  void timeout_set(double timeout_s);  // from the next check on
   void arm(const std::string& doing);  // the clock starts now for this step
   void disarm();
 

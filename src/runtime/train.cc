@@ -18,6 +18,8 @@
 #include "runtime/dist_step.h"
 #include "runtime/mpi_allreduce.h"
 #include "runtime/mpi_comm.h"
+#include "runtime/profile.h"
+#include "runtime/trace.h"
 
 namespace infinipipe::runtime {
 
@@ -27,6 +29,18 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// The planner's cost model for training: the configured one (preset or calibration) with the
+// memory terms of the engine that runs the plans, read off its allocator, so the predicted peak
+// is what the engine allocates and --memory-budget holds as measured. (A preset's generic terms
+// are a GPU framework's; a calibration's are these for its own model shape only.)
+cost::CostModel train_cost_model(const Config& cfg) {
+  const cost::CostModel base = cost::CostModel::from_config(cfg);
+  return cost::CostModel(
+      cfg.model, base.device(),
+      profile_memory_coefficients(cfg.model, cfg.training.optimizer, base.coefficients()),
+      base.ulysses_degree(), base.bf16());
 }
 
 bool same_layout(const std::vector<plan::StageSpec>& a, const std::vector<plan::StageSpec>& b) {
@@ -99,7 +113,7 @@ void train_check_config(const Config& cfg, int world_size) {
 Trainer::Trainer(const TrainOptions& opts)
     : cfg_(opts.config),
       config_yaml_(opts.config_yaml),
-      cm_(cost::CostModel::from_config(opts.config)),
+      cm_(train_cost_model(opts.config)),
       groups_(opts.groups) {
   train_check_config(cfg_, groups_ ? groups_->layout().world_size() : 1);
   watchdog_ = opts.watchdog;
@@ -108,6 +122,10 @@ Trainer::Trainer(const TrainOptions& opts)
   const OptimizerOptions oo = OptimizerOptions::from_config(cfg_.training);
   oo.validate();
   model_build();
+  if (groups_ && groups_->layout().dp > 1) {
+    grads_ =
+        std::make_unique<DistGradReducer>(*groups_, engine_ptrs_, p2p_->timeout_s(), &tracker_);
+  }
   optimizer_ = std::make_unique<ParamOptimizer>(oo, [this](int64_t delta) {
     if (delta >= 0) {
       tracker_.charge(MemCategory::mem_optimizer, delta);
@@ -243,16 +261,76 @@ void Trainer::save() {
   comm.barrier(fmt::format("committing the checkpoint of iteration {}", iteration_));
 }
 
+// This rank's replica's share of a global batch: all of it in one process or with dp = 1.
+std::vector<int64_t> Trainer::replica_lengths(std::span<const int64_t> lengths) const {
+  if (!groups_ || groups_->layout().dp == 1) return {lengths.begin(), lengths.end()};
+  const auto split = dist_replica_split(lengths, groups_->layout().dp, cm_);
+  std::vector<int64_t> out;
+  for (int32_t i : split[static_cast<size_t>(groups_->layout().replica)])
+    out.push_back(lengths[static_cast<size_t>(i)]);
+  return out;
+}
+
+namespace {
+
+double plan_timed(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> lengths,
+                  plan::PlanResult& out) {
+  const auto t = Clock::now();
+  out = plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule);
+  return seconds_between(t, Clock::now());
+}
+
+}  // namespace
+
+// The plan of `lengths`: the background planner's when it planned these very lengths (it
+// planned the batch the sampler was going to give), else planned now.
+Trainer::Planned Trainer::plan_take(std::span<const int64_t> lengths) {
+  if (ahead_.valid()) {
+    Planned p = ahead_.get();  // rethrows the planner's error, which is this batch's
+    if (std::equal(lengths.begin(), lengths.end(), ahead_lengths_.begin(), ahead_lengths_.end()))
+      return p;
+  }
+  Planned p;
+  p.seconds = plan_timed(cfg_, cm_, lengths, p.result);
+  return p;
+}
+
+// Starts planning the next global batch on a thread. The sampler is copied to look ahead, so
+// the position a checkpoint saves stays the consumed one.
+void Trainer::plan_ahead_start() {
+  data::BatchSampler peek = *sampler_;
+  std::vector<int64_t> lengths;
+  for (int64_t doc : peek.next()) {
+    const int64_t n = std::min(dataset_->document_length(doc), cfg_.model.seq_length);
+    if (n > 0) lengths.push_back(n);
+  }
+  if (batch_predicted_tokens(lengths) == 0) return;  // step() reports that batch
+  ahead_lengths_ = replica_lengths(lengths);
+  ahead_ = std::async(std::launch::async, [this, lengths = ahead_lengths_] {
+    Planned p;
+    p.seconds = plan_timed(cfg_, cm_, lengths, p.result);
+    return p;
+  });
+}
+
 // One process plans the whole batch. Distributed: the replica's share (balance_replicas), planned
 // by its first pipeline rank and broadcast, so the ranks of a pipeline run the very same plan
-// whatever the planner's search does.
-plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths) {
-  if (!groups_) return plan::make_plan_detailed(cfg_, cm_, lengths, cfg_.parallel.schedule);
+// whatever the planner's search does. planner_seconds: the planner's own time for it.
+plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths, double& planner_seconds) {
+  const bool plans_here = !groups_ || groups_->layout().stage == 0;
   plan::PlanResult out;
+  if (plans_here) {
+    Planned p = plan_take(lengths);
+    out = std::move(p.result);
+    planner_seconds = p.seconds;
+    knobs_text_ = out.knobs.describe();
+  }
+  if (!groups_) return out;
   std::string text;
-  if (groups_->layout().stage == 0) {
-    out = plan::make_plan_detailed(cfg_, cm_, lengths, cfg_.parallel.schedule);
-    nlohmann::json j = {{"plan", plan::plan_to_json(out.plan)}, {"knobs", out.knobs.describe()}};
+  if (plans_here) {
+    nlohmann::json j = {{"plan", plan::plan_to_json(out.plan)},
+                        {"knobs", knobs_text_},
+                        {"seconds", planner_seconds}};
     text = j.dump();
   }
   // Blocking broadcasts: the watchdog is the backstop should the planning rank die here.
@@ -261,12 +339,11 @@ plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths) {
   text.resize(static_cast<size_t>(n));
   mpi_check(MPI_Bcast(text.data(), mpi_count(n, "the plan"), MPI_CHAR, 0, groups_->pp_comm()),
             "broadcasting the plan");
-  if (groups_->layout().stage != 0) {
+  if (!plans_here) {
     const nlohmann::json j = nlohmann::json::parse(text);
     out.plan = plan::plan_from_json(j.at("plan"));
     knobs_text_ = j.at("knobs").get<std::string>();
-  } else {
-    knobs_text_ = out.knobs.describe();
+    planner_seconds = j.at("seconds").get<double>();
   }
   return out;
 }
@@ -322,11 +399,16 @@ IterationMetrics Trainer::step() {
     my_seqs = std::move(seqs);
   }
 
+  // Planning never stalls training: this batch was planned while the last one trained (but for
+  // the first), and the next one is planned while this one trains. plan_seconds is the
+  // planner's time, plan_wait_seconds what this step waited for its plan.
   const auto t_plan = Clock::now();
-  plan::PlanResult planned = plan_replica(my_lengths);
-  if (!groups_) knobs_text_ = planned.knobs.describe();
+  plan::PlanResult planned = plan_replica(my_lengths, m.plan_seconds);
   last_plan_ = std::move(planned.plan);
-  m.plan_seconds = seconds_between(t_plan, Clock::now());
+  m.plan_wait_seconds = seconds_between(t_plan, Clock::now());
+  if ((!groups_ || groups_->layout().stage == 0) && m.iteration < cfg_.training.train_iters) {
+    plan_ahead_start();
+  }
   if (!same_layout(last_plan_.stages, layout_)) {
     fail(
         "iteration {}: the {} plan splits the layers differently from the model's stage layout; "
@@ -340,9 +422,10 @@ IterationMetrics Trainer::step() {
   const double loss_scale = 1.0 / static_cast<double>(predicted);
   if (groups_) {
     last_stats_ = {dist_execute_plan(last_plan_, engine_ptrs_, *p2p_, cfg_.model.hidden_size,
-                                     tracker_, my_seqs, loss_scale, watchdog_, m.iteration)};
+                                     tracker_, my_seqs, loss_scale, watchdog_, m.iteration,
+                                     grads_.get())};
   } else {
-    last_stats_ = execute_plan_local(last_plan_, engine_ptrs_, my_seqs, loss_scale);
+    last_stats_ = execute_plan_local(last_plan_, engine_ptrs_, my_seqs, loss_scale, &tracker_);
   }
   m.measured_step_seconds = seconds_between(t_exec, Clock::now());
   double loss_sum = 0;
@@ -357,10 +440,11 @@ IterationMetrics Trainer::step() {
     const std::string it = fmt::format(" of iteration {}", m.iteration);
     loss_sum = allreduce_sum(groups_->comm().world(), loss_sum, t, "the loss sum" + it);
     loss_tokens = allreduce_sum(groups_->comm().world(), loss_tokens, t, "the token count" + it);
-    std::vector<ParamRef> ps = params();
-    if (watchdog_) watchdog_->arm("the gradient all-reduce" + it);
-    dist_grads_allreduce(*groups_, ps, t);
-    if (watchdog_) watchdog_->disarm();
+    if (grads_) {
+      if (watchdog_) watchdog_->arm("the gradient all-reduce" + it);
+      grads_->finish("the data-parallel gradient all-reduce" + it, last_stats_[0].events);
+      if (watchdog_) watchdog_->disarm();
+    }
   }
   if (loss_tokens != predicted) {
     fail(
@@ -376,12 +460,21 @@ IterationMetrics Trainer::step() {
         m.iteration, m.loss);
   }
 
+  // Planning runs in the background: the trace shows what this step waited for its plan.
+  trace_event_add(last_stats_.front(), "plan",
+                  fmt::format("waiting for the plan (planner took {:.3f} s)", m.plan_seconds),
+                  t_plan,
+                  t_plan + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(m.plan_wait_seconds)));
+  const auto t_optimizer = Clock::now();
   tied_grads_sum();
   m.grad_norm = grad_norm_clip();
   std::vector<OptimTensor> tensors = optim_tensors();
   m.lr = lr_.lr_at(iteration_);
   optimizer_->step(tensors, m.lr);
   tied_values_copy();
+  trace_event_add(last_stats_.front(), "optimizer", "clip and optimizer step", t_optimizer,
+                  Clock::now());
   ++iteration_;
 
   m.consumed_samples = sampler_->consumed_samples();
@@ -420,6 +513,12 @@ std::vector<IterationMetrics> train_run(const TrainOptions& options) {
     opts.timings_path = train_rank_path(opts.timings_path, opts.groups->comm().rank());
   }
   const bool talk = !opts.quiet && opts.out != nullptr;
+  if (opts.groups) {
+    // The run's --p2p-timeout and --watchdog-timeout, for every wait from here on.
+    const ParallelConfig& p = opts.config.parallel;
+    opts.groups->comm().timeouts_set(p.p2p_timeout, p.watchdog_timeout);
+    if (opts.watchdog) opts.watchdog->timeout_set(opts.groups->comm().options().watchdog_timeout());
+  }
   // Megatron's idiom `--save DIR --load DIR` resumes when DIR has a checkpoint and starts fresh
   // when it has none yet (the first run of a job script).
   if (!tc.load.empty() && tc.load == tc.save && !checkpoint_find_latest(tc.load)) {
@@ -455,9 +554,14 @@ std::vector<IterationMetrics> train_run(const TrainOptions& options) {
   MetricsWriter metrics(opts.metrics_path);
   MetricsWriter timings(opts.timings_path);
   ProgressLine progress(opts.err, trainer.iteration(), tc.train_iters, !opts.quiet);
+  std::unique_ptr<TraceWriter> trace = trace_writer_open(opts);
   const int64_t log_every = std::max<int64_t>(1, tc.log_interval);
   while (trainer.iteration() < tc.train_iters) {
+    const auto t_step = Clock::now();
     IterationMetrics m = trainer.step();
+    if (trace) {
+      trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());
+    }
     metrics.write(metrics_to_json(m));
     if (!opts.timings_path.empty()) {
       timings.write(

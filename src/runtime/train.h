@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -37,6 +38,7 @@ struct TrainOptions {
   std::string config_yaml;   // the resolved configuration as YAML, saved in every checkpoint
   std::string metrics_path;  // JSON lines appended per iteration; "" = none
   std::string timings_path;  // per-action measured vs predicted times, a JSON line per iteration
+  std::string trace_dir;     // Chrome traces, plans and config for `infinipipe report` (trace.h)
   bool quiet = false;        // no per-iteration lines, no progress line
   std::FILE* out = stdout;   // per-iteration report lines and messages
   std::FILE* err = stderr;   // progress line
@@ -59,6 +61,8 @@ std::string train_rank_path(const std::string& path, int rank);
 // pp × dp other than the number of processes (world_size; 1 without mpirun), Ulysses > 1, tied
 // embeddings across pipeline stages, bf16, no --data-path with iterations to run.
 void train_check_config(const Config& cfg, int world_size = 1);
+
+class DistGradReducer;
 
 class Trainer {
  public:
@@ -91,7 +95,15 @@ class Trainer {
   std::vector<OptimTensor> optim_tensors();
   void tied_grads_sum();
   void tied_values_copy();
-  plan::PlanResult plan_replica(std::span<const int64_t> lengths);
+  // A plan of this rank's share and the planner's seconds for it.
+  struct Planned {
+    plan::PlanResult result;
+    double seconds = 0;
+  };
+  std::vector<int64_t> replica_lengths(std::span<const int64_t> lengths) const;
+  Planned plan_take(std::span<const int64_t> lengths);
+  void plan_ahead_start();
+  plan::PlanResult plan_replica(std::span<const int64_t> lengths, double& planner_seconds);
   double grad_norm_clip();
 
   Config cfg_;
@@ -103,6 +115,7 @@ class Trainer {
   std::vector<StageEngine*> engine_ptrs_;  // by global stage; null for other ranks' stages
   const ProcessGroups* groups_ = nullptr;
   std::unique_ptr<P2p> p2p_;
+  std::unique_ptr<DistGradReducer> grads_;  // dp > 1: the overlapped gradient all-reduce
   Watchdog* watchdog_ = nullptr;
   std::string knobs_text_;  // the last plan's knobs, described
   std::unique_ptr<ParamOptimizer> optimizer_;
@@ -114,6 +127,10 @@ class Trainer {
   bool resumed_ = false;
   plan::Plan last_plan_;
   std::vector<StepStats> last_stats_;
+  // The next batch's plan, made on a background thread (which never calls MPI) while this one
+  // trains, by the rank that plans: its replica's lengths, and the plan to come.
+  std::vector<int64_t> ahead_lengths_;
+  std::future<Planned> ahead_;
 };
 
 // The whole `infinipipe train` run: build or resume, iterate to train_iters with reports and

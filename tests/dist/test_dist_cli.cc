@@ -147,5 +147,64 @@ echo "KILLED=$K RC=$? AFTER=$(( $(date +%s) - S ))"
   EXPECT_NE(r.output.find(fmt::format("at iteration {}", *latest)), std::string::npos) << r.output;
 }
 
+TEST_F(DistCli, TimeoutFlagsAreValidated) {
+  const std::string one = fmt::format(
+      "{} train --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 256 "
+      "--device cpu --data-path {} --train-iters 1 ",
+      INFINIPIPE_BINARY, (dir_ / "corpus").string());
+  Job j = shell(one + "--p2p-timeout 0");
+  EXPECT_EQ(j.rc, 2) << j.output;
+  EXPECT_NE(j.output.find("p2p-timeout must be a positive number of seconds"), std::string::npos)
+      << j.output;
+  j = shell(one + "--p2p-timeout 10 --watchdog-timeout 5");
+  EXPECT_EQ(j.rc, 2) << j.output;
+  EXPECT_NE(j.output.find("must exceed p2p-timeout"), std::string::npos) << j.output;
+  j = shell(one + "--watchdog-timeout -1");
+  EXPECT_EQ(j.rc, 2) << j.output;
+  EXPECT_NE(j.output.find("watchdog-timeout must be 0"), std::string::npos) << j.output;
+}
+
+// A rank that hangs (SIGSTOP) ends the job after about --p2p-timeout, not the 45 s default: the
+// flag reaches the waits, and the message names the stopped rank.
+TEST_F(DistCli, P2pTimeoutFlagBoundsAHang) {
+  const std::string ck = (dir_ / "ck").string();
+  const std::string job =
+      mpirun(2, fmt::format("--pp 2 --train-iters 100000 --quiet --save {} --save-interval 2 "
+                            "--p2p-timeout 4",
+                            ck));
+  const std::string script_path = (dir_ / "stop.sh").string();
+  {
+    std::FILE* f = std::fopen(script_path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fmt::print(f, R"SH({} &
+T=$!
+for i in $(seq 300); do [ -e {}/latest ] && break; sleep 0.1; done
+K=
+for m in $(pgrep -P $T); do
+  for c in $(pgrep -P $m); do
+    tr '\0' '\n' < /proc/$c/environ | grep -qx OMPI_COMM_WORLD_RANK=1 && K=$c
+  done
+done
+[ -n "$K" ] && kill -STOP $K
+S=$(date +%s)
+wait $T
+RC=$?
+[ -n "$K" ] && kill -9 $K 2>/dev/null
+echo "STOPPED=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
+)SH",
+               job, ck);
+    std::fclose(f);
+  }
+  const Job j = shell("bash " + script_path);
+  ASSERT_NE(j.output.find("STOPPED="), std::string::npos) << j.output;
+  ASSERT_EQ(j.output.find("STOPPED= "), std::string::npos) << "rank 1 was not found:\n" << j.output;
+  EXPECT_EQ(j.output.find("RC=0"), std::string::npos) << j.output;
+  const size_t at = j.output.find("AFTER=");
+  ASSERT_NE(at, std::string::npos) << j.output;
+  // 4 s of waiting, a 2 s question to the stopped peer, the abort: well under the default 45 s.
+  EXPECT_LT(std::stoi(j.output.substr(at + 6)), 25) << j.output;
+  EXPECT_NE(j.output.find("rank 1"), std::string::npos) << j.output;
+}
+
 }  // namespace
 }  // namespace infinipipe

@@ -28,6 +28,7 @@ namespace {
 
 const std::vector<int64_t> kLengths{256, 40, 17, 200, 5, 96, 2, 130, 64, 31, 150, 77};
 constexpr uint64_t kSeed = 7;
+constexpr int64_t kBucketBytes = 64 << 10;
 
 Config dist_config(int64_t pp, int64_t dp, Schedule schedule, int64_t layers) {
   Config c;
@@ -156,9 +157,12 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
   ASSERT_FALSE(owned.empty());
 
   P2p p2p(groups, comm.options().p2p_timeout_s);
+  // Small buckets, so several start while backward still runs (overlap) and the model's
+  // gradients are spread over many of them.
+  DistGradReducer grads(groups, engines, 30.0, &tracker, kBucketBytes);
   const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kLengths));
-  const StepStats stats =
-      dist_execute_plan(plan, engines, p2p, cfg.model.hidden_size, tracker, mine, scale);
+  const StepStats stats = dist_execute_plan(plan, engines, p2p, cfg.model.hidden_size, tracker,
+                                            mine, scale, nullptr, 0, &grads);
   EXPECT_EQ(stats.timings.size(), plan.actions[static_cast<size_t>(l.stage)].size());
   for (const auto& e : owned) EXPECT_EQ(e->num_stashed_chunks(), 0u) << what;
 
@@ -171,7 +175,26 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
   std::vector<ParamRef> params;
   for (const auto& e : owned)
     for (const ParamRef& p : e->params().params()) params.push_back(p);
-  dist_grads_allreduce(groups, params, 30.0);
+  const double exec_end = stats.timings.empty() ? 0 : stats.timings.back().end_s;
+  std::vector<EventTiming> buckets;  // the all-reduce's events (the link adds p2p waits)
+  grads.finish("the test's gradient all-reduce", buckets);
+  if (dp > 1) {
+    // Every bucket is reported, in order, on the executor's clock. All start inside the rank's
+    // last backward (the final ones as its last part, the embedding or layer 0, ends), none in
+    // finish(), and the first well before that backward ends.
+    const int nb = grads.buckets().num_buckets();
+    ASSERT_GT(nb, 2) << what;
+    ASSERT_EQ(buckets.size(), static_cast<size_t>(nb)) << what;
+    for (const EventTiming& e : buckets) {
+      EXPECT_EQ(e.category, "allreduce") << what;
+      EXPECT_LE(e.start_s, e.end_s) << what << ": " << e.name;
+      EXPECT_GT(e.start_s, 0) << what << ": " << e.name;
+    }
+    EXPECT_EQ(grads.buckets().last_started_early(), nb) << what;
+    EXPECT_LT(buckets.front().start_s, exec_end) << what << ": no overlap with backward";
+  } else {
+    EXPECT_TRUE(buckets.empty()) << what;
+  }
   for (const ParamRef& p : params) {
     const auto& want = ref.grads.at(p.name);
     ASSERT_EQ(want.size(), static_cast<size_t>(p.numel)) << p.name;

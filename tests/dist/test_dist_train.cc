@@ -1,12 +1,13 @@
 // The Trainer under mpirun: from the same seed and data, losses and weights after a few
 // iterations match the one-process Trainer to fp32 round-off, and checkpoints reshard: a
 // one-process checkpoint resumes on pp × dp ranks and a distributed one resumes in one process,
-// both continuing with the uninterrupted run's losses.
+// both continuing with the uninterrupted run's losses; the same layout resumes bit for bit.
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -181,6 +182,97 @@ class DistTrain : public ::testing::Test {
     }
   }
 
+  // pp × dp ranks train 4 iterations; the same layout saves after 2, a new Trainer resumes
+  // there and trains 2 more: losses and weights are bit-identical to the uninterrupted run.
+  void expect_resume_bit_identical(int64_t pp, int64_t dp) {
+    Comm& comm = disttest::test_comm();
+    ProcessGroups groups(comm, pp, dp);
+    const std::string what = fmt::format("pp {} dp {}", pp, dp);
+    TrainOptions o = options(pp, dp, Schedule::epp, 4);
+    o.groups = &groups;
+    Run whole;
+    {
+      Trainer t(o);
+      whole = run(t, 4);
+    }
+    const std::string ckpt = (dir_ / "ckpt").string();
+    Run first;
+    {
+      TrainOptions o1 = o;
+      o1.config.training.save = ckpt;
+      Trainer t(o1);
+      first = run(t, 2);
+      t.save();
+    }
+    TrainOptions o2 = o;
+    o2.config.training.load = ckpt;
+    Trainer t(o2);
+    ASSERT_TRUE(t.resumed()) << what;
+    ASSERT_EQ(t.iteration(), 2) << what;
+    const Run rest = run(t, 2);
+    const std::vector<double> got{first.losses[0], first.losses[1], rest.losses[0], rest.losses[1]};
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i], whole.losses[i]) << what << ": loss of iteration " << i + 1;
+    }
+    ASSERT_EQ(rest.weights.size(), whole.weights.size()) << what;
+    for (const auto& [name, w] : whole.weights) {
+      const auto& g = rest.weights.at(name);
+      ASSERT_EQ(g.size(), w.size()) << what << ": " << name;
+      EXPECT_EQ(std::memcmp(g.data(), w.data(), w.size() * sizeof(float)), 0)
+          << what << ": weights of " << name << " differ after resuming";
+    }
+  }
+
+  // EPP with adaptive checkpointing under a budget that forces recompute on longer sequences:
+  // each rank's measured peak (the engine's accounting allocator) is within 5% of the plan's
+  // prediction for its stage, both ways. From iteration 2 on: the first iteration allocates the
+  // AdamW state only in its optimizer step, after the activations are gone.
+  // Known gap (reported to the planner): a forward that recomputes every layer of its stage
+  // builds one whole layer's stash transiently, which forward_transient_bytes does not count; at
+  // budgets tight enough for the solver to choose that, measured exceeds predicted.
+  void expect_peak_memory_predicted(int64_t pp, int64_t dp, int64_t batch, int64_t budget) {
+    Comm& comm = disttest::test_comm();
+    const std::string corpus = (dir_ / "long").string();
+    if (comm.rank() == 0) {
+      data::SynthOptions so;
+      so.distribution = "github";
+      so.num_documents = 200;
+      so.seq_length = 1024;
+      so.seed = 5;
+      so.output = corpus;
+      data::synth_corpus_write(so);
+    }
+    comm.barrier("the long corpus");
+    ProcessGroups groups(comm, pp, dp);
+    TrainOptions o = options(pp, dp, Schedule::epp, 3);
+    o.groups = &groups;
+    Config& c = o.config;
+    c.model.num_layers = 8;
+    c.model.seq_length = 1024;
+    c.training.global_batch_size = batch;
+    c.training.data_path = corpus;
+    c.training.memory_budget = budget;
+    c.parallel.recompute_granularity = RecomputeGranularity::adaptive;
+    c.validate();
+    Trainer t(o);
+    int64_t recomputed = 0;
+    for (int i = 0; i < 3; ++i) {
+      const IterationMetrics m = t.step();
+      recomputed += m.recompute_layers;
+      if (i == 0) continue;
+      const std::string what =
+          fmt::format("pp {} dp {} rank {} iteration {}", pp, dp, comm.rank(), m.iteration);
+      ASSERT_GT(m.predicted_peak_bytes, 0) << what;
+      EXPECT_LE(m.predicted_peak_bytes, budget) << what;
+      const double err =
+          static_cast<double>(m.measured_peak_bytes) / static_cast<double>(m.predicted_peak_bytes) -
+          1.0;
+      EXPECT_LE(std::fabs(err), 0.05) << what << ": measured " << m.measured_peak_bytes
+                                      << " B, predicted " << m.predicted_peak_bytes << " B";
+    }
+    EXPECT_GT(recomputed, 0) << "the budget should force recompute";
+  }
+
   fs::path dir_;
   Optimizer optimizer_ = Optimizer::adamw;
 };
@@ -218,6 +310,26 @@ TEST_F(DistTrain, FourRanksMatchOneProcess) {
 TEST_F(DistTrain, Pp2Dp2ResumeReshards) {
   DIST_TEST_RANKS(4);
   expect_resume_reshards(2, 2);
+}
+
+TEST_F(DistTrain, Pp2ResumeIsBitIdentical) {
+  DIST_TEST_RANKS(2);
+  expect_resume_bit_identical(2, 1);
+}
+
+TEST_F(DistTrain, Pp2Dp2ResumeIsBitIdentical) {
+  DIST_TEST_RANKS(4);
+  expect_resume_bit_identical(2, 2);
+}
+
+TEST_F(DistTrain, Pp2PeakMemoryWithinFivePercentOfPlan) {
+  DIST_TEST_RANKS(2);
+  expect_peak_memory_predicted(2, 1, 8, 18 << 20);
+}
+
+TEST_F(DistTrain, Pp2Dp2PeakMemoryWithinFivePercentOfPlan) {
+  DIST_TEST_RANKS(4);
+  expect_peak_memory_predicted(2, 2, 16, 18 << 20);
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+// `infinipipe report RUN_DIR`: joins the plans a traced run executed (`train --trace RUN_DIR`) with
+// its per-rank traces: prediction errors per action kind, per stage and per iteration, bubbles
+// and memory peaks, as tables on stdout, one self-contained HTML page and optionally JSON.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "core/error.h"
+#include "cost/cost_model.h"
+#include "report/run_compare.h"
+#include "report/run_html.h"
+#include "report/run_trace.h"
+
+namespace infinipipe::cli {
+
+namespace {
+
+struct ReportArgs {
+  std::string dir;
+  std::string html;  // "" = RUN_DIR/report.html
+  std::string json;
+  bool no_html = false;
+};
+
+void run_report(const ReportArgs& a) {
+  const report::RunTrace trace = report::run_trace_load(a.dir);
+  if (trace.config_yaml.empty()) {
+    fail(
+        "{}/config.yaml is missing: the report needs the run's configuration for its cost model; "
+        "re-run `infinipipe train ... --trace {}`",
+        a.dir, a.dir);
+  }
+  Config cfg;
+  apply_yaml(cfg, trace.config_yaml, a.dir + "/config.yaml");
+  cfg.validate();
+  const cost::CostModel cost = cost::CostModel::from_config(cfg);
+  const report::RunCompare c = report::run_compare(trace, cost, cfg);
+  fmt::print("{}", report::run_compare_tables(c));
+  if (!a.json.empty()) {
+    std::ofstream out(a.json);
+    out << report::run_compare_to_json(c).dump(1) << "\n";
+    if (!out) fail("cannot write {}: check that its directory exists and is writable", a.json);
+    fmt::print("\nwrote {}\n", a.json);
+  }
+  if (!a.no_html) {
+    const std::string path =
+        a.html.empty() ? (std::filesystem::path(a.dir) / "report.html").string() : a.html;
+    report::run_html_save(report::run_html(c, trace.metrics), path);
+    fmt::print("{}wrote {}\n", a.json.empty() ? "\n" : "", path);
+  }
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "report",
+      "predicted vs measured for a run traced with `train --trace RUN_DIR`: time errors per action "
+      "kind, stage and iteration, bubbles, memory peaks; tables on stdout and one HTML page");
+  cmd->add_option("RUN_DIR", args->dir, "the directory given to `infinipipe train --trace`")
+      ->required();
+  cmd->add_option("--html", args->html,
+                  "where to write the HTML page (default RUN_DIR/report.html)");
+  cmd->add_option("--json", args->json, "also write the numbers as JSON to this file");
+  cmd->add_flag("--no-html", args->no_html, "print the tables only");
+  cmd->callback([args] { run_report(*args); });
+}
+
+}  // namespace infinipipe::cli

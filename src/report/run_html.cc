@@ -1,0 +1,219 @@
+#include "report/run_html.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "report/chart_svg.h"
+#include "report/gantt_svg.h"
+#include "report/svg_util.h"
+
+namespace infinipipe::report {
+
+namespace {
+
+constexpr const char* kStyle = R"(
+body { font-family: sans-serif; margin: 24px auto; max-width: 1440px; color: #222; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; border-bottom: 1px solid #ddd; }
+h3 { font-size: 15px; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; }
+figure { margin: 0 0 12px 0; } figcaption { font-size: 12px; color: #555; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0 16px 0; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
+p.note { font-size: 13px; color: #444; max-width: 1000px; }
+#render-check { font-size: 11px; color: #888; }
+)";
+
+// Marks a chart so the render check finds it: <svg class="chart" data-chart="NAME" ...>.
+std::string chart(const std::string& svg, const std::string& name) {
+  std::string out = svg;
+  const size_t at = out.find("<svg ");
+  if (at != std::string::npos) {
+    out.insert(at + 5, fmt::format("class=\"chart\" data-chart=\"{}\" ", svg_escape(name)));
+  }
+  return out;
+}
+
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (size_t i = 1; i < line.size(); ++i) {
+    if (line[i] == '|') {
+      const size_t b = cur.find_first_not_of(' '), e = cur.find_last_not_of(' ');
+      out.push_back(b == std::string::npos ? "" : cur.substr(b, e - b + 1));
+      cur.clear();
+    } else {
+      cur += line[i];
+    }
+  }
+  return out;
+}
+
+// The markdown of run_compare_tables as HTML: headings, paragraphs and pipe tables.
+std::string markdown_html(const std::string& md) {
+  std::istringstream in(md);
+  std::string line, out;
+  bool in_table = false, header = false;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '|') {
+      if (line.rfind("|---", 0) == 0) continue;
+      if (!in_table) {
+        out += "<table>\n";
+        in_table = header = true;
+      }
+      out += "<tr>";
+      for (const std::string& c : cells(line)) {
+        out += fmt::format("<{0}>{1}</{0}>", header ? "th" : "td", svg_escape(c));
+      }
+      out += "</tr>\n";
+      header = false;
+      continue;
+    }
+    if (in_table) {
+      out += "</table>\n";
+      in_table = false;
+    }
+    if (line.rfind("## ", 0) == 0) {
+      out += "<h3>" + svg_escape(line.substr(3)) + "</h3>\n";
+    } else if (line.rfind("# ", 0) == 0) {
+      continue;  // the page has its own title
+    } else if (!line.empty()) {
+      out += "<p class=\"note\">" + svg_escape(line) + "</p>\n";
+    }
+  }
+  if (in_table) out += "</table>\n";
+  return out;
+}
+
+std::vector<std::pair<double, double>> memory_points(const std::vector<sim::MemorySample>& m) {
+  std::vector<std::pair<double, double>> out;
+  for (const sim::MemorySample& s : m) out.push_back({s.time, static_cast<double>(s.bytes)});
+  return out;
+}
+
+}  // namespace
+
+int run_html_chart_count(const RunCompare& c) {
+  return 4 + c.pp;  // two Gantt charts, memory per rank, loss, tokens/s
+}
+
+std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& metrics) {
+  const sim::StepResult& pred = c.shown_predicted;
+  const sim::StepResult& meas = c.shown_measured;
+  const double span = std::max(pred.step_time, meas.step_time);
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  h += fmt::format("<title>infinipipe report: {}</title>\n<style>{}</style></head>\n<body>\n",
+                   svg_escape(c.dir), kStyle);
+  h += fmt::format("<h1>infinipipe report: {}</h1>\n", svg_escape(c.dir));
+  h += fmt::format(
+      "<p class=\"note\">{} schedule, pp {} &times; dp {}, {} iteration(s) traced{}. Median "
+      "absolute error of the predicted action times: <b>{:.1f}%</b>; of the iteration: "
+      "<b>{:.1f}%</b>.</p>\n",
+      svg_escape(c.schedule), c.pp, c.dp, c.iterations.size() / static_cast<size_t>(c.dp),
+      c.one_process ? " in one process" : "", 100 * c.by_kind.back().median_abs_rel,
+      100 * c.step.median_abs_rel);
+
+  h += fmt::format("<h2>Iteration {} (replica 0): planned and measured</h2>\n", c.shown_iteration);
+  h += "<p class=\"note\">Both charts share one time scale. Colour = chunk, darker = backward, "
+       "hatched = recompute (in the measured chart at the predicted share of the backward).</p>\n";
+  GanttOptions go;
+  go.time_span = span;
+  go.memory = false;
+  go.title = fmt::format("planned (simulated): step {}, bubble {:.1f}%",
+                         svg_format_seconds(pred.step_time), 100 * pred.bubble_ratio_mean);
+  h += "<figure>" + chart(gantt_svg(pred, go), "gantt-planned") + "</figure>\n";
+  go.title = fmt::format("measured: step {}, bubble {:.1f}%", svg_format_seconds(meas.step_time),
+                         100 * meas.bubble_ratio_mean);
+  h += "<figure>" + chart(gantt_svg(meas, go), "gantt-measured") + "</figure>\n";
+
+  h += "<h2>Memory over time per stage</h2>\n";
+  if (c.one_process && c.pp > 1) {
+    h += "<p class=\"note\">One process holds every stage: each measured curve is the whole "
+         "process's tracker.</p>\n";
+  }
+  h += "<div class=\"charts\">\n";
+  for (int32_t k = 0; k < c.pp; ++k) {
+    const size_t kk = static_cast<size_t>(k);
+    LineSeries p{"predicted", "#1f5fbf", {}, true, true};
+    LineSeries m{"measured (after each action)", "#d62728", {}, false, true};
+    if (kk < pred.memory.size()) p.points = memory_points(pred.memory[kk]);
+    if (kk < meas.memory.size()) m.points = memory_points(meas.memory[kk]);
+    LineChartOptions o;
+    o.title = fmt::format("rank {} memory", k);
+    o.x_label = "time in the step";
+    o.y_label = "bytes";
+    o.x_format = AxisFormat::seconds;
+    o.y_format = AxisFormat::bytes;
+    o.x_max = span;
+    o.width = 700;
+    h += "<figure>" + chart(line_chart_svg({p, m}, o), fmt::format("memory-rank{}", k)) +
+         "</figure>\n";
+  }
+  h += "</div>\n";
+
+  // The last record of each iteration (a metrics file may hold an earlier run's lines too).
+  std::map<int64_t, std::pair<double, double>> by_iter;
+  for (const nlohmann::json& r : metrics) {
+    if (!r.is_object() || !r.contains("iteration")) continue;
+    by_iter[r.value("iteration", int64_t{0})] = {r.value("loss", NAN),
+                                                 r.value("tokens_per_s", NAN)};
+  }
+  LineSeries loss{"loss", "#2ca02c", {}, false, false};
+  LineSeries rate{"tokens/s", "#9467bd", {}, false, false};
+  for (const auto& [it, v] : by_iter) {
+    loss.points.push_back({static_cast<double>(it), v.first});
+    rate.points.push_back({static_cast<double>(it), v.second});
+  }
+  h += "<h2>Training</h2>\n<div class=\"charts\">\n";
+  LineChartOptions o;
+  o.title = "loss per iteration";
+  o.x_label = "iteration";
+  o.x_integer = true;
+  o.y_label = "loss";
+  o.y_from_zero = false;
+  h += "<figure>" + chart(line_chart_svg({loss}, o), "loss") + "</figure>\n";
+  o.title = "tokens/s per iteration";
+  o.y_label = "tokens/s";
+  o.y_from_zero = true;
+  h += "<figure>" + chart(line_chart_svg({rate}, o), "tokens-per-s") + "</figure>\n</div>\n";
+
+  h += "<h2>Predicted vs measured</h2>\n" + markdown_html(run_compare_tables(c));
+  // The render check: counts charts whose SVG drew something with a non-empty box.
+  h += fmt::format(
+      "<div id=\"render-check\" data-expected=\"{}\">charts: not rendered</div>\n<script>\n"
+      "(function() {{\n"
+      "  var svgs = document.querySelectorAll('svg.chart'), ok = [];\n"
+      "  for (var i = 0; i < svgs.length; ++i) {{\n"
+      "    var s = svgs[i], b = s.getBBox();\n"
+      "    if (s.querySelector('rect, polyline, line') && b.width > 0 && b.height > 0)\n"
+      "      ok.push(s.getAttribute('data-chart'));\n"
+      "  }}\n"
+      "  document.body.setAttribute('data-charts', ok.length);\n"
+      "  document.getElementById('render-check').textContent =\n"
+      "      'charts rendered: ' + ok.length + ' of ' + svgs.length + ' [' + ok.join(' ') + ']';\n"
+      "}})();\n</script>\n</body></html>\n",
+      run_html_chart_count(c));
+  return h;
+}
+
+void run_html_save(const std::string& html, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out)
+      fail("cannot write the report {}: check that its directory exists and is writable", tmp);
+    out << html;
+    if (!out) fail("writing the report {} failed (disk full?)", tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    fail("cannot rename {} to {}: check permissions", tmp, path);
+  }
+}
+
+}  // namespace infinipipe::report

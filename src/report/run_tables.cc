@@ -1,0 +1,151 @@
+// The text and JSON forms of a RunCompare (declared in run_compare.h).
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/config.h"
+#include "report/run_compare.h"
+
+namespace infinipipe::report {
+
+namespace {
+
+std::string pct(double x) {
+  return std::isfinite(x) ? fmt::format("{:.1f}%", 100 * x) : "n/a";
+}
+
+std::string signed_pct(double x) {
+  return std::isfinite(x) ? fmt::format("{:+.1f}%", 100 * x) : "n/a";
+}
+
+std::string secs(double s) {
+  if (s >= 1.0) return fmt::format("{:.3f} s", s);
+  return fmt::format("{:.2f} ms", s * 1e3);
+}
+
+std::string error_row(const ErrorStats& e) {
+  return fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", e.label, e.count,
+                     secs(e.predicted_s), secs(e.measured_s), pct(e.median_abs_rel),
+                     pct(e.mean_abs_rel), signed_pct(e.mean_rel));
+}
+
+constexpr const char* kErrorHeader =
+    "| {} | n | predicted | measured | median abs err | mean abs err | bias |\n"
+    "|---|---|---|---|---|---|---|\n";
+
+nlohmann::json error_json(const ErrorStats& e) {
+  return {{"label", e.label},
+          {"count", e.count},
+          {"predicted_s", e.predicted_s},
+          {"measured_s", e.measured_s},
+          {"median_abs_rel_error", e.median_abs_rel},
+          {"mean_abs_rel_error", e.mean_abs_rel},
+          {"mean_rel_error", e.mean_rel}};
+}
+
+}  // namespace
+
+std::string run_compare_tables(const RunCompare& c) {
+  std::set<int64_t> distinct;
+  for (const IterationCompare& i : c.iterations) distinct.insert(i.iteration);
+  std::string s =
+      fmt::format("# {}: {} schedule, pp {} x dp {}, {} iteration(s) traced{}\n\n", c.dir,
+                  c.schedule, c.pp, c.dp, distinct.size(),
+                  c.one_process ? " in one process" : fmt::format(" on {} ranks", c.pp * c.dp));
+  s += "Relative error = (measured - predicted) / predicted; bias > 0: the cost model predicts too "
+       "little.\n";
+  if (c.serial_steps) {
+    s += "One process runs the pipeline's ranks one after another: the predicted iteration is the "
+         "sum of the predicted action times, and measured bubbles are mostly that serialisation.\n";
+  }
+  s += "\n## Time per action kind\n\n" + fmt::format(kErrorHeader, "kind");
+  for (const ErrorStats& e : c.by_kind) s += error_row(e);
+  s += "\n## Time per stage (pipeline rank)\n\n" + fmt::format(kErrorHeader, "rank");
+  for (const StageCompare& st : c.stages) s += error_row(st.time);
+  s += "\n## Whole iteration (execution of the plan)\n\n" + fmt::format(kErrorHeader, "step");
+  s += error_row(c.step);
+  s += "\n| iteration | replica | predicted | measured | error | bubble pred | bubble meas | "
+       "loss | tokens/s |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const IterationCompare& i : c.iterations) {
+    const double err = i.predicted_step_s > 0
+                           ? (i.measured_step_s - i.predicted_step_s) / i.predicted_step_s
+                           : NAN;
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", i.iteration, i.replica,
+                     secs(i.predicted_step_s), secs(i.measured_step_s), signed_pct(err),
+                     pct(i.bubble_predicted), pct(i.bubble_measured),
+                     i.has_metrics ? fmt::format("{:.4f}", i.loss) : "",
+                     i.has_metrics ? fmt::format("{:.0f}", i.tokens_per_s) : "");
+  }
+  s += "\n## Bubbles and memory per stage\n\n"
+       "bubble = idle share of the step (1 - busy / step time); idle in span = idle share between "
+       "the rank's first and last action.\n\n"
+       "| rank | bubble pred | bubble meas | idle in span pred | idle in span meas | peak pred | "
+       "peak meas | peak error |\n|---|---|---|---|---|---|---|---|\n";
+  for (const StageCompare& st : c.stages) {
+    const bool has = st.peak_measured >= 0;
+    s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", st.rank,
+                     pct(st.bubble_predicted), pct(st.bubble_measured), pct(st.idle_predicted),
+                     pct(st.idle_measured), format_bytes(st.peak_predicted),
+                     has ? format_bytes(st.peak_measured) : "(process)",
+                     has && st.peak_predicted > 0
+                         ? signed_pct(static_cast<double>(st.peak_measured - st.peak_predicted) /
+                                      static_cast<double>(st.peak_predicted))
+                         : "");
+  }
+  s += fmt::format("| all | {} | {} | {} | {} | | | |\n", pct(c.bubble_predicted),
+                   pct(c.bubble_measured), pct(c.idle_predicted), pct(c.idle_measured));
+  if (c.one_process) {
+    s += fmt::format(
+        "\nOne process holds every stage: its measured peak is {} (all stages together){}.\n",
+        format_bytes(c.process_peak_measured),
+        c.pp == 1 ? "" : "; per-stage peaks are measured under mpirun");
+  }
+  return s;
+}
+
+nlohmann::json run_compare_to_json(const RunCompare& c) {
+  nlohmann::json kinds = nlohmann::json::array(), stages = nlohmann::json::array(),
+                 iterations = nlohmann::json::array();
+  for (const ErrorStats& e : c.by_kind) kinds.push_back(error_json(e));
+  for (const StageCompare& st : c.stages) {
+    stages.push_back({{"rank", st.rank},
+                      {"time", error_json(st.time)},
+                      {"bubble_predicted", st.bubble_predicted},
+                      {"bubble_measured", st.bubble_measured},
+                      {"idle_in_span_predicted", st.idle_predicted},
+                      {"idle_in_span_measured", st.idle_measured},
+                      {"peak_predicted_bytes", st.peak_predicted},
+                      {"peak_measured_bytes", st.peak_measured}});
+  }
+  for (const IterationCompare& i : c.iterations) {
+    iterations.push_back(
+        {{"iteration", i.iteration},
+         {"replica", i.replica},
+         {"predicted_step_s", i.predicted_step_s},
+         {"measured_step_s", i.measured_step_s},
+         {"bubble_predicted", i.bubble_predicted},
+         {"bubble_measured", i.bubble_measured},
+         {"idle_in_span_predicted", i.idle_predicted},
+         {"idle_in_span_measured", i.idle_measured},
+         {"loss", i.has_metrics ? nlohmann::json(i.loss) : nlohmann::json()},
+         {"tokens_per_s", i.has_metrics ? nlohmann::json(i.tokens_per_s) : nlohmann::json()}});
+  }
+  return {{"dir", c.dir},
+          {"schedule", c.schedule},
+          {"pp", c.pp},
+          {"dp", c.dp},
+          {"one_process", c.one_process},
+          {"serial_steps", c.serial_steps},
+          {"by_kind", kinds},
+          {"stages", stages},
+          {"step", error_json(c.step)},
+          {"iterations", iterations},
+          {"bubble_predicted", c.bubble_predicted},
+          {"bubble_measured", c.bubble_measured},
+          {"idle_in_span_predicted", c.idle_predicted},
+          {"idle_in_span_measured", c.idle_measured},
+          {"process_peak_measured_bytes", c.process_peak_measured}};
+}
+
+}  // namespace infinipipe::report

@@ -1,0 +1,217 @@
+#include "report/run_trace.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "plan/plan_json.h"
+
+namespace infinipipe::report {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kRerun =
+    "re-run `infinipipe train ... --trace DIR` (the run writes one trace-rankNNNNN.json per rank)";
+
+template <typename T>
+T field(const json& obj, const char* key, const std::string& path, const char* what) {
+  if (!obj.is_object() || !obj.contains(key)) {
+    fail("{}: {} has no \"{}\"; this is not a trace of `infinipipe train --trace`; {}", path, what,
+         key, kRerun);
+  }
+  try {
+    return obj.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail("{}: \"{}\" of {} has the wrong type ({}); {}", path, key, what, obj.at(key).dump(),
+         kRerun);
+  }
+}
+
+std::string text_read(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) fail("cannot read {}: check its permissions", p.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+void run_trace_parse(const json& j, const std::string& path, RunTrace& out) {
+  if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array()) {
+    fail("{} has no \"traceEvents\" array; it is not a Chrome trace; {}", path, kRerun);
+  }
+  const json meta = j.contains("metadata") ? j["metadata"] : json();
+  if (field<std::string>(meta, "format", path, "the metadata") != "infinipipe-trace") {
+    fail("{} is a Chrome trace, but not one of `infinipipe train --trace`; {}", path, kRerun);
+  }
+  TraceFileInfo info;
+  info.path = path;
+  info.world_rank = field<int32_t>(meta, "world_rank", path, "the metadata");
+  info.pp = field<int32_t>(meta, "pp", path, "the metadata");
+  info.dp = field<int32_t>(meta, "dp", path, "the metadata");
+  info.stage = field<int32_t>(meta, "stage", path, "the metadata");
+  info.replica = field<int32_t>(meta, "replica", path, "the metadata");
+  info.one_process = field<bool>(meta, "one_process", path, "the metadata");
+  info.schedule = field<std::string>(meta, "schedule", path, "the metadata");
+  if (info.pp < 1 || info.dp < 1 || info.stage < 0 || info.stage >= info.pp || info.replica < 0 ||
+      info.replica >= info.dp) {
+    fail("{}: the metadata says stage {} replica {} of pp {} x dp {}, which cannot be; {}", path,
+         info.stage, info.replica, info.pp, info.dp, kRerun);
+  }
+  for (const json& e : j["traceEvents"]) {
+    const std::string ph = field<std::string>(e, "ph", path, "an event");
+    if (ph != "X") continue;  // metadata ("M") and counters ("C") repeat what slices carry
+    const std::string cat = field<std::string>(e, "cat", path, "an event");
+    const json& args = e.contains("args") ? e["args"] : json();
+    const double ts = field<double>(e, "ts", path, "an event") * 1e-6;
+    const double dur = field<double>(e, "dur", path, "an event") * 1e-6;
+    if (!(dur >= 0)) fail("{}: an event \"{}\" has a negative duration; {}", path, cat, kRerun);
+    const int32_t pid = field<int32_t>(e, "pid", path, "an event");
+    const int32_t rank = info.one_process ? pid : info.stage;
+    if (cat == "forward" || cat == "backward") {
+      TracedAction a;
+      a.iteration = field<int64_t>(args, "iteration", path, "an action's args");
+      a.replica = info.replica;
+      a.rank = rank;
+      a.stage = field<int32_t>(args, "stage", path, "an action's args");
+      a.chunk = field<int32_t>(args, "chunk", path, "an action's args");
+      a.kind = cat == "forward" ? plan::ActionKind::forward : plan::ActionKind::backward;
+      a.recompute_layers = field<int32_t>(args, "recompute_layers", path, "an action's args");
+      a.predicted_s = field<double>(args, "predicted_s", path, "an action's args");
+      a.start_s = ts;
+      a.end_s = ts + dur;
+      if (args.contains("memory_bytes")) {
+        a.memory_bytes = field<int64_t>(args, "memory_bytes", path, "an action's args");
+      }
+      out.actions.push_back(a);
+    } else if (cat == "iteration") {
+      TracedIteration it;
+      it.iteration = field<int64_t>(args, "iteration", path, "an iteration's args");
+      it.world_rank = info.world_rank;
+      it.replica = info.replica;
+      it.stage = info.stage;
+      it.start_s = ts;
+      it.end_s = ts + dur;
+      it.metrics = args;
+      out.iterations.push_back(std::move(it));
+    } else {
+      TracedEvent ev;
+      ev.iteration = args.contains("iteration")
+                         ? field<int64_t>(args, "iteration", path, "an event's args")
+                         : 0;
+      ev.replica = info.replica;
+      ev.rank = rank;
+      ev.category = cat;
+      ev.name = field<std::string>(e, "name", path, "an event");
+      ev.start_s = ts;
+      ev.end_s = ts + dur;
+      out.events.push_back(std::move(ev));
+    }
+  }
+  out.files.push_back(std::move(info));
+}
+
+RunTrace run_trace_load(const std::string& dir) {
+  RunTrace out;
+  out.dir = dir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    fail(
+        "the run directory {} does not exist; pass the DIR given to `infinipipe train --trace DIR`",
+        dir);
+  }
+  std::vector<fs::path> traces;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("trace-rank", 0) == 0 && entry.path().extension() == ".json") {
+      traces.push_back(entry.path());
+    }
+  }
+  if (traces.empty()) {
+    fail("{} holds no trace-rank*.json; {}", dir, kRerun);
+  }
+  std::sort(traces.begin(), traces.end());
+  for (const fs::path& p : traces) {
+    json j;
+    try {
+      j = json::parse(text_read(p));
+    } catch (const json::parse_error& e) {
+      fail("{} is not valid JSON ({}); was the run killed while writing it? {}", p.string(),
+           e.what(), kRerun);
+    }
+    run_trace_parse(j, p.string(), out);
+  }
+  const TraceFileInfo& f0 = out.files.front();
+  for (const TraceFileInfo& f : out.files) {
+    if (f.pp != f0.pp || f.dp != f0.dp || f.one_process != f0.one_process) {
+      fail(
+          "{} and {} come from different runs (pp {} x dp {} vs pp {} x dp {}); give every run "
+          "its own --trace directory",
+          f0.path, f.path, f0.pp, f0.dp, f.pp, f.dp);
+    }
+  }
+  if (!f0.one_process && static_cast<int32_t>(out.files.size()) != f0.pp * f0.dp) {
+    fail(
+        "{} has {} trace files, but the run had pp {} x dp {} = {} ranks; a rank's trace is "
+        "missing (copy the whole directory, or re-run)",
+        dir, out.files.size(), f0.pp, f0.dp, f0.pp * f0.dp);
+  }
+  const fs::path plans = fs::path(dir) / "plans";
+  if (fs::is_directory(plans, ec)) {
+    for (const auto& entry : fs::directory_iterator(plans, ec)) {
+      long long iteration = 0;
+      int replica = 0;
+      char tail = 0;
+      const std::string name = entry.path().filename().string();
+      if (std::sscanf(name.c_str(), "iter-%lld-replica%d.jso%c", &iteration, &replica, &tail) !=
+              3 ||
+          tail != 'n') {
+        continue;  // temporary files and anything else
+      }
+      out.plans[{iteration, replica}] = plan::plan_load(entry.path().string());
+    }
+  }
+  for (const TracedAction& a : out.actions) {
+    if (out.plans.count({a.iteration, a.replica}) == 0) {
+      fail(
+          "{} has no plan of iteration {} replica {} (expected {}); the trace directory is "
+          "incomplete: {}",
+          dir, a.iteration, a.replica,
+          (plans / fmt::format("iter-{:08d}-replica{}.json", a.iteration, a.replica)).string(),
+          kRerun);
+    }
+  }
+  const fs::path cfg = fs::path(dir) / "config.yaml";
+  if (fs::exists(cfg, ec)) out.config_yaml = text_read(cfg);
+  const fs::path metrics = fs::path(dir) / "metrics.jsonl";
+  if (fs::exists(metrics, ec)) {
+    std::istringstream lines(text_read(metrics));
+    std::string line;
+    for (int64_t n = 1; std::getline(lines, line); ++n) {
+      if (line.empty()) continue;
+      try {
+        out.metrics.push_back(json::parse(line));
+      } catch (const json::parse_error&) {
+        // A killed run can leave its last line half written; anything else is damage.
+        if (lines.peek() != EOF) {
+          fail("{} line {} is not valid JSON; remove the line or the file", metrics.string(), n);
+        }
+      }
+    }
+  } else {
+    for (const TracedIteration& it : out.iterations) {
+      if (it.world_rank == 0) out.metrics.push_back(it.metrics);
+    }
+  }
+  return out;
+}
+
+}  // namespace infinipipe::report

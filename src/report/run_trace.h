@@ -1,0 +1,81 @@
+// Reading a traced run (`infinipipe train --trace DIR`, written by runtime/trace.h): every rank's
+// Chrome trace file, the plans each replica ran and the saved configuration, into plain values the
+// report joins. The report layer reads the files itself (it may not include the runtime), so the
+// format is documented in docs/tracing.md and checked here field by field.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plan/plan.h"
+
+namespace infinipipe::report {
+
+// One trace file's metadata.
+struct TraceFileInfo {
+  std::string path;
+  int32_t world_rank = 0;
+  int32_t pp = 1, dp = 1;
+  int32_t stage = 0, replica = 0;
+  bool one_process = true;  // pid = plan rank; one memory tracker for every stage
+  std::string schedule;
+};
+
+// A plan action as it ran. `rank` is the plan's (pipeline) rank that ran it.
+struct TracedAction {
+  int64_t iteration = 0;
+  int32_t replica = 0, rank = 0, stage = 0, chunk = 0;
+  plan::ActionKind kind = plan::ActionKind::forward;
+  int32_t recompute_layers = 0;
+  double predicted_s = 0;
+  double start_s = 0, end_s = 0;  // seconds since the run's start
+  int64_t memory_bytes = -1;      // tracker bytes after the action (-1: not recorded)
+};
+
+// A non-action slice: p2p_wait, allreduce, plan, optimizer, ...
+struct TracedEvent {
+  int64_t iteration = 0;
+  int32_t replica = 0, rank = 0;
+  std::string category, name;
+  double start_s = 0, end_s = 0;
+};
+
+// An iteration as one process saw it; `metrics` is the train loop's IterationMetrics JSON.
+struct TracedIteration {
+  int64_t iteration = 0;
+  int32_t world_rank = 0, replica = 0, stage = 0;
+  double start_s = 0, end_s = 0;
+  nlohmann::json metrics;
+};
+
+struct RunTrace {
+  std::string dir;
+  std::vector<TraceFileInfo> files;  // by world rank
+  std::vector<TracedAction> actions;
+  std::vector<TracedEvent> events;
+  std::vector<TracedIteration> iterations;
+  std::map<std::pair<int64_t, int32_t>, plan::Plan> plans;  // (iteration, replica)
+  std::string config_yaml;                                  // DIR/config.yaml ("" if absent)
+  // Per-iteration metrics for the loss and tokens/s curves: DIR/metrics.jsonl when the run wrote
+  // it there (every iteration), else those of the traced iterations (world rank 0).
+  std::vector<nlohmann::json> metrics;
+
+  int32_t pp() const { return files.empty() ? 1 : files.front().pp; }
+  int32_t dp() const { return files.empty() ? 1 : files.front().dp; }
+  bool one_process() const { return files.empty() || files.front().one_process; }
+};
+
+// Parses one trace file's JSON (its events appended to `out`). Error naming `path` on anything
+// that is not an infinipipe trace.
+void run_trace_parse(const nlohmann::json& j, const std::string& path, RunTrace& out);
+
+// Loads DIR: trace-rank*.json (at least one), plans/*.json, config.yaml. Errors name the file and
+// what to do (a missing directory, no traces, malformed JSON, a trace without its plans).
+RunTrace run_trace_load(const std::string& dir);
+
+}  // namespace infinipipe::report

@@ -1,0 +1,169 @@
+// `infinipipe train --trace DIR` then `infinipipe report DIR` as a user runs them: a real tiny run
+// (one process, and two ranks under mpirun), finite prediction errors for every stage, the HTML
+// page rendered by headless Chromium with every chart drawn, and clear errors for bad directories.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_cli.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+json json_read(const fs::path& p) {
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+// Any command line (run_cli runs the infinipipe binary only).
+CliResult shell(const std::string& cmd) {
+  CliResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool have(const std::string& program) {
+  return std::system(fmt::format("command -v {} >/dev/null 2>&1", program).c_str()) == 0;
+}
+
+class ReportCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* old = getenv("OMP_NUM_THREADS");
+    if (old != nullptr) old_threads_ = old;
+    setenv("OMP_NUM_THREADS", "1", 1);
+    dir_ = fs::path(::testing::TempDir()) /
+           fmt::format("infinipipe_report_cli_{}_{}", getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const CliResult r = run_cli(fmt::format(
+        "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+    if (old_threads_.empty()) {
+      unsetenv("OMP_NUM_THREADS");
+    } else {
+      setenv("OMP_NUM_THREADS", old_threads_.c_str(), 1);
+    }
+  }
+  std::string train_args(int iters) const {
+    return fmt::format(
+        "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+        "--global-batch-size 4 --min-tail-slice 32 --train-iters {} --data-path {} --trace {}",
+        iters, (dir_ / "corpus").string(), (dir_ / "run").string());
+  }
+  // The report's JSON, after checking what every run's report must hold.
+  json report_check(int pp) {
+    const CliResult r = run_cli(fmt::format("report {} --json {}", (dir_ / "run").string(),
+                                            (dir_ / "report.json").string()));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("## Time per action kind"), std::string::npos) << r.output;
+    EXPECT_TRUE(fs::exists(dir_ / "run" / "report.html"));
+    const json j = json_read(dir_ / "report.json");
+    EXPECT_EQ(j.at("pp"), pp);
+    EXPECT_EQ(j.at("stages").size(), static_cast<size_t>(pp));
+    EXPECT_FALSE(j.at("iterations").empty());
+    for (const json& k : j.at("by_kind")) {
+      EXPECT_GT(k.at("count").get<int>(), 0);
+      EXPECT_TRUE(std::isfinite(k.at("median_abs_rel_error").get<double>())) << k.dump();
+      EXPECT_TRUE(std::isfinite(k.at("mean_abs_rel_error").get<double>())) << k.dump();
+    }
+    for (const json& s : j.at("stages")) {
+      EXPECT_GT(s.at("time").at("count").get<int>(), 0);
+      EXPECT_TRUE(std::isfinite(s.at("time").at("mean_abs_rel_error").get<double>()));
+      EXPECT_GT(s.at("peak_predicted_bytes").get<int64_t>(), 0);
+    }
+    const double step = j.at("step").at("median_abs_rel_error");
+    EXPECT_TRUE(std::isfinite(step));
+    return j;
+  }
+  fs::path dir_;
+  std::string old_threads_;
+};
+
+TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {
+  const CliResult t = run_cli("train " + train_args(3));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "metrics.jsonl"));  // metrics go next to the traces
+  report_check(1);
+
+  if (!have("chromium")) {
+    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it): the HTML "
+                    "render check did not run";
+  }
+  const fs::path html = dir_ / "run" / "report.html";
+  const std::string flags =
+      "--headless --no-sandbox --disable-gpu --disable-background-networking "
+      "--disable-dev-shm-usage --user-data-dir=" +
+      (dir_ / "chromium-profile").string();
+  const CliResult dom = shell(fmt::format("timeout 60 chromium {} --dump-dom file://{}", flags,
+                                          fs::absolute(html).string()));
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  // 1 rank: two Gantt charts, one memory chart, loss and tokens/s.
+  EXPECT_NE(dom.output.find("charts rendered: 5 of 5"), std::string::npos) << dom.output;
+  EXPECT_NE(dom.output.find("data-charts=\"5\""), std::string::npos);
+  for (const char* name :
+       {"gantt-planned", "gantt-measured", "memory-rank0", "loss", "tokens-per-s"}) {
+    EXPECT_NE(dom.output.find(name), std::string::npos) << name;
+  }
+  // A screenshot that is not blank: a PNG of a white page compresses far smaller than charts.
+  const fs::path png = dir_ / "page.png";
+  const CliResult shot =
+      shell(fmt::format("timeout 60 chromium {} --window-size=1400,1200 --screenshot={} file://{}",
+                        flags, png.string(), fs::absolute(html).string()));
+  if (shot.exit_code == 0 && fs::exists(png)) {
+    EXPECT_GT(fs::file_size(png), 20000u);
+  }
+}
+
+TEST_F(ReportCli, TwoRankPipelineReportsEveryStageWithItsMeasuredPeak) {
+  if (!have("mpirun")) GTEST_SKIP() << "mpirun is not installed";
+  const CliResult t = shell(fmt::format(
+      "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 env OMP_NUM_THREADS=1 {} "
+      "train {} --pp 2",
+      INFINIPIPE_BINARY, train_args(2)));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "trace-rank00000.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "trace-rank00001.json"));
+  const json j = report_check(2);
+  EXPECT_FALSE(j.at("one_process"));
+  for (const json& s : j.at("stages")) EXPECT_GT(s.at("peak_measured_bytes").get<int64_t>(), 0);
+}
+
+TEST_F(ReportCli, BadRunDirectoryExitsOneNamingIt) {
+  CliResult r = run_cli("report " + (dir_ / "nope").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  fs::create_directories(dir_ / "empty");
+  r = run_cli("report " + (dir_ / "empty").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--trace"), std::string::npos) << r.output;
+  std::ofstream(dir_ / "empty" / "trace-rank00000.json") << "{\"traceEvents\": [";
+  r = run_cli("report " + (dir_ / "empty").string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("trace-rank00000.json is not valid JSON"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,253 @@
+// The report of a traced run, on a run whose "measurement" is known: the simulated step of a
+// 4-stage EPP plan stretched by 25 % in time, written in the trace format of `train --trace`.
+// Every error is then +25 %, the measured bubbles equal the predicted ones, and memory peaks are
+// off by the factor written. Bad run directories are errors naming the file.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "plan/plan_json.h"
+#include "plan/schedule.h"
+#include "plan/test_plan_util.h"
+#include "report/chart_svg.h"
+#include "report/run_compare.h"
+#include "report/run_html.h"
+#include "report/run_trace.h"
+#include "sim/simulator.h"
+
+namespace infinipipe::report {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr double kStretch = 1.25;
+
+size_t count(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+}
+
+class RunReport : public ::testing::Test {
+ protected:
+  Config cfg = plan::testing::small_config(4);
+  cost::CostModel cost = cost::CostModel::from_config(cfg);
+  plan::Plan p = plan::testing::plan_from_chunks(cfg, {3000, 200, 300, 400},
+                                                 {{{0, 0, 1000}},
+                                                  {{0, 1000, 1000}},
+                                                  {{0, 2000, 1000}, {1, 0, 200}},
+                                                  {{2, 0, 300}, {3, 0, 400}}});
+  fs::path dir;
+
+  void SetUp() override {
+    plan::schedule_epp(p);
+    for (auto& list : p.actions)
+      for (auto& a : list)
+        if (a.chunk == 1) a.recompute_layers = 1;
+    plan::plan_predict(p, cost, cfg);
+    dir = fs::path(::testing::TempDir()) /
+          fmt::format("infinipipe_report_{}_{}", getpid(),
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir / "plans");
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  // Iterations 1 and 2 of a pp = 4 run, one trace file per rank, as `train --trace` writes them.
+  void fake_run() {
+    const sim::StepResult r = sim::simulate(p, cost, cfg);
+    for (int32_t rank = 0; rank < 4; ++rank) {
+      json events = json::array();
+      for (int64_t it = 1; it <= 2; ++it) {
+        const double t0 = (it - 1) * 10.0 * r.step_time * 1e6;  // µs
+        events.push_back(
+            {{"name", fmt::format("iteration {}", it)},
+             {"cat", "iteration"},
+             {"ph", "X"},
+             {"ts", t0},
+             {"dur", kStretch * r.step_time * 1e6},
+             {"pid", rank},
+             {"tid", 2},
+             {"args",
+              {{"iteration", it},
+               {"loss", 5.0 - it},
+               {"tokens_per_s", 1000.0 * it},
+               {"measured_peak_bytes",
+                static_cast<int64_t>(1.02 * static_cast<double>(r.peak_bytes[rank]))}}}});
+        for (const sim::ActionRecord& a : r.actions[static_cast<size_t>(rank)]) {
+          const char* kind = plan::action_kind_name(a.action.kind);
+          events.push_back({{"name", kind},
+                            {"cat", kind},
+                            {"ph", "X"},
+                            {"ts", t0 + kStretch * a.start * 1e6},
+                            {"dur", kStretch * (a.end - a.start) * 1e6},
+                            {"pid", rank},
+                            {"tid", 0},
+                            {"args",
+                             {{"iteration", it},
+                              {"chunk", a.action.chunk},
+                              {"stage", a.action.stage},
+                              {"kind", kind},
+                              {"recompute_layers", a.action.recompute_layers},
+                              {"predicted_s", a.action.predicted_time},
+                              {"memory_bytes", 1000 + a.action.chunk}}}});
+        }
+      }
+      const json t = {{"displayTimeUnit", "ms"},
+                      {"metadata",
+                       {{"format", "infinipipe-trace"},
+                        {"world_rank", rank},
+                        {"pp", 4},
+                        {"dp", 1},
+                        {"stage", rank},
+                        {"replica", 0},
+                        {"one_process", false},
+                        {"schedule", "epp"}}},
+                      {"traceEvents", events}};
+      write(dir / fmt::format("trace-rank{:05d}.json", rank), t.dump());
+    }
+    plan::plan_save(p, (dir / "plans" / "iter-00000001-replica0.json").string());
+    plan::plan_save(p, (dir / "plans" / "iter-00000002-replica0.json").string());
+  }
+};
+
+TEST_F(RunReport, StretchedRunHasItsErrorEverywhereAndTheSameBubbles) {
+  fake_run();
+  const RunTrace t = run_trace_load(dir.string());
+  EXPECT_EQ(t.files.size(), 4u);
+  EXPECT_EQ(t.metrics.size(), 2u);  // from rank 0's iterations (no metrics.jsonl)
+  const RunCompare c = run_compare(t, cost, cfg);
+  ASSERT_EQ(c.iterations.size(), 2u);
+  ASSERT_EQ(c.stages.size(), 4u);
+  ASSERT_GE(c.by_kind.size(), 3u);  // forward, backward, recompute (chunk 1), all
+  EXPECT_EQ(c.by_kind[2].label, "recompute");
+  for (const ErrorStats& e : c.by_kind) {
+    EXPECT_GT(e.count, 0) << e.label;
+    EXPECT_NEAR(e.median_abs_rel, kStretch - 1, 1e-6) << e.label;
+    EXPECT_NEAR(e.mean_rel, kStretch - 1, 1e-6) << e.label;
+  }
+  EXPECT_NEAR(c.step.mean_abs_rel, kStretch - 1, 1e-6);
+  EXPECT_NEAR(c.bubble_measured, c.bubble_predicted, 1e-6);
+  EXPECT_NEAR(c.idle_measured, c.idle_predicted, 1e-6);
+  EXPECT_GT(c.bubble_predicted, 0.0);  // a 4-stage pipeline idles somewhere
+  for (const StageCompare& s : c.stages) {
+    EXPECT_NEAR(s.time.mean_abs_rel, kStretch - 1, 1e-6);
+    EXPECT_GT(s.peak_predicted, 0);
+    EXPECT_NEAR(static_cast<double>(s.peak_measured) / static_cast<double>(s.peak_predicted), 1.02,
+                1e-3);
+  }
+  EXPECT_TRUE(c.iterations[1].has_metrics);
+  EXPECT_DOUBLE_EQ(c.iterations[1].loss, 3.0);
+
+  const std::string tables = run_compare_tables(c);
+  EXPECT_NE(tables.find("| recompute |"), std::string::npos) << tables;
+  EXPECT_NE(tables.find("+25.0%"), std::string::npos) << tables;
+  const json j = run_compare_to_json(c);
+  EXPECT_EQ(j.at("stages").size(), 4u);
+  EXPECT_NEAR(j.at("step").at("median_abs_rel_error").get<double>(), 0.25, 1e-6);
+}
+
+TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
+  fake_run();
+  const RunTrace t = run_trace_load(dir.string());
+  const RunCompare c = run_compare(t, cost, cfg);
+  const std::string html = run_html(c, t.metrics);
+  EXPECT_EQ(run_html_chart_count(c), 8);
+  EXPECT_EQ(count(html, "<svg class=\"chart\""), 8u);
+  for (const char* name : {"gantt-planned", "gantt-measured", "memory-rank0", "memory-rank3",
+                           "loss", "tokens-per-s"}) {
+    EXPECT_NE(html.find(fmt::format("data-chart=\"{}\"", name)), std::string::npos) << name;
+  }
+  EXPECT_NE(html.find("id=\"render-check\""), std::string::npos);
+  EXPECT_EQ(html.find("<script src"), std::string::npos);  // nothing from the network
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/2000/svg"));
+  EXPECT_NE(html.find("<table>"), std::string::npos);
+  // Both Gantt charts draw every action of their step.
+  const size_t actions = 2 * p.chunks.size() * 4;
+  EXPECT_GE(count(html, "<title>forward chunk") + count(html, "<title>backward chunk"),
+            2 * actions);
+}
+
+TEST_F(RunReport, MetricsFileGivesTheCurvesAndToleratesACutLastLine) {
+  fake_run();
+  write(dir / "metrics.jsonl",
+        "{\"iteration\":1,\"loss\":4.0}\n{\"iteration\":2,\"loss\":3.5}\n{\"iteration\":3,\"lo");
+  EXPECT_EQ(run_trace_load(dir.string()).metrics.size(), 2u);
+  write(dir / "metrics.jsonl", "{\"iteration\":1}\nnot json\n{\"iteration\":2}\n");
+  EXPECT_THROW(run_trace_load(dir.string()), Error);
+}
+
+std::string error_of(const std::string& dir) {
+  try {
+    run_trace_load(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(RunReport, BadRunDirectoriesAreErrorsNamingTheFile) {
+  EXPECT_NE(error_of((dir / "missing").string()).find("does not exist"), std::string::npos);
+  EXPECT_NE(error_of(dir.string()).find("no trace-rank"), std::string::npos);
+  fake_run();
+  // A trace cut in the middle (a run killed while writing).
+  const fs::path t1 = dir / "trace-rank00001.json";
+  std::string text;
+  {
+    std::ifstream in(t1);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  write(t1, text.substr(0, text.size() / 2));
+  std::string e = error_of(dir.string());
+  EXPECT_NE(e.find("trace-rank00001.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
+  write(t1, "{\"traceEvents\": []}");
+  e = error_of(dir.string());
+  EXPECT_NE(e.find("trace-rank00001.json"), std::string::npos) << e;
+  write(t1, text);
+  fs::remove(dir / "trace-rank00003.json");
+  EXPECT_NE(error_of(dir.string()).find("missing"), std::string::npos);
+  write(dir / "trace-rank00003.json", text);  // rank 1's file as rank 3's: stage 1 twice
+  fs::remove(dir / "plans" / "iter-00000002-replica0.json");
+  e = error_of(dir.string());
+  EXPECT_NE(e.find("iter-00000002-replica0.json"), std::string::npos) << e;
+}
+
+TEST(ErrorStats, MedianMeanAndBias) {
+  const ErrorStats e = error_stats("x", {1, 1, 2, 0}, {1.1, 0.8, 2.6, 5});
+  EXPECT_EQ(e.count, 3);  // the unpredicted one is left out
+  EXPECT_NEAR(e.median_abs_rel, 0.2, 1e-12);
+  EXPECT_NEAR(e.mean_abs_rel, (0.1 + 0.2 + 0.3) / 3, 1e-12);
+  EXPECT_NEAR(e.mean_rel, (0.1 - 0.2 + 0.3) / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(e.predicted_s, 4.0);
+}
+
+TEST(LineChart, DrawsEachSeriesAndSaysWhenEmpty) {
+  LineChartOptions o;
+  o.title = "t";
+  const std::string svg = line_chart_svg({{"a", "#f00", {{0, 1}, {1, 2}, {2, 1.5}}, false, false},
+                                          {"b", "#00f", {{0, 3}}, true, true}},
+                                         o);
+  EXPECT_EQ(count(svg, "<polyline"), 2u);
+  EXPECT_EQ(count(svg, "<circle"), 1u);  // b's lone point
+  EXPECT_EQ(svg.find("no data"), std::string::npos);
+  EXPECT_NE(line_chart_svg({{"a", "#f00", {}, false, false}}, o).find("no data"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace infinipipe::report

@@ -1,0 +1,221 @@
+// `train --trace DIR`: each process's Chrome trace is valid JSON after every iteration, every
+// planned action appears exactly once per iteration with dur >= 0, each lane is in time order,
+// memory counters follow the actions, and the plans and config the report needs are written.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "data/synth.h"
+#include "plan/plan_json.h"
+#include "runtime/trace.h"
+#include "runtime/train.h"
+
+namespace infinipipe::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+json json_read(const fs::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return json::parse(s.str());  // throws on invalid JSON: the test fails
+}
+
+class TraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    threads_ = omp_get_max_threads();
+    omp_set_num_threads(1);
+    dir_ = fs::path(::testing::TempDir()) /
+           fmt::format("infinipipe_trace_{}_{}", getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    omp_set_num_threads(threads_);
+  }
+  TrainOptions options(int64_t iters, Schedule schedule) {
+    data::SynthOptions so;
+    so.distribution = "github";
+    so.num_documents = 64;
+    so.seq_length = 256;
+    so.seed = 5;
+    so.output = (dir_ / "corpus").string();
+    data::synth_corpus_write(so);
+    TrainOptions o;
+    Config& c = o.config;
+    c.model.num_layers = 2;
+    c.model.hidden_size = 64;
+    c.model.num_attention_heads = 4;
+    c.model.seq_length = 256;
+    c.parallel.min_tail_slice = 32;
+    c.parallel.schedule = schedule;
+    c.training.global_batch_size = 8;
+    c.training.train_iters = iters;
+    c.training.data_path = so.output;
+    c.cluster.device = "cpu";
+    c.validate();
+    o.config_yaml = "num-layers: 2\n";
+    o.trace_dir = (dir_ / "trace").string();
+    o.quiet = true;
+    o.out = nullptr;
+    o.err = nullptr;
+    return o;
+  }
+  fs::path dir_;
+  int threads_ = 1;
+};
+
+// Checks one process's trace against the plans it ran; returns the iterations it holds.
+std::set<int64_t> trace_check(const json& t, const fs::path& trace_dir) {
+  EXPECT_EQ(t.at("displayTimeUnit"), "ms");
+  EXPECT_EQ(t.at("metadata").at("format"), "infinipipe-trace");
+  std::map<int64_t, std::multiset<std::tuple<int32_t, std::string, int32_t, int32_t>>> seen;
+  std::map<std::pair<int32_t, int32_t>, double> lane_last;  // (pid, tid) -> last ts
+  std::set<int64_t> iterations;
+  int memory = 0, plan_events = 0, optimizer_events = 0;
+  for (const json& e : t.at("traceEvents")) {
+    const std::string ph = e.at("ph");
+    EXPECT_TRUE(ph == "X" || ph == "C" || ph == "M") << e.dump();
+    if (ph == "M") continue;
+    const double ts = e.at("ts");
+    EXPECT_GE(ts, 0.0) << e.dump();
+    const auto lane = std::make_pair(e.at("pid").get<int32_t>(), e.at("tid").get<int32_t>());
+    if (ph == "C") {
+      EXPECT_GE(e.at("args").at("bytes").get<int64_t>(), 0);
+      ++memory;
+      continue;
+    }
+    EXPECT_GE(e.at("dur").get<double>(), 0.0) << e.dump();
+    if (lane_last.count(lane) != 0) {
+      EXPECT_GE(ts, lane_last[lane]) << "lane out of order";
+    }
+    lane_last[lane] = ts;
+    const std::string cat = e.at("cat");
+    const json& a = e.at("args");
+    if (cat == "forward" || cat == "backward") {
+      EXPECT_EQ(a.at("kind"), cat);
+      EXPECT_TRUE(a.contains("predicted_s") && a.contains("recompute_layers"));
+      seen[a.at("iteration")].insert({e.at("pid").get<int32_t>(), cat, a.at("chunk").get<int32_t>(),
+                                      a.at("stage").get<int32_t>()});
+    } else if (cat == "iteration") {
+      iterations.insert(a.at("iteration").get<int64_t>());
+      EXPECT_TRUE(a.contains("loss") && a.contains("tokens_per_s"));
+    } else if (cat == "plan") {
+      ++plan_events;
+    } else if (cat == "optimizer") {
+      ++optimizer_events;
+    }
+  }
+  EXPECT_EQ(plan_events, static_cast<int>(iterations.size()));
+  EXPECT_EQ(optimizer_events, static_cast<int>(iterations.size()));
+  // Every planned action exactly once per iteration, nothing else.
+  int actions = 0;
+  for (int64_t it : iterations) {
+    const plan::Plan p = plan::plan_load(trace_plan_path(trace_dir.string(), it, 0));
+    std::multiset<std::tuple<int32_t, std::string, int32_t, int32_t>> planned;
+    for (size_t r = 0; r < p.actions.size(); ++r) {
+      for (const plan::Action& a : p.actions[r]) {
+        planned.insert({static_cast<int32_t>(r), plan::action_kind_name(a.kind), a.chunk, a.stage});
+        ++actions;
+      }
+    }
+    EXPECT_EQ(seen[it], planned) << "iteration " << it;
+  }
+  EXPECT_EQ(seen.size(), iterations.size());
+  EXPECT_EQ(memory, actions);  // one counter sample after each action
+  return iterations;
+}
+
+TEST_F(TraceTest, EveryPlannedActionOnceWithPlansConfigAndMetrics) {
+  TrainOptions o = options(2, Schedule::seq1f1b);
+  train_run(o);
+  const fs::path trace = dir_ / "trace";
+  const json t = json_read(trace / "trace-rank00000.json");
+  EXPECT_EQ(trace_check(t, trace), (std::set<int64_t>{1, 2}));
+  EXPECT_TRUE(fs::exists(trace / "config.yaml"));
+  EXPECT_TRUE(fs::exists(trace / "plans" / "iter-00000002-replica0.json"));
+  EXPECT_EQ(t.at("metadata").at("one_process"), true);
+}
+
+TEST_F(TraceTest, FileIsValidJsonAfterEveryIteration) {
+  // The writer closes the JSON after each iteration, so a run killed between iterations leaves
+  // a file that loads; a second writer on the same directory replaces it.
+  TrainOptions o = options(1, Schedule::epp);
+  Trainer trainer(o);
+  TraceProcess who;
+  TraceWriter w(o.trace_dir, who, o.config_yaml, "epp", TraceClock::now());
+  const fs::path file = w.path();
+  EXPECT_EQ(json_read(file).at("traceEvents").size(), 9u);  // names of the process and its lanes
+  const auto start = TraceClock::now();
+  const IterationMetrics m = trainer.step();
+  ASSERT_TRUE(
+      w.iteration_add(m, trainer.last_plan(), trainer.last_stats(), start, TraceClock::now()));
+  const json once = json_read(file);
+  EXPECT_EQ(trace_check(once, fs::path(o.trace_dir)), (std::set<int64_t>{1}));
+  // The same iteration again (as if the next one): still valid, twice the slices.
+  IterationMetrics m2 = m;
+  m2.iteration = 2;
+  plan::plan_save(trainer.last_plan(), trace_plan_path(o.trace_dir, 2, 0));
+  ASSERT_TRUE(w.iteration_add(m2, trainer.last_plan(), trainer.last_stats(), TraceClock::now(),
+                              TraceClock::now()));
+  EXPECT_GT(json_read(file).at("traceEvents").size(), once.at("traceEvents").size());
+}
+
+TEST_F(TraceTest, OverlappingAllReduceBucketsTakeSeparateLanes) {
+  StepStats s;
+  s.t0 = TraceClock::now();
+  plan::Action a;
+  s.timings.push_back({a, 0.001, 0.002, 100});
+  s.events.push_back({"allreduce", "bucket 0", 0.0015, 0.004});
+  s.events.push_back({"allreduce", "bucket 1", 0.002, 0.003});  // overlaps bucket 0
+  s.events.push_back({"allreduce", "bucket 2", 0.005, 0.006});  // after both
+  s.events.push_back({"p2p_wait", "activation", 0.0, 0.001});
+  IterationMetrics m;
+  m.iteration = 7;
+  TraceProcess who;
+  who.one_process = false;
+  who.world_rank = 3;
+  const json ev = trace_iteration_events(who, m, {s}, s.t0, s.t0, s.t0 + std::chrono::seconds(1));
+  std::map<int32_t, std::vector<std::pair<double, double>>> lanes;
+  for (const json& e : ev) {
+    EXPECT_EQ(e.at("pid"), 3);
+    if (e.at("ph") != "X") continue;
+    lanes[e.at("tid")].push_back(
+        {e.at("ts"), e.at("ts").get<double>() + e.at("dur").get<double>()});
+  }
+  EXPECT_EQ(lanes[trace_lane_allreduce].size(), 2u);  // buckets 0 and 2
+  EXPECT_EQ(lanes[trace_lane_allreduce + 1].size(), 1u);
+  EXPECT_EQ(lanes[trace_lane_p2p].size(), 1u);
+  for (const auto& [tid, slices] : lanes) {
+    if (tid == trace_lane_host) continue;  // the iteration encloses host events
+    for (size_t i = 1; i < slices.size(); ++i) EXPECT_LE(slices[i - 1].second, slices[i].first);
+  }
+}
+
+TEST_F(TraceTest, UnwritableDirectoryIsAConfigError) {
+  TraceProcess who;
+  EXPECT_THROW(TraceWriter w("/proc/no-such-dir/trace", who, "", "epp", TraceClock::now()),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace infinipipe::runtime
