@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
+#include "runtime/profile.h"
 
 namespace infinipipe::cli {
 namespace {
@@ -36,7 +37,7 @@ std::string utc_now() {
 }
 
 void run_cost(const Config& cfg, const CostOptions& o) {
-  const cost::CostModel cm = cost::CostModel::from_config(cfg);
+  const cost::CostModel cm = runtime::planning_cost_model(cfg);
   const cost::DeviceSpec& d = cm.device();
   const cost::Coefficients& c = cm.coefficients();
   fmt::print("device {} ({}): peak {:.3g} FLOP/s, memory {}, intra {:.3g} B/s, inter {:.3g} B/s\n",

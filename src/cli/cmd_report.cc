@@ -15,6 +15,7 @@
 #include "report/run_compare.h"
 #include "report/run_html.h"
 #include "report/run_trace.h"
+#include "runtime/profile.h"
 
 namespace infinipipe::cli {
 
@@ -38,7 +39,8 @@ void run_report(const ReportArgs& a) {
   Config cfg;
   apply_yaml(cfg, trace.config_yaml, a.dir + "/config.yaml");
   cfg.validate();
-  const cost::CostModel cost = cost::CostModel::from_config(cfg);
+  // The cost model train planned with (the engine's memory terms), so predictions are the plan's.
+  const cost::CostModel cost = runtime::engine_cost_model(cfg);
   const report::RunCompare c = report::run_compare(trace, cost, cfg);
   fmt::print("{}", report::run_compare_tables(c));
   if (!a.json.empty()) {

@@ -18,6 +18,7 @@
 #include "cost/cost_model.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
+#include "runtime/profile.h"
 #include "sim/simulator.h"
 #include "sim/ulysses.h"
 
@@ -148,7 +149,7 @@ void add_simulate_command(CLI::App& app) {
   auto config = add_config_options(cmd);
   cmd->callback([compare, plan_file, load, config] {
     const Config cfg = resolve_config(*config);
-    const cost::CostModel cm = cost::CostModel::from_config(cfg);
+    const cost::CostModel cm = runtime::planning_cost_model(cfg);
     if (!plan_file->empty()) {
       if (*compare) fail_config("--plan and --compare exclude each other");
       const plan::Plan p = plan::plan_load(*plan_file);

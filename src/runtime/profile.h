@@ -70,6 +70,14 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
 cost::Coefficients profile_memory_coefficients(const ModelConfig& model, Optimizer optimizer,
                                                cost::Coefficients base);
 
+// The cost model of the plans this engine executes: cfg's (preset or calibration) with the memory
+// terms above, so a predicted peak is what the engine allocates. (A preset's generic terms are a
+// GPU framework's; a calibration's are those of its own model shape only.)
+cost::CostModel engine_cost_model(const Config& cfg);
+// What plan, simulate and cost use: engine_cost_model on the cpu device (plans this machine
+// runs), the configured model as it is for GPU devices.
+cost::CostModel planning_cost_model(const Config& cfg);
+
 ProfileError profile_relative_error(const std::vector<double>& predicted,
                                     const std::vector<double>& measured);
 

@@ -42,4 +42,16 @@ cost::Coefficients profile_memory_coefficients(const ModelConfig& m, Optimizer o
   return c;
 }
 
+cost::CostModel engine_cost_model(const Config& cfg) {
+  const cost::CostModel base = cost::CostModel::from_config(cfg);
+  return cost::CostModel(
+      cfg.model, base.device(),
+      profile_memory_coefficients(cfg.model, cfg.training.optimizer, base.coefficients()),
+      base.ulysses_degree(), base.bf16());
+}
+
+cost::CostModel planning_cost_model(const Config& cfg) {
+  return cfg.cluster.device == "cpu" ? engine_cost_model(cfg) : cost::CostModel::from_config(cfg);
+}
+
 }  // namespace infinipipe::runtime

@@ -31,18 +31,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The planner's cost model for training: the configured one (preset or calibration) with the
-// memory terms of the engine that runs the plans, read off its allocator, so the predicted peak
-// is what the engine allocates and --memory-budget holds as measured. (A preset's generic terms
-// are a GPU framework's; a calibration's are these for its own model shape only.)
-cost::CostModel train_cost_model(const Config& cfg) {
-  const cost::CostModel base = cost::CostModel::from_config(cfg);
-  return cost::CostModel(
-      cfg.model, base.device(),
-      profile_memory_coefficients(cfg.model, cfg.training.optimizer, base.coefficients()),
-      base.ulysses_degree(), base.bf16());
-}
-
 bool same_layout(const std::vector<plan::StageSpec>& a, const std::vector<plan::StageSpec>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -113,7 +101,7 @@ void train_check_config(const Config& cfg, int world_size) {
 Trainer::Trainer(const TrainOptions& opts)
     : cfg_(opts.config),
       config_yaml_(opts.config_yaml),
-      cm_(train_cost_model(opts.config)),
+      cm_(engine_cost_model(opts.config)),
       groups_(opts.groups) {
   train_check_config(cfg_, groups_ ? groups_->layout().world_size() : 1);
   watchdog_ = opts.watchdog;
