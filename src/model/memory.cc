@@ -33,6 +33,7 @@ void MemoryTracker::charge(MemCategory c, int64_t bytes) {
   if (current_[i] > peak_[i]) peak_[i] = current_[i];
   current_total_ += bytes;
   if (current_total_ > peak_total_) peak_total_ = current_total_;
+  if (current_total_ > window_peak_total_) window_peak_total_ = current_total_;
 }
 
 void MemoryTracker::release(MemCategory c, int64_t bytes) {
@@ -59,6 +60,16 @@ int64_t MemoryTracker::current_total() const {
 int64_t MemoryTracker::peak_total() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return peak_total_;
+}
+
+void MemoryTracker::window_start() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  window_peak_total_ = current_total_;
+}
+
+int64_t MemoryTracker::window_peak() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return window_peak_total_;
 }
 
 void MemoryTracker::reset_peak() {

@@ -30,6 +30,10 @@ class MemoryTracker {
   int64_t peak_total() const;
   // Starts a new measurement window: peaks drop to the current values.
   void reset_peak();
+  // A second window, independent of reset_peak's, for the peak total inside one action while the
+  // iteration's peak keeps counting. Const: observing does not change what is allocated.
+  void window_start() const;
+  int64_t window_peak() const;
 
  private:
   static constexpr int kCount = static_cast<int>(MemCategory::mem_count);
@@ -38,6 +42,7 @@ class MemoryTracker {
   std::array<int64_t, kCount> peak_{};
   int64_t current_total_ = 0;
   int64_t peak_total_ = 0;
+  mutable int64_t window_peak_total_ = 0;
 };
 
 // A 64-byte aligned fp32 buffer that charges its tracker while it lives. Move-only.

@@ -133,6 +133,10 @@ sim::StepResult measured_step(const RunTrace& trace, const plan::Plan& plan, int
     rec.start = a->start_s - origin;
     rec.end = a->end_s - origin;
     r.actions[static_cast<size_t>(a->rank)].push_back(rec);
+    // The action's peak over its span, then what it left allocated.
+    if (a->peak_bytes >= 0) {
+      r.memory[static_cast<size_t>(a->rank)].push_back({rec.start, a->peak_bytes});
+    }
     if (a->memory_bytes >= 0) {
       r.memory[static_cast<size_t>(a->rank)].push_back({rec.end, a->memory_bytes});
     }

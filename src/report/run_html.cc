@@ -141,7 +141,7 @@ std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& met
   for (int32_t k = 0; k < c.pp; ++k) {
     const size_t kk = static_cast<size_t>(k);
     LineSeries p{"predicted", "#1f5fbf", {}, true, true};
-    LineSeries m{"measured (after each action)", "#d62728", {}, false, true};
+    LineSeries m{"measured (peak in each action, then after it)", "#d62728", {}, false, true};
     if (kk < pred.memory.size()) p.points = memory_points(pred.memory[kk]);
     if (kk < meas.memory.size()) m.points = memory_points(meas.memory[kk]);
     LineChartOptions o;

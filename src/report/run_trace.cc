@@ -88,6 +88,9 @@ void run_trace_parse(const json& j, const std::string& path, RunTrace& out) {
       a.predicted_s = field<double>(args, "predicted_s", path, "an action's args");
       a.start_s = ts;
       a.end_s = ts + dur;
+      if (args.contains("peak_bytes")) {
+        a.peak_bytes = field<int64_t>(args, "peak_bytes", path, "an action's args");
+      }
       if (args.contains("memory_bytes")) {
         a.memory_bytes = field<int64_t>(args, "memory_bytes", path, "an action's args");
       }

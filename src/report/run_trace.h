@@ -35,6 +35,7 @@ struct TracedAction {
   double predicted_s = 0;
   double start_s = 0, end_s = 0;  // seconds since the run's start
   int64_t memory_bytes = -1;      // tracker bytes after the action (-1: not recorded)
+  int64_t peak_bytes = -1;        // tracker peak during the action (-1: not recorded)
 };
 
 // A non-action slice: p2p_wait, allreduce, plan, optimizer, ...

@@ -171,6 +171,7 @@ void RankExecutor::run_next() {
   const plan::StageSpec& st = plan_.stages[static_cast<size_t>(a.stage)];
   StageEngine& engine = *engines_[a.stage];
   ActionTiming timing{a, 0, 0};
+  if (const MemoryTracker* mt = link_.memory_tracker()) mt->window_start();
   if (a.kind == plan::ActionKind::forward) {
     Tensor input;
     if (!st.has_embedding) input = link_.recv_activation(a.stage, a.chunk);
@@ -207,7 +208,10 @@ void RankExecutor::run_next() {
     }
     if (!later) inputs_.erase(a.chunk);
   }
-  if (const MemoryTracker* mt = link_.memory_tracker()) timing.memory_bytes = mt->current_total();
+  if (const MemoryTracker* mt = link_.memory_tracker()) {
+    timing.memory_bytes = mt->current_total();
+    timing.peak_bytes = mt->window_peak();
+  }
   stats_.timings.push_back(timing);
   ++next_;
   if (done()) link_.finish(rank_);

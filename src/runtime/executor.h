@@ -93,6 +93,7 @@ struct ActionTiming {
   double start_s = 0;
   double end_s = 0;
   int64_t memory_bytes = -1;  // the link's tracker, bytes in use after the action (-1 = unknown)
+  int64_t peak_bytes = -1;    // its peak during the action (receive included; -1 = unknown)
 };
 
 // Something other than a plan action that took time on a rank: a point-to-point wait

@@ -110,10 +110,19 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
                              {"recompute_layers", a.recompute_layers},
                              {"predicted_s", a.predicted_time}};
       if (t.memory_bytes >= 0) args["memory_bytes"] = t.memory_bytes;
+      if (t.peak_bytes >= 0) args["peak_bytes"] = t.peak_bytes;
       const double ts = t0 + t.start_s * 1e6;
       out.push_back(event_complete(fmt::format("{} {}", kind, a.chunk), kind, ts,
                                    (t.end_s - t.start_s) * 1e6, pid, trace_lane_compute,
                                    std::move(args)));
+      if (t.peak_bytes >= 0) {  // the action's peak drawn over its span, then what it left
+        out.push_back({{"name", "memory"},
+                       {"ph", "C"},
+                       {"ts", us_round(ts)},
+                       {"pid", pid},
+                       {"tid", trace_lane_compute},
+                       {"args", {{"bytes", t.peak_bytes}}}});
+      }
       if (t.memory_bytes >= 0) {
         out.push_back({{"name", "memory"},
                        {"ph", "C"},

@@ -101,6 +101,7 @@ std::set<int64_t> trace_check(const json& t, const fs::path& trace_dir) {
     const auto lane = std::make_pair(e.at("pid").get<int32_t>(), e.at("tid").get<int32_t>());
     if (ph == "C") {
       EXPECT_GE(e.at("args").at("bytes").get<int64_t>(), 0);
+      EXPECT_GE(ts, lane_last[lane]) << "memory samples out of order";
       ++memory;
       continue;
     }
@@ -114,6 +115,7 @@ std::set<int64_t> trace_check(const json& t, const fs::path& trace_dir) {
     if (cat == "forward" || cat == "backward") {
       EXPECT_EQ(a.at("kind"), cat);
       EXPECT_TRUE(a.contains("predicted_s") && a.contains("recompute_layers"));
+      EXPECT_GE(a.at("peak_bytes").get<int64_t>(), a.at("memory_bytes").get<int64_t>());
       seen[a.at("iteration")].insert({e.at("pid").get<int32_t>(), cat, a.at("chunk").get<int32_t>(),
                                       a.at("stage").get<int32_t>()});
     } else if (cat == "iteration") {
@@ -141,7 +143,7 @@ std::set<int64_t> trace_check(const json& t, const fs::path& trace_dir) {
     EXPECT_EQ(seen[it], planned) << "iteration " << it;
   }
   EXPECT_EQ(seen.size(), iterations.size());
-  EXPECT_EQ(memory, actions);  // one counter sample after each action
+  EXPECT_EQ(memory, 2 * actions);  // per action: its peak at its start, its bytes after it
   return iterations;
 }
 
