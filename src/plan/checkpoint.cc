@@ -5,8 +5,13 @@
 #include <utility>
 
 #include "core/error.h"
+#include "plan/schedule_memory.h"
 
 namespace infinipipe::plan {
+
+MemoryContext plan_memory_context(const Config& cfg, int64_t budget) {
+  return MemoryContext{budget, 1, plan_zero_shard(cfg)};
+}
 
 namespace {
 
@@ -35,11 +40,6 @@ int32_t diagonal_key(const Plan& plan, const std::vector<int32_t>& local_index, 
                      int32_t chunk) {
   (void)plan;
   return local_index[chunk] - stage;
-}
-
-int64_t value_of(const CheckpointItem& it, bool transient, int32_t x) {
-  const int32_t r = std::min(x, it.max_layers);
-  return transient ? it.transient[r] : it.act[r];
 }
 
 }  // namespace
@@ -109,6 +109,7 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
     std::vector<int32_t> live;            // items holding activations
     std::map<int32_t, int64_t> dkv_held;  // item waiting for its buffer to be consumed -> bytes
     int64_t dkv_total = 0;
+    int64_t in_flight = 0;  // the previous action's message (schedule_memory_trace)
     const auto& acts = plan.actions[rank];
     for (int32_t a = 0; a < static_cast<int32_t>(acts.size()); ++a) {
       const Action& act = acts[a];
@@ -119,14 +120,18 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
       CheckpointPoint pt;
       pt.rank = rank;
       pt.action = a;
+      const int64_t sent_before = in_flight;
+      in_flight = action_send_bytes(plan, act, cm, shapes[act.chunk]);
       if (act.kind == ActionKind::forward) {
         live.push_back(item);
-        pt.fixed = fixed + dkv_total;
-        for (int32_t l : live) pt.terms.push_back({l, false});
+        // A forward's temporaries do not depend on the recompute count: a fixed term.
+        pt.fixed = fixed + dkv_total + sent_before +
+                   cm.forward_transient_bytes(shapes[act.chunk], shape_of(plan.stages[act.stage]));
+        for (int32_t l : live) pt.terms.push_back({l, false, l == item});
         pb.points.push_back(std::move(pt));
         continue;
       }
-      pt.fixed = fixed + dkv_total;
+      pt.fixed = fixed + dkv_total + sent_before;
       for (int32_t l : live) pt.terms.push_back({l, false});
       pt.terms.push_back({item, true});
       pb.points.push_back(std::move(pt));
@@ -158,7 +163,7 @@ std::vector<int64_t> checkpoint_peaks(const CheckpointProblem& pb,
     int64_t v = pt.fixed;
     for (const CheckpointTerm& t : pt.terms) {
       const CheckpointItem& it = pb.items[t.item];
-      v += value_of(it, t.transient, layers[it.group]);
+      v += checkpoint_term_value(it, t.transient, t.forward, layers[it.group]);
     }
     peak[pt.rank] = std::max(peak[pt.rank], v);
   }

@@ -7,6 +7,7 @@
 // Also Megatron-LM's static choices for the baselines.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -19,10 +20,14 @@ namespace infinipipe::plan {
 
 // Memory a rank holds besides activations, and the budget it must fit.
 struct MemoryContext {
-  int64_t budget = 0;  // bytes per rank
-  int64_t dp = 1;      // data-parallel degree (shards the optimizer when zero_shard)
-  bool zero_shard = true;
+  int64_t budget = 0;      // bytes per rank
+  int64_t dp = 1;          // data-parallel replicas the optimizer is sharded over (with zero_shard)
+  bool zero_shard = true;  // shard the optimizer over dp × the Ulysses group
 };
+
+// What pipeline plans of cfg assume (plan_zero_shard): the optimizer sharded inside the Ulysses
+// group only, never over data-parallel replicas.
+MemoryContext plan_memory_context(const Config& cfg, int64_t budget);
 
 enum class CheckpointTie { none, diagonal };
 
@@ -38,7 +43,19 @@ struct CheckpointItem {
 struct CheckpointTerm {
   int32_t item = 0;
   bool transient = false;  // the item's transient bytes, else its held activations
+  // Held activations as the item's own forward peaks: a forward builds each layer's whole stash
+  // before dropping a recomputed one, so recomputing every layer peaks like all but one.
+  bool forward = false;
 };
+
+// Bytes of a term of `it` when its group recomputes x layers.
+inline int64_t checkpoint_term_value(const CheckpointItem& it, bool transient, bool forward,
+                                     int32_t x) {
+  int32_t r = std::min(x, it.max_layers);
+  if (transient) return it.transient[static_cast<size_t>(r)];
+  if (forward && r > 0 && r == it.max_layers) --r;
+  return it.act[static_cast<size_t>(r)];
+}
 
 // A moment of a rank's action list: fixed bytes + the listed terms must fit the budget.
 struct CheckpointPoint {
@@ -76,8 +93,10 @@ int64_t checkpoint_min_budget(const CheckpointProblem& pb);
 
 // Fast answer (not proven). May miss a feasible choice in contrived cases; the exact solver not.
 CheckpointSolution checkpoint_solve_greedy(const CheckpointProblem& pb);
-// Exact within `gap` (relative): CBC branch-and-cut on a thermometer encoding of each group,
-// started from the greedy answer. Falls back to the greedy answer (proven = false) on timeout.
+// Exact within `gap` (relative): the LP relaxation of a thermometer encoding of each group gives
+// a lower bound and guides rounding; greedy repair and local search from the greedy answer and
+// the rounded ones give the best answer; only when that is not yet within `gap` of the bound
+// does CBC add cuts and branch. On timeout: the best answer found, proven = false.
 CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double gap = 0.02,
                                           double time_limit_s = 1.0);
 // Enumerates every choice; for tests on tiny problems only.

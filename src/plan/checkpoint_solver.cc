@@ -1,276 +1,281 @@
-// Solvers of the checkpoint problem (checkpoint.h): greedy, exact (CBC) and brute force.
+// Solvers of the checkpoint problem (checkpoint.h): greedy, exact (LP bound, LP-guided search,
+// then CBC's cuts and branching only while the gap is above the goal) and brute force.
 #include <coin/Cbc_C_Interface.h>
+#include <coin/Clp_C_Interface.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "core/error.h"
 #include "plan/checkpoint.h"
+#include "plan/checkpoint_search.h"
 
 namespace infinipipe::plan {
 
 namespace {
 
-struct Occurrence {
-  int32_t point = 0, item = 0;
-  bool transient = false;
+using Clock = std::chrono::steady_clock;
+
+bool fits(const CheckpointProblem& pb, const std::vector<int32_t>& x) {
+  for (int64_t p : checkpoint_peaks(pb, x))
+    if (p > pb.budget) return false;
+  return true;
+}
+
+// Thermometer encoding: y[g][k] = 1 when group g recomputes at least k+1 layers. Rows: y[g][k+1]
+// <= y[g][k], and per point over budget with nothing recomputed, the bytes its terms shed must
+// cover the excess. (Points within budget at zero can only exceed it through the working set of
+// a fully recomputed backward; leaving them out keeps a relaxation, and every answer is checked.)
+// Column-major, as both Clp and Cbc load it.
+struct MipModel {
+  std::vector<int32_t> col0;  // first column of each group
+  std::vector<double> obj, col_lb, col_ub, row_lb, row_ub, value;
+  std::vector<CoinBigIndex> start;
+  std::vector<int> index;
+  // A point over budget that no recompute choice brings within it: the problem has no answer,
+  // and Clp must not see the row (an unsatisfiable empty row trips its assertions).
+  bool infeasible = false;
+  int ncols() const { return static_cast<int>(obj.size()); }
+  int nrows() const { return static_cast<int>(row_ub.size()); }
 };
 
-int64_t term_value(const CheckpointItem& it, bool transient, int32_t x) {
-  const int32_t r = std::min(x, it.max_layers);
-  return transient ? it.transient[r] : it.act[r];
-}
+constexpr double kBruteForceChoices = 20000;
 
-// Per group, the slowest recompute of its items with x layers.
-double group_time(const CheckpointProblem& pb, const std::vector<std::vector<int32_t>>& items_of,
-                  int32_t g, int32_t x) {
-  double w = 0;
-  for (int32_t i : items_of[g]) {
-    const CheckpointItem& it = pb.items[i];
-    w = std::max(w, it.time[std::min(x, it.max_layers)]);
-  }
-  return w;
-}
-
-struct Index {
-  std::vector<std::vector<int32_t>> items_of;   // group -> items
-  std::vector<std::vector<Occurrence>> occ_of;  // group -> where its items appear
-};
-
-Index build_index(const CheckpointProblem& pb) {
-  Index ix;
-  ix.items_of.resize(pb.group_max.size());
-  ix.occ_of.resize(pb.group_max.size());
-  for (int32_t i = 0; i < static_cast<int32_t>(pb.items.size()); ++i)
-    ix.items_of[pb.items[i].group].push_back(i);
-  for (int32_t p = 0; p < static_cast<int32_t>(pb.points.size()); ++p)
-    for (const CheckpointTerm& t : pb.points[p].terms)
-      ix.occ_of[pb.items[t.item].group].push_back({p, t.item, t.transient});
-  return ix;
-}
-
-std::vector<int64_t> point_values(const CheckpointProblem& pb, const std::vector<int32_t>& x) {
-  std::vector<int64_t> v(pb.points.size());
-  for (size_t p = 0; p < pb.points.size(); ++p) {
-    int64_t s = pb.points[p].fixed;
-    for (const CheckpointTerm& t : pb.points[p].terms) {
-      const CheckpointItem& it = pb.items[t.item];
-      s += term_value(it, t.transient, x[it.group]);
+MipModel mip_model(const CheckpointProblem& pb, const CheckpointIndex& ix) {
+  const int32_t ng = static_cast<int32_t>(pb.group_max.size());
+  MipModel md;
+  md.col0.assign(ng + 1, 0);
+  for (int32_t g = 0; g < ng; ++g) md.col0[g + 1] = md.col0[g] + pb.group_max[g];
+  const int32_t ncols = md.col0[ng];
+  md.obj.resize(ncols);
+  md.col_lb.assign(ncols, 0.0);
+  md.col_ub.assign(ncols, 1.0);
+  for (int32_t g = 0; g < ng; ++g)
+    for (int32_t k = 0; k < pb.group_max[g]; ++k)
+      md.obj[md.col0[g] + k] =
+          checkpoint_group_time(pb, ix, g, k + 1) - checkpoint_group_time(pb, ix, g, k);
+  // Rows gathered as triplets, then stored at once (adding rows one by one makes CoinUtils
+  // resize its matrix each time).
+  std::vector<int> row_of, col_of;
+  std::vector<double> val_of;
+  auto add_row = [&](const std::vector<int>& idx, const std::vector<double>& coef, double lo) {
+    for (size_t i = 0; i < idx.size(); ++i) {
+      row_of.push_back(md.nrows());
+      col_of.push_back(idx[i]);
+      val_of.push_back(coef[i]);
     }
-    v[p] = s;
+    md.row_lb.push_back(lo);
+    md.row_ub.push_back(std::numeric_limits<double>::infinity());
+  };
+  for (int32_t g = 0; g < ng; ++g)
+    for (int32_t k = 0; k + 1 < pb.group_max[g]; ++k)
+      add_row({md.col0[g] + k, md.col0[g] + k + 1}, {1.0, -1.0}, 0.0);
+  std::vector<double> coef_of(ncols, 0.0);
+  std::vector<int> touched, idx;
+  std::vector<double> coef;
+  for (const CheckpointPoint& pt : pb.points) {
+    int64_t base = pt.fixed;
+    for (const CheckpointTerm& t : pt.terms)
+      base += checkpoint_term_value(pb.items[t.item], t.transient, t.forward, 0);
+    if (base <= pb.budget) continue;
+    touched.clear();
+    for (const CheckpointTerm& t : pt.terms) {
+      const CheckpointItem& it = pb.items[t.item];
+      for (int32_t k = 0; k < it.max_layers; ++k) {
+        const double shed =
+            static_cast<double>(checkpoint_term_value(it, t.transient, t.forward, k) -
+                                checkpoint_term_value(it, t.transient, t.forward, k + 1));
+        const int c = md.col0[it.group] + k;
+        if (coef_of[c] == 0.0) touched.push_back(c);
+        coef_of[c] += shed;
+      }
+    }
+    // In units of the excess (bytes would leave the LP badly scaled), and no variable credited
+    // with more than the excess plus what the negative terms can take back: the same integer
+    // answers, a tighter relaxation.
+    const double excess = static_cast<double>(base - pb.budget);
+    double negative = 0;
+    for (int c : touched) negative += std::min(0.0, coef_of[c]);
+    idx.clear();
+    coef.clear();
+    double reach = 0;  // the most the row's left side can be
+    for (int c : touched) {
+      if (coef_of[c] != 0.0) {
+        idx.push_back(c);
+        coef.push_back(std::min(1.0 - negative / excess, coef_of[c] / excess));
+        reach += std::max(0.0, coef.back());
+      }
+      coef_of[c] = 0.0;
+    }
+    if (reach < 1.0 - 1e-9) md.infeasible = true;  // slack for the scaling's round-off
+    add_row(idx, coef, 1.0);
   }
-  return v;
+  md.start.assign(ncols + 1, 0);
+  for (int c : col_of) ++md.start[c + 1];
+  for (int c = 0; c < ncols; ++c) md.start[c + 1] += md.start[c];
+  md.index.resize(col_of.size());
+  md.value.resize(col_of.size());
+  std::vector<CoinBigIndex> fill(md.start.begin(), md.start.end() - 1);
+  for (size_t e = 0; e < col_of.size(); ++e) {
+    const CoinBigIndex at = fill[col_of[e]]++;
+    md.index[at] = row_of[e];
+    md.value[at] = val_of[e];
+  }
+  return md;
+}
+
+// The LP relaxation: its optimum bounds every integer answer from below; its y guides rounding.
+struct LpResult {
+  bool optimal = false, infeasible = false;
+  double bound = 0;
+  std::vector<double> y;
+};
+
+LpResult lp_solve(MipModel& md, double seconds) {
+  LpResult r;
+  Clp_Simplex* lp = Clp_newModel();
+  Clp_setLogLevel(lp, 0);
+  Clp_loadProblem(lp, md.ncols(), md.nrows(), md.start.data(), md.index.data(), md.value.data(),
+                  md.col_lb.data(), md.col_ub.data(), md.obj.data(), md.row_lb.data(),
+                  md.row_ub.data());
+  Clp_setMaximumSeconds(lp, seconds);
+  Clp_dual(lp, 0);
+  r.optimal = Clp_isProvenOptimal(lp) != 0;
+  r.infeasible = Clp_status(lp) == 1;
+  if (r.optimal) {
+    // Relative slack for the simplex's round-off, so the bound stays a bound.
+    r.bound = std::max(0.0, Clp_objectiveValue(lp) * (1 - 1e-7));
+    const double* y = Clp_getColSolution(lp);
+    r.y.assign(y, y + md.ncols());
+  }
+  Clp_deleteModel(lp);
+  return r;
+}
+
+// Levels whose thermometer variables are at least `threshold` in the LP answer.
+std::vector<int32_t> lp_round(const CheckpointProblem& pb, const MipModel& md,
+                              const std::vector<double>& y, double threshold) {
+  std::vector<int32_t> x(pb.group_max.size(), 0);
+  for (size_t g = 0; g < x.size(); ++g)
+    while (x[g] < pb.group_max[g] && y[md.col0[g] + x[g]] >= threshold) ++x[g];
+  return x;
+}
+
+// CBC from the best known answer: root cuts raise the bound, branching finds better answers.
+// Returns CBC's bound (0 when it has none) and improves `best` when it finds better.
+double cbc_solve(const CheckpointProblem& pb, MipModel& md, double gap, double seconds,
+                 CheckpointSolution& best) {
+  const int32_t ng = static_cast<int32_t>(pb.group_max.size());
+  Cbc_Model* m = Cbc_newModel();
+  Cbc_setLogLevel(m, 0);
+  Cbc_loadProblem(m, md.ncols(), md.nrows(), md.start.data(), md.index.data(), md.value.data(),
+                  md.col_lb.data(), md.col_ub.data(), md.obj.data(), md.row_lb.data(),
+                  md.row_ub.data());
+  for (int c = 0; c < md.ncols(); ++c) Cbc_setInteger(m, c);
+  if (best.feasible) {
+    std::vector<int> idx(md.ncols());
+    std::vector<double> val(md.ncols());
+    for (int32_t g = 0; g < ng; ++g)
+      for (int32_t k = 0; k < pb.group_max[g]; ++k) {
+        idx[md.col0[g] + k] = md.col0[g] + k;
+        val[md.col0[g] + k] = k < best.layers[g] ? 1.0 : 0.0;
+      }
+    Cbc_setMIPStartI(m, md.ncols(), idx.data(), val.data());
+    Cbc_setParameter(m, "feas", "off");  // the start is feasible
+  }
+  Cbc_setAllowableFractionGap(m, gap);
+  Cbc_setParameter(m, "seconds", std::to_string(std::max(0.01, seconds)).c_str());
+  Cbc_setParameter(m, "threads", "1");
+  // Mixed-integer rounding cuts close most of the gap on these knapsack-like rows; Gomory and
+  // two-step MIR cuts took most of the root's time for little more (measured on the examples).
+  Cbc_setParameter(m, "gomoryCuts", "off");
+  Cbc_setParameter(m, "twoMirCuts", "off");
+  Cbc_solve(m);
+  const double* xs = Cbc_getColSolution(m);
+  if (xs != nullptr && Cbc_getObjValue(m) < std::numeric_limits<double>::max() / 2) {
+    std::vector<int32_t> layers(ng, 0);
+    for (int32_t g = 0; g < ng; ++g)
+      while (layers[g] < pb.group_max[g] && xs[md.col0[g] + layers[g]] > 0.5) ++layers[g];
+    const double c = checkpoint_cost(pb, layers);
+    if (fits(pb, layers) && (!best.feasible || c < best.cost)) {
+      best.layers = layers;
+      best.cost = c;
+      best.feasible = true;
+    }
+  }
+  // CBC's best bound (it stops once within `gap`, still "optimal" to it). The model may leave
+  // out points (see MipModel), which only makes it a relaxation: a bound all the same.
+  double bound = Cbc_getBestPossibleObjValue(m);
+  if (!std::isfinite(bound) || bound > std::numeric_limits<double>::max() / 2) bound = 0;
+  Cbc_deleteModel(m);
+  return std::max(0.0, bound);
 }
 
 }  // namespace
 
 CheckpointSolution checkpoint_solve_greedy(const CheckpointProblem& pb) {
   CheckpointSolution sol;
-  const int32_t ng = static_cast<int32_t>(pb.group_max.size());
-  sol.layers.assign(ng, 0);
-  const Index ix = build_index(pb);
-  auto& x = sol.layers;
-  auto val = point_values(pb, x);
-  auto violated = [&](int32_t p) { return val[p] > pb.budget; };
-  auto bump = [&](int32_t g, int32_t to) {
-    for (const Occurrence& o : ix.occ_of[g]) {
-      const CheckpointItem& it = pb.items[o.item];
-      val[o.point] += term_value(it, o.transient, to) - term_value(it, o.transient, x[g]);
-    }
-    x[g] = to;
-  };
-
-  // Raise the group (to whichever level) that frees the most over-budget bytes per second of
-  // recompute. Levels beyond +1 matter: the first recomputed layer adds a layer of working set
-  // to its own backward, so one step alone may free nothing there.
-  std::vector<int32_t> stamp(ng, -1), candidates;
-  for (int32_t round = 0;; ++round) {
-    // Only groups with a term in an over-budget point can help.
-    candidates.clear();
-    for (size_t p = 0; p < val.size(); ++p) {
-      if (!violated(static_cast<int32_t>(p))) continue;
-      for (const CheckpointTerm& t : pb.points[p].terms) {
-        const int32_t g = pb.items[t.item].group;
-        if (stamp[g] != round && x[g] < pb.group_max[g]) {
-          stamp[g] = round;
-          candidates.push_back(g);
-        }
-      }
-    }
-    if (candidates.empty()) break;
-    int32_t best = -1, best_to = 0;
-    double best_score = 0;
-    for (int32_t g : candidates) {
-      const double t0 = group_time(pb, ix.items_of, g, x[g]);
-      for (int32_t to = x[g] + 1; to <= pb.group_max[g]; ++to) {
-        double freed = 0;
-        for (const Occurrence& o : ix.occ_of[g]) {
-          if (!violated(o.point)) continue;
-          const CheckpointItem& it = pb.items[o.item];
-          const int64_t d = term_value(it, o.transient, x[g]) - term_value(it, o.transient, to);
-          freed += static_cast<double>(std::min<int64_t>(d, val[o.point] - pb.budget));
-        }
-        if (freed <= 0) continue;
-        const double dt = group_time(pb, ix.items_of, g, to) - t0;
-        const double score = freed / std::max(dt, 1e-12);
-        if (score > best_score) {
-          best_score = score;
-          best = g;
-          best_to = to;
-        }
-      }
-    }
-    if (best < 0) break;  // no move frees anything: greedy gives up (exact may still succeed)
-    bump(best, best_to);
-  }
-  // Give back what is not needed, the most expensive layers first.
-  std::vector<int32_t> order(ng);
-  for (int32_t g = 0; g < ng; ++g) order[g] = g;
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return group_time(pb, ix.items_of, a, x[a]) > group_time(pb, ix.items_of, b, x[b]);
-  });
-  for (int32_t g : order) {
-    const int32_t old = x[g];
-    for (int32_t to = 0; to < old; ++to) {
-      bump(g, to);
-      bool ok = true;
-      for (const Occurrence& o : ix.occ_of[g]) ok = ok && !violated(o.point);
-      if (ok) break;
-      bump(g, old);
-    }
-  }
-  sol.feasible = true;
-  for (int64_t v : val) sol.feasible = sol.feasible && v <= pb.budget;
-  sol.cost = checkpoint_cost(pb, x);
-  sol.proven = sol.cost == 0.0;
+  sol.layers.assign(pb.group_max.size(), 0);
+  const CheckpointIndex ix = checkpoint_index(pb);
+  sol.feasible = checkpoint_repair(pb, ix, sol.layers);
+  sol.cost = checkpoint_cost(pb, sol.layers);
+  sol.proven = sol.feasible && sol.cost == 0.0;
   sol.lower_bound = 0;  // greedy proves nothing unless it recomputes nothing
   return sol;
 }
 
 CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double gap,
                                           double time_limit_s) {
-  CheckpointSolution greedy = checkpoint_solve_greedy(pb);
-  if (greedy.feasible && greedy.proven) return greedy;
-  const Index ix = build_index(pb);
-  const int32_t ng = static_cast<int32_t>(pb.group_max.size());
+  const auto t0 = Clock::now();
+  const auto deadline =
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(time_limit_s));
+  auto left = [&] { return std::chrono::duration<double>(deadline - Clock::now()).count(); };
+  CheckpointSolution best = checkpoint_solve_greedy(pb);
+  if (best.feasible && best.proven) return best;
+  // Few choices (small models, short pipelines): try them all. It is exact and fast there, and
+  // keeps CBC off the small models on which its branching was seen to trip an assertion in Clp.
+  double combos = 1;
+  for (int32_t u : pb.group_max) combos *= u + 1;
+  if (combos <= kBruteForceChoices) return checkpoint_solve_brute(pb);
+  const CheckpointIndex ix = checkpoint_index(pb);
+  MipModel md = mip_model(pb, ix);
+  if (md.infeasible) {
+    best.feasible = false;
+    return best;
+  }
 
-  // Thermometer encoding: y[g][k] = 1 when group g recomputes at least k+1 layers.
-  std::vector<int32_t> col0(ng + 1, 0);
-  for (int32_t g = 0; g < ng; ++g) col0[g + 1] = col0[g] + pb.group_max[g];
-  const int32_t ncols = col0[ng];
-  std::vector<double> obj(ncols), lb(ncols, 0.0), ub(ncols, 1.0);
-  for (int32_t g = 0; g < ng; ++g)
-    for (int32_t k = 0; k < pb.group_max[g]; ++k)
-      obj[col0[g] + k] = group_time(pb, ix.items_of, g, k + 1) - group_time(pb, ix.items_of, g, k);
-
-  // Rows gathered as triplets, then loaded at once in column-major form (adding rows one by
-  // one makes CoinUtils resize its matrix each time).
-  std::vector<int> row_of, col_of;
-  std::vector<double> val_of, row_ub;
-  auto add_row = [&](const std::vector<int>& idx, const std::vector<double>& coef, double ub) {
-    for (size_t i = 0; i < idx.size(); ++i) {
-      row_of.push_back(static_cast<int>(row_ub.size()));
-      col_of.push_back(idx[i]);
-      val_of.push_back(coef[i]);
+  const LpResult lp = lp_solve(md, std::max(0.01, 0.5 * left()));
+  if (lp.infeasible) {  // not even the relaxation fits: no choice does
+    best.feasible = false;
+    return best;
+  }
+  auto offer = [&](std::vector<int32_t> x, bool repair) {
+    if (repair && !checkpoint_repair(pb, ix, x)) return;
+    checkpoint_improve(pb, ix, x, deadline);
+    const double c = checkpoint_cost(pb, x);
+    if (fits(pb, x) && (!best.feasible || c < best.cost)) {
+      best.layers = std::move(x);
+      best.cost = c;
+      best.feasible = true;
     }
-    row_ub.push_back(ub);
   };
-  // Ordering rows: y[g][k+1] <= y[g][k].
-  for (int32_t g = 0; g < ng; ++g)
-    for (int32_t k = 0; k + 1 < pb.group_max[g]; ++k)
-      add_row({col0[g] + k + 1, col0[g] + k}, {1.0, -1.0}, 0.0);
-  // Memory rows, only for points over budget with nothing recomputed.
-  const auto base = point_values(pb, std::vector<int32_t>(ng, 0));
-  std::vector<double> coef_of(ncols, 0.0);
-  std::vector<int> touched, idx;
-  std::vector<double> coef;
-  for (size_t p = 0; p < pb.points.size(); ++p) {
-    if (base[p] <= pb.budget) continue;
-    touched.clear();
-    for (const CheckpointTerm& t : pb.points[p].terms) {
-      const CheckpointItem& it = pb.items[t.item];
-      for (int32_t k = 0; k < it.max_layers; ++k) {
-        const double d = static_cast<double>(term_value(it, t.transient, k + 1) -
-                                             term_value(it, t.transient, k));
-        const int c = col0[it.group] + k;
-        if (coef_of[c] == 0.0) touched.push_back(c);
-        coef_of[c] += d;
-      }
-    }
-    idx.clear();
-    coef.clear();
-    for (int c : touched) {
-      if (coef_of[c] != 0.0) {
-        idx.push_back(c);
-        coef.push_back(coef_of[c]);
-      }
-      coef_of[c] = 0.0;
-    }
-    add_row(idx, coef, static_cast<double>(pb.budget - base[p]));
+  if (best.feasible) offer(best.layers, false);
+  if (lp.optimal)
+    for (double threshold : {0.5, 0.25, 0.75, 1e-6}) offer(lp_round(pb, md, lp.y, threshold), true);
+  best.lower_bound = lp.optimal ? std::min(lp.bound, best.cost) : 0.0;
+  auto closed = [&] {
+    // (1e-6: the solvers' own tolerances, far below any gap worth asking for)
+    return best.feasible && best.cost - best.lower_bound <= (gap + 1e-6) * best.cost;
+  };
+  if (!closed() && left() > 0) {
+    const double bound = cbc_solve(pb, md, gap, left(), best);
+    best.lower_bound = std::min(best.cost, std::max(best.lower_bound, bound));
   }
-  const int nrows = static_cast<int>(row_ub.size());
-  std::vector<CoinBigIndex> start(ncols + 1, 0);
-  for (int c : col_of) ++start[c + 1];
-  for (int c = 0; c < ncols; ++c) start[c + 1] += start[c];
-  std::vector<int> index(col_of.size());
-  std::vector<double> value(col_of.size());
-  std::vector<CoinBigIndex> fill(start.begin(), start.end() - 1);
-  for (size_t e = 0; e < col_of.size(); ++e) {
-    const CoinBigIndex at = fill[col_of[e]]++;
-    index[at] = row_of[e];
-    value[at] = val_of[e];
-  }
-  std::vector<double> row_lb(nrows, -std::numeric_limits<double>::infinity());
-  Cbc_Model* m = Cbc_newModel();
-  Cbc_setLogLevel(m, 0);
-  Cbc_loadProblem(m, ncols, nrows, start.data(), index.data(), value.data(), lb.data(), ub.data(),
-                  obj.data(), row_lb.data(), row_ub.data());
-  for (int32_t c = 0; c < ncols; ++c) Cbc_setInteger(m, c);
-  std::vector<int> start_idx(ncols);
-  std::vector<double> start_val(ncols);
-  for (int32_t g = 0; g < ng; ++g)
-    for (int32_t k = 0; k < pb.group_max[g]; ++k) {
-      start_idx[col0[g] + k] = col0[g] + k;
-      start_val[col0[g] + k] = k < greedy.layers[g] ? 1.0 : 0.0;
-    }
-  if (greedy.feasible) Cbc_setMIPStartI(m, ncols, start_idx.data(), start_val.data());
-  Cbc_setAllowableFractionGap(m, gap);
-  Cbc_setParameter(m, "seconds", std::to_string(time_limit_s).c_str());
-  Cbc_setParameter(m, "threads", "1");
-  if (greedy.feasible) Cbc_setParameter(m, "feas", "off");  // the greedy start is feasible
-  Cbc_setParameter(m, "passC", "1");  // one round of root cuts: most of the bound, little time
-  Cbc_solve(m);
-
-  CheckpointSolution sol = greedy;
-  const double* xs = Cbc_getColSolution(m);
-  if (xs != nullptr && Cbc_getObjValue(m) < std::numeric_limits<double>::max() / 2) {
-    std::vector<int32_t> layers(ng, 0);
-    for (int32_t g = 0; g < ng; ++g) {
-      int32_t k = 0;
-      while (k < pb.group_max[g] && xs[col0[g] + k] > 0.5) ++k;
-      layers[g] = k;
-    }
-    const auto peaks = checkpoint_peaks(pb, layers);
-    bool fits = true;
-    for (int64_t p : peaks) fits = fits && p <= pb.budget;
-    const double c = checkpoint_cost(pb, layers);
-    if (fits && (!greedy.feasible || c <= greedy.cost)) {
-      sol.layers = layers;
-      sol.cost = c;
-      sol.feasible = true;
-    }
-  }
-  if (!sol.feasible) {
-    Cbc_deleteModel(m);
-    return sol;
-  }
-  sol.lower_bound = std::max(0.0, Cbc_getBestPossibleObjValue(m));
-  if (sol.lower_bound > sol.cost) sol.lower_bound = sol.cost;
-  sol.proven =
-      Cbc_isProvenOptimal(m) != 0 || sol.cost - sol.lower_bound <= gap * std::max(sol.cost, 1e-12);
-  Cbc_deleteModel(m);
-  return sol;
+  best.proven = closed();
+  return best;
 }
 
 CheckpointSolution checkpoint_solve_brute(const CheckpointProblem& pb) {

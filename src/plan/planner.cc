@@ -86,7 +86,7 @@ Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
   p.actions.assign(p.pp, {});
   schedule_build(p, spec.schedule);
 
-  const MemoryContext mem{p.memory_budget, cfg.parallel.data_parallel, plan_zero_shard(cfg)};
+  const MemoryContext mem = plan_memory_context(cfg, p.memory_budget);
   const bool adaptive = spec.static_recompute < 0;
   const CheckpointProblem pb =
       checkpoint_problem(p, cm, mem, adaptive ? CheckpointTie::diagonal : CheckpointTie::none);
@@ -154,9 +154,11 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
     const double keep = static_cast<double>(cm.kv_keep_bytes(sh, stage));
     act_full[c] = static_cast<double>(cm.activation_bytes(sh, stage, 0)) + keep;
     act_min[c] = static_cast<double>(cm.activation_bytes(sh, stage, stage.num_layers)) + keep;
-    transient = std::max(
-        transient, static_cast<double>(cm.backward_transient_bytes(sh, stage, stage.num_layers) +
-                                       cm.dkv_buffer_bytes(sh, stage)));
+    transient =
+        std::max({transient,
+                  static_cast<double>(cm.backward_transient_bytes(sh, stage, stage.num_layers) +
+                                      cm.dkv_buffer_bytes(sh, stage)),
+                  static_cast<double>(cm.forward_transient_bytes(sh, stage))});
     bool continues = false;
     for (const Slice& s : chunks[c].slices) continues = continues || s.offset > 0;
     unit_start[c] = c > 0 && continues ? unit_start[c - 1] : c;
@@ -228,7 +230,7 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
   const auto stages = stage_layout_by_cost(cm, pp, 1);
   const cost::StageShape ref = processor_reference_stage(cm.model(), pp);
   const int64_t budget = planner_budget(cfg, cm);
-  const MemoryContext mem{budget, cfg.parallel.data_parallel, plan_zero_shard(cfg)};
+  const MemoryContext mem = plan_memory_context(cfg, budget);
   const cost::StageShape first = stage_shape(stages[0]);
   const int64_t act_budget = budget - cm.static_bytes(first, mem.dp, mem.zero_shard);
   const bool adaptive = cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive;

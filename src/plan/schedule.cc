@@ -57,9 +57,14 @@ std::vector<int32_t> backward_order(const Plan& p, std::span<const int32_t> fwd)
 }
 
 // One 1F1B pipeline over `fwd` appended to every rank's list (vpp = 1). Before its i-th backward,
-// rank r has run f_r(i) = max(min(m, pp-r+i), 1 + position of that backward's chunk) forwards.
-// f_r(i) never grows with r, so whenever rank r-1 runs backward i before forward j, so does rank
-// r: no cycle of waits, hence no deadlock. `gpipe` runs every forward first.
+// rank r has run f_r(i) = min(m, max(pp-r+i, ahead(i)+pp-1-r)) forwards. need(i) = 1 + the latest
+// forward position among backwards 0..i: a cut sequence's backwards wait for all its slices'
+// forwards. ahead(i) = max over j >= i of need(j) - (j-i) starts those forwards early, one per
+// backward, instead of in a burst that drains the pipeline before every cut sequence; it never
+// raises the most chunks in flight, max(f_r(i) - i). The pp-1-r term keeps rank r as far ahead
+// of the last stage as plain 1F1B does. f_r(i) never grows with r, so whenever rank r-1 runs
+// backward i before forward j, so does rank r: no cycle of waits, hence no deadlock. `gpipe`
+// runs every forward first.
 void pipeline_append(Plan& p, std::span<const int32_t> fwd, bool gpipe) {
   const int64_t m = static_cast<int64_t>(fwd.size());
   // GPipe runs the backwards in reverse forward order, as autograd over the whole batch would.
@@ -67,14 +72,17 @@ void pipeline_append(Plan& p, std::span<const int32_t> fwd, bool gpipe) {
       gpipe ? std::vector<int32_t>(fwd.rbegin(), fwd.rend()) : backward_order(p, fwd);
   std::unordered_map<int32_t, int64_t> pos;
   for (int64_t i = 0; i < m; ++i) pos[fwd[i]] = i;
-  std::vector<int64_t> need(m);
+  std::vector<int64_t> ahead(m);
   int64_t run = 0;
-  for (int64_t i = 0; i < m; ++i) need[i] = run = std::max(run, pos[bwd[i]] + 1);
+  for (int64_t i = 0; i < m; ++i) ahead[i] = run = std::max(run, pos[bwd[i]] + 1);  // need(i)
+  for (int64_t i = m - 2; i >= 0; --i) ahead[i] = std::max(ahead[i], ahead[i + 1] - 1);
   for (int32_t r = 0; r < p.pp; ++r) {
     auto& list = p.actions[r];
     int64_t f = 0;
     for (int64_t i = 0; i < m; ++i) {
-      int64_t target = gpipe ? m : std::max(std::min<int64_t>(m, p.pp - r + i), need[i]);
+      const int64_t target =
+          gpipe ? m
+                : std::min<int64_t>(m, std::max<int64_t>(p.pp - r + i, ahead[i] + p.pp - 1 - r));
       while (f < target) list.push_back(make_action(ActionKind::forward, fwd[f++], r));
       list.push_back(make_action(ActionKind::backward, bwd[i], r));
     }

@@ -15,16 +15,23 @@ cost::StageShape stage_shape(const StageSpec& s) {
 }
 
 bool plan_zero_shard(const Config& cfg) {
-  return cfg.parallel.data_parallel > 1;
+  return cfg.parallel.ulysses_degree > 1;
 }
 
 int64_t plan_static_bytes(const Plan& plan, const cost::CostModel& cost, const Config& cfg,
                           int32_t rank) {
   int64_t bytes = 0;
   for (const StageSpec& s : plan.stages)
-    if (s.rank == rank)
-      bytes += cost.static_bytes(stage_shape(s), cfg.parallel.data_parallel, plan_zero_shard(cfg));
+    if (s.rank == rank) bytes += cost.static_bytes(stage_shape(s), 1, plan_zero_shard(cfg));
   return bytes;
+}
+
+int64_t action_send_bytes(const Plan& plan, const Action& a, const cost::CostModel& cost,
+                          std::span<const cost::SliceShape> chunk) {
+  const bool sends = a.kind == ActionKind::forward
+                         ? a.stage + 1 < static_cast<int32_t>(plan.stages.size())
+                         : a.stage > 0;
+  return sends ? cost.p2p_bytes(chunk) : 0;
 }
 
 MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost,
@@ -48,6 +55,7 @@ MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost,
     auto key = [&](int64_t stage, int64_t x) { return stage * (int64_t{1} << 32) + x; };
     const auto& list = plan.actions[r];
     t.steps[r].resize(list.size());
+    int64_t in_flight = 0;  // the previous action's message, until the neighbour takes it
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
       const cost::StageShape st = stage_shape(plan.stages[a.stage]);
@@ -58,7 +66,16 @@ MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost,
         int64_t b = cost.activation_bytes(sh, st, a.recompute_layers) + cost.kv_keep_bytes(sh, st);
         held[key(a.stage, a.chunk)] += b;
         live += b;
-        step.during = step.after = live;
+        // The forward's own temporaries (and a block of logits on the last stage) come on top of
+        // what it saves, until it ends.
+        step.during = live + cost.forward_transient_bytes(sh, st);
+        // It builds each layer's whole stash before dropping a recomputed one: recomputing every
+        // layer of the stage peaks like recomputing all but one.
+        if (a.recompute_layers > 0 && a.recompute_layers >= st.num_layers) {
+          step.during += cost.activation_bytes(sh, st, a.recompute_layers - 1) -
+                         cost.activation_bytes(sh, st, a.recompute_layers);
+        }
+        step.after = live;
       } else {
         // Non-final slices consume (and free at the end) the dK/dV buffer their sequence's later
         // slices left behind; slices with context allocate the buffer for the earlier tokens.
@@ -86,6 +103,8 @@ MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost,
         }
         step.after = live;
       }
+      step.during += in_flight;
+      in_flight = action_send_bytes(plan, a, cost, sh);
       peak = std::max(peak, step.during);
     }
     t.peak[r] = peak;

@@ -1,9 +1,10 @@
 // Predicted memory of every rank along its action list: static bytes (weights, grads, optimizer)
 // plus the activations of chunks between their forward and backward, K/V kept for later slices,
-// dK/dV buffers of sliced sequences and the working set of a running backward.
+// dK/dV buffers of sliced sequences and the working set of a running forward or backward.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/config.h"
@@ -24,11 +25,18 @@ struct MemoryTrace {
 };
 
 cost::StageShape stage_shape(const StageSpec& s);
-// Pipeline plans shard the optimizer state over the dp × ulysses replicas of a stage (Megatron's
-// distributed optimizer over dp × cp) when there is more than one.
+// Pipeline plans shard the optimizer state (fp32 master weights, Adam m and v) over the Ulysses
+// group of a stage, ZeRO-1 style, as DeepSpeed-Ulysses does (planning only: `train` refuses
+// ulysses > 1). Data-parallel replicas keep full copies, as `train` does.
 bool plan_zero_shard(const Config& cfg);
 int64_t plan_static_bytes(const Plan& plan, const cost::CostModel& cost, const Config& cfg,
                           int32_t rank);
+
+// Bytes `a` sends to its neighbour stage: a forward's output (but the last stage's), a backward's
+// input gradient (but the first stage's). The buffer lives until the neighbour takes it, which
+// the runtime sees after the rank's next action: that action carries it on top.
+int64_t action_send_bytes(const Plan& plan, const Action& a, const cost::CostModel& cost,
+                          std::span<const cost::SliceShape> chunk);
 
 // Assumes every action's stage lives on its rank (validate() checks that first).
 MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost, const Config& cfg);

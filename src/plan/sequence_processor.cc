@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -210,7 +211,9 @@ ProcessorResult sequence_process(std::span<const int64_t> lengths, int32_t k,
   for (int64_t i = 0; i < empties; ++i) buckets.emplace_back();
 
   // Best-Fit-Decreasing: longest first; among buckets within both thresholds, the lowest
-  // time/token ratio (the least loaded per token), then the tightest fit. When none is within
+  // time/token ratio (the least loaded per token), then the tightest fit; an empty bucket only
+  // when no other fits (as BFD opens a new bin), else the empties took every short sequence and
+  // left the tail slices alone in tiny hybrid chunks that stall the pipeline. When none is within
   // T_t, relax it: the bucket that ends least loaded among those within T_m.
   for (int32_t seq : shorts) {
     const int64_t len = lengths[seq];
@@ -224,7 +227,8 @@ ProcessorResult sequence_process(std::span<const int64_t> lengths, int32_t k,
       const double t = chunk_cost(cm, stage, b.shapes);
       b.shapes.pop_back();
       if (t <= lim.time_threshold) {
-        const double ratio = b.tokens > 0 ? b.time / static_cast<double>(b.tokens) : 0.0;
+        const double ratio = b.tokens > 0 ? b.time / static_cast<double>(b.tokens)
+                                          : std::numeric_limits<double>::infinity();
         const double slack = lim.time_threshold - t;
         if (best < 0 || ratio < best_key1 || (ratio == best_key1 && slack < best_key2)) {
           best = static_cast<int>(i);

@@ -14,7 +14,7 @@ using testing::plan_random;
 using testing::small_config;
 
 MemoryContext memory_of(const Config& cfg, int64_t budget) {
-  return MemoryContext{budget, cfg.parallel.data_parallel, plan_zero_shard(cfg)};
+  return plan_memory_context(cfg, budget);
 }
 
 int64_t max_of(const std::vector<int64_t>& v) {
@@ -86,6 +86,59 @@ TEST(Checkpoint, ExactMatchesBruteForceOnRandomProblems) {
     }
   }
   EXPECT_GT(nontrivial, 20);
+}
+
+// With the 2% goal the planner uses: a proven answer within 2% of the brute-force optimum, its
+// bound below that optimum, never worse than the greedy start it improves on.
+TEST(Checkpoint, ExactWithinTheRequestedGapOfBruteForce) {
+  std::mt19937 rng(29);
+  int proven_nonzero = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const auto pb = random_problem(rng, 7, 12, 16);
+    const auto brute = checkpoint_solve_brute(pb);
+    const auto exact = checkpoint_solve_exact(pb, 0.02);
+    const auto greedy = checkpoint_solve_greedy(pb);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial);
+    ASSERT_EQ(exact.feasible, brute.feasible);
+    if (!brute.feasible) continue;
+    EXPECT_TRUE(exact.proven);
+    EXPECT_LE(max_of(checkpoint_peaks(pb, exact.layers)), pb.budget);
+    EXPECT_NEAR(exact.cost, checkpoint_cost(pb, exact.layers), 1e-12);
+    EXPECT_GE(exact.cost, brute.cost - 1e-9);
+    EXPECT_LE(exact.cost, brute.cost * 1.02 + 1e-9);
+    EXPECT_LE(exact.lower_bound, brute.cost + 1e-9);
+    EXPECT_LE(exact.cost - exact.lower_bound, 0.02 * exact.cost + 1e-9);
+    if (greedy.feasible) {
+      EXPECT_LE(exact.cost, greedy.cost + 1e-12);
+    }
+    proven_nonzero += brute.cost > 0;
+  }
+  EXPECT_GT(proven_nonzero, 15);
+}
+
+// A memory-bound plan like the paper's (long-tail batch, pp 4, tight budget): the solve is proven
+// within 2% and its answer fits.
+TEST(Checkpoint, ProvenWithinTwoPercentOnATightPlan) {
+  std::mt19937 rng(13);
+  Config cfg = small_config(4, 1, 16);
+  Plan p = plan_random(cfg, rng, 40);
+  schedule_build(p, Schedule::epp);
+  const auto cm = cost::CostModel::from_config(cfg);
+  auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), CheckpointTie::diagonal);
+  const int64_t lean = checkpoint_min_budget(pb);
+  const int64_t fat = max_of(checkpoint_peaks(pb, std::vector<int32_t>(pb.group_max.size(), 0)));
+  int recomputing = 0;
+  for (double f : {0.05, 0.2, 0.5}) {
+    pb.budget = lean + static_cast<int64_t>((fat - lean) * f);
+    const auto sol = checkpoint_solve_exact(pb, 0.02);
+    ASSERT_TRUE(sol.feasible);
+    EXPECT_TRUE(sol.proven) << "cost " << sol.cost << " bound " << sol.lower_bound;
+    EXPECT_LE(sol.cost - sol.lower_bound, 0.02 * sol.cost + 1e-12);
+    EXPECT_LE(max_of(checkpoint_peaks(pb, sol.layers)), pb.budget);
+    EXPECT_LE(sol.cost, checkpoint_solve_greedy(pb).cost + 1e-12);
+    recomputing += sol.cost > 0;
+  }
+  EXPECT_EQ(recomputing, 3);
 }
 
 TEST(Checkpoint, ExactMatchesBruteForceOnSmallPlans) {

@@ -221,6 +221,90 @@ TEST(Schedule, LastStageRunsAllSlicesOfASequenceBeforeTheirBackwards) {
   EXPECT_EQ(got, want);
 }
 
+// The warm-up rule: before its i-th backward, rank r has run min(m, max(pp-r+i, ahead(i)+pp-1-r))
+// forwards, ahead(i) = max over j >= i of need(j) - (j-i), need(j) = 1 + the latest forward
+// position among backwards 0..j; checked on random long-tail batches, which must also replay
+// without deadlock and never hold more chunks than need() alone asks for.
+TEST(Schedule, EppWarmUpRuleOnRandomWorkloads) {
+  std::mt19937 rng(21);
+  for (int trial = 0; trial < 30; ++trial) {
+    const int pp = 2 + trial % 7;
+    Config cfg = small_config(pp, 1, 2 * pp);
+    Plan p = plan_random(cfg, rng, 4 + trial);
+    schedule_epp(p);
+    const int64_t m = static_cast<int64_t>(p.chunks.size());
+    // Backward order as the last stage shows it (every rank runs the backwards in one order).
+    std::vector<int32_t> bwd;
+    for (const Action& a : p.actions[pp - 1])
+      if (a.kind == ActionKind::backward) bwd.push_back(a.chunk);
+    ASSERT_EQ(static_cast<int64_t>(bwd.size()), m);
+    std::vector<int64_t> need(m), ahead(m);
+    int64_t run = 0;
+    for (int64_t i = 0; i < m; ++i) need[i] = run = std::max<int64_t>(run, bwd[i] + 1);
+    int64_t most_needed = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      ahead[i] = need[i];
+      for (int64_t j = i; j < m; ++j) ahead[i] = std::max(ahead[i], need[j] - (j - i));
+      most_needed = std::max(most_needed, need[i] - i);
+    }
+    for (int r = 0; r < pp; ++r) {
+      int64_t fwd = 0, i = 0, most_in_flight = 0;
+      for (const Action& a : p.actions[r]) {
+        if (a.kind == ActionKind::forward) {
+          EXPECT_EQ(a.chunk, fwd) << "forwards run in chunk order";
+          ++fwd;
+          continue;
+        }
+        ASSERT_EQ(a.chunk, bwd[i]) << "trial " << trial << " rank " << r;
+        const int64_t want =
+            std::min<int64_t>(m, std::max<int64_t>(pp - r + i, ahead[i] + pp - 1 - r));
+        EXPECT_EQ(fwd, want) << "trial " << trial << " rank " << r << " backward " << i;
+        most_in_flight = std::max(most_in_flight, fwd - i);
+        ++i;
+      }
+      EXPECT_EQ(most_in_flight,
+                std::min<int64_t>(m, std::max<int64_t>(pp - r, most_needed + pp - 1 - r)));
+    }
+    set_uniform_times(p, 1.0, 2.0);
+    Replay rep = schedule_replay(p, {});
+    ASSERT_FALSE(rep.deadlock) << rep.deadlock_reason;
+    auto cost = cost::CostModel::from_config(cfg);
+    plan_predict(p, cost, cfg);
+    ValidationResult v = validate(p, cost, cfg);
+    ASSERT_TRUE(v.ok()) << "trial " << trial << ": " << v.message();
+  }
+}
+
+// Sequences cut into k slices (each a 1-slice-per-chunk run), back to back, then whole sequences,
+// equal times: forwards start early enough that the step is as long as plain 1F1B over the same
+// number of chunks, (m + pp - 1)(f + b); bursts of forwards before each cut sequence used to
+// drain the pipeline every time.
+TEST(Schedule, EppCutSequencesKeepOneFOneBStepTime) {
+  for (int pp : {2, 4, 8})
+    for (int k : {2, 3, 5})
+      for (int cut : {1, 3}) {
+        Config cfg = small_config(pp, 1, 2 * pp);
+        std::vector<int64_t> lens;
+        std::vector<std::vector<testing::SliceSpec>> chunks;
+        for (int q = 0; q < cut; ++q) {
+          lens.push_back(1000 * k);
+          for (int j = 0; j < k; ++j) chunks.push_back({{q, 1000 * j, 1000}});
+        }
+        for (int q = 0; q < 6; ++q) {
+          lens.push_back(1000);
+          chunks.push_back({{cut + q, 0, 1000}});
+        }
+        Plan p = testing::plan_from_chunks(cfg, lens, chunks);
+        schedule_epp(p);
+        set_uniform_times(p, 1.0, 2.0);
+        Replay r = schedule_replay(p, {});
+        ASSERT_FALSE(r.deadlock) << r.deadlock_reason;
+        const int m = cut * k + 6;
+        EXPECT_NEAR(r.step_time, (m + pp - 1) * 3.0, 1e-9)
+            << "pp " << pp << " k " << k << " cut " << cut;
+      }
+}
+
 // Seq1F1B cuts a packed micro-batch into segments that may hold the end of one sequence and the
 // start of the next; all segments linked by a cut sequence run their backwards in reverse.
 TEST(Schedule, Seq1f1bSegmentsSpanningSeveralSequences) {

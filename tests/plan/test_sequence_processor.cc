@@ -91,6 +91,41 @@ TEST(SequenceProcessor, RandomWorkloadsAreWellFormed) {
   EXPECT_GT(sliced, 50);
 }
 
+// Best-Fit-Decreasing opens a bucket only when no other fits: the first (longest) sequence of
+// every batched chunk fitted no hybrid chunk within both thresholds, even as that chunk ended up
+// (buckets only grow). Filling empty buckets first left tail slices alone in tiny chunks.
+TEST(SequenceProcessor, TailBucketsFillBeforeEmptyOnes) {
+  Config cfg = small_config(4);
+  cfg.model.seq_length = 65536;
+  const auto cm = cost::CostModel::from_config(cfg);
+  const auto st = processor_reference_stage(cfg.model, 4);
+  std::mt19937 rng(31);
+  int hybrids_with_shorts = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    const auto lengths = long_tail(rng, 60 + trial * 5, 16384 << (trial % 3));
+    for (int32_t k : {2, 4, 8}) {
+      const auto r = sequence_process(lengths, k, cm, st, 1024);
+      SCOPED_TRACE(::testing::Message() << "trial " << trial << " k " << k);
+      for (const Chunk& hybrid : r.chunks) {
+        if (hybrid.kind() != ChunkKind::hybrid) continue;
+        hybrids_with_shorts += hybrid.slices.size() > 1;
+        for (const Chunk& packed : r.chunks) {
+          if (packed.kind() != ChunkKind::batched) continue;
+          int64_t first = 0;
+          for (const Slice& x : packed.slices) first = std::max(first, x.len);
+          auto shapes = hybrid.shapes();
+          shapes.push_back({0, first, true});
+          const bool fits = hybrid.tokens() + first <= r.limits.token_threshold &&
+                            chunk_cost(cm, st, shapes) <= r.limits.time_threshold;
+          EXPECT_FALSE(fits) << "chunk " << packed.id << " opened for a sequence of " << first
+                             << " tokens that fits hybrid chunk " << hybrid.id;
+        }
+      }
+    }
+  }
+  EXPECT_GT(hybrids_with_shorts, 20);
+}
+
 TEST(SequenceProcessor, BalancedSplitEqualisesCostAndShrinksLaterSlices) {
   Config cfg = small_config(4);
   cfg.model.seq_length = 131072;

@@ -1,0 +1,42 @@
+// Primal search for the checkpoint problem (checkpoint.h), shared by its solvers: a greedy repair
+// that raises recompute counts until every point fits and gives back what is not needed, and a
+// local search that trades one group's recompute for cheaper ones elsewhere.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "plan/checkpoint.h"
+
+namespace infinipipe::plan {
+
+struct CheckpointOccurrence {
+  int32_t point = 0, item = 0;
+  bool transient = false, forward = false;  // as CheckpointTerm
+};
+
+// Where each group's items are and where they appear.
+struct CheckpointIndex {
+  std::vector<std::vector<int32_t>> items_of;             // group -> items
+  std::vector<std::vector<CheckpointOccurrence>> occ_of;  // group -> terms of its items
+  std::vector<std::vector<double>> time_of;               // group -> cost per level
+};
+
+CheckpointIndex checkpoint_index(const CheckpointProblem& pb);
+// The group's cost with x layers recomputed: the slowest recompute of its items.
+double checkpoint_group_time(const CheckpointProblem& pb, const CheckpointIndex& ix, int32_t g,
+                             int32_t x);
+
+// From the levels in `x`: raises groups (to whichever level frees the most over-budget bytes per
+// second of recompute) until every point fits, then lowers each group as far as the points allow,
+// the dearest first. Returns whether every point fits.
+bool checkpoint_repair(const CheckpointProblem& pb, const CheckpointIndex& ix,
+                       std::vector<int32_t>& x);
+
+// Local search on a feasible `x`: lowers one group by a level, repairs with the others, and keeps
+// the result when it is cheaper; repeats until no such move helps or the deadline passes.
+void checkpoint_improve(const CheckpointProblem& pb, const CheckpointIndex& ix,
+                        std::vector<int32_t>& x, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace infinipipe::plan
