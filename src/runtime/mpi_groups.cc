@@ -55,6 +55,12 @@ std::vector<int> RankLayout::pp_group_ranks() const {
   return out;
 }
 
+std::vector<int> RankLayout::embedding_group_ranks() const {
+  if (!is_first_stage() && !is_last_stage()) return {};
+  if (pp == 1) return {rank};
+  return {rank_of(0, replica), rank_of(pp - 1, replica)};
+}
+
 std::string RankLayout::describe(int r) const {
   return fmt::format("rank {} (stage {}, replica {})", r, stage_of(r), replica_of(r));
 }

@@ -4,6 +4,8 @@
 //
 //   pp = 2, dp = 2:  stage 0 = ranks {0, 1}, stage 1 = ranks {2, 3}
 //                    dp groups {0, 1} {2, 3};  pp groups (pipelines) {0, 2} {1, 3}
+//                    embedding groups (tied embeddings) {0, 2} {1, 3}
+//   pp = 3, dp = 1:  embedding group {0, 2}; rank 1 is in none
 #pragma once
 
 #ifndef OMPI_SKIP_MPICXX
@@ -43,7 +45,10 @@ struct RankLayout {
   int next_rank() const { return rank_of((stage + 1) % pp, replica); }
   std::vector<int> dp_group_ranks() const;  // the replicas of this stage
   std::vector<int> pp_group_ranks() const;  // the stages of this replica's pipeline
-  std::string describe(int rank_) const;    // "rank 2 (stage 1, replica 0)"
+  // The first and last stage of this replica's pipeline when this rank is one of them (one rank
+  // with pp = 1); empty on middle stages. What ProcessGroups::embedding_comm() holds.
+  std::vector<int> embedding_group_ranks() const;
+  std::string describe(int rank_) const;  // "rank 2 (stage 1, replica 0)"
   std::string describe() const { return describe(rank); }
 };
 

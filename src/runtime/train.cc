@@ -78,12 +78,6 @@ void train_check_config(const Config& cfg, int world_size) {
         "--ulysses-degree (the planner and simulator study it)",
         p.ulysses_degree);
   }
-  if (p.pipeline_parallel > 1 && cfg.model.tie_embeddings) {
-    fail_config(
-        "tied embeddings across pipeline stages are not supported by the distributed runtime yet "
-        "(pp = {}); drop --tie-embeddings or run with pp = 1",
-        p.pipeline_parallel);
-  }
   if (cfg.training.bf16) {
     fail_config(
         "--bf16 plans bf16 activations for GPU presets, but CPU training runs in fp32; "
@@ -113,6 +107,16 @@ Trainer::Trainer(const TrainOptions& opts)
   if (groups_ && groups_->layout().dp > 1) {
     grads_ =
         std::make_unique<DistGradReducer>(*groups_, engine_ptrs_, p2p_->timeout_s(), &tracker_);
+  }
+  if (groups_ && groups_->layout().pp > 1 && cfg_.model.tie_embeddings &&
+      groups_->embedding_comm() != MPI_COMM_NULL) {
+    // Both ends build it at once (it duplicates the communicator, a collective of the two).
+    Param* tied = groups_->layout().is_first_stage() ? engines_.front()->params().embedding()
+                                                     : engines_.back()->params().lm_head();
+    if (tied == nullptr)
+      fail("internal: stage {} holds no tied embedding", groups_->layout().stage);
+    tied_grads_ = std::make_unique<GradBuckets>(groups_->embedding_comm(), p2p_->timeout_s());
+    tied_grads_->add(tied->name, tied->grad.data(), tied->grad.numel());
   }
   optimizer_ = std::make_unique<ParamOptimizer>(oo, [this](int64_t delta) {
     if (delta >= 0) {
@@ -159,7 +163,20 @@ int64_t Trainer::consumed_samples() const {
   return sampler_ ? sampler_->consumed_samples() : start_consumed_;
 }
 
-std::vector<ParamRef> Trainer::params() {
+// The last stage's copy of the tied embedding when the first stage runs on another rank (it is
+// trained here like any parameter, but counted and saved by the first stage's rank).
+Param* Trainer::tied_remote_copy() {
+  if (!tied_grads_ || groups_->layout().is_first_stage()) return nullptr;
+  return engines_.back()->params().lm_head();
+}
+
+std::span<const float> Trainer::tied_copy_values() {
+  Param* copy = tied_remote_copy();
+  if (copy == nullptr) return {};
+  return {copy->value.data(), static_cast<size_t>(copy->value.numel())};
+}
+
+std::vector<ParamRef> Trainer::params_local() {
   std::vector<ParamRef> out;
   std::map<std::string, bool> seen;
   for (auto& e : engines_) {
@@ -170,9 +187,17 @@ std::vector<ParamRef> Trainer::params() {
   return out;
 }
 
+std::vector<ParamRef> Trainer::params() {
+  std::vector<ParamRef> out = params_local();
+  if (Param* copy = tied_remote_copy()) {
+    std::erase_if(out, [copy](const ParamRef& p) { return p.value == copy->value.data(); });
+  }
+  return out;
+}
+
 std::vector<OptimTensor> Trainer::optim_tensors() {
   std::vector<OptimTensor> out;
-  for (const ParamRef& p : params()) {
+  for (const ParamRef& p : params_local()) {
     const size_t n = static_cast<size_t>(p.numel);
     out.push_back({p.name, p.shape, {p.value, n}, {p.grad, n}});
   }
@@ -180,8 +205,16 @@ std::vector<OptimTensor> Trainer::optim_tensors() {
 }
 
 // With tied embeddings and several stages, the last stage holds its own copy of the embedding:
-// its gradient joins the first stage's before the update, and the update is copied back.
+// its gradient joins the first stage's before the update. In one process the update is then
+// copied; across ranks both ends sum the two gradients (after the dp all-reduce, so each holds
+// the global gradient) and apply the identical update, which keeps the copies bit-identical.
 void Trainer::tied_grads_sum() {
+  if (tied_grads_) {
+    if (watchdog_) watchdog_->arm("the tied embedding's gradient all-reduce");
+    tied_grads_->finish("the tied embedding's gradient all-reduce (first and last stage)");
+    if (watchdog_) watchdog_->disarm();
+    return;
+  }
   if (!cfg_.model.tie_embeddings || engines_.size() < 2) return;
   Param* primary = engines_.front()->params().embedding();
   Param* copy = engines_.back()->params().lm_head();
@@ -191,7 +224,7 @@ void Trainer::tied_grads_sum() {
 }
 
 void Trainer::tied_values_copy() {
-  if (!cfg_.model.tie_embeddings || engines_.size() < 2) return;
+  if (tied_grads_ || !cfg_.model.tie_embeddings || engines_.size() < 2) return;
   Param* primary = engines_.front()->params().embedding();
   Param* copy = engines_.back()->params().lm_head();
   if (primary == nullptr || copy == nullptr || primary == copy) return;
@@ -209,7 +242,8 @@ void Trainer::checkpoint_load(const std::string& dir) {
   }
   const std::vector<CheckpointTarget> targets = checkpoint_targets(all);
   reader.load_params(targets);
-  const std::vector<CheckpointTarget> unique = checkpoint_targets(params());
+  // A tied copy on this rank is trained here too: it takes the embedding's state.
+  const std::vector<CheckpointTarget> unique = checkpoint_targets(params_local());
   reader.load_optimizer(unique, *optimizer_);
   iteration_ = reader.iteration();
   start_consumed_ = reader.consumed_samples();
@@ -337,11 +371,17 @@ plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths, double&
 }
 
 // Clips to --clip-grad by the global norm: squares summed over this rank's parameters, then over
-// the pipeline (dp replicas hold the same reduced gradients). Returns the norm before clipping.
+// the pipeline (dp replicas hold the same reduced gradients); a tied copy counts once, on the
+// first stage. Returns the norm before clipping.
 double Trainer::grad_norm_clip() {
   std::vector<OptimTensor> tensors = optim_tensors();
   if (!groups_) return grad_clip_norm(tensors, cfg_.training.clip_grad);
-  double sq = grad_sum_squares(tensors);
+  std::vector<OptimTensor> counted = tensors;
+  if (Param* copy = tied_remote_copy()) {
+    std::erase_if(counted,
+                  [copy](const OptimTensor& t) { return t.value.data() == copy->value.data(); });
+  }
+  double sq = grad_sum_squares(counted);
   sq = allreduce_sum(groups_->pp_comm(), sq, p2p_->timeout_s(), "the squared gradient norm");
   const double norm = std::sqrt(sq);
   grad_apply_scale(tensors, grad_clip_scale(norm, cfg_.training.clip_grad));

@@ -27,6 +27,7 @@
 #include "plan/planner.h"
 #include "runtime/executor.h"
 #include "runtime/metrics.h"
+#include "runtime/mpi_allreduce.h"
 #include "runtime/mpi_groups.h"
 #include "runtime/mpi_p2p.h"
 #include "runtime/mpi_watchdog.h"
@@ -58,8 +59,8 @@ std::string train_metrics_path(const std::string& metrics_file, const std::strin
 std::string train_rank_path(const std::string& path, int rank);
 
 // Checks the parts of a configuration `train` cannot run (ConfigError saying what to change):
-// pp × dp other than the number of processes (world_size; 1 without mpirun), Ulysses > 1, tied
-// embeddings across pipeline stages, bf16, no --data-path with iterations to run.
+// pp × dp other than the number of processes (world_size; 1 without mpirun), Ulysses > 1, bf16,
+// no --data-path with iterations to run.
 void train_check_config(const Config& cfg, int world_size = 1);
 
 class DistGradReducer;
@@ -82,8 +83,12 @@ class Trainer {
   // Checkpoint of the current state into cfg.training.save (iter_NNNNNNN, then `latest`).
   void save();
 
-  // Every parameter once, by global name (a tied LM head's copy on a later stage is left out).
+  // Every parameter once, by global name (a tied LM head's copy on a later stage is left out,
+  // also when that stage runs on another rank than the embedding: the first stage's rank has it).
   std::vector<ParamRef> params();
+  // Distributed with tied embeddings and pp > 1, on the last stage's rank: its copy of
+  // model.embed_tokens.weight, which stays bit-identical to the first stage's. Empty otherwise.
+  std::span<const float> tied_copy_values();
   MemoryTracker& tracker() { return tracker_; }
   const plan::Plan& last_plan() const { return last_plan_; }
   const std::vector<StepStats>& last_stats() const { return last_stats_; }
@@ -92,7 +97,9 @@ class Trainer {
  private:
   void model_build();
   void checkpoint_load(const std::string& dir);
+  std::vector<ParamRef> params_local();  // params() plus this rank's tied copy, if any
   std::vector<OptimTensor> optim_tensors();
+  Param* tied_remote_copy();  // the last stage's copy when the embedding lives on another rank
   void tied_grads_sum();
   void tied_values_copy();
   // A plan of this rank's share and the planner's seconds for it.
@@ -116,6 +123,9 @@ class Trainer {
   const ProcessGroups* groups_ = nullptr;
   std::unique_ptr<P2p> p2p_;
   std::unique_ptr<DistGradReducer> grads_;  // dp > 1: the overlapped gradient all-reduce
+  // Tied embeddings and pp > 1, on the first and last stage's ranks: sums the embedding's
+  // gradient with the LM head copy's over the embedding group (Megatron's).
+  std::unique_ptr<GradBuckets> tied_grads_;
   Watchdog* watchdog_ = nullptr;
   std::string knobs_text_;  // the last plan's knobs, described
   std::unique_ptr<ParamOptimizer> optimizer_;

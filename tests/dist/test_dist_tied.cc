@@ -1,0 +1,294 @@
+// Tied embeddings under mpirun (Megatron's embedding group): the first and the last pipeline
+// stage each hold model.embed_tokens.weight, sum its gradients and apply the same update. From
+// the same seed and data, losses, gradient norms (the tied weight counted once) and weights
+// match the one-process Trainer, the last stage's copy stays bit-identical to the first stage's,
+// and checkpoints hold the embedding once and reshard between pp = 1 and pp = 2.
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "data/synth.h"
+#include "dist_test_util.h"
+#include "runtime/checkpoint.h"
+#include "runtime/mpi_groups.h"
+#include "runtime/train.h"
+
+namespace infinipipe::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kIters = 3;
+constexpr const char* kEmbedding = "model.embed_tokens.weight";
+
+TEST(DistTiedLayout, EmbeddingGroupIsFirstAndLastStage) {
+  EXPECT_EQ(RankLayout::make(4, 1, 2, 2).embedding_group_ranks(), (std::vector<int>{1, 3}));
+  EXPECT_EQ(RankLayout::make(4, 2, 2, 2).embedding_group_ranks(), (std::vector<int>{0, 2}));
+  EXPECT_EQ(RankLayout::make(3, 2, 3, 1).embedding_group_ranks(), (std::vector<int>{0, 2}));
+  EXPECT_TRUE(RankLayout::make(3, 1, 3, 1).embedding_group_ranks().empty());
+  EXPECT_EQ(RankLayout::make(2, 1, 1, 2).embedding_group_ranks(), (std::vector<int>{1}));
+}
+
+class DistTied : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    omp_set_num_threads(1);
+    if (!disttest::under_mpirun()) return;
+    Comm& comm = disttest::test_comm();
+    int64_t pid = getpid();
+    MPI_Bcast(&pid, 1, MPI_INT64_T, 0, comm.world());
+    dir_ = fs::path(::testing::TempDir()) /
+           fmt::format("infinipipe_tied_{}_{}", pid,
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    if (comm.rank() == 0) {
+      fs::remove_all(dir_);
+      fs::create_directories(dir_);
+      data::SynthOptions so;
+      so.distribution = "github";
+      so.num_documents = 100;
+      so.seq_length = 256;
+      so.seed = 5;
+      so.output = (dir_ / "corpus").string();
+      data::synth_corpus_write(so);
+    }
+    comm.barrier("the test's setup");
+  }
+  void TearDown() override {
+    if (!disttest::under_mpirun()) return;
+    Comm& comm = disttest::test_comm();
+    comm.barrier("the test's teardown");
+    if (comm.rank() == 0) fs::remove_all(dir_);
+  }
+
+  TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const {
+    TrainOptions o;
+    Config& c = o.config;
+    c.model.num_layers = 4;
+    c.model.hidden_size = 64;
+    c.model.num_attention_heads = 4;
+    c.model.num_query_groups = 2;
+    c.model.seq_length = 256;
+    c.model.tie_embeddings = true;
+    c.parallel.pipeline_parallel = pp;
+    c.parallel.data_parallel = dp;
+    c.parallel.schedule = schedule;
+    if (schedule == Schedule::interleaved) c.parallel.virtual_stages = 2;
+    c.parallel.min_tail_slice = 32;
+    c.training.global_batch_size = 8;
+    c.training.train_iters = iters;
+    c.training.lr = 3e-3;
+    c.training.min_lr = 3e-4;
+    c.training.lr_warmup_iters = 2;
+    c.training.weight_decay = 0.01;
+    c.training.clip_grad = 1.0;
+    c.training.data_path = (dir_ / "corpus").string();
+    c.training.seed = 9;
+    c.training.optimizer = Optimizer::adamw;
+    c.cluster.device = "cpu";
+    c.validate();
+    o.config_yaml = "test: true\n";
+    o.quiet = true;
+    o.out = nullptr;
+    o.err = nullptr;
+    return o;
+  }
+
+  struct Run {
+    std::vector<double> losses, grad_norms;
+    std::map<std::string, std::vector<float>> weights;
+  };
+
+  static Run run(Trainer& t, int64_t steps) {
+    Run r;
+    for (int64_t i = 0; i < steps; ++i) {
+      const IterationMetrics m = t.step();
+      r.losses.push_back(m.loss);
+      r.grad_norms.push_back(m.grad_norm);
+    }
+    for (const ParamRef& p : t.params()) r.weights[p.name].assign(p.value, p.value + p.numel);
+    return r;
+  }
+
+  static void expect_near_rel(const std::vector<double>& got, const std::vector<double>& want,
+                              const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << what << " of iteration " << i + 1;
+    }
+  }
+
+  static void expect_weights_match(const Run& got, const Run& want, const std::string& what) {
+    ASSERT_FALSE(got.weights.empty()) << what;
+    for (const auto& [name, g] : got.weights) {
+      const auto& w = want.weights.at(name);
+      ASSERT_EQ(g.size(), w.size()) << what << ": " << name;
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        diff += (double(g[i]) - w[i]) * (double(g[i]) - w[i]);
+        norm += double(w[i]) * w[i];
+      }
+      EXPECT_LE(std::sqrt(diff / norm), 1e-5) << what << ": weights of " << name;
+    }
+  }
+
+  // The last stage's copy against the first stage's embedding, bit for bit: the first stage of
+  // each replica sends its embedding to the last.
+  static void expect_copy_bit_identical(Trainer& t, const ProcessGroups& g, const Run& got,
+                                        const std::string& what) {
+    const RankLayout& l = g.layout();
+    if (l.is_first_stage()) {
+      const std::vector<float>& e = got.weights.at(kEmbedding);
+      ASSERT_EQ(MPI_Send(e.data(), static_cast<int>(e.size()), MPI_FLOAT,
+                         l.rank_of(l.pp - 1, l.replica), 7, g.world()),
+                MPI_SUCCESS);
+      EXPECT_TRUE(t.tied_copy_values().empty()) << what << ": the first stage holds no copy";
+    } else if (l.is_last_stage()) {
+      const std::span<const float> copy = t.tied_copy_values();
+      std::vector<float> e(static_cast<size_t>(t.cost_model().model().params_embedding()));
+      // Receive first, so the sender never waits on a failed assertion here.
+      ASSERT_EQ(MPI_Recv(e.data(), static_cast<int>(e.size()), MPI_FLOAT, l.rank_of(0, l.replica),
+                         7, g.world(), MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+      EXPECT_EQ(got.weights.count(kEmbedding), 0u) << what << ": params() lists the copy";
+      ASSERT_EQ(copy.size(), e.size()) << what;
+      EXPECT_EQ(std::memcmp(e.data(), copy.data(), e.size() * sizeof(float)), 0)
+          << what << ": the last stage's copy of the embedding drifted from the first stage's";
+    }
+  }
+
+  void expect_matches_one_process(int64_t pp, int64_t dp, Schedule schedule) {
+    Comm& comm = disttest::test_comm();
+    const std::string what = fmt::format("tied pp {} dp {} {}", pp, dp, schedule_name(schedule));
+    Trainer ref_t(options(1, 1, Schedule::epp, kIters));
+    const Run ref = run(ref_t, kIters);
+
+    ProcessGroups groups(comm, pp, dp);
+    int members = 0;
+    if (groups.embedding_comm() != MPI_COMM_NULL) MPI_Comm_size(groups.embedding_comm(), &members);
+    EXPECT_EQ(members, static_cast<int>(groups.layout().embedding_group_ranks().size())) << what;
+    TrainOptions o = options(pp, dp, schedule, kIters);
+    o.groups = &groups;
+    Trainer t(o);
+    const Run got = run(t, kIters);
+    expect_near_rel(got.losses, ref.losses, what + ": loss");
+    expect_near_rel(got.grad_norms, ref.grad_norms, what + ": gradient norm");
+    expect_weights_match(got, ref, what);
+    expect_copy_bit_identical(t, groups, got, what);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(DistTied, Pp2MatchesOneProcess) {
+  DIST_TEST_RANKS(2);
+  expect_matches_one_process(2, 1, Schedule::epp);
+  expect_matches_one_process(2, 1, Schedule::interleaved);
+}
+
+TEST_F(DistTied, Pp2Dp2MatchesOneProcess) {
+  DIST_TEST_RANKS(4);
+  expect_matches_one_process(2, 2, Schedule::epp);
+}
+
+// A middle stage holds no copy and stays out of the embedding group.
+TEST_F(DistTied, Pp3MatchesOneProcess) {
+  DIST_TEST_RANKS(3);
+  expect_matches_one_process(3, 1, Schedule::one_f_one_b);
+}
+
+// One process saves after 2 iterations; pp = 2 resumes (the last stage's copy filled from the
+// embedding, with its optimizer state) for the third and saves (the embedding once, no
+// lm_head.weight); one process resumes that for a fourth. Both continue the uninterrupted run.
+TEST_F(DistTied, Pp2ResumeReshards) {
+  DIST_TEST_RANKS(2);
+  Comm& comm = disttest::test_comm();
+  Trainer ref_t(options(1, 1, Schedule::epp, 4));
+  const Run ref = run(ref_t, 4);
+  const std::string one = (dir_ / "one").string(), many = (dir_ / "many").string();
+  if (comm.rank() == 0) {
+    TrainOptions o = options(1, 1, Schedule::epp, 4);
+    o.config.training.save = one;
+    Trainer t(o);
+    run(t, 2);
+    t.save();
+  }
+  comm.barrier("the one-process checkpoint");
+
+  ProcessGroups groups(comm, 2, 1);
+  TrainOptions o = options(2, 1, Schedule::epp, 4);
+  o.groups = &groups;
+  o.config.training.load = one;
+  o.config.training.save = many;
+  Trainer t(o);
+  ASSERT_TRUE(t.resumed());
+  ASSERT_EQ(t.iteration(), 2);
+  const Run third = run(t, 1);
+  EXPECT_NEAR(third.losses[0], ref.losses[2], 1e-5 * ref.losses[2]) << "resumed on pp 2";
+  EXPECT_NEAR(third.grad_norms[0], ref.grad_norms[2], 1e-5 * ref.grad_norms[2]);
+  expect_copy_bit_identical(t, groups, third, "resumed on pp 2");
+  t.save();
+
+  if (comm.rank() == 0) {
+    CheckpointReader reader(many);
+    const std::vector<std::string> names = reader.param_names();
+    EXPECT_EQ(std::count(names.begin(), names.end(), kEmbedding), 1);
+    EXPECT_EQ(std::count(names.begin(), names.end(), "lm_head.weight"), 0);
+    TrainOptions o1 = options(1, 1, Schedule::epp, 4);
+    o1.config.training.load = many;
+    Trainer t1(o1);
+    ASSERT_EQ(t1.iteration(), 3);
+    const Run fourth = run(t1, 1);
+    EXPECT_NEAR(fourth.losses[0], ref.losses[3], 1e-5 * ref.losses[3]) << "resumed alone";
+    expect_weights_match(fourth, ref, "after resharding twice");
+  }
+}
+
+// pp = 2 saves after 2 iterations and pp = 2 resumes: bit for bit the uninterrupted run.
+TEST_F(DistTied, Pp2ResumeIsBitIdentical) {
+  DIST_TEST_RANKS(2);
+  ProcessGroups groups(disttest::test_comm(), 2, 1);
+  TrainOptions o = options(2, 1, Schedule::epp, 4);
+  o.groups = &groups;
+  Run whole;
+  {
+    Trainer t(o);
+    whole = run(t, 4);
+  }
+  const std::string ckpt = (dir_ / "ckpt").string();
+  Run first;
+  {
+    TrainOptions o1 = o;
+    o1.config.training.save = ckpt;
+    Trainer t(o1);
+    first = run(t, 2);
+    t.save();
+  }
+  TrainOptions o2 = o;
+  o2.config.training.load = ckpt;
+  Trainer t(o2);
+  ASSERT_EQ(t.iteration(), 2);
+  const Run rest = run(t, 2);
+  EXPECT_EQ(first.losses[1], whole.losses[1]);
+  EXPECT_EQ(rest.losses[0], whole.losses[2]);
+  EXPECT_EQ(rest.losses[1], whole.losses[3]);
+  ASSERT_EQ(rest.weights.size(), whole.weights.size());
+  for (const auto& [name, w] : whole.weights) {
+    const auto& g = rest.weights.at(name);
+    ASSERT_EQ(g.size(), w.size()) << name;
+    EXPECT_EQ(std::memcmp(g.data(), w.data(), w.size() * sizeof(float)), 0) << name;
+  }
+  expect_copy_bit_identical(t, groups, rest, "resumed on the same layout");
+}
+
+}  // namespace
+}  // namespace infinipipe::runtime
