@@ -29,7 +29,11 @@ mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \
   --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --num-query-groups 2 \
   --seq-length 2048 --global-batch-size 8 --train-iters 200 --lr 3e-3 --min-lr 3e-4 \
   --lr-warmup-iters 10 --memory-budget 64MiB --log-interval 20 \
-  --save "$out/checkpoints" --save-interval 100 --metrics "$out/metrics.jsonl"
+  --save "$out/checkpoints" --save-interval 100 --trace "$out/run"
+
+step "5. Predicted vs measured: the run's traces against its plans"
+$bin report "$out/run"
 
 step "Done"
-echo "written to $out/: compare-llama7b-48k.md, plan.json, gantt.svg, metrics.jsonl, checkpoints/"
+echo "written to $out/: compare-llama7b-48k.md, plan.json, gantt.svg, checkpoints/, run/ (a Chrome"
+echo "trace per rank for Perfetto, plans, metrics.jsonl, and report.html: open it in a browser)"
