@@ -19,6 +19,7 @@
 
 #include "data/synth.h"
 #include "dist_test_util.h"
+#include "dist_train_fixture.h"
 #include "runtime/checkpoint.h"
 #include "runtime/mpi_groups.h"
 #include "runtime/train.h"
@@ -39,106 +40,10 @@ TEST(DistTiedLayout, EmbeddingGroupIsFirstAndLastStage) {
   EXPECT_EQ(RankLayout::make(2, 1, 1, 2).embedding_group_ranks(), (std::vector<int>{1}));
 }
 
-class DistTied : public ::testing::Test {
+class DistTied : public disttest_fixture::DistTrainFixture {
  protected:
-  void SetUp() override {
-    omp_set_num_threads(1);
-    if (!disttest::under_mpirun()) return;
-    Comm& comm = disttest::test_comm();
-    int64_t pid = getpid();
-    MPI_Bcast(&pid, 1, MPI_INT64_T, 0, comm.world());
-    dir_ = fs::path(::testing::TempDir()) /
-           fmt::format("infinipipe_tied_{}_{}", pid,
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    if (comm.rank() == 0) {
-      fs::remove_all(dir_);
-      fs::create_directories(dir_);
-      data::SynthOptions so;
-      so.distribution = "github";
-      so.num_documents = 100;
-      so.seq_length = 256;
-      so.seed = 5;
-      so.output = (dir_ / "corpus").string();
-      data::synth_corpus_write(so);
-    }
-    comm.barrier("the test's setup");
-  }
-  void TearDown() override {
-    if (!disttest::under_mpirun()) return;
-    Comm& comm = disttest::test_comm();
-    comm.barrier("the test's teardown");
-    if (comm.rank() == 0) fs::remove_all(dir_);
-  }
-
   TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const {
-    TrainOptions o;
-    Config& c = o.config;
-    c.model.num_layers = 4;
-    c.model.hidden_size = 64;
-    c.model.num_attention_heads = 4;
-    c.model.num_query_groups = 2;
-    c.model.seq_length = 256;
-    c.model.tie_embeddings = true;
-    c.parallel.pipeline_parallel = pp;
-    c.parallel.data_parallel = dp;
-    c.parallel.schedule = schedule;
-    if (schedule == Schedule::interleaved) c.parallel.virtual_stages = 2;
-    c.parallel.min_tail_slice = 32;
-    c.training.global_batch_size = 8;
-    c.training.train_iters = iters;
-    c.training.lr = 3e-3;
-    c.training.min_lr = 3e-4;
-    c.training.lr_warmup_iters = 2;
-    c.training.weight_decay = 0.01;
-    c.training.clip_grad = 1.0;
-    c.training.data_path = (dir_ / "corpus").string();
-    c.training.seed = 9;
-    c.training.optimizer = Optimizer::adamw;
-    c.cluster.device = "cpu";
-    c.validate();
-    o.config_yaml = "test: true\n";
-    o.quiet = true;
-    o.out = nullptr;
-    o.err = nullptr;
-    return o;
-  }
-
-  struct Run {
-    std::vector<double> losses, grad_norms;
-    std::map<std::string, std::vector<float>> weights;
-  };
-
-  static Run run(Trainer& t, int64_t steps) {
-    Run r;
-    for (int64_t i = 0; i < steps; ++i) {
-      const IterationMetrics m = t.step();
-      r.losses.push_back(m.loss);
-      r.grad_norms.push_back(m.grad_norm);
-    }
-    for (const ParamRef& p : t.params()) r.weights[p.name].assign(p.value, p.value + p.numel);
-    return r;
-  }
-
-  static void expect_near_rel(const std::vector<double>& got, const std::vector<double>& want,
-                              const std::string& what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i])) << what << " of iteration " << i + 1;
-    }
-  }
-
-  static void expect_weights_match(const Run& got, const Run& want, const std::string& what) {
-    ASSERT_FALSE(got.weights.empty()) << what;
-    for (const auto& [name, g] : got.weights) {
-      const auto& w = want.weights.at(name);
-      ASSERT_EQ(g.size(), w.size()) << what << ": " << name;
-      double diff = 0, norm = 0;
-      for (size_t i = 0; i < w.size(); ++i) {
-        diff += (double(g[i]) - w[i]) * (double(g[i]) - w[i]);
-        norm += double(w[i]) * w[i];
-      }
-      EXPECT_LE(std::sqrt(diff / norm), 1e-5) << what << ": weights of " << name;
-    }
+    return options_base(pp, dp, schedule, iters, Optimizer::adamw, true);
   }
 
   // The last stage's copy against the first stage's embedding, bit for bit: the first stage of
@@ -185,8 +90,6 @@ class DistTied : public ::testing::Test {
     expect_weights_match(got, ref, what);
     expect_copy_bit_identical(t, groups, got, what);
   }
-
-  fs::path dir_;
 };
 
 TEST_F(DistTied, Pp2MatchesOneProcess) {
