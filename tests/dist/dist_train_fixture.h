@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -124,6 +126,46 @@ class DistTrainFixture : public ::testing::Test {
       }
       EXPECT_LE(std::sqrt(diff / norm), 1e-5) << what << ": weights of " << name;
     }
+  }
+
+  // `o` trains 4 iterations; the same options save after 2, a new Trainer resumes there and
+  // trains 2 more: losses and weights are bit-identical to the uninterrupted run. `check` sees
+  // the resumed Trainer and its run.
+  void expect_resume_bit_identical_with(
+      const TrainOptions& o, const std::string& what,
+      const std::function<void(Trainer&, const Run&)>& check = {}) const {
+    Run whole;
+    {
+      Trainer t(o);
+      whole = run(t, 4);
+    }
+    const std::string ckpt = (dir_ / "ckpt").string();
+    Run first;
+    {
+      TrainOptions o1 = o;
+      o1.config.training.save = ckpt;
+      Trainer t(o1);
+      first = run(t, 2);
+      t.save();
+    }
+    TrainOptions o2 = o;
+    o2.config.training.load = ckpt;
+    Trainer t(o2);
+    ASSERT_TRUE(t.resumed()) << what;
+    ASSERT_EQ(t.iteration(), 2) << what;
+    const Run rest = run(t, 2);
+    const std::vector<double> got{first.losses[0], first.losses[1], rest.losses[0], rest.losses[1]};
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i], whole.losses[i]) << what << ": loss of iteration " << i + 1;
+    }
+    ASSERT_EQ(rest.weights.size(), whole.weights.size()) << what;
+    for (const auto& [name, w] : whole.weights) {
+      const auto& g = rest.weights.at(name);
+      ASSERT_EQ(g.size(), w.size()) << what << ": " << name;
+      EXPECT_EQ(std::memcmp(g.data(), w.data(), w.size() * sizeof(float)), 0)
+          << what << ": weights of " << name << " differ after resuming";
+    }
+    if (check) check(t, rest);
   }
 
   std::filesystem::path dir_;

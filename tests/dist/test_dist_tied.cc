@@ -162,35 +162,9 @@ TEST_F(DistTied, Pp2ResumeIsBitIdentical) {
   ProcessGroups groups(disttest::test_comm(), 2, 1);
   TrainOptions o = options(2, 1, Schedule::epp, 4);
   o.groups = &groups;
-  Run whole;
-  {
-    Trainer t(o);
-    whole = run(t, 4);
-  }
-  const std::string ckpt = (dir_ / "ckpt").string();
-  Run first;
-  {
-    TrainOptions o1 = o;
-    o1.config.training.save = ckpt;
-    Trainer t(o1);
-    first = run(t, 2);
-    t.save();
-  }
-  TrainOptions o2 = o;
-  o2.config.training.load = ckpt;
-  Trainer t(o2);
-  ASSERT_EQ(t.iteration(), 2);
-  const Run rest = run(t, 2);
-  EXPECT_EQ(first.losses[1], whole.losses[1]);
-  EXPECT_EQ(rest.losses[0], whole.losses[2]);
-  EXPECT_EQ(rest.losses[1], whole.losses[3]);
-  ASSERT_EQ(rest.weights.size(), whole.weights.size());
-  for (const auto& [name, w] : whole.weights) {
-    const auto& g = rest.weights.at(name);
-    ASSERT_EQ(g.size(), w.size()) << name;
-    EXPECT_EQ(std::memcmp(g.data(), w.data(), w.size() * sizeof(float)), 0) << name;
-  }
-  expect_copy_bit_identical(t, groups, rest, "resumed on the same layout");
+  expect_resume_bit_identical_with(o, "pp 2, tied", [&](Trainer& t, const Run& rest) {
+    expect_copy_bit_identical(t, groups, rest, "resumed on the same layout");
+  });
 }
 
 }  // namespace

@@ -93,42 +93,10 @@ class DistTrain : public disttest_fixture::DistTrainFixture {
   // pp × dp ranks train 4 iterations; the same layout saves after 2, a new Trainer resumes
   // there and trains 2 more: losses and weights are bit-identical to the uninterrupted run.
   void expect_resume_bit_identical(int64_t pp, int64_t dp) {
-    Comm& comm = disttest::test_comm();
-    ProcessGroups groups(comm, pp, dp);
-    const std::string what = fmt::format("pp {} dp {}", pp, dp);
+    ProcessGroups groups(disttest::test_comm(), pp, dp);
     TrainOptions o = options(pp, dp, Schedule::epp, 4);
     o.groups = &groups;
-    Run whole;
-    {
-      Trainer t(o);
-      whole = run(t, 4);
-    }
-    const std::string ckpt = (dir_ / "ckpt").string();
-    Run first;
-    {
-      TrainOptions o1 = o;
-      o1.config.training.save = ckpt;
-      Trainer t(o1);
-      first = run(t, 2);
-      t.save();
-    }
-    TrainOptions o2 = o;
-    o2.config.training.load = ckpt;
-    Trainer t(o2);
-    ASSERT_TRUE(t.resumed()) << what;
-    ASSERT_EQ(t.iteration(), 2) << what;
-    const Run rest = run(t, 2);
-    const std::vector<double> got{first.losses[0], first.losses[1], rest.losses[0], rest.losses[1]};
-    for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_EQ(got[i], whole.losses[i]) << what << ": loss of iteration " << i + 1;
-    }
-    ASSERT_EQ(rest.weights.size(), whole.weights.size()) << what;
-    for (const auto& [name, w] : whole.weights) {
-      const auto& g = rest.weights.at(name);
-      ASSERT_EQ(g.size(), w.size()) << what << ": " << name;
-      EXPECT_EQ(std::memcmp(g.data(), w.data(), w.size() * sizeof(float)), 0)
-          << what << ": weights of " << name << " differ after resuming";
-    }
+    expect_resume_bit_identical_with(o, fmt::format("pp {} dp {}", pp, dp));
   }
 
   // EPP with adaptive checkpointing under a budget that forces recompute on longer sequences:
