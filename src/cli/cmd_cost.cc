@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
+#include "plan/schedule_memory.h"
 #include "runtime/profile.h"
 
 namespace infinipipe::cli {
@@ -68,9 +69,13 @@ void run_cost(const Config& cfg, const CostOptions& o) {
                format_bytes(cm.activation_bytes(chunk, stage, 0)),
                format_bytes(cm.activation_bytes(chunk, stage, stage.num_layers)));
   }
-  fmt::print("static (weights, grads, Adam) on this stage: {} (dp {}, no sharding)\n",
-             format_bytes(cm.static_bytes(stage, cfg.parallel.data_parallel, false)),
-             cfg.parallel.data_parallel);
+  // As plans count it: optimizer state sharded over the Ulysses group, full per dp replica.
+  const bool sharded = plan::plan_zero_shard(cfg);
+  fmt::print("static (weights, grads, optimizer) on this stage: {} ({})\n",
+             format_bytes(cm.static_bytes(stage, 1, sharded)),
+             sharded ? fmt::format("optimizer state sharded over the Ulysses group of {}",
+                                   cm.ulysses_degree())
+                     : std::string("no sharding"));
 
   if (!o.write_calibration.empty()) {
     cost::Calibration cal;
