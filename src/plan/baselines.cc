@@ -221,15 +221,22 @@ PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
           cm.model().num_layers, pp);
   }
   std::vector<std::vector<Chunk>> packings;
-  std::vector<int64_t> caps;
+  std::vector<int64_t> caps, counts;  // per packing: token capacity or sequences per micro-batch
   if (cfg.parallel.micro_batch_size > 0) {
     packings.push_back(pack_by_count(lengths, cfg.parallel.micro_batch_size));
     caps.push_back(0);
+    counts.push_back(cfg.parallel.micro_batch_size);
   } else {
     for (int64_t c : capacity_candidates(lengths, 8)) {
       packings.push_back(pack_micro_batches(lengths, c));
       caps.push_back(c);
+      counts.push_back(0);
     }
+    // Megatron's usual micro-batch of one sequence: the most micro-batches, which interleaving
+    // needs (at least pp of them) when packing to the longest leaves too few.
+    packings.push_back(pack_by_count(lengths, 1));
+    caps.push_back(0);
+    counts.push_back(1);
   }
   Search search;
   for (int32_t vpp : vpps) {
@@ -251,7 +258,7 @@ PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
         Candidate c = evaluate_static(cfg, cm, lengths, spec, &search.evaluated, &r);
         PlanKnobs k;
         k.micro_batch_tokens = caps[i];
-        k.micro_batch_size = cfg.parallel.micro_batch_size;
+        k.micro_batch_size = counts[i];
         k.vpp = vpp;
         k.recompute_layers = r;
         search.offer(std::move(c), k);

@@ -18,7 +18,7 @@ namespace infinipipe::plan {
 // The setting a plan was made with (what `simulate --compare` prints).
 struct PlanKnobs {
   int64_t micro_batch_tokens = 0;  // batch-level / seq1f1b capacity of a micro-batch (0 = n/a)
-  int64_t micro_batch_size = 0;    // sequences per micro-batch when the user fixed it
+  int64_t micro_batch_size = 0;    // sequences per micro-batch when packed by count (0: by tokens)
   int32_t slices = 0;              // seq1f1b: slices per micro-batch; epp: K of the longest seq
   int32_t vpp = 1;
   int32_t pipelines = 1;          // epp: consecutive 1F1B pipelines

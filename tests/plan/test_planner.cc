@@ -59,6 +59,19 @@ TEST(Planner, EverySchedulePlansValidOnRandomWorkloads) {
   }
 }
 
+// One long sequence and a few short ones: packing up to the longest leaves two micro-batches,
+// fewer than interleaving needs on pp = 4; the tuner also tries one sequence per micro-batch.
+TEST(Planner, InterleavedFallsBackToOneSequencePerMicroBatch) {
+  Config cfg = planner_config(4);
+  const auto cm = cost::CostModel::from_config(cfg);
+  const std::vector<int64_t> lengths{16384, 100, 200, 300, 400, 500};
+  const auto r = make_plan_detailed(cfg, cm, lengths, Schedule::interleaved);
+  EXPECT_TRUE(validate(r.plan, cm, cfg).ok()) << validate(r.plan, cm, cfg).message();
+  EXPECT_EQ(r.knobs.micro_batch_size, 1);
+  EXPECT_EQ(r.plan.chunks.size(), lengths.size());
+  expect_covers(r.plan);
+}
+
 TEST(Planner, TightBudgetForcesRecomputeAndStillFits) {
   std::mt19937 rng(4);
   Config cfg = planner_config(4);
