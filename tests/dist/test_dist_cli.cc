@@ -57,6 +57,46 @@ class DistCli : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
+  // Starts `job`, waits for its first checkpoint in `ck`, sends `signal` to rank 1 (found by
+  // its environment among the launcher's children) and waits for the job. The output ends with
+  // "HIT=<pid> RC=<job's exit code> AFTER=<seconds from the signal to the end>".
+  Job signal_rank1_after_checkpoint(const std::string& job, const std::string& ck,
+                                    const std::string& signal) const {
+    const std::string script_path = (dir_ / "signal.sh").string();
+    std::FILE* f = std::fopen(script_path.c_str(), "w");
+    if (f == nullptr) return {1, "cannot write " + script_path};
+    fmt::print(f, R"SH({} &
+T=$!
+for i in $(seq 300); do [ -e {}/latest ] && break; sleep 0.1; done
+K=
+for m in $(pgrep -P $T); do
+  for c in $(pgrep -P $m); do
+    tr '\0' '\n' < /proc/$c/environ | grep -qx OMPI_COMM_WORLD_RANK=1 && K=$c
+  done
+done
+[ -n "$K" ] && kill -{} $K
+S=$(date +%s)
+wait $T
+RC=$?
+[ -n "$K" ] && kill -9 $K 2>/dev/null
+echo "HIT=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
+)SH",
+               job, ck, signal);
+    std::fclose(f);
+    return shell("bash " + script_path);
+  }
+
+  // The job ended non-zero within `seconds` of the signal, and rank 1 was found and named.
+  static void expect_ended_naming_rank1(const Job& j, int seconds) {
+    ASSERT_NE(j.output.find("HIT="), std::string::npos) << j.output;
+    ASSERT_EQ(j.output.find("HIT= "), std::string::npos) << "rank 1 was not found:\n" << j.output;
+    EXPECT_EQ(j.output.find("RC=0"), std::string::npos) << j.output;
+    const size_t at = j.output.find("AFTER=");
+    ASSERT_NE(at, std::string::npos) << j.output;
+    EXPECT_LT(std::stoi(j.output.substr(at + 6)), seconds) << j.output;
+    EXPECT_NE(j.output.find("rank 1"), std::string::npos) << j.output;
+  }
+
   std::string mpirun(int np, const std::string& args) const {
     return fmt::format(
         "timeout -s KILL 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np {} env "
@@ -104,37 +144,8 @@ TEST_F(DistCli, KilledRankEndsTheJobAndLoadResumes) {
   const std::string job = mpirun(2, fmt::format("--pp 2 --train-iters 100000 --quiet --save {} "
                                                 "--save-interval 2",
                                                 ck));
-  // Start the job, wait for its first checkpoint, kill -9 rank 1 (found by its environment
-  // among the launcher's children), and time how long the job takes to end after that.
-  const std::string script_path = (dir_ / "kill.sh").string();
-  {
-    std::FILE* f = std::fopen(script_path.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    fmt::print(f, R"SH({} &
-T=$!
-for i in $(seq 300); do [ -e {}/latest ] && break; sleep 0.1; done
-K=
-for m in $(pgrep -P $T); do
-  for c in $(pgrep -P $m); do
-    tr '\0' '\n' < /proc/$c/environ | grep -qx OMPI_COMM_WORLD_RANK=1 && K=$c
-  done
-done
-[ -n "$K" ] && kill -9 $K
-S=$(date +%s)
-wait $T
-echo "KILLED=$K RC=$? AFTER=$(( $(date +%s) - S ))"
-)SH",
-               job, ck);
-    std::fclose(f);
-  }
-  const Job j = shell("bash " + script_path);
-  ASSERT_NE(j.output.find("KILLED="), std::string::npos) << j.output;
-  ASSERT_EQ(j.output.find("KILLED= "), std::string::npos) << "rank 1 was not found:\n" << j.output;
-  EXPECT_EQ(j.output.find("RC=0"), std::string::npos) << j.output;
-  const size_t at = j.output.find("AFTER=");
-  ASSERT_NE(at, std::string::npos) << j.output;
-  EXPECT_LT(std::stoi(j.output.substr(at + 6)), 60) << j.output;
-  EXPECT_NE(j.output.find("rank 1"), std::string::npos) << j.output;
+  const Job j = signal_rank1_after_checkpoint(job, ck, "9");
+  expect_ended_naming_rank1(j, 60);
 
   const auto latest = checkpoint_find_latest(ck);
   ASSERT_TRUE(latest.has_value()) << j.output;
@@ -172,38 +183,8 @@ TEST_F(DistCli, P2pTimeoutFlagBoundsAHang) {
       mpirun(2, fmt::format("--pp 2 --train-iters 100000 --quiet --save {} --save-interval 2 "
                             "--p2p-timeout 4",
                             ck));
-  const std::string script_path = (dir_ / "stop.sh").string();
-  {
-    std::FILE* f = std::fopen(script_path.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    fmt::print(f, R"SH({} &
-T=$!
-for i in $(seq 300); do [ -e {}/latest ] && break; sleep 0.1; done
-K=
-for m in $(pgrep -P $T); do
-  for c in $(pgrep -P $m); do
-    tr '\0' '\n' < /proc/$c/environ | grep -qx OMPI_COMM_WORLD_RANK=1 && K=$c
-  done
-done
-[ -n "$K" ] && kill -STOP $K
-S=$(date +%s)
-wait $T
-RC=$?
-[ -n "$K" ] && kill -9 $K 2>/dev/null
-echo "STOPPED=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
-)SH",
-               job, ck);
-    std::fclose(f);
-  }
-  const Job j = shell("bash " + script_path);
-  ASSERT_NE(j.output.find("STOPPED="), std::string::npos) << j.output;
-  ASSERT_EQ(j.output.find("STOPPED= "), std::string::npos) << "rank 1 was not found:\n" << j.output;
-  EXPECT_EQ(j.output.find("RC=0"), std::string::npos) << j.output;
-  const size_t at = j.output.find("AFTER=");
-  ASSERT_NE(at, std::string::npos) << j.output;
   // 4 s of waiting, a 2 s question to the stopped peer, the abort: well under the default 45 s.
-  EXPECT_LT(std::stoi(j.output.substr(at + 6)), 25) << j.output;
-  EXPECT_NE(j.output.find("rank 1"), std::string::npos) << j.output;
+  expect_ended_naming_rank1(signal_rank1_after_checkpoint(job, ck, "STOP"), 25);
 }
 
 }  // namespace
