@@ -127,6 +127,22 @@ def machine_lines():
     ]
 
 
+def report_benchmark(title, exe_name, env=None, command_note=""):
+    """Runs a C++ benchmark program with this script's arguments (QUICK=1 adds --quick) and
+    prints its markdown after the machine, the load while it ran and the command."""
+    args = sys.argv[1:]
+    if os.environ.get("QUICK") == "1" and "--quick" not in args:
+        args.append("--quick")
+    cmd = [binary(exe_name)] + args
+    print(f"# {title}\n")
+    print("\n".join(machine_lines()))
+    with LoadSampler() as load:
+        _, out, _ = run(cmd, env=env)
+    print(f"- {load.describe()}")
+    print(f"- command: `{' '.join(cmd)}`{command_note}\n")
+    print(out.rstrip())
+
+
 def md_table(headers, rows, align=None):
     """A markdown table; align is a string of 'l'/'r' per column (default: first l, rest r)."""
     align = align or "l" + "r" * (len(headers) - 1)

@@ -12,18 +12,7 @@ import bench_common as bc  # noqa: E402
 
 
 def main():
-    args = sys.argv[1:]
-    if os.environ.get("QUICK") == "1" and "--quick" not in args:
-        args.append("--quick")
-    exe = bc.binary("bench_model")
-    cmd = [exe] + args
-    print("# Kernel efficiency: training step FLOP/s vs oneDNN sgemm\n")
-    print("\n".join(bc.machine_lines()))
-    with bc.LoadSampler() as load:
-        _, out, _ = bc.run(cmd)
-    print(f"- {load.describe()}")
-    print(f"- command: `{' '.join(cmd)}`\n")
-    print(out.rstrip())
+    bc.report_benchmark("Kernel efficiency: training step FLOP/s vs oneDNN sgemm", "bench_model")
 
 
 if __name__ == "__main__":

@@ -12,18 +12,9 @@ import bench_common as bc  # noqa: E402
 
 
 def main():
-    args = sys.argv[1:]
-    if os.environ.get("QUICK") == "1" and "--quick" not in args:
-        args.append("--quick")
-    exe = bc.binary("bench_planner_grid")
-    cmd = [exe] + args
-    print("# Planner latency: batch size x pipeline degree\n")
-    print("\n".join(bc.machine_lines()))
-    with bc.LoadSampler() as load:
-        _, out, _ = bc.run(cmd, env={"OMP_NUM_THREADS": "1"})
-    print(f"- {load.describe()}")
-    print(f"- command: `OMP_NUM_THREADS=1 {' '.join(cmd)}` (one core)\n")
-    print(out.rstrip())
+    bc.report_benchmark("Planner latency: batch size x pipeline degree", "bench_planner_grid",
+                        env={"OMP_NUM_THREADS": "1"},
+                        command_note=" with OMP_NUM_THREADS=1 (one core)")
 
 
 if __name__ == "__main__":

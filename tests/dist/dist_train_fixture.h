@@ -18,6 +18,7 @@
 
 #include "data/synth.h"
 #include "dist_test_util.h"
+#include "runtime/mpi_groups.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime::disttest_fixture {
@@ -53,6 +54,9 @@ class DistTrainFixture : public ::testing::Test {
     comm.barrier("the test's teardown");
     if (comm.rank() == 0) std::filesystem::remove_all(dir_);
   }
+
+  // The test's options: options_base with its optimizer and embeddings.
+  virtual TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const = 0;
 
   // 4 layers × hidden 64 on the corpus, global batch 8; interleaved gets 2 virtual stages.
   TrainOptions options_base(int64_t pp, int64_t dp, Schedule schedule, int64_t iters,
@@ -125,6 +129,52 @@ class DistTrainFixture : public ::testing::Test {
         norm += double(w[i]) * w[i];
       }
       EXPECT_LE(std::sqrt(diff / norm), 1e-5) << what << ": weights of " << name;
+    }
+  }
+
+  // One process saves after 2 iterations, pp × dp ranks resume for the third, save, and one
+  // process resumes that for a fourth: both continue the uninterrupted run's losses. `check`
+  // sees the distributed Trainer after its iteration (before it saves); `check_saved` the
+  // directory it saved (on rank 0).
+  void expect_resume_reshards(
+      int64_t pp, int64_t dp,
+      const std::function<void(Trainer&, const ProcessGroups&, const Run&, const Run&)>& check = {},
+      const std::function<void(const std::string&)>& check_saved = {}) {
+    Comm& comm = disttest::test_comm();
+    Trainer ref_t(options(1, 1, Schedule::epp, 4));
+    const Run ref = run(ref_t, 4);
+    const std::string one = (dir_ / "one").string(), many = (dir_ / "many").string();
+    if (comm.rank() == 0) {
+      TrainOptions o = options(1, 1, Schedule::epp, 4);
+      o.config.training.save = one;
+      Trainer t(o);
+      run(t, 2);
+      t.save();
+    }
+    comm.barrier("the one-process checkpoint");
+
+    ProcessGroups groups(comm, pp, dp);
+    TrainOptions o = options(pp, dp, Schedule::epp, 4);
+    o.groups = &groups;
+    o.config.training.load = one;
+    o.config.training.save = many;
+    Trainer t(o);
+    ASSERT_TRUE(t.resumed());
+    ASSERT_EQ(t.iteration(), 2);
+    const Run third = run(t, 1);
+    EXPECT_NEAR(third.losses[0], ref.losses[2], 1e-5 * ref.losses[2]) << "resumed on pp × dp";
+    if (check) check(t, groups, third, ref);
+    t.save();
+
+    if (comm.rank() == 0) {
+      if (check_saved) check_saved(many);
+      TrainOptions o1 = options(1, 1, Schedule::epp, 4);
+      o1.config.training.load = many;
+      Trainer t1(o1);
+      ASSERT_EQ(t1.iteration(), 3);
+      const Run fourth = run(t1, 1);
+      EXPECT_NEAR(fourth.losses[0], ref.losses[3], 1e-5 * ref.losses[3]) << "resumed alone";
+      expect_weights_match(fourth, ref, "after resharding twice");
     }
   }
 

@@ -42,7 +42,7 @@ TEST(DistTiedLayout, EmbeddingGroupIsFirstAndLastStage) {
 
 class DistTied : public disttest_fixture::DistTrainFixture {
  protected:
-  TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const {
+  TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const override {
     return options_base(pp, dp, schedule, iters, Optimizer::adamw, true);
   }
 
@@ -114,46 +114,18 @@ TEST_F(DistTied, Pp3MatchesOneProcess) {
 // lm_head.weight); one process resumes that for a fourth. Both continue the uninterrupted run.
 TEST_F(DistTied, Pp2ResumeReshards) {
   DIST_TEST_RANKS(2);
-  Comm& comm = disttest::test_comm();
-  Trainer ref_t(options(1, 1, Schedule::epp, 4));
-  const Run ref = run(ref_t, 4);
-  const std::string one = (dir_ / "one").string(), many = (dir_ / "many").string();
-  if (comm.rank() == 0) {
-    TrainOptions o = options(1, 1, Schedule::epp, 4);
-    o.config.training.save = one;
-    Trainer t(o);
-    run(t, 2);
-    t.save();
-  }
-  comm.barrier("the one-process checkpoint");
-
-  ProcessGroups groups(comm, 2, 1);
-  TrainOptions o = options(2, 1, Schedule::epp, 4);
-  o.groups = &groups;
-  o.config.training.load = one;
-  o.config.training.save = many;
-  Trainer t(o);
-  ASSERT_TRUE(t.resumed());
-  ASSERT_EQ(t.iteration(), 2);
-  const Run third = run(t, 1);
-  EXPECT_NEAR(third.losses[0], ref.losses[2], 1e-5 * ref.losses[2]) << "resumed on pp 2";
-  EXPECT_NEAR(third.grad_norms[0], ref.grad_norms[2], 1e-5 * ref.grad_norms[2]);
-  expect_copy_bit_identical(t, groups, third, "resumed on pp 2");
-  t.save();
-
-  if (comm.rank() == 0) {
-    CheckpointReader reader(many);
-    const std::vector<std::string> names = reader.param_names();
-    EXPECT_EQ(std::count(names.begin(), names.end(), kEmbedding), 1);
-    EXPECT_EQ(std::count(names.begin(), names.end(), "lm_head.weight"), 0);
-    TrainOptions o1 = options(1, 1, Schedule::epp, 4);
-    o1.config.training.load = many;
-    Trainer t1(o1);
-    ASSERT_EQ(t1.iteration(), 3);
-    const Run fourth = run(t1, 1);
-    EXPECT_NEAR(fourth.losses[0], ref.losses[3], 1e-5 * ref.losses[3]) << "resumed alone";
-    expect_weights_match(fourth, ref, "after resharding twice");
-  }
+  expect_resume_reshards(
+      2, 1,
+      [](Trainer& t, const ProcessGroups& groups, const Run& third, const Run& ref) {
+        EXPECT_NEAR(third.grad_norms[0], ref.grad_norms[2], 1e-5 * ref.grad_norms[2]);
+        expect_copy_bit_identical(t, groups, third, "resumed on pp 2");
+      },
+      [](const std::string& saved) {
+        CheckpointReader reader(saved);
+        const std::vector<std::string> names = reader.param_names();
+        EXPECT_EQ(std::count(names.begin(), names.end(), kEmbedding), 1);
+        EXPECT_EQ(std::count(names.begin(), names.end(), "lm_head.weight"), 0);
+      });
 }
 
 // pp = 2 saves after 2 iterations and pp = 2 resumes: bit for bit the uninterrupted run.

@@ -30,7 +30,7 @@ constexpr int64_t kIters = 3;
 
 class DistTrain : public disttest_fixture::DistTrainFixture {
  protected:
-  TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const {
+  TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const override {
     return options_base(pp, dp, schedule, iters, optimizer_, false);
   }
 
@@ -49,45 +49,6 @@ class DistTrain : public disttest_fixture::DistTrainFixture {
     const Run got = run(t, kIters);
     expect_near_rel(got.losses, ref.losses, what + ": loss");
     expect_weights_match(got, ref, what);
-  }
-
-  // One process saves after 2 iterations, pp × dp ranks resume for the third, save, and one
-  // process resumes that for a fourth: both continue the uninterrupted run's losses.
-  void expect_resume_reshards(int64_t pp, int64_t dp) {
-    Comm& comm = disttest::test_comm();
-    Trainer ref_t(options(1, 1, Schedule::epp, 4));
-    const Run ref = run(ref_t, 4);
-    const std::string one = (dir_ / "one").string(), many = (dir_ / "many").string();
-    if (comm.rank() == 0) {
-      TrainOptions o = options(1, 1, Schedule::epp, 4);
-      o.config.training.save = one;
-      Trainer t(o);
-      run(t, 2);
-      t.save();
-    }
-    comm.barrier("the one-process checkpoint");
-
-    ProcessGroups groups(comm, pp, dp);
-    TrainOptions o = options(pp, dp, Schedule::epp, 4);
-    o.groups = &groups;
-    o.config.training.load = one;
-    o.config.training.save = many;
-    Trainer t(o);
-    ASSERT_TRUE(t.resumed());
-    ASSERT_EQ(t.iteration(), 2);
-    const Run third = run(t, 1);
-    EXPECT_NEAR(third.losses[0], ref.losses[2], 1e-5 * ref.losses[2]) << "resumed on pp × dp";
-    t.save();
-
-    if (comm.rank() == 0) {
-      TrainOptions o1 = options(1, 1, Schedule::epp, 4);
-      o1.config.training.load = many;
-      Trainer t1(o1);
-      ASSERT_EQ(t1.iteration(), 3);
-      const Run fourth = run(t1, 1);
-      EXPECT_NEAR(fourth.losses[0], ref.losses[3], 1e-5 * ref.losses[3]) << "resumed alone";
-      expect_weights_match(fourth, ref, "after resharding twice");
-    }
   }
 
   // pp × dp ranks train 4 iterations; the same layout saves after 2, a new Trainer resumes
