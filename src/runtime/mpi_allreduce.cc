@@ -24,6 +24,7 @@ GradBuckets::GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op, in
   // A private communicator: our collectives are ordered among themselves only.
   mpi_check(MPI_Comm_dup(dp_comm, &comm_), "duplicating the data-parallel group");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  peers_ = comm_peers(comm_);
 }
 
 GradBuckets::~GradBuckets() {
@@ -174,7 +175,8 @@ void GradBuckets::finish(const std::string& during) {
         {&b.request, 1}, {}, timeout_s_,
         {fmt::format("the data-parallel gradient all-reduce of bucket {}/{} (from '{}') during {}",
                      i + 1, buckets_.size(), tensors_[b.slices[0].tensor].name, during),
-         "a replica of this stage may have died or hung, or its plan has other parameters"});
+         "a replica of this stage may have died or hung, or its plan has other parameters",
+         peers_});
     if (b.in_flight) {
       b.in_flight = false;
       b.ended = Clock::now();
@@ -200,8 +202,9 @@ void allreduce_span(MPI_Comm comm, void* data, int64_t n, MPI_Datatype type, MPI
   MPI_Request req = MPI_REQUEST_NULL;
   mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data, mpi_count(n, what), type, op, comm, &req),
             "starting the reduction of " + what);
-  mpi_wait_deadline({&req, 1}, {}, timeout_s,
-                    {"the reduction of " + what, "a rank of this group may have died or hung"});
+  mpi_wait_deadline(
+      {&req, 1}, {}, timeout_s,
+      {"the reduction of " + what, "a rank of this group may have died or hung", comm_peers(comm)});
 }
 
 }  // namespace

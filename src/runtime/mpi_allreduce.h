@@ -115,6 +115,7 @@ class GradBuckets {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int dp_ = 1;
+  std::vector<int> peers_;  // the other replicas' world ranks, asked when a wait times out
   double timeout_s_;
   GradReduceOp op_;
   int64_t bucket_count_;  // floats per bucket

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "runtime/mpi_responder.h"
@@ -24,6 +25,21 @@ std::string g_rank_name;  // empty until MPI is up
 std::atomic<bool> g_fatal_reported{false};
 double g_ask_timeout_s = 2.0;
 double g_blame_grace_s = 5.0;
+
+// "rank 1 does not answer, ..." for the peers that gave no answer; "" when all answered.
+std::string silent_peers(const std::vector<int>& peers, const std::vector<std::string>& answers) {
+  std::vector<int> silent;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (answers[i].empty()) silent.push_back(peers[i]);
+  }
+  if (silent.empty()) return "";
+  if (silent.size() == 1) {
+    return fmt::format("rank {} does not answer, so it has died or is stuck outside communication",
+                       silent[0]);
+  }
+  return fmt::format("ranks {} do not answer, so they have died or are stuck outside communication",
+                     fmt::join(silent, ", "));
+}
 
 bool mpi_active() {
   int init = 0, fin = 0;
@@ -115,7 +131,7 @@ void Comm::barrier(const std::string& during) {
   mpi_check(MPI_Ibarrier(world_, &req), "starting a barrier " + during);
   mpi_wait_deadline({&req, 1}, {}, options_.p2p_timeout_s,
                     {"every rank to reach the barrier " + during,
-                     "a rank may have died or hung before reaching it"});
+                     "a rank may have died or hung before reaching it", comm_peers(world_)});
 }
 
 void comm_set_rank_name(const std::string& name) {
@@ -202,16 +218,16 @@ void mpi_wait_deadline(std::span<MPI_Request> requests, std::span<MPI_Status> st
     double waited = std::chrono::duration<double>(now - start).count();
     responder_poll(ctx.what, waited);
     if (now >= deadline) {
-      if (!asked && ctx.peer >= 0 && responder_active()) {
+      if (!asked && !ctx.peers.empty() && responder_active()) {
         asked = true;
-        answer = responder_ask(ctx.peer, g_ask_timeout_s, ctx.what, waited);
-        if (!answer.empty()) {
-          answer += " (the fault lies further along)";
+        const std::vector<std::string> answers =
+            responder_ask(ctx.peers, g_ask_timeout_s, ctx.what, waited);
+        answer = silent_peers(ctx.peers, answers);
+        if (answer.empty()) {
+          answer = fmt::format("{} (the fault lies further along)", fmt::join(answers, "; "));
           deadline = clock::now() + std::chrono::duration<double>(g_blame_grace_s);
-          continue;  // the rank next to the culprit reports first and ends the job
+          continue;  // all peers wait too: the rank next to the culprit reports first
         }
-        answer = fmt::format(
-            "rank {} does not answer, so it has died or is stuck outside communication", ctx.peer);
       }
       waited = std::chrono::duration<double>(clock::now() - start).count();
       fail(
@@ -225,6 +241,22 @@ void mpi_wait_deadline(std::span<MPI_Request> requests, std::span<MPI_Status> st
     sleep_us = sleep_us == 0 ? 5 : std::min<int64_t>(sleep_us * 2, 200);
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
   }
+}
+
+std::vector<int> comm_peers(MPI_Comm comm) {
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  mpi_check(MPI_Comm_group(comm, &group), "reading a communicator's group");
+  mpi_check(MPI_Comm_group(MPI_COMM_WORLD, &world), "reading the world group");
+  int size = 0, me = 0;
+  MPI_Group_size(group, &size);
+  MPI_Group_rank(group, &me);
+  std::vector<int> local(static_cast<size_t>(size)), global(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) local[static_cast<size_t>(i)] = i;
+  MPI_Group_translate_ranks(group, size, local.data(), world, global.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  global.erase(global.begin() + me);
+  return global;
 }
 
 std::string mpi_error_string(int rc) {

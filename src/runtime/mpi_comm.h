@@ -12,6 +12,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace infinipipe {
 
@@ -94,14 +95,19 @@ int comm_run_guarded(const std::function<int()>& fn);
 struct WaitContext {
   std::string what;
   std::string suspect;
-  int peer = -1;  // the one rank this wait depends on (p2p), asked before it is blamed
+  // The world ranks this wait depends on (the peer of a p2p, the other members of a
+  // collective's group), asked before they are blamed.
+  std::vector<int> peers;
 };
+
+// The world ranks of `comm`'s members other than this one: the peers of a collective on it.
+std::vector<int> comm_peers(MPI_Comm comm);
 
 // Polls the requests with MPI_Testall (spinning briefly, then sleeping with backoff so idle
 // ranks leave the cores to busy ones) until all complete, filling statuses when non-empty.
-// Past timeout_s it throws Error("<rank> waited <s> s for <what>: <suspect>..."); with a peer,
-// it first asks the peer what it is doing and names it as dead or stuck when it does not answer,
-// or, when it is itself waiting, waits blame_grace_s longer and then says so.
+// Past timeout_s it throws Error("<rank> waited <s> s for <what>: <suspect>..."); with peers,
+// it first asks them what they are doing and names those that do not answer as dead or stuck,
+// or, when all are themselves waiting, waits blame_grace_s longer and then says so.
 void mpi_wait_deadline(std::span<MPI_Request> requests, std::span<MPI_Status> statuses,
                        double timeout_s, const WaitContext& ctx);
 

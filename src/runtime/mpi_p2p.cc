@@ -95,7 +95,7 @@ void P2p::wait(P2pRequest& r, const std::string& during) {
       fmt::format("rank {} may have died or hung (or be waiting on a rank that did){}", r.peer,
                   r.is_send ? ", or never posted the matching receive (plans disagree?)" : "");
   MPI_Status st;
-  mpi_wait_deadline({&r.request, 1}, {&st, 1}, timeout_s_, {what, suspect, r.peer});
+  mpi_wait_deadline({&r.request, 1}, {&st, 1}, timeout_s_, {what, suspect, {r.peer}});
   if (!r.is_send) {
     int got = 0;
     MPI_Get_count(&st, MPI_FLOAT, &got);

@@ -1,5 +1,6 @@
 #include "runtime/mpi_responder.h"
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <list>
@@ -86,28 +87,41 @@ void responder_poll(const std::string& what, double waited_s) {
   post_query_recv();
 }
 
-std::string responder_ask(int peer, double timeout_s, const std::string& what, double waited_s) {
-  if (g.comm == MPI_COMM_NULL) return "";
-  char answer[kReplyLen] = {};
-  MPI_Request send = MPI_REQUEST_NULL, recv = MPI_REQUEST_NULL;
-  MPI_Irecv(answer, kReplyLen, MPI_CHAR, peer, kReplyTag, g.comm, &recv);
-  MPI_Isend(&kQuery, 1, MPI_INT, peer, kQueryTag, g.comm, &send);
+std::vector<std::string> responder_ask(std::span<const int> peers, double timeout_s,
+                                       const std::string& what, double waited_s) {
+  const size_t n = peers.size();
+  std::vector<std::string> out(n);
+  if (g.comm == MPI_COMM_NULL) return out;
+  std::vector<std::array<char, kReplyLen>> answers(n);
+  std::vector<MPI_Request> sends(n, MPI_REQUEST_NULL), recvs(n, MPI_REQUEST_NULL);
+  for (size_t i = 0; i < n; ++i) {
+    MPI_Irecv(answers[i].data(), kReplyLen, MPI_CHAR, peers[i], kReplyTag, g.comm, &recvs[i]);
+    MPI_Isend(&kQuery, 1, MPI_INT, peers[i], kQueryTag, g.comm, &sends[i]);
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  int done = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
+  std::vector<int> done(n, 0);
+  for (size_t left = n; left > 0 && std::chrono::steady_clock::now() < deadline;) {
     responder_poll(what, waited_s);  // our own asker may be waiting on us
-    MPI_Test(&recv, &done, MPI_STATUS_IGNORE);
-    if (done) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      MPI_Test(&recvs[i], &done[i], MPI_STATUS_IGNORE);
+      if (done[i]) --left;
+    }
+    if (left > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  if (!done) {
-    MPI_Cancel(&recv);
-    MPI_Wait(&recv, MPI_STATUS_IGNORE);
+  for (size_t i = 0; i < n; ++i) {
+    if (done[i]) {
+      answers[i].back() = '\0';
+      out[i] = answers[i].data();
+    } else {
+      MPI_Cancel(&recvs[i]);
+      MPI_Wait(&recvs[i], MPI_STATUS_IGNORE);
+    }
+    int sent = 0;
+    MPI_Test(&sends[i], &sent, MPI_STATUS_IGNORE);
+    if (!sent) MPI_Request_free(&sends[i]);
   }
-  int sent = 0;
-  MPI_Test(&send, &sent, MPI_STATUS_IGNORE);
-  if (!sent) MPI_Request_free(&send);
-  return done ? std::string(answer) : std::string();
+  return out;
 }
 
 }  // namespace infinipipe

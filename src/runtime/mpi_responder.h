@@ -11,7 +11,9 @@
 #endif
 #include <mpi.h>
 
+#include <span>
 #include <string>
+#include <vector>
 
 namespace infinipipe {
 
@@ -23,8 +25,9 @@ bool responder_active();
 // Called from every wait loop: answers a pending query with "waiting <waited> s for <what>".
 void responder_poll(const std::string& what, double waited_s);
 
-// Asks `peer` what it is doing, answering queries meanwhile. Returns its answer, or "" when it
-// gives none within timeout_s.
-std::string responder_ask(int peer, double timeout_s, const std::string& what, double waited_s);
+// Asks each of `peers` (world ranks) at once what it is doing, answering queries meanwhile.
+// Returns their answers in order, "" for one that gives none within timeout_s.
+std::vector<std::string> responder_ask(std::span<const int> peers, double timeout_s,
+                                       const std::string& what, double waited_s);
 
 }  // namespace infinipipe

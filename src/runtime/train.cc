@@ -335,6 +335,18 @@ void Trainer::plan_ahead_start() {
   });
 }
 
+// From the pipeline's first stage to the others, with the p2p deadline: a stage that stopped
+// between iterations is named instead of hanging the broadcast.
+void Trainer::plan_broadcast(void* data, int count, MPI_Datatype type, const std::string& what) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  mpi_check(MPI_Ibcast(data, count, type, 0, groups_->pp_comm(), &req),
+            "starting the broadcast of " + what);
+  mpi_wait_deadline(
+      {&req, 1}, {}, p2p_->timeout_s(),
+      {fmt::format("the broadcast of {} for iteration {}", what, iteration_ + 1),
+       "a stage of this pipeline may have died or hung", comm_peers(groups_->pp_comm())});
+}
+
 // One process plans the whole batch. Distributed: the replica's share (balance_replicas), planned
 // by its first pipeline rank and broadcast, so the ranks of a pipeline run the very same plan
 // whatever the planner's search does. planner_seconds: the planner's own time for it.
@@ -355,12 +367,10 @@ plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths, double&
                         {"seconds", planner_seconds}};
     text = j.dump();
   }
-  // Blocking broadcasts: the watchdog is the backstop should the planning rank die here.
   int64_t n = static_cast<int64_t>(text.size());
-  mpi_check(MPI_Bcast(&n, 1, MPI_INT64_T, 0, groups_->pp_comm()), "broadcasting the plan size");
+  plan_broadcast(&n, 1, MPI_INT64_T, "the plan's size");
   text.resize(static_cast<size_t>(n));
-  mpi_check(MPI_Bcast(text.data(), mpi_count(n, "the plan"), MPI_CHAR, 0, groups_->pp_comm()),
-            "broadcasting the plan");
+  plan_broadcast(text.data(), mpi_count(n, "the plan"), MPI_CHAR, "the plan");
   if (!plans_here) {
     const nlohmann::json j = nlohmann::json::parse(text);
     out.plan = plan::plan_from_json(j.at("plan"));

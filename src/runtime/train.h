@@ -111,6 +111,7 @@ class Trainer {
   Planned plan_take(std::span<const int64_t> lengths);
   void plan_ahead_start();
   plan::PlanResult plan_replica(std::span<const int64_t> lengths, double& planner_seconds);
+  void plan_broadcast(void* data, int count, MPI_Datatype type, const std::string& what);
   double grad_norm_clip();
 
   Config cfg_;

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/mpi_allreduce.h"
 #include "runtime/mpi_comm.h"
 #include "runtime/mpi_groups.h"
 #include "runtime/mpi_p2p.h"
@@ -33,10 +34,15 @@ double env_seconds(const char* name, double fallback) {
 // fault(iteration, chunk, layout) runs inside the forward step of every chunk.
 using Fault = std::function<void(int, int, const RankLayout&)>;
 
-int run_pipeline(int iterations, const Fault& fault) {
+CommOptions scenario_options() {
   CommOptions opts;
   opts.p2p_timeout_s = env_seconds("SCENARIO_P2P_TIMEOUT", 45);
   opts.ask_timeout_s = env_seconds("SCENARIO_ASK_TIMEOUT", 2);
+  return opts;
+}
+
+int run_pipeline(int iterations, const Fault& fault) {
+  const CommOptions opts = scenario_options();
   Comm comm(opts);
   ProcessGroups g(comm, comm.size(), 1);
   const RankLayout& l = g.layout();
@@ -85,6 +91,19 @@ void hang_forever() {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+// Every rank sums a loss per iteration over the world; rank 2 hangs before the second.
+int run_collective_hang() {
+  Comm comm(scenario_options());
+  ProcessGroups g(comm, comm.size(), 1);
+  Watchdog watchdog(comm.options().watchdog_timeout());
+  for (int it = 0; it < 3; ++it) {
+    if (g.layout().rank == 2 && it == 1) hang_forever();
+    allreduce_sum(comm.world(), 1.0, comm.options().p2p_timeout_s,
+                  fmt::format("the loss of iteration {}", it));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int scenario_main(const std::string& name) {
@@ -118,6 +137,7 @@ int scenario_main(const std::string& name) {
         if (l.rank == 1 && it == 2 && c == 2) hang_forever();
       });
     }
+    if (name == "hang_collective") return run_collective_hang();
     if (name == "error") {
       return run_pipeline(1000, [](int it, int c, const RankLayout& l) {
         if (l.rank == 3 && it == 1 && c == 1) fail("bad data in shard {}: re-run prepare", l.rank);

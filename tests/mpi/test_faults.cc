@@ -98,6 +98,24 @@ TEST(JobFault, HungRankTimesOutNamingThePeer) {
   EXPECT_EQ(count_occurrences(r.output, "infinipipe: error"), n2 + n0) << r.output;
 }
 
+// A rank hung before a collective: the others ask every member of the group, and name the one
+// that does not answer instead of blaming the group as a whole.
+TEST(JobFault, HungRankBeforeACollectiveIsNamed) {
+  MPI_TEST_LAUNCHER();
+  test::JobResult r = test::run_scenario(
+      3, "hang_collective",
+      "SCENARIO_P2P_TIMEOUT=2 SCENARIO_ASK_TIMEOUT=1 SCENARIO_WATCHDOG_TIMEOUT=50");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_LT(r.seconds, 30) << r.output;
+  EXPECT_GE(count_occurrences(r.output,
+                              "for the reduction of the loss of iteration 1: rank 2 does not "
+                              "answer, so it has died or is stuck outside communication."),
+            1)
+      << r.output;
+  EXPECT_EQ(count_occurrences(r.output, "rank 0 does not answer"), 0) << r.output;
+  EXPECT_EQ(count_occurrences(r.output, "rank 1 does not answer"), 0) << r.output;
+}
+
 // A rank stuck outside any MPI wait: only its watchdog can see it.
 TEST(JobFault, WatchdogAbortsAStuckRank) {
   MPI_TEST_LAUNCHER();
