@@ -69,12 +69,15 @@ void run_cost(const Config& cfg, const CostOptions& o) {
                format_bytes(cm.activation_bytes(chunk, stage, 0)),
                format_bytes(cm.activation_bytes(chunk, stage, stage.num_layers)));
   }
-  // As plans count it: optimizer state sharded over the Ulysses group, full per dp replica.
+  // As plans count it: optimizer state sharded over the Ulysses group, and over the dp
+  // replicas with --use-distributed-optimizer.
   const bool sharded = plan::plan_zero_shard(cfg);
+  const int64_t dp = plan::plan_optimizer_dp(cfg);
   fmt::print("static (weights, grads, optimizer) on this stage: {} ({})\n",
-             format_bytes(cm.static_bytes(stage, 1, sharded)),
-             sharded ? fmt::format("optimizer state sharded over the Ulysses group of {}",
-                                   cm.ulysses_degree())
+             format_bytes(cm.static_bytes(stage, dp, sharded)),
+             sharded ? fmt::format("optimizer state sharded over {} rank(s): Ulysses group of {} "
+                                   "× {} data-parallel replica(s)",
+                                   cm.ulysses_degree() * dp, cm.ulysses_degree(), dp)
                      : std::string("no sharding"));
 
   if (!o.write_calibration.empty()) {

@@ -184,6 +184,10 @@ const std::vector<OptionSpec>& option_specs() {
                "seconds a distributed rank may stay in one step before the job is ended "
                "(0 = p2p-timeout + 10)",
                parallel.watchdog_timeout),
+      FLAG_OPT("use-distributed-optimizer",
+               "shard the optimizer state over the data-parallel replicas (ZeRO-1, as Megatron's "
+               "distributed optimizer)",
+               parallel.use_distributed_optimizer),
       // training
       INT_OPT("global-batch-size", {}, "sequences per iteration over all replicas",
               training.global_batch_size),

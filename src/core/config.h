@@ -63,6 +63,9 @@ struct ParallelConfig {
   // watchdog_timeout (0 = p2p_timeout + 10). The defaults end a faulty job within 60 s.
   double p2p_timeout = 45.0;
   double watchdog_timeout = 0.0;
+  // Megatron's distributed optimizer (ZeRO-1): each data-parallel replica keeps the optimizer
+  // state of 1/dp of its stage's parameters, updates that part and all-gathers the weights.
+  bool use_distributed_optimizer = false;
 
   int64_t world_size() const { return pipeline_parallel * data_parallel * ulysses_degree; }
   void validate() const;

@@ -10,7 +10,7 @@
 namespace infinipipe::plan {
 
 MemoryContext plan_memory_context(const Config& cfg, int64_t budget) {
-  return MemoryContext{budget, 1, plan_zero_shard(cfg)};
+  return MemoryContext{budget, plan_optimizer_dp(cfg), plan_zero_shard(cfg)};
 }
 
 namespace {

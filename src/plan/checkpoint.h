@@ -26,7 +26,7 @@ struct MemoryContext {
 };
 
 // What pipeline plans of cfg assume (plan_zero_shard): the optimizer sharded inside the Ulysses
-// group only, never over data-parallel replicas.
+// group, and over the data-parallel replicas with --use-distributed-optimizer.
 MemoryContext plan_memory_context(const Config& cfg, int64_t budget);
 
 enum class CheckpointTie { none, diagonal };

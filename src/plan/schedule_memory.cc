@@ -15,14 +15,19 @@ cost::StageShape stage_shape(const StageSpec& s) {
 }
 
 bool plan_zero_shard(const Config& cfg) {
-  return cfg.parallel.ulysses_degree > 1;
+  return cfg.parallel.ulysses_degree > 1 || plan_optimizer_dp(cfg) > 1;
+}
+
+int64_t plan_optimizer_dp(const Config& cfg) {
+  return cfg.parallel.use_distributed_optimizer ? cfg.parallel.data_parallel : 1;
 }
 
 int64_t plan_static_bytes(const Plan& plan, const cost::CostModel& cost, const Config& cfg,
                           int32_t rank) {
   int64_t bytes = 0;
   for (const StageSpec& s : plan.stages)
-    if (s.rank == rank) bytes += cost.static_bytes(stage_shape(s), 1, plan_zero_shard(cfg));
+    if (s.rank == rank)
+      bytes += cost.static_bytes(stage_shape(s), plan_optimizer_dp(cfg), plan_zero_shard(cfg));
   return bytes;
 }
 

@@ -27,8 +27,10 @@ struct MemoryTrace {
 cost::StageShape stage_shape(const StageSpec& s);
 // Pipeline plans shard the optimizer state (fp32 master weights, Adam m and v) over the Ulysses
 // group of a stage, ZeRO-1 style, as DeepSpeed-Ulysses does (planning only: `train` refuses
-// ulysses > 1). Data-parallel replicas keep full copies, as `train` does.
+// ulysses > 1), and over the data-parallel replicas with --use-distributed-optimizer
+// (plan_optimizer_dp = dp then, else 1: each replica keeps a full copy).
 bool plan_zero_shard(const Config& cfg);
+int64_t plan_optimizer_dp(const Config& cfg);
 int64_t plan_static_bytes(const Plan& plan, const cost::CostModel& cost, const Config& cfg,
                           int32_t rank);
 

@@ -64,6 +64,23 @@ std::vector<CheckpointTarget> checkpoint_targets(const std::vector<P>& params) {
   return out;
 }
 
+// One parameter's whole optimizer state, to save (the data is borrowed).
+struct CheckpointOptimState {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t step = 0;
+  std::span<const float> exp_avg, exp_avg_sq;  // empty for SGD
+};
+
+// Elements [offset, offset + numel) of a parameter's saved state, to load (a distributed
+// optimizer's part); shape is the whole parameter's.
+struct CheckpointOptimSlice {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+  int64_t numel = 0;
+};
+
 // What one writer (rank) saves: its parameters and, optionally, their optimizer state. Every
 // parameter must be saved by exactly one writer: with data parallelism only one replica (say dp
 // rank 0) lists it; other ranks may write an empty shard to record their rank_state.
@@ -71,7 +88,10 @@ struct CheckpointShard {
   int64_t rank = 0;       // 0 <= rank < num_ranks
   int64_t num_ranks = 1;  // writers of this checkpoint
   std::vector<CheckpointTensor> params;
-  const ParamOptimizer* optimizer = nullptr;             // null: weights only
+  const ParamOptimizer* optimizer = nullptr;  // null: weights only
+  // With a distributed optimizer `optimizer` holds parts of states: the writer lists instead the
+  // whole states it saves (of any parameters, not only its `params`); `optimizer` names the kind.
+  std::optional<std::vector<CheckpointOptimState>> optimizer_states;
   nlohmann::json rank_state = nlohmann::json::object();  // opaque per-rank state (e.g. its RNG)
 };
 
@@ -139,6 +159,9 @@ class CheckpointReader {
   // Installs the saved optimizer state of the named parameters (shape from each target).
   // Parameters the checkpoint has no state for (never updated) keep a fresh state.
   void load_optimizer(std::span<const CheckpointTarget> params, ParamOptimizer& optimizer);
+  // The same for parts of parameters (a distributed optimizer's share), each installed as the
+  // state of its name with its own numel.
+  void load_optimizer(std::span<const CheckpointOptimSlice> slices, ParamOptimizer& optimizer);
 
  private:
   SafetensorsReader& open_file(const std::string& file);  // verifies the checksum once

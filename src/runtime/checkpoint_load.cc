@@ -238,6 +238,14 @@ void CheckpointReader::load_params(std::span<const CheckpointTarget> targets) {
 
 void CheckpointReader::load_optimizer(std::span<const CheckpointTarget> params,
                                       ParamOptimizer& optimizer) {
+  std::vector<CheckpointOptimSlice> whole;
+  for (const CheckpointTarget& p : params)
+    whole.push_back({p.name, p.shape, 0, static_cast<int64_t>(p.data.size())});
+  load_optimizer(whole, optimizer);
+}
+
+void CheckpointReader::load_optimizer(std::span<const CheckpointOptimSlice> slices,
+                                      ParamOptimizer& optimizer) {
   if (optimizer_kind_ == "none") return;  // weights-only checkpoint: the optimizer starts fresh
   const std::string want = optimizer_name(optimizer.options().kind);
   if (optimizer_kind_ != want) {
@@ -245,7 +253,7 @@ void CheckpointReader::load_optimizer(std::span<const CheckpointTarget> params,
                 path_, optimizer_kind_, want);
   }
   const bool adamw = optimizer.options().kind == Optimizer::adamw;
-  for (const CheckpointTarget& p : params) {
+  for (const CheckpointOptimSlice& p : slices) {
     auto step_it = optim_map_.find(p.name + ".step");
     if (step_it == optim_map_.end()) continue;  // never updated before the save
     auto read_moment = [&](const std::string& name) {
@@ -256,7 +264,13 @@ void CheckpointReader::load_optimizer(std::span<const CheckpointTarget> params,
         fail("{}: optimizer state {} has shape {}, the parameter has {}", path_, name,
              shape_str(r.info(name).shape), shape_str(p.shape));
       }
-      return r.read_f32(name);
+      std::vector<float> all = r.read_f32(name);
+      if (p.offset < 0 || p.numel < 0 || p.offset + p.numel > static_cast<int64_t>(all.size())) {
+        fail("internal: elements [{}, {}) of {} asked, it has {}", p.offset, p.offset + p.numel,
+             name, all.size());
+      }
+      if (p.offset == 0 && p.numel == static_cast<int64_t>(all.size())) return all;
+      return std::vector<float>(all.begin() + p.offset, all.begin() + p.offset + p.numel);
     };
     OptimState s;
     SafetensorsReader& r = open_file(step_it->second);
@@ -267,7 +281,7 @@ void CheckpointReader::load_optimizer(std::span<const CheckpointTarget> params,
       s.exp_avg = read_moment(p.name + ".exp_avg");
       s.exp_avg_sq = read_moment(p.name + ".exp_avg_sq");
     }
-    optimizer.set_state(p.name, static_cast<int64_t>(p.data.size()), std::move(s));
+    optimizer.set_state(p.name, p.numel, std::move(s));
   }
 }
 

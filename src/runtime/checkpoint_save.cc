@@ -83,23 +83,30 @@ void checkpoint_save_shard(const std::string& dir, int64_t iteration,
   SafetensorsWriter optim;
   optim.set_metadata("format", "pt");
   Json optim_names = Json::array();
-  std::vector<int64_t> steps;
-  steps.reserve(shard.params.size());  // the writer borrows pointers into it
   std::string kind = "none";
+  std::vector<CheckpointOptimState> states;
   if (shard.optimizer != nullptr) {
     kind = optimizer_name(shard.optimizer->options().kind);
-    for (const CheckpointTensor& t : shard.params) {
-      if (!shard.optimizer->has_state(t.name)) continue;  // never updated: nothing to save
-      const OptimState& s = shard.optimizer->state(t.name);
-      steps.push_back(s.step);
-      optim.add_i64(t.name + ".step", {}, std::span<const int64_t>(&steps.back(), 1));
-      optim_names.push_back(t.name + ".step");
-      if (shard.optimizer->options().kind == Optimizer::adamw) {
-        optim.add_f32(t.name + ".exp_avg", t.shape, s.exp_avg);
-        optim.add_f32(t.name + ".exp_avg_sq", t.shape, s.exp_avg_sq);
-        optim_names.push_back(t.name + ".exp_avg");
-        optim_names.push_back(t.name + ".exp_avg_sq");
+    if (shard.optimizer_states) {
+      states = *shard.optimizer_states;
+    } else {
+      for (const CheckpointTensor& t : shard.params) {
+        if (!shard.optimizer->has_state(t.name)) continue;  // never updated: nothing to save
+        const OptimState& s = shard.optimizer->state(t.name);
+        states.push_back({t.name, t.shape, s.step, s.exp_avg, s.exp_avg_sq});
       }
+    }
+  }
+  const bool adamw =
+      shard.optimizer != nullptr && shard.optimizer->options().kind == Optimizer::adamw;
+  for (const CheckpointOptimState& s : states) {
+    optim.add_i64(s.name + ".step", {}, std::span<const int64_t>(&s.step, 1));
+    optim_names.push_back(s.name + ".step");
+    if (adamw) {
+      optim.add_f32(s.name + ".exp_avg", s.shape, s.exp_avg);
+      optim.add_f32(s.name + ".exp_avg_sq", s.shape, s.exp_avg_sq);
+      optim_names.push_back(s.name + ".exp_avg");
+      optim_names.push_back(s.name + ".exp_avg_sq");
     }
   }
 

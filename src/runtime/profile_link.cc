@@ -4,9 +4,12 @@
 #include <cmath>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "cost/fit.h"
 #include "runtime/mpi_comm.h"
+#include "runtime/mpi_watchdog.h"
 
 namespace infinipipe::runtime {
 namespace {
@@ -69,15 +72,20 @@ LinkProfile profile_links(int64_t max_bytes, int64_t repeats) {
     p.note = "one MPI rank: the preset's link numbers are kept";
     return p;
   }
+  // Blocking calls, so the times are MPI's own (not our polling's); the watchdog ends the job,
+  // naming the measurement, should a rank die or hang in one.
+  Watchdog watchdog(comm.options().watchdog_timeout());
   std::vector<int64_t> sizes;
   for (int64_t b = 4096; b <= std::max<int64_t>(max_bytes, 4096); b *= 4) sizes.push_back(b);
   for (int64_t b : sizes) {
+    Watchdog::Scope armed(watchdog, fmt::format("the link profile's ping-pong of {} bytes", b));
     const double s = ping_pong(comm.world(), p.rank, b, repeats);
     if (p.rank == 0) p.samples.push_back({"p2p", b, 2, s});
   }
   std::vector<int64_t> ar_bytes;
   std::vector<double> ar_seconds;
   for (int64_t b : sizes) {
+    Watchdog::Scope armed(watchdog, fmt::format("the link profile's all-reduce of {} bytes", b));
     const double s = allreduce(comm.world(), b, repeats);
     p.samples.push_back({"allreduce", b, p.world, s});
     ar_bytes.push_back(b);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <utility>
@@ -117,6 +118,9 @@ Trainer::Trainer(const TrainOptions& opts)
       fail("internal: stage {} holds no tied embedding", groups_->layout().stage);
     tied_grads_ = std::make_unique<GradBuckets>(groups_->embedding_comm(), p2p_->timeout_s());
     tied_grads_->add(tied->name, tied->grad.data(), tied->grad.numel());
+  }
+  if (groups_ && groups_->layout().dp > 1 && cfg_.parallel.use_distributed_optimizer) {
+    dist_optimizer_ = std::make_unique<DistOptimizer>(groups_->dp_comm(), p2p_->timeout_s());
   }
   optimizer_ = std::make_unique<ParamOptimizer>(oo, [this](int64_t delta) {
     if (delta >= 0) {
@@ -244,7 +248,11 @@ void Trainer::checkpoint_load(const std::string& dir) {
   reader.load_params(targets);
   // A tied copy on this rank is trained here too: it takes the embedding's state.
   const std::vector<CheckpointTarget> unique = checkpoint_targets(params_local());
-  reader.load_optimizer(unique, *optimizer_);
+  if (dist_optimizer_) {
+    reader.load_optimizer(dist_optimizer_->load_slices(unique), *optimizer_);
+  } else {
+    reader.load_optimizer(unique, *optimizer_);
+  }
   iteration_ = reader.iteration();
   start_consumed_ = reader.consumed_samples();
   resumed_ = true;
@@ -258,6 +266,15 @@ void Trainer::save() {
   // write a shard without tensors (the optimizer only names its kind: state goes per tensor).
   if (!groups_ || groups_->layout().replica == 0) shard.params = checkpoint_tensors(params());
   shard.optimizer = optimizer_.get();
+  std::deque<std::vector<float>> gathered;  // split tensors' states, whole, while they are written
+  if (dist_optimizer_) {
+    // The tied copy's state is the embedding's, saved by the first stage.
+    const float* copy = tied_copy_values().data();
+    shard.optimizer_states = dist_optimizer_->states_for_save(
+        optim_tensors(), *optimizer_,
+        [copy](const OptimTensor& t) { return copy == nullptr || t.value.data() != copy; },
+        gathered);
+  }
   CheckpointMeta meta;
   meta.iteration = iteration_;
   meta.consumed_samples = consumed_samples();
@@ -398,6 +415,21 @@ double Trainer::grad_norm_clip() {
   return norm;
 }
 
+// Every parameter, or with the distributed optimizer this replica's share of them, after which
+// the replicas exchange the updated weights.
+void Trainer::optimizer_step(double lr) {
+  const std::vector<OptimTensor> tensors = optim_tensors();
+  if (!dist_optimizer_) {
+    optimizer_->step(tensors, lr);
+    return;
+  }
+  optimizer_->step(dist_optimizer_->owned(tensors), lr);
+  const std::string during = fmt::format("iteration {}", iteration_ + 1);
+  if (watchdog_) watchdog_->arm("the distributed optimizer's all-gather of " + during);
+  dist_optimizer_->gather_weights(tensors, during);
+  if (watchdog_) watchdog_->disarm();
+}
+
 IterationMetrics Trainer::step() {
   if (!sampler_) fail("trainer: no dataset is open (train-iters {} reached)", iteration_);
   const auto t_start = Clock::now();
@@ -507,9 +539,8 @@ IterationMetrics Trainer::step() {
   const auto t_optimizer = Clock::now();
   tied_grads_sum();
   m.grad_norm = grad_norm_clip();
-  std::vector<OptimTensor> tensors = optim_tensors();
   m.lr = lr_.lr_at(iteration_);
-  optimizer_->step(tensors, m.lr);
+  optimizer_step(m.lr);
   tied_values_copy();
   trace_event_add(last_stats_.front(), "optimizer", "clip and optimizer step", t_optimizer,
                   Clock::now());

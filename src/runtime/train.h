@@ -25,6 +25,7 @@
 #include "model/optimizer.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
+#include "runtime/dist_optimizer.h"
 #include "runtime/executor.h"
 #include "runtime/metrics.h"
 #include "runtime/mpi_allreduce.h"
@@ -113,6 +114,7 @@ class Trainer {
   plan::PlanResult plan_replica(std::span<const int64_t> lengths, double& planner_seconds);
   void plan_broadcast(void* data, int count, MPI_Datatype type, const std::string& what);
   double grad_norm_clip();
+  void optimizer_step(double lr);
 
   Config cfg_;
   std::string config_yaml_;
@@ -127,6 +129,8 @@ class Trainer {
   // Tied embeddings and pp > 1, on the first and last stage's ranks: sums the embedding's
   // gradient with the LM head copy's over the embedding group (Megatron's).
   std::unique_ptr<GradBuckets> tied_grads_;
+  // --use-distributed-optimizer and dp > 1: this replica's share of the optimizer state.
+  std::unique_ptr<DistOptimizer> dist_optimizer_;
   Watchdog* watchdog_ = nullptr;
   std::string knobs_text_;  // the last plan's knobs, described
   std::unique_ptr<ParamOptimizer> optimizer_;
