@@ -106,8 +106,8 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
       "t_half {:.4g} tokens, backward x{:.3f}, recompute x{:.3f}\n",
       rep.fit.num_samples, c.alpha1, c.alpha2, c.beta1, c.half_efficiency_tokens, c.backward_factor,
       c.recompute_factor);
-  fmt::print("  embedding {:.4g} s/token, LM head + loss {:.4g} s/token\n", c.embedding_per_token,
-             c.lm_head_per_token);
+  fmt::print("  embedding {:.4g} s/token, LM head + loss {:.4g} s/token (backward x{:.3f})\n",
+             c.embedding_per_token, c.lm_head_per_token, c.lm_head_backward_factor);
   fmt::print("  fit residual (RMS relative): forward {:.1f}%, backward {:.1f}%\n",
              rep.calibration.fit_residual_forward * 100,
              rep.calibration.fit_residual_backward * 100);

@@ -58,6 +58,7 @@ constexpr DoubleField kOptionalCoeffFields[] = {
      &Coefficients::attn_workspace_bytes_per_longest_token},
     {"backward_logits_blocks", &Coefficients::backward_logits_blocks},
     {"lm_head_grad_reuse_bytes_per_token", &Coefficients::lm_head_grad_reuse_bytes_per_token},
+    {"lm_head_backward_factor", &Coefficients::lm_head_backward_factor},
 };
 
 // Quantities that must be strictly positive for the formulas to make sense (they divide).
@@ -204,6 +205,8 @@ Calibration calibration_from_json(const std::string& text, const std::string& wh
            must_be_positive(f.key) ? "> 0" : ">= 0");
     c.coeffs.*f.ptr = v;
   }
+  // Files from before the LM head had its own backward factor charged it the layers' one.
+  c.coeffs.lm_head_backward_factor = c.coeffs.backward_factor;
   for (const DoubleField& f : kOptionalCoeffFields) {
     if (!co.contains(f.key)) continue;
     double v = get<double>(co, f.key, where, "coefficients");

@@ -64,6 +64,7 @@ Coefficients CostModel::derive_coefficients(const ModelConfig& m, const DeviceSp
   // Final RMSNorm, LM head GEMM, then softmax + loss over fp32 logits (about 3 passes).
   c.lm_head_per_token = (2 * h * v / mm + (4 * h * b + 3 * v * 4.0) / d.memory_bandwidth) / u;
   c.backward_factor = d.backward_factor;
+  c.lm_head_backward_factor = d.backward_factor;
   c.recompute_factor = 1.0;
   c.half_efficiency_tokens = d.half_efficiency_tokens;
   c.p2p_bandwidth_intra = d.intra_node_bandwidth;
@@ -178,19 +179,24 @@ double CostModel::efficiency(std::span<const SliceShape> chunk) const {
   return t / (t + coeffs_.half_efficiency_tokens);
 }
 
-// Compute of the stage's layers plus embedding / LM head, forward, without β1 and all-to-alls.
+// Compute of the stage's layers plus embedding, forward, without β1 and all-to-alls.
 double CostModel::stage_compute_seconds(std::span<const SliceShape> chunk,
                                         const StageShape& stage) const {
   const double t = static_cast<double>(chunk_tokens(chunk));
   double s = stage.num_layers * layer_seconds(chunk);
   if (stage.has_embedding) s += coeffs_.embedding_per_token * t;
-  if (stage.has_lm_head) s += coeffs_.lm_head_per_token * t / efficiency(chunk);
   return s;
+}
+
+double CostModel::lm_head_seconds(std::span<const SliceShape> chunk,
+                                  const StageShape& stage) const {
+  if (!stage.has_lm_head) return 0.0;
+  return coeffs_.lm_head_per_token * static_cast<double>(chunk_tokens(chunk)) / efficiency(chunk);
 }
 
 double CostModel::forward_time(std::span<const SliceShape> chunk, const StageShape& stage) const {
   if (chunk.empty()) return 0.0;
-  return coeffs_.beta1 + stage_compute_seconds(chunk, stage) +
+  return coeffs_.beta1 + stage_compute_seconds(chunk, stage) + lm_head_seconds(chunk, stage) +
          stage.num_layers * ulysses_alltoall_time(chunk_tokens(chunk));
 }
 
@@ -198,6 +204,7 @@ double CostModel::forward_time(std::span<const SliceShape> chunk, const StageSha
 double CostModel::backward_time(std::span<const SliceShape> chunk, const StageShape& stage) const {
   if (chunk.empty()) return 0.0;
   return coeffs_.beta1 + coeffs_.backward_factor * stage_compute_seconds(chunk, stage) +
+         coeffs_.lm_head_backward_factor * lm_head_seconds(chunk, stage) +
          stage.num_layers * ulysses_alltoall_time(chunk_tokens(chunk));
 }
 

@@ -54,12 +54,15 @@ DeviceSpec device_preset(const std::string& name, bool bf16);
 // A calibration file stores exactly these; presets derive them from a DeviceSpec.
 struct Coefficients {
   // time, seconds (forward, one layer unless noted), before the efficiency curve
-  double alpha1 = 0;                  // per token² of causal attention: α1·((C+s)² − C²)
-  double alpha2 = 0;                  // per token: projections, MLP, norms, elementwise
-  double beta1 = 0;                   // per chunk and stage
-  double embedding_per_token = 0;     // whole embedding lookup (not per layer)
-  double lm_head_per_token = 0;       // final norm + LM head + loss, forward
-  double backward_factor = 2.0;       // backward / forward (excludes recompute)
+  double alpha1 = 0;               // per token² of causal attention: α1·((C+s)² − C²)
+  double alpha2 = 0;               // per token: projections, MLP, norms, elementwise
+  double beta1 = 0;                // per chunk and stage
+  double embedding_per_token = 0;  // whole embedding lookup (not per layer)
+  double lm_head_per_token = 0;    // final norm + LM head + loss, forward
+  double backward_factor = 2.0;    // backward / forward (excludes recompute)
+  // The LM head's backward / its forward: backward_factor where backward computes the head's
+  // gradient (Megatron), about 0 where the loss computes it in forward (the CPU engine).
+  double lm_head_backward_factor = 2.0;
   double recompute_factor = 1.0;      // recompute / forward of the same layers
   double half_efficiency_tokens = 0;  // eff(t) = t / (t + this), t = tokens of the chunk per device
   // communication
@@ -152,7 +155,9 @@ class CostModel {
 
  private:
   double layer_seconds(std::span<const SliceShape> chunk) const;
+  // Forward of the stage's layers and embedding, and of its LM head (0 without one).
   double stage_compute_seconds(std::span<const SliceShape> chunk, const StageShape& stage) const;
+  double lm_head_seconds(std::span<const SliceShape> chunk, const StageShape& stage) const;
   double efficiency(std::span<const SliceShape> chunk) const;
 
   ModelConfig model_;

@@ -309,19 +309,25 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
   if (!fwd_compute.empty()) c.backward_factor = cost::fit_ratio(fwd_compute, bwd_compute);
   if (!rec.empty()) c.recompute_factor = cost::fit_ratio(rec_base, rec);
 
-  // Embedding and LM head: a first / last stage of one layer against the middle stage.
+  // Embedding and LM head: a first / last stage of one layer against the middle stage, forward
+  // and backward (the engine's loss computes the head's gradient in forward, so its backward
+  // factor comes out near 0).
   {
     ChunkTimer first(m, StageRange{0, 1, true, false}), last(m, StageRange{0, 1, false, true});
-    std::vector<double> tok, emb, head_base, head;
+    std::vector<double> tok, emb, head_base, head, head_bwd;
     const double half = c.half_efficiency_tokens;
     for (int64_t len : grid.edge_lens) {
       const std::vector<cost::SliceShape> chunk = {{0, len, true}};
-      const double mid = time_chunk(one, chunk, 1, grid.repeats).forward_s;
-      const double e = time_chunk(first, chunk, 1, grid.repeats).forward_s - mid;
-      const double h = time_chunk(last, chunk, 1, grid.repeats).forward_s - mid;
+      const ProfileSample mid = time_chunk(one, chunk, 1, grid.repeats);
+      const ProfileSample tail = time_chunk(last, chunk, 1, grid.repeats);
+      const double e = time_chunk(first, chunk, 1, grid.repeats).forward_s - mid.forward_s;
+      const double h = tail.forward_s - mid.forward_s;
+      const double hb = tail.backward_s - mid.backward_s;
       const double t = static_cast<double>(len);
-      log(fmt::format("  edges    len {:<16} embedding {:8.3f} ms  LM head + loss {:8.3f} ms", len,
-                      e * 1e3, h * 1e3));
+      log(fmt::format(
+          "  edges    len {:<16} embedding {:8.3f} ms  LM head + loss {:8.3f} ms fwd, {:8.3f} ms "
+          "bwd",
+          len, e * 1e3, h * 1e3, hb * 1e3));
       if (e > 0) {
         tok.push_back(t);
         emb.push_back(e);
@@ -329,10 +335,20 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
       if (h > 0) {
         head_base.push_back(t + half);  // T / eff(T)
         head.push_back(h);
+        head_bwd.push_back(hb);  // noise around 0 is kept: it averages out
       }
     }
     c.embedding_per_token = tok.empty() ? 0 : cost::fit_ratio(tok, emb);
-    if (!head.empty()) c.lm_head_per_token = cost::fit_ratio(head_base, head);
+    if (!head.empty()) {
+      c.lm_head_per_token = cost::fit_ratio(head_base, head);
+      // Least squares through the origin; fit_ratio wants positive times, these may be ~0.
+      double num = 0, den = 0;
+      for (size_t i = 0; i < head.size(); ++i) {
+        num += head[i] * head_bwd[i];
+        den += head[i] * head[i];
+      }
+      c.lm_head_backward_factor = std::max(num / den, 0.0);
+    }
   }
 
   omp_set_num_threads(threads_guard.saved);

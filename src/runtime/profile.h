@@ -71,7 +71,8 @@ cost::Coefficients profile_memory_coefficients(const ModelConfig& model, Optimiz
                                                cost::Coefficients base);
 
 // The cost model of the plans this engine executes: cfg's (preset or calibration) with the memory
-// terms above, so a predicted peak is what the engine allocates. (A preset's generic terms are a
+// terms above, so a predicted peak is what the engine allocates; without a calibration the LM
+// head's gradient is charged to forward, where the engine's fused loss computes it. (A preset's generic terms are a
 // GPU framework's; a calibration's are those of its own model shape only.)
 cost::CostModel engine_cost_model(const Config& cfg);
 // What plan, simulate and cost use: engine_cost_model on the cpu device (plans this machine

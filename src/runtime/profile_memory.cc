@@ -44,10 +44,15 @@ cost::Coefficients profile_memory_coefficients(const ModelConfig& m, Optimizer o
 
 cost::CostModel engine_cost_model(const Config& cfg) {
   const cost::CostModel base = cost::CostModel::from_config(cfg);
-  return cost::CostModel(
-      cfg.model, base.device(),
-      profile_memory_coefficients(cfg.model, cfg.training.optimizer, base.coefficients()),
-      base.ulysses_degree(), base.bf16());
+  cost::Coefficients c = base.coefficients();
+  if (cfg.cluster.calibration.empty()) {
+    // The engine's loss computes the LM head's gradient in forward (a profile measures this).
+    c.lm_head_per_token *= 1.0 + c.lm_head_backward_factor;
+    c.lm_head_backward_factor = 0.0;
+  }
+  return cost::CostModel(cfg.model, base.device(),
+                         profile_memory_coefficients(cfg.model, cfg.training.optimizer, c),
+                         base.ulysses_degree(), base.bf16());
 }
 
 cost::CostModel planning_cost_model(const Config& cfg) {

@@ -135,17 +135,19 @@ TEST(Calibration, EngineMemoryTermsAreOptional) {
   a.coeffs.attn_workspace_bytes_per_longest_token = 16;
   a.coeffs.backward_logits_blocks = 0;
   a.coeffs.lm_head_grad_reuse_bytes_per_token = 1024;
+  a.coeffs.lm_head_backward_factor = 0.25;
   const Calibration b = calibration_from_json(calibration_to_json(a), "test");
   EXPECT_EQ(b.coeffs.index_bytes_per_token, 12);
   EXPECT_EQ(b.coeffs.attn_workspace_bytes, 135680);
   EXPECT_EQ(b.coeffs.attn_workspace_bytes_per_longest_token, 16);
   EXPECT_EQ(b.coeffs.backward_logits_blocks, 0);
   EXPECT_EQ(b.coeffs.lm_head_grad_reuse_bytes_per_token, 1024);
+  EXPECT_EQ(b.coeffs.lm_head_backward_factor, 0.25);
 
   std::string text = calibration_to_json(sample());
-  for (const char* key :
-       {"index_bytes_per_token", "attn_workspace_bytes_per_longest_token", "attn_workspace_bytes",
-        "backward_logits_blocks", "lm_head_grad_reuse_bytes_per_token"}) {
+  for (const char* key : {"index_bytes_per_token", "attn_workspace_bytes_per_longest_token",
+                          "attn_workspace_bytes", "backward_logits_blocks",
+                          "lm_head_grad_reuse_bytes_per_token", "lm_head_backward_factor"}) {
     const size_t at = text.find(std::string("\"") + key + "\"");
     ASSERT_NE(at, std::string::npos) << key;
     const size_t end = text.find('\n', at);
@@ -158,6 +160,8 @@ TEST(Calibration, EngineMemoryTermsAreOptional) {
   const Calibration old = calibration_from_json(text, "old");
   EXPECT_EQ(old.coeffs.index_bytes_per_token, 0);
   EXPECT_EQ(old.coeffs.backward_logits_blocks, 2);
+  // An old file charged the LM head's backward like the layers'.
+  EXPECT_EQ(old.coeffs.lm_head_backward_factor, old.coeffs.backward_factor);
 
   std::string bad = calibration_to_json(a);
   const size_t at = bad.find("\"index_bytes_per_token\": 12");

@@ -163,6 +163,26 @@ TEST(CostModel, EmbeddingAndHeadAddWork) {
   EXPECT_EQ(cm.forward_time({}, kMid), 0.0);
 }
 
+// The LM head's backward has its own factor: a preset charges it like the layers' (Megatron's
+// backward computes the head's gradient), 0 charges it nothing (a loss that computes it forward).
+TEST(CostModel, LmHeadBackwardHasItsOwnFactor) {
+  const std::vector<SliceShape> chunk = {{0, 4096}};
+  const StageShape last{.num_layers = 4, .has_lm_head = true};
+  CostModel preset = cpu_model();
+  const Coefficients& c = preset.coefficients();
+  EXPECT_EQ(c.lm_head_backward_factor, c.backward_factor);
+  const double head_fwd = preset.forward_time(chunk, last) - preset.forward_time(chunk, kMid);
+  const double head_bwd = preset.backward_time(chunk, last) - preset.backward_time(chunk, kMid);
+  EXPECT_GT(head_fwd, 0);
+  EXPECT_NEAR(head_bwd, c.backward_factor * head_fwd, 1e-12);
+
+  Coefficients fused = c;
+  fused.lm_head_backward_factor = 0;
+  CostModel cm(small_model(), preset.device(), fused, 1, false);
+  EXPECT_NEAR(cm.backward_time(chunk, last), cm.backward_time(chunk, kMid), 1e-12);
+  EXPECT_NEAR(cm.forward_time(chunk, last), preset.forward_time(chunk, last), 1e-12);
+}
+
 TEST(CostModel, Communication) {
   CostModel cm = cpu_model();
   std::vector<SliceShape> chunk = {{0, 1000}};

@@ -90,6 +90,26 @@ TEST(Profile, QuickProfileWritesACalibrationThatPlanningAccepts) {
   std::filesystem::remove(path);
 }
 
+// Without a calibration the engine's model moves the LM head's backward into its forward, where
+// the engine's fused loss computes the head's gradient; the head's total time is unchanged.
+TEST(Profile, EngineModelChargesTheLmHeadGradientToForward) {
+  Config cfg = tiny_config();
+  cfg.cluster.device = "cpu";
+  const cost::CostModel preset = cost::CostModel::from_config(cfg);
+  const cost::CostModel engine = runtime::engine_cost_model(cfg);
+  EXPECT_EQ(engine.coefficients().lm_head_backward_factor, 0.0);
+  const std::vector<cost::SliceShape> chunk = {{0, 256, true}};
+  const cost::StageShape mid{2, false, false}, last{2, false, true};
+  auto head = [&](const cost::CostModel& cm, bool forward) {
+    return forward ? cm.forward_time(chunk, last) - cm.forward_time(chunk, mid)
+                   : cm.backward_time(chunk, last) - cm.backward_time(chunk, mid);
+  };
+  EXPECT_NEAR(head(engine, false), 0.0, 1e-15);
+  EXPECT_GT(head(engine, true), head(preset, true));
+  EXPECT_NEAR(head(engine, true), head(preset, true) + head(preset, false),
+              1e-9 * head(engine, true));
+}
+
 TEST(Profile, BadGridIsAConfigError) {
   const Config cfg = tiny_config();
   runtime::ProfileGrid g = tiny_grid();
