@@ -96,7 +96,8 @@ CheckpointSolution checkpoint_solve_greedy(const CheckpointProblem& pb);
 // Exact within `gap` (relative): the LP relaxation of a thermometer encoding of each group gives
 // a lower bound and guides rounding; greedy repair and local search from the greedy answer and
 // the rounded ones give the best answer; only when that is not yet within `gap` of the bound
-// does CBC add cuts and branch. On timeout: the best answer found, proven = false.
+// does CBC add cuts and branch. time_limit_s counts CPU time (the calling thread's; Clp and CBC
+// count their process's). On timeout: the best answer found, proven = false.
 CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double gap = 0.02,
                                           double time_limit_s = 1.0);
 // Enumerates every choice; for tests on tiny problems only.

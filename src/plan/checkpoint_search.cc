@@ -1,6 +1,7 @@
 #include "plan/checkpoint_search.h"
 
 #include <algorithm>
+#include <ctime>
 #include <limits>
 #include <numeric>
 #include <queue>
@@ -187,8 +188,14 @@ bool checkpoint_repair(const CheckpointProblem& pb, const CheckpointIndex& ix,
   return ok && s.fits();
 }
 
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 void checkpoint_improve(const CheckpointProblem& pb, const CheckpointIndex& ix,
-                        std::vector<int32_t>& x, std::chrono::steady_clock::time_point deadline) {
+                        std::vector<int32_t>& x, double cpu_deadline_s) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
   State s(pb, ix, x);
   if (!s.fits()) return;
@@ -205,7 +212,7 @@ void checkpoint_improve(const CheckpointProblem& pb, const CheckpointIndex& ix,
              g});
     std::sort(moves.begin(), moves.end(), std::greater<>());
     for (const auto& [saving, g] : moves) {
-      if (std::chrono::steady_clock::now() > deadline) return;
+      if (thread_cpu_seconds() > cpu_deadline_s) return;
       if (x[g] == 0) continue;
       const std::vector<int32_t> keep_x = x;
       const std::vector<int64_t> keep_val = s.val;

@@ -3,7 +3,6 @@
 // local search that trades one group's recompute for cheaper ones elsewhere.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -35,8 +34,13 @@ bool checkpoint_repair(const CheckpointProblem& pb, const CheckpointIndex& ix,
                        std::vector<int32_t>& x);
 
 // Local search on a feasible `x`: lowers one group by a level, repairs with the others, and keeps
-// the result when it is cheaper; repeats until no such move helps or the deadline passes.
+// the result when it is cheaper; repeats until no such move helps or the calling thread's CPU
+// time (thread_cpu_seconds) passes cpu_deadline_s.
 void checkpoint_improve(const CheckpointProblem& pb, const CheckpointIndex& ix,
-                        std::vector<int32_t>& x, std::chrono::steady_clock::time_point deadline);
+                        std::vector<int32_t>& x, double cpu_deadline_s);
+
+// The calling thread's CPU seconds. The solve's time limit counts the work it did, not the
+// wall-clock a loaded machine stretches (Clp's and CBC's limits count their process's CPU time).
+double thread_cpu_seconds();
 
 }  // namespace infinipipe::plan

@@ -4,7 +4,6 @@
 #include <coin/Clp_C_Interface.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -16,8 +15,6 @@
 namespace infinipipe::plan {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 bool fits(const CheckpointProblem& pb, const std::vector<int32_t>& x) {
   for (int64_t p : checkpoint_peaks(pb, x))
@@ -229,10 +226,8 @@ CheckpointSolution checkpoint_solve_greedy(const CheckpointProblem& pb) {
 
 CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double gap,
                                           double time_limit_s) {
-  const auto t0 = Clock::now();
-  const auto deadline =
-      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(time_limit_s));
-  auto left = [&] { return std::chrono::duration<double>(deadline - Clock::now()).count(); };
+  const double deadline = thread_cpu_seconds() + time_limit_s;
+  auto left = [&] { return deadline - thread_cpu_seconds(); };
   CheckpointSolution best = checkpoint_solve_greedy(pb);
   if (best.feasible && best.proven) return best;
   // Few choices (small models, short pipelines): try them all. It is exact and fast there, and
