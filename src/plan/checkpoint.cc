@@ -102,6 +102,7 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
   // Walk every rank's list: activations live from forward to backward; the dK/dV buffer a
   // backward leaves lives until the backward of the previous slice's chunk on that stage.
   const auto prev = previous_slice_chunk(plan);
+  const std::vector<std::vector<int64_t>> in_flight = in_flight_bytes(plan, cm);
   for (int32_t rank = 0; rank < static_cast<int32_t>(plan.actions.size()); ++rank) {
     int64_t fixed = 0;
     for (int32_t s = rank; s < nstages; s += plan.pp)
@@ -109,7 +110,6 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
     std::vector<int32_t> live;            // items holding activations
     std::map<int32_t, int64_t> dkv_held;  // item waiting for its buffer to be consumed -> bytes
     int64_t dkv_total = 0;
-    int64_t in_flight = 0;  // the previous action's message (schedule_memory_trace)
     const auto& acts = plan.actions[rank];
     for (int32_t a = 0; a < static_cast<int32_t>(acts.size()); ++a) {
       const Action& act = acts[a];
@@ -120,8 +120,7 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
       CheckpointPoint pt;
       pt.rank = rank;
       pt.action = a;
-      const int64_t sent_before = in_flight;
-      in_flight = action_send_bytes(plan, act, cm, shapes[act.chunk]);
+      const int64_t sent_before = in_flight[rank][a];  // as schedule_memory_trace counts them
       if (act.kind == ActionKind::forward) {
         live.push_back(item);
         // A forward's temporaries do not depend on the recompute count: a fixed term.

@@ -4,6 +4,8 @@
 #include <span>
 #include <unordered_map>
 
+#include "plan/schedule_replay.h"
+
 namespace infinipipe::plan {
 
 cost::StageShape stage_shape(const StageSpec& s) {
@@ -39,12 +41,29 @@ int64_t action_send_bytes(const Plan& plan, const Action& a, const cost::CostMod
   return sends ? cost.p2p_bytes(chunk) : 0;
 }
 
+std::vector<std::vector<int64_t>> in_flight_bytes(const Plan& plan, const cost::CostModel& cost) {
+  const std::vector<std::vector<int32_t>> hold = send_hold_start(plan);
+  std::vector<std::vector<int64_t>> out(plan.actions.size());
+  for (size_t r = 0; r < plan.actions.size(); ++r) {
+    const auto& list = plan.actions[r];
+    std::vector<int64_t> sum(list.size() + 1, 0);  // sum[i]: sends of actions 0..i-1
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      sum[i + 1] = sum[i] + action_send_bytes(plan, a, cost, plan.chunks[a.chunk].shapes());
+    }
+    out[r].resize(list.size());
+    for (size_t i = 0; i < list.size(); ++i) out[r][i] = sum[i] - sum[hold[r][i]];
+  }
+  return out;
+}
+
 MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost,
                                   const Config& cfg) {
   const size_t m = plan.chunks.size();
   std::vector<std::vector<cost::SliceShape>> shapes(m);
   for (size_t c = 0; c < m; ++c) shapes[c] = plan.chunks[c].shapes();
 
+  const std::vector<std::vector<int64_t>> in_flight = in_flight_bytes(plan, cost);
   MemoryTrace t;
   t.static_bytes.resize(plan.pp);
   t.steps.resize(plan.pp);
@@ -60,7 +79,6 @@ MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost,
     auto key = [&](int64_t stage, int64_t x) { return stage * (int64_t{1} << 32) + x; };
     const auto& list = plan.actions[r];
     t.steps[r].resize(list.size());
-    int64_t in_flight = 0;  // the previous action's message, until the neighbour takes it
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
       const cost::StageShape st = stage_shape(plan.stages[a.stage]);
@@ -108,8 +126,7 @@ MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost,
         }
         step.after = live;
       }
-      step.during += in_flight;
-      in_flight = action_send_bytes(plan, a, cost, sh);
+      step.during += in_flight[r][i];  // earlier messages the neighbours have not taken yet
       peak = std::max(peak, step.during);
     }
     t.peak[r] = peak;

@@ -35,10 +35,13 @@ int64_t plan_static_bytes(const Plan& plan, const cost::CostModel& cost, const C
                           int32_t rank);
 
 // Bytes `a` sends to its neighbour stage: a forward's output (but the last stage's), a backward's
-// input gradient (but the first stage's). The buffer lives until the neighbour takes it, which
-// the runtime sees after the rank's next action: that action carries it on top.
+// input gradient (but the first stage's). The buffer lives until the neighbour takes it: the
+// actions until then carry it on top (in_flight_bytes).
 int64_t action_send_bytes(const Plan& plan, const Action& a, const cost::CostModel& cost,
                           std::span<const cost::SliceShape> chunk);
+// Per rank and action: bytes of the messages still in flight while it runs, the sends of the
+// rank's actions send_hold_start(plan)[r][i] .. i-1 (schedule_replay.h).
+std::vector<std::vector<int64_t>> in_flight_bytes(const Plan& plan, const cost::CostModel& cost);
 
 // Assumes every action's stage lives on its rank (validate() checks that first).
 MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost, const Config& cfg);

@@ -116,4 +116,50 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
   return r;
 }
 
+std::vector<std::vector<int32_t>> send_hold_start(const Plan& plan) {
+  const int32_t ns = plan.num_stages(), pp = plan.pp;
+  const size_t m = plan.chunks.size();
+  std::vector<std::vector<int32_t>> hold(pp);
+  for (int32_t r = 0; r < pp; ++r) {
+    hold[r].resize(plan.actions[r].size());
+    for (size_t i = 0; i < hold[r].size(); ++i) hold[r][i] = std::max<int32_t>(0, int32_t(i) - 1);
+  }
+  std::vector<std::vector<double>> unit(pp);
+  for (int32_t r = 0; r < pp; ++r) unit[r].assign(plan.actions[r].size(), 1.0);
+  const Replay rp = schedule_replay(plan, {}, unit);
+  if (rp.deadlock) return hold;  // validation reports it
+  // Where each (kind, stage, chunk) runs: its rank's index of it.
+  std::vector<int32_t> at_f(ns * m, -1), at_b(ns * m, -1);
+  auto idx = [&](int32_t stage, int32_t chunk) { return static_cast<size_t>(stage) * m + chunk; };
+  for (int32_t r = 0; r < pp; ++r)
+    for (size_t i = 0; i < plan.actions[r].size(); ++i) {
+      const Action& a = plan.actions[r][i];
+      (a.kind == ActionKind::forward ? at_f : at_b)[idx(a.stage, a.chunk)] = int32_t(i);
+    }
+  for (int32_t r = 0; r < pp; ++r) {
+    const auto& list = plan.actions[r];
+    // When each action's message is taken: the receiver reached its action (ended the one
+    // before) and the message was sent; 0 for actions that send nothing to another rank.
+    std::vector<double> taken(list.size(), 0.0);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      const bool fwd = a.kind == ActionKind::forward;
+      const int32_t to = fwd ? a.stage + 1 : a.stage - 1;
+      if (to < 0 || to >= ns || plan.rank_of_stage(to) == r) continue;
+      const int32_t r2 = plan.rank_of_stage(to);
+      const int32_t j = (fwd ? at_f : at_b)[idx(to, a.chunk)];
+      if (j < 0) continue;  // validation reports the missing action
+      const double reached = j == 0 ? 0.0 : rp.timing[r2][j - 1].end;
+      taken[i] = std::max(rp.timing[r][i].end, reached);
+    }
+    // The longest prefix of messages all taken by the start of action i, in the replay.
+    int32_t prefix = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      while (prefix < int32_t(i) && taken[prefix] <= rp.timing[r][i].start) ++prefix;
+      hold[r][i] = std::min(prefix, std::max<int32_t>(0, int32_t(i) - 1));
+    }
+  }
+  return hold;
+}
+
 }  // namespace infinipipe::plan

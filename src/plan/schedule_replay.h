@@ -36,4 +36,15 @@ int64_t pipeline_rank_node(const Config& cfg, int64_t rank);
 Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
                        const std::vector<std::vector<double>>& durations = {});
 
+// How long a sent message may stay in flight. A message lives (its sender's buffer) until the
+// receiving rank reaches the action that takes it and posts the receive; pipelines hold some for
+// several actions. hold[r][i] is the first of rank r's actions whose message may still be in
+// flight while action i runs: before action i begins, the messages of actions < hold[r][i] must
+// have been taken. The plan's memory counts the messages of actions hold..i-1 in action i, and the
+// runtime waits for the others, so the count is exact. The bound comes from a replay with unit
+// durations (independent of recompute choices): every wait it adds is met in that replay, where
+// each action starts after what it waits for, so the waits cannot deadlock. It never asks for
+// the previous action's message (hold <= i-1), which keeps sends overlapped with compute.
+std::vector<std::vector<int32_t>> send_hold_start(const Plan& plan);
+
 }  // namespace infinipipe::plan

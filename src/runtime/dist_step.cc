@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "plan/planner.h"
+#include "plan/schedule_replay.h"
 #include "runtime/mpi_allreduce.h"
 #include "runtime/mpi_stage_link.h"
 
@@ -53,12 +54,15 @@ StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const
     ex.set_grad_part_done(
         [grads](int32_t stage, int64_t part, bool final) { grads->part_done(stage, part, final); });
   }
-  while (!ex.done()) {
+  const int32_t rank = p2p.layout().stage;
+  const std::vector<int32_t> hold = plan::send_hold_start(plan)[static_cast<size_t>(rank)];
+  for (int32_t index = 0; !ex.done(); ++index) {
     if (watchdog != nullptr) {
       const plan::Action& a = ex.next_action();
       watchdog->arm(fmt::format("iteration {}: {} of chunk {} on stage {}", iteration,
                                 plan::action_kind_name(a.kind), a.chunk, a.stage));
     }
+    link.action_begin(ex.next_action(), index, hold[static_cast<size_t>(index)]);
     ex.run_next();
     link.progress();  // large messages move only inside MPI calls; frees sent buffers
   }

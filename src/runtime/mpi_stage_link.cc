@@ -103,8 +103,32 @@ void MpiStageLink::send(P2pKind kind, int32_t from, int32_t to, int32_t chunk, T
   Posted p;
   p.request = p2p_.isend(t.data(), t.numel(), peer_of_stage(to), kind, chunk, vstage_of(to));
   p.buffer = std::move(t);
+  p.action = action_;
+  p.what = fmt::format("{} of chunk {} to stage {}", p2p_kind_name(kind), chunk, to);
   sends_.push_back(std::move(p));
   sends_reap();
+}
+
+void MpiStageLink::action_begin(const plan::Action& a, int32_t index, int32_t hold) {
+  const plan::StageSpec& st = plan_->stages[static_cast<size_t>(a.stage)];
+  const bool fwd = a.kind == plan::ActionKind::forward;
+  if (fwd ? !st.has_embedding : !st.has_lm_head) {
+    recv_find(fwd ? P2pKind::activation : P2pKind::gradient, a.stage, a.chunk);
+  }
+  action_ = index;
+  sends_reap();
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    if (it->action >= hold) {
+      ++it;
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    p2p_.wait(it->request, fmt::format("the start of {} of chunk {} on stage {} (the plan's memory "
+                                       "counts that message as taken by then)",
+                                       plan::action_kind_name(a.kind), a.chunk, a.stage));
+    wait_record("send of the " + it->what, start, std::chrono::steady_clock::now());
+    it = sends_.erase(it);
+  }
 }
 
 void MpiStageLink::progress() {

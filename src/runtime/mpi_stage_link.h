@@ -3,10 +3,10 @@
 // the plan, so there is no shape hand-shake (and none of the variable-length deadlocks it causes).
 // A receive is posted when its action comes (begin() only lists them): its buffer then lives just
 // through that action, as the planner's memory model counts it, instead of every receive of the
-// step holding a buffer from the start. Nothing is lost: sends never block, and on shared memory
-// OpenMPI copies a large message when the receiver matches it, whenever that is posted. Waits
-// carry the p2p deadline and name the peer and the action, so a dead or hung neighbour is an
-// Error.
+// step holding a buffer from the start. A sent buffer lives until the receiver takes it (on
+// shared memory OpenMPI copies a large message when the receive is posted); action_begin keeps
+// those in flight to the ones the plan's memory counts. Waits carry the p2p deadline and name the
+// peer and the action, so a dead or hung neighbour is an Error.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,11 @@ class MpiStageLink : public StageLink {
   Tensor recv_activation(int32_t to, int32_t chunk) override;
   Tensor recv_grad(int32_t to, int32_t chunk) override;
 
+  // Before action `a` (the rank's index-th): posts its receive, then waits until the messages
+  // of the rank's actions before `hold` were taken (plan::send_hold_start), so the sends still
+  // in flight are those the plan's memory counts. The receive goes first: a neighbour waiting
+  // for this rank to take its message is then never what this rank waits on.
+  void action_begin(const plan::Action& a, int32_t index, int32_t hold);
   // Between actions: drives MPI and frees the buffers of sends that completed.
   void progress();
 
@@ -49,6 +54,8 @@ class MpiStageLink : public StageLink {
   struct Posted {
     Tensor buffer;
     P2pRequest request;
+    int32_t action = 0;  // sends: the rank's index of the action that sent it
+    std::string what;    // sends: what it carries, to name a wait for it
   };
   using Key = std::tuple<int, int32_t, int32_t>;  // (P2pKind, receiving stage, chunk)
 
@@ -69,6 +76,7 @@ class MpiStageLink : public StageLink {
   mutable std::map<Key, Posted> recvs_;      // mutable: has_*() posts and tests requests
   mutable std::map<Key, int32_t> expected_;  // receives not yet posted -> sender stage offset
   std::deque<Posted> sends_;                 // buffers stay alive until their send completes
+  int32_t action_ = 0;                       // the rank's index of the action running
 };
 
 }  // namespace infinipipe::runtime
