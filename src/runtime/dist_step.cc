@@ -71,8 +71,8 @@ StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const
 }
 
 DistGradReducer::DistGradReducer(const ProcessGroups& groups, std::span<StageEngine* const> engines,
-                                 double timeout_s, MemoryTracker* tracker, int64_t bucket_bytes)
-    : buckets_(groups.dp_comm(), timeout_s, GradReduceOp::sum, bucket_bytes, tracker) {
+                                 double timeout_s, int64_t bucket_bytes)
+    : buckets_(groups.dp_comm(), timeout_s, GradReduceOp::sum, bucket_bytes) {
   // Every parameter once, in stage order (as Trainer::params()), then registered in reverse:
   // the order backward finalises them, identical on every replica of this stage.
   std::vector<const ParamRef*> order;

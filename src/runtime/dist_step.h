@@ -39,10 +39,8 @@ class DistGradReducer {
  public:
   // engines: by global stage, null for other ranks' stages (as the executor takes them); each
   // parameter counts once by name (a tied copy is summed by the trainer afterwards).
-  // The staging buffers of packed buckets are charged to `tracker` (gradients) when given.
   DistGradReducer(const ProcessGroups& groups, std::span<StageEngine* const> engines,
-                  double timeout_s, MemoryTracker* tracker = nullptr,
-                  int64_t bucket_bytes = GradBuckets::kDefaultBucketBytes);
+                  double timeout_s, int64_t bucket_bytes = GradBuckets::kDefaultBucketBytes);
 
   // The executor's hook (RankExecutor::set_grad_part_done).
   void part_done(int32_t stage, int64_t part, bool final);

@@ -12,12 +12,8 @@
 
 namespace infinipipe {
 
-GradBuckets::GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op, int64_t bucket_bytes,
-                         MemoryTracker* tracker)
-    : timeout_s_(timeout_s),
-      op_(op),
-      bucket_count_(bucket_bytes / int64_t(sizeof(float))),
-      tracker_(tracker) {
+GradBuckets::GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op, int64_t bucket_bytes)
+    : timeout_s_(timeout_s), op_(op), bucket_count_(bucket_bytes / int64_t(sizeof(float))) {
   if (bucket_count_ < 1)
     fail_config("gradient bucket size must be >= 4 bytes, got {}", bucket_bytes);
   mpi_check(MPI_Comm_size(dp_comm, &dp_), "reading the data-parallel group size");
@@ -30,10 +26,10 @@ GradBuckets::GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op, in
 GradBuckets::~GradBuckets() {
   int fin = 0;
   MPI_Finalized(&fin);
-  if (tracker_ != nullptr) tracker_->release(MemCategory::mem_grads, staging_bytes());
   if (fin || std::uncaught_exceptions() > 0) return;  // the job is being aborted
   for (Bucket& b : buckets_) {
-    if (b.request != MPI_REQUEST_NULL) MPI_Request_free(&b.request);
+    for (MPI_Request& r : b.requests)
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
   }
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
@@ -48,12 +44,6 @@ int GradBuckets::add(const std::string& name, float* grad, int64_t numel) {
 
 int GradBuckets::num_buckets() const {
   return static_cast<int>(built_ ? buckets_.size() : layout().size());
-}
-
-int64_t GradBuckets::staging_bytes() const {
-  int64_t n = 0;
-  for (const Bucket& b : buckets_) n += int64_t(b.staging.size());
-  return n * int64_t(sizeof(float));
 }
 
 std::vector<GradBuckets::Bucket> GradBuckets::layout() const {
@@ -71,14 +61,14 @@ std::vector<GradBuckets::Bucket> GradBuckets::layout() const {
       for (int64_t off = 0; off < n; off += bucket_count_) {
         Bucket b;
         b.count = std::min(n - off, bucket_count_);
-        b.slices.push_back({t, off, b.count, 0});
+        b.slices.push_back({t, off, b.count});
         b.tensors.push_back(t);
         out.push_back(std::move(b));
       }
       continue;
     }
     if (packed.count + n > bucket_count_) flush();
-    packed.slices.push_back({t, 0, n, packed.count});
+    packed.slices.push_back({t, 0, n});
     packed.tensors.push_back(t);
     packed.count += n;
   }
@@ -92,43 +82,29 @@ void GradBuckets::build() {
   for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) {
     Bucket& bk = buckets_[b];
     for (int t : bk.tensors) tensors_[t].buckets.push_back(b);
-    if (bk.slices.size() > 1 && dp_ > 1) bk.staging.resize(static_cast<size_t>(bk.count));
     bk.waiting = static_cast<int>(bk.tensors.size());
   }
-  if (tracker_ != nullptr) tracker_->charge(MemCategory::mem_grads, staging_bytes());
-}
-
-float* GradBuckets::bucket_data(Bucket& b) {
-  if (b.staging.empty()) return tensors_[b.slices[0].tensor].grad + b.slices[0].offset;
-  return b.staging.data();
 }
 
 void GradBuckets::start(Bucket& b) {
-  if (!b.staging.empty()) {
-    for (const Slice& s : b.slices) {
-      std::memcpy(b.staging.data() + s.at, tensors_[s.tensor].grad + s.offset,
-                  static_cast<size_t>(s.count) * sizeof(float));
-    }
-  }
-  int n = mpi_count(b.count, "a gradient bucket");
   b.started = Clock::now();
-  mpi_check(MPI_Iallreduce(MPI_IN_PLACE, bucket_data(b), n, MPI_FLOAT, MPI_SUM, comm_, &b.request),
-            fmt::format("starting the gradient all-reduce of the bucket holding '{}'",
-                        tensors_[b.slices[0].tensor].name));
+  b.requests.assign(b.slices.size(), MPI_REQUEST_NULL);
+  for (size_t k = 0; k < b.slices.size(); ++k) {
+    const Slice& s = b.slices[k];
+    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, tensors_[s.tensor].grad + s.offset,
+                             mpi_count(s.count, "a gradient bucket"), MPI_FLOAT, MPI_SUM, comm_,
+                             &b.requests[k]),
+              fmt::format("starting the gradient all-reduce of '{}'", tensors_[s.tensor].name));
+  }
   b.in_flight = true;
 }
 
 void GradBuckets::complete(Bucket& b) {
-  float* data = bucket_data(b);
-  if (op_ == GradReduceOp::average) {
-    const float inv = 1.0f / static_cast<float>(dp_);
-    for (int64_t i = 0; i < b.count; ++i) data[i] *= inv;
-  }
-  if (!b.staging.empty()) {
-    for (const Slice& s : b.slices) {
-      std::memcpy(tensors_[s.tensor].grad + s.offset, b.staging.data() + s.at,
-                  static_cast<size_t>(s.count) * sizeof(float));
-    }
+  if (op_ != GradReduceOp::average) return;
+  const float inv = 1.0f / static_cast<float>(dp_);
+  for (const Slice& s : b.slices) {
+    float* data = tensors_[s.tensor].grad + s.offset;
+    for (int64_t i = 0; i < s.count; ++i) data[i] *= inv;
   }
 }
 
@@ -154,7 +130,9 @@ void GradBuckets::progress() {
   for (Bucket& b : buckets_) {
     if (!b.in_flight) continue;
     int done = 0;
-    mpi_check(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), "testing a gradient all-reduce");
+    mpi_check(MPI_Testall(static_cast<int>(b.requests.size()), b.requests.data(), &done,
+                          MPI_STATUSES_IGNORE),
+              "testing a gradient all-reduce");
     if (!done) return;
     b.in_flight = false;
     b.ended = Clock::now();
@@ -172,7 +150,7 @@ void GradBuckets::finish(const std::string& during) {
   for (int i = 0; i < static_cast<int>(buckets_.size()); ++i) {
     Bucket& b = buckets_[i];
     mpi_wait_deadline(
-        {&b.request, 1}, {}, timeout_s_,
+        b.requests, {}, timeout_s_,
         {fmt::format("the data-parallel gradient all-reduce of bucket {}/{} (from '{}') during {}",
                      i + 1, buckets_.size(), tensors_[b.slices[0].tensor].name, during),
          "a replica of this stage may have died or hung, or its plan has other parameters",

@@ -28,10 +28,10 @@ enum class GradReduceOp { sum, average };
 // Gradients are registered in the order they become final (parameters in reverse layer order,
 // as backward proceeds) and cut into buckets, each of which starts an MPI_Iallreduce as soon as
 // all of its gradients are final. A tensor of at least kPackBytes is reduced in place, in pieces
-// of at most bucket_bytes; runs of smaller ones (norms, small projections) are packed into one
-// staging buffer per bucket, so a message is never tiny and the staging memory is only that of
-// the small tensors (not a second copy of every gradient). Buckets start strictly in bucket
-// order, which is the same on every replica of a stage, as MPI requires of collectives.
+// of at most bucket_bytes; runs of smaller ones (norms, small projections) share a bucket, which
+// starts one in-place all-reduce per tensor at once. Nothing is copied to a staging buffer, so
+// the reduction needs no memory beyond the gradients the plan counts. Buckets start strictly in
+// bucket order, which is the same on every replica of a stage, as MPI requires of collectives.
 // finish() waits for all before the optimizer step.
 class GradBuckets {
  public:
@@ -48,9 +48,9 @@ class GradBuckets {
   };
 
   // dp_comm: the replicas of this stage (ProcessGroups::dp_comm()). With one replica
-  // everything is a no-op. The staging buffers are charged to `tracker` (gradients) if given.
+  // everything is a no-op.
   GradBuckets(MPI_Comm dp_comm, double timeout_s, GradReduceOp op = GradReduceOp::sum,
-              int64_t bucket_bytes = kDefaultBucketBytes, MemoryTracker* tracker = nullptr);
+              int64_t bucket_bytes = kDefaultBucketBytes);
   ~GradBuckets();
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -72,10 +72,6 @@ class GradBuckets {
   int num_buckets() const;
   int dp() const { return dp_; }
   int64_t numel() const { return numel_; }
-  // Memory of the staging buffers (buckets of several small tensors are packed into one buffer
-  // for MPI; a bucket of one tensor, or of a piece of one, is reduced in place). Allocated on
-  // the first mark_ready/finish and kept; 0 with one replica.
-  int64_t staging_bytes() const;
   // Buckets of the last finish() whose all-reduce had started before finish() was called: how
   // much of the reduction overlapped backward.
   int last_started_early() const { return last_started_early_; }
@@ -87,16 +83,14 @@ class GradBuckets {
     int tensor;
     int64_t offset;  // in the tensor
     int64_t count;
-    int64_t at;  // offset in the bucket
   };
   struct Bucket {
     std::vector<Slice> slices;
-    std::vector<int> tensors;    // distinct tensors, for readiness
-    std::vector<float> staging;  // empty when the bucket is one tensor or a piece of one
+    std::vector<int> tensors;  // distinct tensors, for readiness
     int64_t count = 0;
-    int waiting = 0;  // tensors not yet ready
-    MPI_Request request = MPI_REQUEST_NULL;
-    bool in_flight = false;  // started, completion not yet seen
+    int waiting = 0;                    // tensors not yet ready
+    std::vector<MPI_Request> requests;  // one per slice, in place
+    bool in_flight = false;             // started, completion not yet seen
     Clock::time_point started, ended;
   };
   struct Tensor {
@@ -111,7 +105,6 @@ class GradBuckets {
   void build();
   void start(Bucket& b);
   void complete(Bucket& b);
-  float* bucket_data(Bucket& b);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int dp_ = 1;
@@ -119,7 +112,6 @@ class GradBuckets {
   double timeout_s_;
   GradReduceOp op_;
   int64_t bucket_count_;  // floats per bucket
-  MemoryTracker* tracker_ = nullptr;
   std::vector<Tensor> tensors_;
   std::vector<Bucket> buckets_;
   bool built_ = false;

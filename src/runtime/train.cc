@@ -107,7 +107,7 @@ Trainer::Trainer(const TrainOptions& opts)
   model_build();
   if (groups_ && groups_->layout().dp > 1) {
     grads_ =
-        std::make_unique<DistGradReducer>(*groups_, engine_ptrs_, p2p_->timeout_s(), &tracker_);
+        std::make_unique<DistGradReducer>(*groups_, engine_ptrs_, p2p_->timeout_s());
   }
   if (groups_ && groups_->layout().pp > 1 && cfg_.model.tie_embeddings &&
       groups_->embedding_comm() != MPI_COMM_NULL) {

@@ -159,7 +159,7 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
   P2p p2p(groups, comm.options().p2p_timeout_s);
   // Small buckets, so several start while backward still runs (overlap) and the model's
   // gradients are spread over many of them.
-  DistGradReducer grads(groups, engines, 30.0, &tracker, kBucketBytes);
+  DistGradReducer grads(groups, engines, 30.0, kBucketBytes);
   const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kLengths));
   const StepStats stats = dist_execute_plan(plan, engines, p2p, cfg.model.hidden_size, tracker,
                                             mine, scale, nullptr, 0, &grads);

@@ -68,8 +68,6 @@ void check_bucketed(int64_t pp, int64_t dp, GradReduceOp op, bool integral) {
       buckets.progress();
     }
     buckets.finish("the all-reduce test");
-    // Only buckets packing several tensors are staged.
-    EXPECT_EQ(buckets.staging_bytes(), dp > 1 ? (3000 + 17 + 12345 + 1) * 4 : 0);
     if (dp > 1) {
       EXPECT_GT(buckets.last_started_early(), 0);
       EXPECT_LT(buckets.last_started_early(), buckets.num_buckets());
