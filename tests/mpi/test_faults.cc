@@ -19,6 +19,12 @@ namespace {
 
 using test::count_occurrences;
 
+// The job failed (exit code 1) well inside the 60 s in which a fault must end it.
+void expect_failed_in_time(const test::JobResult& r) {
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_LT(r.seconds, 30) << r.output;
+}
+
 TEST(JobFault, CleanRunExitsZero) {
   MPI_TEST_LAUNCHER();
   test::JobResult r = test::run_scenario(4, "clean");
@@ -80,8 +86,7 @@ TEST(JobFault, HungRankTimesOutNamingThePeer) {
   MPI_TEST_LAUNCHER();
   test::JobResult r = test::run_scenario(
       4, "hang", "SCENARIO_P2P_TIMEOUT=2 SCENARIO_ASK_TIMEOUT=1 SCENARIO_WATCHDOG_TIMEOUT=50");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_LT(r.seconds, 30) << r.output;
+  expect_failed_in_time(r);
   const std::string from2 =
       "infinipipe: error: rank 2 (stage 2, replica 0) waited 3 s for the activation of chunk 2 "
       "from rank 1 (stage 1, replica 0) during forward of chunk 2 (iteration 2): rank 1 does not "
@@ -105,8 +110,7 @@ TEST(JobFault, HungRankBeforeACollectiveIsNamed) {
   test::JobResult r = test::run_scenario(
       3, "hang_collective",
       "SCENARIO_P2P_TIMEOUT=2 SCENARIO_ASK_TIMEOUT=1 SCENARIO_WATCHDOG_TIMEOUT=50");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_LT(r.seconds, 30) << r.output;
+  expect_failed_in_time(r);
   EXPECT_GE(count_occurrences(r.output,
                               "for the reduction of the loss of iteration 1: rank 2 does not "
                               "answer, so it has died or is stuck outside communication."),
@@ -121,8 +125,7 @@ TEST(JobFault, WatchdogAbortsAStuckRank) {
   MPI_TEST_LAUNCHER();
   test::JobResult r = test::run_scenario(
       4, "hang", "SCENARIO_P2P_TIMEOUT=40 SCENARIO_WATCHDOG_TIMEOUT=2 SCENARIO_WATCHDOG_RANK=1");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_LT(r.seconds, 30) << r.output;
+  expect_failed_in_time(r);
   EXPECT_EQ(count_occurrences(r.output,
                               "infinipipe: error on rank 1 (stage 1, replica 0): no progress for 2 "
                               "s during forward of chunk 2 (iteration 2)"),
@@ -133,8 +136,7 @@ TEST(JobFault, WatchdogAbortsAStuckRank) {
 TEST(JobFault, ErrorOnOneRankReachesTheTerminalOnce) {
   MPI_TEST_LAUNCHER();
   test::JobResult r = test::run_scenario(4, "error", "SCENARIO_P2P_TIMEOUT=30");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_LT(r.seconds, 30) << r.output;
+  expect_failed_in_time(r);
   EXPECT_EQ(count_occurrences(
                 r.output,
                 "infinipipe: error on rank 3 (stage 3, replica 0): bad data in shard 3: re-run "
