@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "common/tiny_train.h"
 #include "data/synth.h"
 #include "dist_test_util.h"
 #include "runtime/mpi_groups.h"
@@ -61,35 +62,21 @@ class DistTrainFixture : public ::testing::Test {
   // 4 layers × hidden 64 on the corpus, global batch 8; interleaved gets 2 virtual stages.
   TrainOptions options_base(int64_t pp, int64_t dp, Schedule schedule, int64_t iters,
                             Optimizer optimizer, bool tie_embeddings) const {
-    TrainOptions o;
+    TrainOptions o = testing::tiny_train_options(4, iters, (dir_ / "corpus").string());
     Config& c = o.config;
-    c.model.num_layers = 4;
-    c.model.hidden_size = 64;
-    c.model.num_attention_heads = 4;
-    c.model.num_query_groups = 2;
-    c.model.seq_length = 256;
     c.model.tie_embeddings = tie_embeddings;
     c.parallel.pipeline_parallel = pp;
     c.parallel.data_parallel = dp;
     c.parallel.schedule = schedule;
     if (schedule == Schedule::interleaved) c.parallel.virtual_stages = 2;
-    c.parallel.min_tail_slice = 32;
-    c.training.global_batch_size = 8;
-    c.training.train_iters = iters;
     c.training.lr = 3e-3;
     c.training.min_lr = 3e-4;
     c.training.lr_warmup_iters = 2;
     c.training.weight_decay = 0.01;
     c.training.clip_grad = 1.0;
-    c.training.data_path = (dir_ / "corpus").string();
     c.training.seed = 9;
     c.training.optimizer = optimizer;
-    c.cluster.device = "cpu";
     c.validate();
-    o.config_yaml = "test: true\n";
-    o.quiet = true;
-    o.out = nullptr;
-    o.err = nullptr;
     return o;
   }
 

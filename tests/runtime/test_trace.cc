@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/tiny_train.h"
 #include "core/error.h"
 #include "data/synth.h"
 #include "plan/plan_json.h"
@@ -60,24 +61,13 @@ class TraceTest : public ::testing::Test {
     so.seed = 5;
     so.output = (dir_ / "corpus").string();
     data::synth_corpus_write(so);
-    TrainOptions o;
+    TrainOptions o = testing::tiny_train_options(2, iters, so.output);
     Config& c = o.config;
-    c.model.num_layers = 2;
-    c.model.hidden_size = 64;
-    c.model.num_attention_heads = 4;
-    c.model.seq_length = 256;
-    c.parallel.min_tail_slice = 32;
+    c.model.num_query_groups = 0;  // plain multi-head attention
     c.parallel.schedule = schedule;
-    c.training.global_batch_size = 8;
-    c.training.train_iters = iters;
-    c.training.data_path = so.output;
-    c.cluster.device = "cpu";
     c.validate();
     o.config_yaml = "num-layers: 2\n";
     o.trace_dir = (dir_ / "trace").string();
-    o.quiet = true;
-    o.out = nullptr;
-    o.err = nullptr;
     return o;
   }
   fs::path dir_;

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/tiny_train.h"
 #include "core/error.h"
 #include "data/synth.h"
 #include "runtime/checkpoint.h"
@@ -49,28 +50,14 @@ class TrainTest : public ::testing::Test {
   }
 
   TrainOptions options(int64_t iters) const {
-    TrainOptions o;
+    TrainOptions o = testing::tiny_train_options(2, iters, (dir_ / "corpus").string());
     Config& c = o.config;
-    c.model.num_layers = 2;
-    c.model.hidden_size = 64;
-    c.model.num_attention_heads = 4;
-    c.model.num_query_groups = 2;
-    c.model.seq_length = 256;
-    c.parallel.min_tail_slice = 32;
-    c.training.global_batch_size = 8;
-    c.training.train_iters = iters;
     c.training.lr = 3e-3;
     c.training.min_lr = 3e-4;
     c.training.lr_warmup_iters = iters >= 3 ? 3 : 0;
     c.training.weight_decay = 0.01;
-    c.training.data_path = (dir_ / "corpus").string();
     c.training.seed = 9;
-    c.cluster.device = "cpu";
     c.validate();
-    o.config_yaml = "test: true\n";
-    o.quiet = true;
-    o.out = nullptr;
-    o.err = nullptr;
     return o;
   }
 
