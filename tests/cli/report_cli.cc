@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
 
 namespace {
@@ -44,28 +45,13 @@ bool have(const std::string& program) {
   return std::system(fmt::format("command -v {} >/dev/null 2>&1", program).c_str()) == 0;
 }
 
-class ReportCli : public ::testing::Test {
+class ReportCli : public CliDirTest {
  protected:
   void SetUp() override {
-    const char* old = getenv("OMP_NUM_THREADS");
-    if (old != nullptr) old_threads_ = old;
-    setenv("OMP_NUM_THREADS", "1", 1);
-    dir_ = fs::path(::testing::TempDir()) /
-           fmt::format("infinipipe_report_cli_{}_{}", getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    CliDirTest::SetUp();
     const CliResult r = run_cli(fmt::format(
         "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-    if (old_threads_.empty()) {
-      unsetenv("OMP_NUM_THREADS");
-    } else {
-      setenv("OMP_NUM_THREADS", old_threads_.c_str(), 1);
-    }
   }
   std::string train_args(int iters) const {
     return fmt::format(
@@ -98,8 +84,6 @@ class ReportCli : public ::testing::Test {
     EXPECT_TRUE(std::isfinite(step));
     return j;
   }
-  fs::path dir_;
-  std::string old_threads_;
 };
 
 TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {

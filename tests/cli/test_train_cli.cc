@@ -11,37 +11,19 @@
 
 #include <fmt/format.h>
 
+#include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-class TrainCliTest : public ::testing::Test {
+class TrainCliTest : public CliDirTest {
  protected:
-  void SetUp() override {
-    // One OpenMP thread in the child: a tiny model on a busy machine only waits on more.
-    const char* old = getenv("OMP_NUM_THREADS");
-    if (old != nullptr) old_threads_ = old;
-    setenv("OMP_NUM_THREADS", "1", 1);
-    dir_ = fs::path(::testing::TempDir()) / fmt::format("infinipipe_train_cli_{}", getpid());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-    if (old_threads_.empty()) {
-      unsetenv("OMP_NUM_THREADS");
-    } else {
-      setenv("OMP_NUM_THREADS", old_threads_.c_str(), 1);
-    }
-  }
   std::string tiny() const {
     return "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
            "--global-batch-size 4 --min-tail-slice 32 ";
   }
-  fs::path dir_;
-  std::string old_threads_;
 };
 
 TEST_F(TrainCliTest, WithoutDataPathExitsTwoSayingHowToMakeData) {
