@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-host check on one machine: two network namespaces ("hosts" 10.200.0.1 and 10.200.0.2)
 # joined by a veth pair, and a 2-rank MPI job with one rank in each, talking TCP only
-# (no shared memory). It runs test_mpi's MpiTwoRanks test (p2p exchange + gradient all-reduce,
+# (no shared memory). It runs test_comm's MpiTwoRanks test (p2p exchange + gradient all-reduce,
 # and a check that the ranks really are in different network namespaces).
 #
 # mpirun runs in the first namespace and starts the second rank's orted through a tiny launch
@@ -12,9 +12,9 @@
 set -uo pipefail
 
 BUILD=${1:-build}
-BIN=$(readlink -f "$BUILD/test_mpi" 2>/dev/null || true)
+BIN=$(readlink -f "$BUILD/test_comm" 2>/dev/null || true)
 if [[ -z "$BIN" || ! -x "$BIN" ]]; then
-  echo "multihost-check: $BUILD/test_mpi not found; build it first (ninja -C $BUILD test_mpi)" >&2
+  echo "multihost-check: $BUILD/test_comm not found; build it first (ninja -C $BUILD test_comm)" >&2
   exit 1
 fi
 

@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "ckpt/checkpoint.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "runtime/checkpoint.h"
 
 namespace infinipipe::cli {
 

@@ -16,8 +16,8 @@
 #include "core/error.h"
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
+#include "obs/profile.h"
 #include "plan/schedule_memory.h"
-#include "runtime/profile.h"
 
 namespace infinipipe::cli {
 namespace {
@@ -38,7 +38,7 @@ std::string utc_now() {
 }
 
 void run_cost(const Config& cfg, const CostOptions& o) {
-  const cost::CostModel cm = runtime::planning_cost_model(cfg);
+  const cost::CostModel cm = obs::planning_cost_model(cfg);
   const cost::DeviceSpec& d = cm.device();
   const cost::Coefficients& c = cm.coefficients();
   fmt::print("device {} ({}): peak {:.3g} FLOP/s, memory {}, intra {:.3g} B/s, inter {:.3g} B/s\n",

@@ -17,10 +17,10 @@
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
+#include "obs/profile.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "report/gantt_svg.h"
-#include "runtime/profile.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::cli {
@@ -144,7 +144,7 @@ void add_plan_command(CLI::App& app) {
   auto config = add_config_options(cmd);
   cmd->callback([out, svg, load, config] {
     const Config cfg = resolve_config(*config);
-    const cost::CostModel cm = runtime::planning_cost_model(cfg);
+    const cost::CostModel cm = obs::planning_cost_model(cfg);
     const auto lengths = load(cfg, cm).second;
     const auto t0 = std::chrono::steady_clock::now();
     plan::PlanResult r = plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule);

@@ -12,10 +12,10 @@
 #include "cli/options.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
+#include "obs/profile.h"
 #include "report/run_compare.h"
 #include "report/run_html.h"
 #include "report/run_trace.h"
-#include "runtime/profile.h"
 
 namespace infinipipe::cli {
 
@@ -40,7 +40,7 @@ void run_report(const ReportArgs& a) {
   apply_yaml(cfg, trace.config_yaml, a.dir + "/config.yaml");
   cfg.validate();
   // The cost model train planned with (the engine's memory terms), so predictions are the plan's.
-  const cost::CostModel cost = runtime::engine_cost_model(cfg);
+  const cost::CostModel cost = obs::engine_cost_model(cfg);
   const report::RunCompare c = report::run_compare(trace, cost, cfg);
   fmt::print("{}", report::run_compare_tables(c));
   if (!a.json.empty()) {

@@ -16,9 +16,9 @@
 #include "cli/options.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
+#include "obs/profile.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
-#include "runtime/profile.h"
 #include "sim/simulator.h"
 #include "sim/ulysses.h"
 
@@ -149,7 +149,7 @@ void add_simulate_command(CLI::App& app) {
   auto config = add_config_options(cmd);
   cmd->callback([compare, plan_file, load, config] {
     const Config cfg = resolve_config(*config);
-    const cost::CostModel cm = runtime::planning_cost_model(cfg);
+    const cost::CostModel cm = obs::planning_cost_model(cfg);
     if (!plan_file->empty()) {
       if (*compare) fail_config("--plan and --compare exclude each other");
       const plan::Plan p = plan::plan_load(*plan_file);

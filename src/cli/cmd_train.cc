@@ -8,10 +8,10 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "comm/mpi_comm.h"
+#include "comm/mpi_groups.h"
+#include "comm/mpi_watchdog.h"
 #include "core/error.h"
-#include "runtime/mpi_comm.h"
-#include "runtime/mpi_groups.h"
-#include "runtime/mpi_watchdog.h"
 #include "runtime/train.h"
 
 namespace infinipipe::cli {

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_comm.h"
 #include "core/error.h"
-#include "runtime/mpi_comm.h"
 
 namespace infinipipe::runtime {
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.h"
 #include "model/optimizer.h"
-#include "runtime/checkpoint.h"
 
 namespace infinipipe::runtime {
 

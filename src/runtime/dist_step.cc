@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_allreduce.h"
 #include "core/error.h"
 #include "plan/planner.h"
 #include "plan/schedule_replay.h"
-#include "runtime/mpi_allreduce.h"
 #include "runtime/mpi_stage_link.h"
 
 namespace infinipipe::runtime {
@@ -42,10 +42,10 @@ std::vector<std::vector<int32_t>> dist_replica_split(std::span<const int64_t> le
   return out;
 }
 
-StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const> engines, P2p& p2p,
-                            int64_t hidden_size, MemoryTracker& tracker,
-                            std::span<const std::vector<int32_t>> sequences, double loss_scale,
-                            Watchdog* watchdog, int64_t iteration, DistGradReducer* grads) {
+obs::StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const> engines,
+                                 P2p& p2p, int64_t hidden_size, MemoryTracker& tracker,
+                                 std::span<const std::vector<int32_t>> sequences, double loss_scale,
+                                 Watchdog* watchdog, int64_t iteration, DistGradReducer* grads) {
   MpiStageLink link(p2p, hidden_size, tracker);
   const auto t0 = RankExecutor::Clock::now();
   RankExecutor ex(plan, p2p.layout().stage, engines, link, sequences, loss_scale, t0);
@@ -124,7 +124,7 @@ void DistGradReducer::part_done(int32_t stage, int64_t part, bool final) {
   buckets_.progress();
 }
 
-void DistGradReducer::finish(const std::string& during, std::vector<EventTiming>& events) {
+void DistGradReducer::finish(const std::string& during, std::vector<obs::EventTiming>& events) {
   buckets_.finish(during);
   auto since = [&](RankExecutor::Clock::time_point t) {
     return std::chrono::duration<double>(t - t0_).count();

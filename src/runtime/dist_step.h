@@ -12,14 +12,14 @@
 #include <utility>
 #include <vector>
 
+#include "comm/mpi_allreduce.h"
+#include "comm/mpi_groups.h"
+#include "comm/mpi_p2p.h"
+#include "comm/mpi_watchdog.h"
 #include "cost/cost_model.h"
 #include "model/engine.h"
 #include "plan/plan.h"
 #include "runtime/executor.h"
-#include "runtime/mpi_allreduce.h"
-#include "runtime/mpi_groups.h"
-#include "runtime/mpi_p2p.h"
-#include "runtime/mpi_watchdog.h"
 
 namespace infinipipe::runtime {
 
@@ -48,7 +48,7 @@ class DistGradReducer {
   void step_begin(RankExecutor::Clock::time_point t0) { t0_ = t0; }
   // Waits for every bucket, writes the sums into the gradients and appends one "allreduce"
   // event per bucket ("bucket 3 (4.0 MiB)"), seconds since step_begin's t0, to `events`.
-  void finish(const std::string& during, std::vector<EventTiming>& events);
+  void finish(const std::string& during, std::vector<obs::EventTiming>& events);
 
   const GradBuckets& buckets() const { return buckets_; }
 
@@ -64,10 +64,10 @@ class DistGradReducer {
 // ("iteration 3: forward of chunk 5 on stage 1"), so a killed or stuck job says where each rank
 // stood. With `grads` (dp > 1) the gradient all-reduce starts during backward; call
 // grads->finish() after this returns.
-StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const> engines, P2p& p2p,
-                            int64_t hidden_size, MemoryTracker& tracker,
-                            std::span<const std::vector<int32_t>> sequences, double loss_scale,
-                            Watchdog* watchdog = nullptr, int64_t iteration = 0,
-                            DistGradReducer* grads = nullptr);
+obs::StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const> engines,
+                                 P2p& p2p, int64_t hidden_size, MemoryTracker& tracker,
+                                 std::span<const std::vector<int32_t>> sequences, double loss_scale,
+                                 Watchdog* watchdog = nullptr, int64_t iteration = 0,
+                                 DistGradReducer* grads = nullptr);
 
 }  // namespace infinipipe::runtime

@@ -170,7 +170,7 @@ void RankExecutor::run_next() {
   const plan::Action& a = actions_[next_];
   const plan::StageSpec& st = plan_.stages[static_cast<size_t>(a.stage)];
   StageEngine& engine = *engines_[a.stage];
-  ActionTiming timing{a, 0, 0};
+  obs::ActionTiming timing{a, 0, 0};
   if (const MemoryTracker* mt = link_.memory_tracker()) mt->window_start();
   if (a.kind == plan::ActionKind::forward) {
     Tensor input;
@@ -230,10 +230,10 @@ void RankExecutor::run_all() {
   while (!done()) run_next();
 }
 
-std::vector<StepStats> execute_plan_local(const plan::Plan& plan,
-                                          std::span<StageEngine* const> engines,
-                                          std::span<const std::vector<int32_t>> sequences,
-                                          double loss_scale, const MemoryTracker* tracker) {
+std::vector<obs::StepStats> execute_plan_local(const plan::Plan& plan,
+                                               std::span<StageEngine* const> engines,
+                                               std::span<const std::vector<int32_t>> sequences,
+                                               double loss_scale, const MemoryTracker* tracker) {
   LocalStageLink link;
   link.memory_tracker_set(tracker);
   const auto t0 = RankExecutor::Clock::now();
@@ -266,7 +266,7 @@ std::vector<StepStats> execute_plan_local(const plan::Plan& plan,
     fail("executor: {} tensors were sent but never received; the plan was not validated",
          link.pending());
   }
-  std::vector<StepStats> out;
+  std::vector<obs::StepStats> out;
   for (const RankExecutor& ex : ranks) out.push_back(ex.stats());
   return out;
 }

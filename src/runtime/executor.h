@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/engine.h"
+#include "obs/step_stats.h"
 #include "plan/plan.h"
 
 namespace infinipipe::runtime {
@@ -86,36 +87,6 @@ class LocalStageLink : public StageLink {
   std::map<Key, Tensor> box_;
 };
 
-// One action as it ran: the plan's action (with its predicted_time) and the measured interval,
-// seconds since the step's start (steady_clock), so the runtime can be compared with the plan.
-struct ActionTiming {
-  plan::Action action;
-  double start_s = 0;
-  double end_s = 0;
-  int64_t memory_bytes = -1;  // the link's tracker, bytes in use after the action (-1 = unknown)
-  int64_t peak_bytes = -1;    // its peak during the action (receive included; -1 = unknown)
-};
-
-// Something other than a plan action that took time on a rank: a point-to-point wait
-// ("p2p_wait"), a gradient all-reduce bucket ("allreduce"), the optimizer step ("optimizer"),
-// planning ("plan"). Seconds since the step's start, like ActionTiming; traces and reports read
-// these next to the actions.
-struct EventTiming {
-  std::string category;  // p2p_wait | allreduce | optimizer | plan | reduce
-  std::string name;      // human: "activation of chunk 7 from rank 1", "bucket 3 (12.0 MiB)"
-  double start_s = 0;
-  double end_s = 0;
-};
-
-// What one rank measured while running its actions of one plan.
-struct StepStats {
-  double loss_sum = 0;           // Σ token losses (unscaled) of the chunks whose loss ran here
-  int64_t predicted_tokens = 0;  // tokens those losses cover
-  std::vector<ActionTiming> timings;
-  std::vector<EventTiming> events;
-  std::chrono::steady_clock::time_point t0{};  // the origin of every start_s / end_s above
-};
-
 // Tokens a batch of sequences predicts: Σ (n − 1). The loss is the sum of token losses over it.
 int64_t batch_predicted_tokens(std::span<const int64_t> seq_lengths);
 
@@ -151,7 +122,7 @@ class RankExecutor {
   const plan::Action& next_action() const { return actions_[next_]; }
   void run_next();
   void run_all();  // run_next() until done()
-  const StepStats& stats() const { return stats_; }
+  const obs::StepStats& stats() const { return stats_; }
 
  private:
   const ChunkInput& chunk_input(int32_t chunk);
@@ -169,17 +140,17 @@ class RankExecutor {
   std::map<int32_t, ChunkInput> inputs_;     // built on a chunk's first forward on this rank
   std::map<int32_t, size_t> last_backward_;  // stage -> index of its last backward action here
   GradPartFn grad_part_done_;
-  StepStats stats_;
+  obs::StepStats stats_;
 };
 
 // Every rank of the plan in this process, over a LocalStageLink: runs whichever rank's next action
 // is ready, in rank order, until all lists are done. `engines` covers every stage. Returns one
 // StepStats per rank. A plan that cannot progress is an Error naming each rank's waiting action.
 // `tracker` (optional): the engines' tracker, whose bytes each ActionTiming records.
-std::vector<StepStats> execute_plan_local(const plan::Plan& plan,
-                                          std::span<StageEngine* const> engines,
-                                          std::span<const std::vector<int32_t>> sequences,
-                                          double loss_scale,
-                                          const MemoryTracker* tracker = nullptr);
+std::vector<obs::StepStats> execute_plan_local(const plan::Plan& plan,
+                                               std::span<StageEngine* const> engines,
+                                               std::span<const std::vector<int32_t>> sequences,
+                                               double loss_scale,
+                                               const MemoryTracker* tracker = nullptr);
 
 }  // namespace infinipipe::runtime

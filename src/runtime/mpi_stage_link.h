@@ -15,9 +15,9 @@
 #include <string>
 #include <tuple>
 
+#include "comm/mpi_p2p.h"
 #include "model/memory.h"
 #include "runtime/executor.h"
-#include "runtime/mpi_p2p.h"
 
 namespace infinipipe::runtime {
 

@@ -11,16 +11,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/checkpoint.h"
+#include "comm/mpi_allreduce.h"
+#include "comm/mpi_comm.h"
 #include "core/error.h"
+#include "obs/profile.h"
+#include "obs/trace.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "plan/stage_layout.h"
-#include "runtime/checkpoint.h"
 #include "runtime/dist_step.h"
-#include "runtime/mpi_allreduce.h"
-#include "runtime/mpi_comm.h"
-#include "runtime/profile.h"
-#include "runtime/trace.h"
 
 namespace infinipipe::runtime {
 
@@ -44,23 +44,6 @@ bool same_layout(const std::vector<plan::StageSpec>& a, const std::vector<plan::
 }
 
 }  // namespace
-
-std::string train_metrics_path(const std::string& metrics_file, const std::string& log_dir,
-                               const std::string& save_dir) {
-  namespace fs = std::filesystem;
-  if (!metrics_file.empty()) return metrics_file;
-  if (!log_dir.empty()) return (fs::path(log_dir) / "metrics.jsonl").string();
-  if (!save_dir.empty()) return (fs::path(save_dir) / "metrics.jsonl").string();
-  return "";
-}
-
-std::string train_rank_path(const std::string& path, int rank) {
-  if (path.empty() || rank == 0) return path;
-  const std::filesystem::path p(path);
-  return (p.parent_path() /
-          fmt::format("{}-rank{:05d}{}", p.stem().string(), rank, p.extension().string()))
-      .string();
-}
 
 void train_check_config(const Config& cfg, int world_size) {
   const ParallelConfig& p = cfg.parallel;
@@ -96,7 +79,7 @@ void train_check_config(const Config& cfg, int world_size) {
 Trainer::Trainer(const TrainOptions& opts)
     : cfg_(opts.config),
       config_yaml_(opts.config_yaml),
-      cm_(engine_cost_model(opts.config)),
+      cm_(obs::engine_cost_model(opts.config)),
       groups_(opts.groups) {
   train_check_config(cfg_, groups_ ? groups_->layout().world_size() : 1);
   watchdog_ = opts.watchdog;
@@ -106,8 +89,7 @@ Trainer::Trainer(const TrainOptions& opts)
   oo.validate();
   model_build();
   if (groups_ && groups_->layout().dp > 1) {
-    grads_ =
-        std::make_unique<DistGradReducer>(*groups_, engine_ptrs_, p2p_->timeout_s());
+    grads_ = std::make_unique<DistGradReducer>(*groups_, engine_ptrs_, p2p_->timeout_s());
   }
   if (groups_ && groups_->layout().pp > 1 && cfg_.model.tie_embeddings &&
       groups_->embedding_comm() != MPI_COMM_NULL) {
@@ -430,10 +412,10 @@ void Trainer::optimizer_step(double lr) {
   if (watchdog_) watchdog_->disarm();
 }
 
-IterationMetrics Trainer::step() {
+obs::IterationMetrics Trainer::step() {
   if (!sampler_) fail("trainer: no dataset is open (train-iters {} reached)", iteration_);
   const auto t_start = Clock::now();
-  IterationMetrics m;
+  obs::IterationMetrics m;
   m.iteration = iteration_ + 1;
   m.train_iters = cfg_.training.train_iters;
 
@@ -500,7 +482,7 @@ IterationMetrics Trainer::step() {
   m.measured_step_seconds = seconds_between(t_exec, Clock::now());
   double loss_sum = 0;
   int64_t loss_tokens = 0;
-  for (const StepStats& s : last_stats_) {
+  for (const obs::StepStats& s : last_stats_) {
     loss_sum += s.loss_sum;
     loss_tokens += s.predicted_tokens;
   }
@@ -531,19 +513,19 @@ IterationMetrics Trainer::step() {
   }
 
   // Planning runs in the background: the trace shows what this step waited for its plan.
-  trace_event_add(last_stats_.front(), "plan",
-                  fmt::format("waiting for the plan (planner took {:.3f} s)", m.plan_seconds),
-                  t_plan,
-                  t_plan + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(m.plan_wait_seconds)));
+  obs::trace_event_add(last_stats_.front(), "plan",
+                       fmt::format("waiting for the plan (planner took {:.3f} s)", m.plan_seconds),
+                       t_plan,
+                       t_plan + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(m.plan_wait_seconds)));
   const auto t_optimizer = Clock::now();
   tied_grads_sum();
   m.grad_norm = grad_norm_clip();
   m.lr = lr_.lr_at(iteration_);
   optimizer_step(m.lr);
   tied_values_copy();
-  trace_event_add(last_stats_.front(), "optimizer", "clip and optimizer step", t_optimizer,
-                  Clock::now());
+  obs::trace_event_add(last_stats_.front(), "optimizer", "clip and optimizer step", t_optimizer,
+                       Clock::now());
   ++iteration_;
 
   m.consumed_samples = sampler_->consumed_samples();
@@ -569,88 +551,6 @@ IterationMetrics Trainer::step() {
   m.measured_activation_peak_bytes = tracker_.peak(MemCategory::mem_activations);
   m.memory_budget = last_plan_.memory_budget;
   return m;
-}
-
-std::vector<IterationMetrics> train_run(const TrainOptions& options) {
-  TrainOptions opts = options;
-  const TrainingConfig& tc = opts.config.training;
-  // Distributed: rank 0 speaks; the others are quiet and write their own metrics (their
-  // stage's measured and predicted memory) next to rank 0's, as metrics-rank00001.jsonl.
-  if (opts.groups && opts.groups->comm().rank() != 0) {
-    opts.quiet = true;
-    opts.metrics_path = train_rank_path(opts.metrics_path, opts.groups->comm().rank());
-    opts.timings_path = train_rank_path(opts.timings_path, opts.groups->comm().rank());
-  }
-  const bool talk = !opts.quiet && opts.out != nullptr;
-  if (opts.groups) {
-    // The run's --p2p-timeout and --watchdog-timeout, for every wait from here on.
-    const ParallelConfig& p = opts.config.parallel;
-    opts.groups->comm().timeouts_set(p.p2p_timeout, p.watchdog_timeout);
-    if (opts.watchdog) opts.watchdog->timeout_set(opts.groups->comm().options().watchdog_timeout());
-  }
-  // Megatron's idiom `--save DIR --load DIR` resumes when DIR has a checkpoint and starts fresh
-  // when it has none yet (the first run of a job script).
-  if (!tc.load.empty() && tc.load == tc.save && !checkpoint_find_latest(tc.load)) {
-    if (talk) fmt::print(opts.out, "no checkpoint in {} yet: starting from scratch\n", tc.load);
-    opts.config.training.load.clear();
-  }
-  Trainer trainer(opts);
-  std::vector<IterationMetrics> out;
-  if (talk && trainer.resumed()) {
-    fmt::print(opts.out, "resumed from {} at iteration {} ({} samples consumed)\n", tc.load,
-               trainer.iteration(), trainer.consumed_samples());
-  }
-  int64_t last_saved = trainer.resumed() ? trainer.iteration() : -1;
-  auto save = [&] {
-    trainer.save();
-    last_saved = trainer.iteration();
-    if (talk) {
-      fmt::print(opts.out, "saved checkpoint {}\n",
-                 checkpoint_iter_dir(tc.save, trainer.iteration()));
-      std::fflush(opts.out);
-    }
-  };
-  if (trainer.iteration() >= tc.train_iters) {
-    if (talk && tc.train_iters > 0) {
-      fmt::print(opts.out,
-                 "nothing to train: the checkpoint is at iteration {}, --train-iters is "
-                 "{}\n",
-                 trainer.iteration(), tc.train_iters);
-    }
-    if (!tc.save.empty() && last_saved != trainer.iteration()) save();
-    return out;
-  }
-  MetricsWriter metrics(opts.metrics_path);
-  MetricsWriter timings(opts.timings_path);
-  ProgressLine progress(opts.err, trainer.iteration(), tc.train_iters, !opts.quiet);
-  std::unique_ptr<TraceWriter> trace = trace_writer_open(opts);
-  const int64_t log_every = std::max<int64_t>(1, tc.log_interval);
-  while (trainer.iteration() < tc.train_iters) {
-    const auto t_step = Clock::now();
-    IterationMetrics m = trainer.step();
-    if (trace) {
-      trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());
-    }
-    metrics.write(metrics_to_json(m));
-    if (!opts.timings_path.empty()) {
-      timings.write(
-          action_timings_to_json(m.iteration, m.predicted_step_seconds, trainer.last_stats()));
-    }
-    if (talk && (m.iteration % log_every == 0 || m.iteration == tc.train_iters)) {
-      progress.clear();
-      fmt::print(opts.out, "{}\n", metrics_format_line(m));
-      std::fflush(opts.out);
-    }
-    progress.update(m);
-    out.push_back(std::move(m));
-    if (!tc.save.empty() && tc.save_interval > 0 && trainer.iteration() % tc.save_interval == 0) {
-      progress.clear();
-      save();
-    }
-  }
-  progress.finish();
-  if (!tc.save.empty() && last_saved != trainer.iteration()) save();
-  return out;
 }
 
 }  // namespace infinipipe::runtime

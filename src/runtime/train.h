@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "comm/mpi_allreduce.h"
+#include "comm/mpi_groups.h"
+#include "comm/mpi_p2p.h"
+#include "comm/mpi_watchdog.h"
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "data/batch_sampler.h"
@@ -23,15 +27,11 @@
 #include "model/engine.h"
 #include "model/lr_schedule.h"
 #include "model/optimizer.h"
+#include "obs/metrics.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
 #include "runtime/dist_optimizer.h"
 #include "runtime/executor.h"
-#include "runtime/metrics.h"
-#include "runtime/mpi_allreduce.h"
-#include "runtime/mpi_groups.h"
-#include "runtime/mpi_p2p.h"
-#include "runtime/mpi_watchdog.h"
 
 namespace infinipipe::runtime {
 
@@ -80,7 +80,7 @@ class Trainer {
   bool resumed() const { return resumed_; }
 
   // One iteration on the next global batch.
-  IterationMetrics step();
+  obs::IterationMetrics step();
   // Checkpoint of the current state into cfg.training.save (iter_NNNNNNN, then `latest`).
   void save();
 
@@ -92,7 +92,7 @@ class Trainer {
   std::span<const float> tied_copy_values();
   MemoryTracker& tracker() { return tracker_; }
   const plan::Plan& last_plan() const { return last_plan_; }
-  const std::vector<StepStats>& last_stats() const { return last_stats_; }
+  const std::vector<obs::StepStats>& last_stats() const { return last_stats_; }
   const cost::CostModel& cost_model() const { return cm_; }
 
  private:
@@ -141,7 +141,7 @@ class Trainer {
   int64_t iteration_ = 0;
   bool resumed_ = false;
   plan::Plan last_plan_;
-  std::vector<StepStats> last_stats_;
+  std::vector<obs::StepStats> last_stats_;
   // The next batch's plan, made on a background thread (which never calls MPI) while this one
   // trains, by the rank that plans: its replica's lengths, and the plan to come.
   std::vector<int64_t> ahead_lengths_;
@@ -151,6 +151,6 @@ class Trainer {
 // The whole `infinipipe train` run: build or resume, iterate to train_iters with reports and
 // checkpoints every save_interval, save at the end. Returns the metrics of the iterations run.
 // With --load equal to --save and no checkpoint there yet, it starts fresh (Megatron's idiom).
-std::vector<IterationMetrics> train_run(const TrainOptions& opts);
+std::vector<obs::IterationMetrics> train_run(const TrainOptions& opts);
 
 }  // namespace infinipipe::runtime

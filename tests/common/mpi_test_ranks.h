@@ -1,4 +1,4 @@
-// Shared by the mains of test binaries that re-run themselves under mpirun (tests/mpi,
+// Shared by the mains of test binaries that re-run themselves under mpirun (tests/comm,
 // tests/dist): where the binary is, and output of ranks other than 0 reduced to their failures.
 #pragma once
 

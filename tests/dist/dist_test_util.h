@@ -1,4 +1,4 @@
-// Multi-rank tests of the distributed runtime (mirrors tests/mpi): under mpirun the body runs on
+// Multi-rank tests of the distributed runtime (mirrors tests/comm): under mpirun the body runs on
 // every rank; run alone (a plain ctest entry) a test reruns itself as `mpirun -np N <this binary>
 // --gtest_filter=<this test>` with OMP_NUM_THREADS=1 and passes when every rank passed.
 #pragma once
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/mpi_comm.h"
+#include "comm/mpi_comm.h"
 
 namespace infinipipe::disttest {
 

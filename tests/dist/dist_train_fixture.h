@@ -16,10 +16,10 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_groups.h"
 #include "common/tiny_train.h"
 #include "data/synth.h"
 #include "dist_test_util.h"
-#include "runtime/mpi_groups.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime::disttest_fixture {
@@ -88,7 +88,7 @@ class DistTrainFixture : public ::testing::Test {
   static Run run(Trainer& t, int64_t steps) {
     Run r;
     for (int64_t i = 0; i < steps; ++i) {
-      const IterationMetrics m = t.step();
+      const obs::IterationMetrics m = t.step();
       r.losses.push_back(m.loss);
       r.grad_norms.push_back(m.grad_norm);
     }

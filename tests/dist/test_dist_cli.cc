@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "ckpt/checkpoint.h"
 #include "dist_test_util.h"
-#include "runtime/checkpoint.h"
 
 namespace infinipipe {
 namespace {

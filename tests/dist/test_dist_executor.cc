@@ -14,14 +14,14 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_allreduce.h"
+#include "comm/mpi_groups.h"
+#include "comm/mpi_p2p.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "dist_test_util.h"
 #include "plan/planner.h"
 #include "runtime/dist_step.h"
-#include "runtime/mpi_allreduce.h"
-#include "runtime/mpi_groups.h"
-#include "runtime/mpi_p2p.h"
 
 namespace infinipipe::runtime {
 namespace {
@@ -161,8 +161,8 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
   // gradients are spread over many of them.
   DistGradReducer grads(groups, engines, 30.0, kBucketBytes);
   const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kLengths));
-  const StepStats stats = dist_execute_plan(plan, engines, p2p, cfg.model.hidden_size, tracker,
-                                            mine, scale, nullptr, 0, &grads);
+  const obs::StepStats stats = dist_execute_plan(plan, engines, p2p, cfg.model.hidden_size, tracker,
+                                                 mine, scale, nullptr, 0, &grads);
   EXPECT_EQ(stats.timings.size(), plan.actions[static_cast<size_t>(l.stage)].size());
   for (const auto& e : owned) EXPECT_EQ(e->num_stashed_chunks(), 0u) << what;
 
@@ -176,7 +176,7 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
   for (const auto& e : owned)
     for (const ParamRef& p : e->params().params()) params.push_back(p);
   const double exec_end = stats.timings.empty() ? 0 : stats.timings.back().end_s;
-  std::vector<EventTiming> buckets;  // the all-reduce's events (the link adds p2p waits)
+  std::vector<obs::EventTiming> buckets;  // the all-reduce's events (the link adds p2p waits)
   grads.finish("the test's gradient all-reduce", buckets);
   if (dp > 1) {
     // Every bucket is reported, in order, on the executor's clock. All start inside the rank's
@@ -185,7 +185,7 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
     const int nb = grads.buckets().num_buckets();
     ASSERT_GT(nb, 2) << what;
     ASSERT_EQ(buckets.size(), static_cast<size_t>(nb)) << what;
-    for (const EventTiming& e : buckets) {
+    for (const obs::EventTiming& e : buckets) {
       EXPECT_EQ(e.category, "allreduce") << what;
       EXPECT_LE(e.start_s, e.end_s) << what << ": " << e.name;
       EXPECT_GT(e.start_s, 0) << what << ": " << e.name;

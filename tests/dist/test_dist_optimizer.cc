@@ -10,12 +10,12 @@
 
 #include <fmt/format.h>
 
+#include "ckpt/checkpoint.h"
+#include "comm/mpi_groups.h"
 #include "core/error.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
 #include "plan/schedule_memory.h"
-#include "runtime/checkpoint.h"
-#include "runtime/mpi_groups.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -137,8 +137,8 @@ TEST_F(DistOptimizerTrain, Dp2PlanCountsTheShardedStateAndMeasuredPeakMatches) {
   Trainer ref_t(replicated);
   Trainer t(o);
   for (int i = 0; i < 3; ++i) {
-    const IterationMetrics ref = ref_t.step();
-    const IterationMetrics m = t.step();
+    const obs::IterationMetrics ref = ref_t.step();
+    const obs::IterationMetrics m = t.step();
     if (i == 0) continue;  // the first step allocates the optimizer state after its peak
     const std::string what = fmt::format("rank {} iteration {}", groups.layout().rank, m.iteration);
     const int64_t state = ref_t.tracker().current(MemCategory::mem_optimizer);

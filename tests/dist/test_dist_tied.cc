@@ -17,11 +17,11 @@
 
 #include <fmt/format.h>
 
+#include "ckpt/checkpoint.h"
+#include "comm/mpi_groups.h"
 #include "data/synth.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
-#include "runtime/checkpoint.h"
-#include "runtime/mpi_groups.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {

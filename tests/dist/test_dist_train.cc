@@ -15,10 +15,10 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_groups.h"
 #include "data/synth.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
-#include "runtime/mpi_groups.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -96,7 +96,7 @@ class DistTrain : public disttest_fixture::DistTrainFixture {
     Trainer t(o);
     int64_t recomputed = 0;
     for (int i = 0; i < 3; ++i) {
-      const IterationMetrics m = t.step();
+      const obs::IterationMetrics m = t.step();
       recomputed += m.recompute_layers;
       if (i == 0) continue;
       const std::string what =

@@ -102,14 +102,14 @@ Outcome plan_run(const Config& cfg, const plan::Plan& p,
     ptrs.push_back(engines.back().get());
   }
   const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(p.seq_lengths));
-  const std::vector<StepStats> stats = execute_plan_local(p, ptrs, seqs, scale);
+  const std::vector<obs::StepStats> stats = execute_plan_local(p, ptrs, seqs, scale);
   double loss_sum = 0;
   int64_t covered = 0;
   for (size_t r = 0; r < stats.size(); ++r) {
     loss_sum += stats[r].loss_sum;
     covered += stats[r].predicted_tokens;
     EXPECT_EQ(stats[r].timings.size(), p.actions[r].size());
-    for (const ActionTiming& t : stats[r].timings) EXPECT_LE(t.start_s, t.end_s);
+    for (const obs::ActionTiming& t : stats[r].timings) EXPECT_LE(t.start_s, t.end_s);
   }
   EXPECT_EQ(covered, batch_predicted_tokens(p.seq_lengths));
   for (const auto& e : engines) EXPECT_EQ(e->num_stashed_chunks(), 0u) << "stash left behind";

@@ -21,8 +21,8 @@
 #include "common/tiny_train.h"
 #include "core/error.h"
 #include "data/synth.h"
+#include "obs/trace.h"
 #include "plan/plan_json.h"
-#include "runtime/trace.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -122,7 +122,7 @@ std::set<int64_t> trace_check(const json& t, const fs::path& trace_dir) {
   // Every planned action exactly once per iteration, nothing else.
   int actions = 0;
   for (int64_t it : iterations) {
-    const plan::Plan p = plan::plan_load(trace_plan_path(trace_dir.string(), it, 0));
+    const plan::Plan p = plan::plan_load(obs::trace_plan_path(trace_dir.string(), it, 0));
     std::multiset<std::tuple<int32_t, std::string, int32_t, int32_t>> planned;
     for (size_t r = 0; r < p.actions.size(); ++r) {
       for (const plan::Action& a : p.actions[r]) {
@@ -153,40 +153,41 @@ TEST_F(TraceTest, FileIsValidJsonAfterEveryIteration) {
   // a file that loads; a second writer on the same directory replaces it.
   TrainOptions o = options(1, Schedule::epp);
   Trainer trainer(o);
-  TraceProcess who;
-  TraceWriter w(o.trace_dir, who, o.config_yaml, "epp", TraceClock::now());
+  obs::TraceProcess who;
+  obs::TraceWriter w(o.trace_dir, who, o.config_yaml, "epp", obs::TraceClock::now());
   const fs::path file = w.path();
   EXPECT_EQ(json_read(file).at("traceEvents").size(), 9u);  // names of the process and its lanes
-  const auto start = TraceClock::now();
-  const IterationMetrics m = trainer.step();
+  const auto start = obs::TraceClock::now();
+  const obs::IterationMetrics m = trainer.step();
   ASSERT_TRUE(
-      w.iteration_add(m, trainer.last_plan(), trainer.last_stats(), start, TraceClock::now()));
+      w.iteration_add(m, trainer.last_plan(), trainer.last_stats(), start, obs::TraceClock::now()));
   const json once = json_read(file);
   EXPECT_EQ(trace_check(once, fs::path(o.trace_dir)), (std::set<int64_t>{1}));
   // The same iteration again (as if the next one): still valid, twice the slices.
-  IterationMetrics m2 = m;
+  obs::IterationMetrics m2 = m;
   m2.iteration = 2;
-  plan::plan_save(trainer.last_plan(), trace_plan_path(o.trace_dir, 2, 0));
-  ASSERT_TRUE(w.iteration_add(m2, trainer.last_plan(), trainer.last_stats(), TraceClock::now(),
-                              TraceClock::now()));
+  plan::plan_save(trainer.last_plan(), obs::trace_plan_path(o.trace_dir, 2, 0));
+  ASSERT_TRUE(w.iteration_add(m2, trainer.last_plan(), trainer.last_stats(), obs::TraceClock::now(),
+                              obs::TraceClock::now()));
   EXPECT_GT(json_read(file).at("traceEvents").size(), once.at("traceEvents").size());
 }
 
 TEST_F(TraceTest, OverlappingAllReduceBucketsTakeSeparateLanes) {
-  StepStats s;
-  s.t0 = TraceClock::now();
+  obs::StepStats s;
+  s.t0 = obs::TraceClock::now();
   plan::Action a;
   s.timings.push_back({a, 0.001, 0.002, 100});
   s.events.push_back({"allreduce", "bucket 0", 0.0015, 0.004});
   s.events.push_back({"allreduce", "bucket 1", 0.002, 0.003});  // overlaps bucket 0
   s.events.push_back({"allreduce", "bucket 2", 0.005, 0.006});  // after both
   s.events.push_back({"p2p_wait", "activation", 0.0, 0.001});
-  IterationMetrics m;
+  obs::IterationMetrics m;
   m.iteration = 7;
-  TraceProcess who;
+  obs::TraceProcess who;
   who.one_process = false;
   who.world_rank = 3;
-  const json ev = trace_iteration_events(who, m, {s}, s.t0, s.t0, s.t0 + std::chrono::seconds(1));
+  const json ev =
+      obs::trace_iteration_events(who, m, {s}, s.t0, s.t0, s.t0 + std::chrono::seconds(1));
   std::map<int32_t, std::vector<std::pair<double, double>>> lanes;
   for (const json& e : ev) {
     EXPECT_EQ(e.at("pid"), 3);
@@ -194,19 +195,20 @@ TEST_F(TraceTest, OverlappingAllReduceBucketsTakeSeparateLanes) {
     lanes[e.at("tid")].push_back(
         {e.at("ts"), e.at("ts").get<double>() + e.at("dur").get<double>()});
   }
-  EXPECT_EQ(lanes[trace_lane_allreduce].size(), 2u);  // buckets 0 and 2
-  EXPECT_EQ(lanes[trace_lane_allreduce + 1].size(), 1u);
-  EXPECT_EQ(lanes[trace_lane_p2p].size(), 1u);
+  EXPECT_EQ(lanes[obs::trace_lane_allreduce].size(), 2u);  // buckets 0 and 2
+  EXPECT_EQ(lanes[obs::trace_lane_allreduce + 1].size(), 1u);
+  EXPECT_EQ(lanes[obs::trace_lane_p2p].size(), 1u);
   for (const auto& [tid, slices] : lanes) {
-    if (tid == trace_lane_host) continue;  // the iteration encloses host events
+    if (tid == obs::trace_lane_host) continue;  // the iteration encloses host events
     for (size_t i = 1; i < slices.size(); ++i) EXPECT_LE(slices[i - 1].second, slices[i].first);
   }
 }
 
 TEST_F(TraceTest, UnwritableDirectoryIsAConfigError) {
-  TraceProcess who;
-  EXPECT_THROW(TraceWriter w("/proc/no-such-dir/trace", who, "", "epp", TraceClock::now()),
-               ConfigError);
+  obs::TraceProcess who;
+  EXPECT_THROW(
+      obs::TraceWriter w("/proc/no-such-dir/trace", who, "", "epp", obs::TraceClock::now()),
+      ConfigError);
 }
 
 }  // namespace

@@ -15,10 +15,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/checkpoint.h"
 #include "common/tiny_train.h"
 #include "core/error.h"
 #include "data/synth.h"
-#include "runtime/checkpoint.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -95,7 +95,7 @@ TEST_F(TrainTest, ResumeFromACheckpointIsBitIdentical) {
   ASSERT_EQ(resumed.iteration(), 2);
   EXPECT_EQ(resumed.consumed_samples(), 2 * 8);
   for (int i = 2; i < 4; ++i) {
-    const IterationMetrics m = resumed.step();
+    const obs::IterationMetrics m = resumed.step();
     EXPECT_EQ(m.iteration, full[i].iteration);
     EXPECT_EQ(m.loss, full[i].loss) << "iteration " << m.iteration << " differs after resume";
     EXPECT_EQ(m.grad_norm, full[i].grad_norm);
@@ -133,7 +133,7 @@ TEST_F(TrainTest, LossFallsOnTheSyntheticCorpus) {
   EXPECT_LT(middle, first - 0.5);
   EXPECT_LT(last, middle - 0.1);
   EXPECT_LT(last, 3.5) << "well below ln 257 = 5.55";
-  for (const IterationMetrics& m : it) {
+  for (const obs::IterationMetrics& m : it) {
     EXPECT_TRUE(std::isfinite(m.grad_norm));
     EXPECT_GT(m.tokens_per_s, 0);
     EXPECT_GT(m.measured_peak_bytes, 0);
@@ -266,9 +266,9 @@ TEST_F(TrainTest, DamagedCheckpointIsRefusedAsARuntimeError) {
 }
 
 TEST(Metrics, DurationsAndPathsReadWell) {
-  EXPECT_EQ(ProgressLine::format_duration(12.4), "12s");
-  EXPECT_EQ(ProgressLine::format_duration(252), "4m12s");
-  EXPECT_EQ(ProgressLine::format_duration(3780), "1h03m");
+  EXPECT_EQ(obs::ProgressLine::format_duration(12.4), "12s");
+  EXPECT_EQ(obs::ProgressLine::format_duration(252), "4m12s");
+  EXPECT_EQ(obs::ProgressLine::format_duration(3780), "1h03m");
   EXPECT_EQ(train_metrics_path("m.jsonl", "logs", "ck"), "m.jsonl");
   EXPECT_EQ(train_metrics_path("", "logs", "ck"), "logs/metrics.jsonl");
   EXPECT_EQ(train_metrics_path("", "", "ck"), "ck/metrics.jsonl");

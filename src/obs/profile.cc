@@ -1,0 +1,405 @@
+// The profiler's timing half: forwards and backwards of real chunks through a StageEngine on a
+// middle stage (1 or 2 layers), with and without recompute, plus embedding and LM-head stages;
+// the fit of the time coefficients on alternate grid points and the error on the others.
+#include "obs/profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+
+#include <omp.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "model/engine.h"
+
+namespace infinipipe::obs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void fill_pattern(Tensor& t, uint32_t seed) {
+  // Small, varied values: zeros would let norms and softmax take unrepresentative paths.
+  uint32_t s = seed * 2654435761u + 1;
+  float* p = t.data();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s = s * 1664525u + 1013904223u;
+    p[i] = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001 - 1000) * 1e-4f;
+  }
+}
+
+SliceInput make_slice(int64_t seq, int64_t offset, int64_t len, bool final_slice, int64_t vocab) {
+  SliceInput s{seq, offset, len, {}};
+  const int64_t n = final_slice ? len : len + 1;
+  s.tokens.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    s.tokens[static_cast<size_t>(i)] = static_cast<int32_t>((seq * 7919 + offset + i) % vocab);
+  return s;
+}
+
+// Runs chunks on one engine; the prefixes that give slices their context run untimed.
+class ChunkTimer {
+ public:
+  ChunkTimer(const ModelConfig& m, StageRange range)
+      : m_(m), range_(range), engine_(std::make_unique<StageEngine>(m, range, 1234, tracker_)) {}
+
+  struct Times {
+    double forward = 0, backward = 0;
+  };
+
+  // Runs the untimed prefixes that give the chunk's slices their context; they stay live while
+  // the chunk runs any number of times (a final slice may follow its prefix again once its own
+  // backward ran), and finish() runs their backwards.
+  void prepare(const std::vector<cost::SliceShape>& chunk) {
+    target_ = ChunkInput{0, {}};
+    int32_t id = 1;
+    for (const cost::SliceShape& s : chunk) {
+      const int64_t seq = next_seq_++;
+      if (s.context > 0) {
+        ChunkInput pre{id, {make_slice(seq, 0, s.context, false, m_.vocab_size)}};
+        Tensor in = input(s.context, 3);
+        engine_->forward(pre, in.empty() ? nullptr : &in, 0, 1e-3);
+        prefixes_.push_back({id++, s.context});
+      }
+      target_.slices.push_back(make_slice(seq, s.context, s.len, true, m_.vocab_size));
+    }
+  }
+
+  // Forward then backward of the prepared chunk with `recompute` layers recomputed.
+  Times run(int64_t recompute) {
+    const int64_t N = target_.num_tokens();
+    Tensor in = input(N, 1);
+    Times t;
+    auto t0 = Clock::now();
+    ForwardOutput out = engine_->forward(target_, in.empty() ? nullptr : &in, recompute, 1e-3);
+    t.forward = seconds_since(t0);
+    out.activation.reset();
+    Tensor grad = output_grad(N, 2);
+    t0 = Clock::now();
+    engine_->backward(target_.chunk_id, grad.empty() ? nullptr : &grad);
+    t.backward = seconds_since(t0);
+    return t;
+  }
+
+  void finish() {
+    for (auto it = prefixes_.rbegin(); it != prefixes_.rend(); ++it) {
+      Tensor g = output_grad(it->second, 4);
+      engine_->backward(it->first, g.empty() ? nullptr : &g);
+    }
+    prefixes_.clear();
+  }
+
+ private:
+  Tensor input(int64_t n, uint32_t seed) {
+    if (range_.has_embedding) return Tensor();
+    Tensor t(tracker_, MemCategory::mem_activations, {n, m_.hidden_size}, false);
+    fill_pattern(t, seed);
+    return t;
+  }
+  Tensor output_grad(int64_t n, uint32_t seed) {
+    if (range_.has_lm_head) return Tensor();
+    Tensor t(tracker_, MemCategory::mem_activations, {n, m_.hidden_size}, false);
+    fill_pattern(t, seed);
+    return t;
+  }
+
+  ModelConfig m_;
+  StageRange range_;
+  MemoryTracker tracker_;
+  std::unique_ptr<StageEngine> engine_;
+  int64_t next_seq_ = 0;
+  ChunkInput target_;
+  std::vector<std::pair<int32_t, int64_t>> prefixes_;  // (chunk id, tokens)
+};
+
+std::string machine_name() {
+  std::string model;
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return fmt::format("{} ({}, {} CPUs online)", host, model.empty() ? "unknown CPU" : model,
+                     sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+ProfileGrid profile_grid_default(bool quick) {
+  ProfileGrid g;
+  if (quick) {
+    g.lens = {64, 128, 256};
+    g.contexts = {0, 256};
+    g.packed = {{4, 64}, {2, 128}};
+    g.two_layer_lens = {64, 256};
+    g.edge_lens = {128};
+    g.repeats = 1;
+  } else {
+    g.lens = {128, 256, 512, 1024, 2048, 4096};
+    g.contexts = {0, 1024, 4096};
+    g.packed = {{4, 128}, {8, 128}, {4, 256}, {2, 512}, {8, 256}};
+    g.two_layer_lens = {128, 512, 2048};
+    g.edge_lens = {256, 1024, 4096};
+    g.repeats = 3;
+  }
+  return g;
+}
+
+ProfileError profile_relative_error(const std::vector<double>& predicted,
+                                    const std::vector<double>& measured) {
+  std::vector<double> err;
+  for (size_t i = 0; i < predicted.size() && i < measured.size(); ++i)
+    if (measured[i] > 0) err.push_back(std::abs(predicted[i] - measured[i]) / measured[i]);
+  ProfileError e;
+  e.count = static_cast<int64_t>(err.size());
+  if (err.empty()) return e;
+  e.median = median(err);
+  e.max = *std::max_element(err.begin(), err.end());
+  return e;
+}
+
+namespace {
+
+void check_grid(const ProfileGrid& g) {
+  if (g.lens.empty() || g.contexts.empty())
+    fail_config("profile: the grid needs at least one slice length and one context length");
+  if (g.repeats < 1) fail_config("profile: --repeats must be >= 1, got {}", g.repeats);
+  if (g.threads < 0) fail_config("profile: --threads must be >= 0, got {}", g.threads);
+  for (int64_t v : g.lens)
+    if (v <= 0) fail_config("profile: slice lengths must be > 0, got {}", v);
+  for (int64_t v : g.contexts)
+    if (v < 0) fail_config("profile: context lengths must be >= 0, got {}", v);
+  for (auto [n, len] : g.packed)
+    if (n <= 0 || len <= 0) fail_config("profile: packed chunks need count and length > 0");
+}
+
+// Fastest forward, backward and recompute of a chunk over the repeats, after a warm-up that lets
+// oneDNN build its kernels for these shapes. The minimum, not the median: on a shared machine
+// other processes only ever add time (a descheduled OpenMP thread stalls a whole region).
+ProfileSample time_chunk(ChunkTimer& timer, const std::vector<cost::SliceShape>& chunk,
+                         int64_t layers, int64_t repeats) {
+  timer.prepare(chunk);
+  timer.run(0);
+  std::vector<double> f, b, br;
+  for (int64_t i = 0; i < repeats; ++i) {
+    const ChunkTimer::Times plain = timer.run(0);
+    const ChunkTimer::Times rec = timer.run(layers);
+    f.push_back(plain.forward);
+    b.push_back(plain.backward);
+    br.push_back(rec.backward);
+  }
+  timer.finish();
+  ProfileSample s;
+  s.chunk = chunk;
+  s.num_layers = layers;
+  s.forward_s = *std::min_element(f.begin(), f.end());
+  s.backward_s = *std::min_element(b.begin(), b.end());
+  s.recompute_s = *std::min_element(br.begin(), br.end()) - s.backward_s;
+  return s;
+}
+
+std::string chunk_label(const std::vector<cost::SliceShape>& chunk) {
+  if (chunk.size() == 1) return fmt::format("len {} ctx {}", chunk[0].len, chunk[0].context);
+  return fmt::format("{} x {} packed", chunk.size(), chunk[0].len);
+}
+
+}  // namespace
+
+ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const ProfileLog& log) {
+  check_grid(grid);
+  const auto t_start = Clock::now();
+  ModelConfig m = cfg.model;
+  int64_t reach = m.max_positions();
+  for (int64_t len : grid.lens)
+    for (int64_t ctx : grid.contexts) reach = std::max(reach, len + ctx);
+  m.max_position_embeddings = reach;  // positions only bound RoPE's table check, not weights
+
+  // Threads only for the timing: the memory coefficients below use the process's own setting.
+  struct ThreadsGuard {
+    int saved = omp_get_max_threads();
+    ~ThreadsGuard() { omp_set_num_threads(saved); }
+  } threads_guard;
+  if (grid.threads > 0) omp_set_num_threads(static_cast<int>(grid.threads));
+  const int threads = omp_get_max_threads();
+
+  ProfileReport rep;
+  rep.threads = threads;
+  // Middle-stage chunks: every (len, context) on one layer; interior points of each context row
+  // alternate between the fit and the held-out set, so held-out points are interpolations.
+  ChunkTimer one(m, StageRange{0, 1, false, false});
+  for (int64_t ctx : grid.contexts) {
+    for (size_t i = 0; i < grid.lens.size(); ++i) {
+      ProfileSample s = time_chunk(one, {{ctx, grid.lens[i], true}}, 1, grid.repeats);
+      s.held_out = i % 2 == 1 && i + 1 < grid.lens.size();
+      rep.samples.push_back(s);
+      log(fmt::format("  1 layer  {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms  recompute {:8.3f} ms{}",
+                      chunk_label(s.chunk), s.forward_s * 1e3, s.backward_s * 1e3,
+                      s.recompute_s * 1e3, s.held_out ? "  (held out)" : ""));
+    }
+  }
+  for (size_t i = 0; i < grid.packed.size(); ++i) {
+    auto [n, len] = grid.packed[i];
+    std::vector<cost::SliceShape> chunk(static_cast<size_t>(n), cost::SliceShape{0, len, true});
+    ProfileSample s = time_chunk(one, chunk, 1, grid.repeats);
+    s.held_out = i % 2 == 1;
+    rep.samples.push_back(s);
+    log(fmt::format("  1 layer  {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms{}", chunk_label(chunk),
+                    s.forward_s * 1e3, s.backward_s * 1e3, s.held_out ? "  (held out)" : ""));
+  }
+  if (m.num_layers >= 2) {
+    ChunkTimer two(m, StageRange{0, 2, false, false});
+    for (int64_t len : grid.two_layer_lens) {
+      ProfileSample s = time_chunk(two, {{0, len, true}}, 2, grid.repeats);
+      rep.samples.push_back(s);
+      log(fmt::format("  2 layers {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms", chunk_label(s.chunk),
+                      s.forward_s * 1e3, s.backward_s * 1e3));
+    }
+  }
+
+  // Forward fit on the fit set.
+  std::vector<cost::TimingSample> train;
+  for (const ProfileSample& s : rep.samples)
+    if (!s.held_out) train.push_back({s.chunk, s.num_layers, s.forward_s});
+  rep.fit = cost::fit_layer_time(train);
+
+  cost::DeviceSpec dev = cost::device_preset(cfg.cluster.device, false);
+  if (cfg.cluster.device_memory > 0) dev.memory_bytes = cfg.cluster.device_memory;
+  cost::Coefficients c = cost::CostModel::derive_coefficients(m, dev, 1, false);
+  cost::apply_layer_fit(rep.fit, 1, c);
+  // Backward = β1 + κ_b·(forward − β1); recompute = κ_r × the layers' forward compute.
+  std::vector<double> fwd_compute, bwd_compute, rec_base, rec;
+  for (const ProfileSample& s : rep.samples) {
+    if (s.held_out) continue;
+    const double layer = predict_layer_time(rep.fit, {s.chunk, s.num_layers, 0}) - rep.fit.beta1;
+    const double fc = s.forward_s - c.beta1, bc = s.backward_s - c.beta1;
+    if (fc > 0 && bc > 0) {
+      fwd_compute.push_back(fc);
+      bwd_compute.push_back(bc);
+    }
+    if (layer > 0 && s.recompute_s > 0) {
+      rec_base.push_back(layer);
+      rec.push_back(s.recompute_s);
+    }
+  }
+  if (!fwd_compute.empty()) c.backward_factor = cost::fit_ratio(fwd_compute, bwd_compute);
+  if (!rec.empty()) c.recompute_factor = cost::fit_ratio(rec_base, rec);
+
+  // Embedding and LM head: a first / last stage of one layer against the middle stage, forward
+  // and backward (the engine's loss computes the head's gradient in forward, so its backward
+  // factor comes out near 0).
+  {
+    ChunkTimer first(m, StageRange{0, 1, true, false}), last(m, StageRange{0, 1, false, true});
+    std::vector<double> tok, emb, head_base, head, head_bwd;
+    const double half = c.half_efficiency_tokens;
+    for (int64_t len : grid.edge_lens) {
+      const std::vector<cost::SliceShape> chunk = {{0, len, true}};
+      const ProfileSample mid = time_chunk(one, chunk, 1, grid.repeats);
+      const ProfileSample tail = time_chunk(last, chunk, 1, grid.repeats);
+      const double e = time_chunk(first, chunk, 1, grid.repeats).forward_s - mid.forward_s;
+      const double h = tail.forward_s - mid.forward_s;
+      const double hb = tail.backward_s - mid.backward_s;
+      const double t = static_cast<double>(len);
+      log(fmt::format(
+          "  edges    len {:<16} embedding {:8.3f} ms  LM head + loss {:8.3f} ms fwd, {:8.3f} ms "
+          "bwd",
+          len, e * 1e3, h * 1e3, hb * 1e3));
+      if (e > 0) {
+        tok.push_back(t);
+        emb.push_back(e);
+      }
+      if (h > 0) {
+        head_base.push_back(t + half);  // T / eff(T)
+        head.push_back(h);
+        head_bwd.push_back(hb);  // noise around 0 is kept: it averages out
+      }
+    }
+    c.embedding_per_token = tok.empty() ? 0 : cost::fit_ratio(tok, emb);
+    if (!head.empty()) {
+      c.lm_head_per_token = cost::fit_ratio(head_base, head);
+      // Least squares through the origin; fit_ratio wants positive times, these may be ~0.
+      double num = 0, den = 0;
+      for (size_t i = 0; i < head.size(); ++i) {
+        num += head[i] * head_bwd[i];
+        den += head[i] * head[i];
+      }
+      c.lm_head_backward_factor = std::max(num / den, 0.0);
+    }
+  }
+
+  omp_set_num_threads(threads_guard.saved);
+  c = profile_memory_coefficients(m, cfg.training.optimizer, c);
+
+  // Errors of the fitted model: RMS over the fit set, median / max over the held-out set.
+  const cost::CostModel cm(m, dev, c, 1, false);
+  std::vector<double> pf, mf, pb, mb, pr, mr;
+  double bwd_sq = 0;
+  int64_t bwd_n = 0;
+  for (const ProfileSample& s : rep.samples) {
+    const cost::StageShape st{s.num_layers, false, false};
+    const double bwd = cm.backward_time(s.chunk, st);
+    if (!s.held_out) {
+      bwd_sq += std::pow((bwd - s.backward_s) / s.backward_s, 2);
+      ++bwd_n;
+      continue;
+    }
+    pf.push_back(cm.forward_time(s.chunk, st));
+    mf.push_back(s.forward_s);
+    pb.push_back(bwd);
+    mb.push_back(s.backward_s);
+    pr.push_back(cm.recompute_time(s.chunk, s.num_layers));
+    mr.push_back(s.recompute_s);
+  }
+  rep.heldout_forward = profile_relative_error(pf, mf);
+  rep.heldout_backward = profile_relative_error(pb, mb);
+  rep.heldout_recompute = profile_relative_error(pr, mr);
+
+  cost::Calibration& cal = rep.calibration;
+  cal.machine = machine_name();
+  cal.date = utc_now();
+  cal.model = cfg.model;
+  cal.ulysses_degree = 1;
+  cal.bf16 = false;
+  cal.fit_residual_forward = rep.fit.rms_relative_residual;
+  cal.fit_residual_backward = bwd_n > 0 ? std::sqrt(bwd_sq / static_cast<double>(bwd_n)) : 0;
+  dev.chunk_overhead_s = c.beta1;
+  dev.half_efficiency_tokens = c.half_efficiency_tokens;
+  dev.backward_factor = c.backward_factor;
+  cal.device = dev;
+  cal.coeffs = c;
+  cal.notes = fmt::format(
+      "infinipipe profile: {} chunk timings ({} held out), {} threads, {} repeats; held-out "
+      "forward error "
+      "median {:.1f}% max {:.1f}%, backward median {:.1f}% max {:.1f}%",
+      rep.samples.size(), rep.heldout_forward.count, threads, grid.repeats,
+      rep.heldout_forward.median * 100, rep.heldout_forward.max * 100,
+      rep.heldout_backward.median * 100, rep.heldout_backward.max * 100);
+  rep.seconds = seconds_since(t_start);
+  return rep;
+}
+
+}  // namespace infinipipe::obs

@@ -1,0 +1,85 @@
+// `infinipipe profile`: times the engine's real kernels for a model on this machine and fits the
+// cost model's coefficients to them; the memory coefficients come from the engine's allocator.
+// The result is a calibration file that plan, simulate and train read (--calibration).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/config.h"
+#include "cost/calibration.h"
+#include "cost/cost_model.h"
+#include "cost/fit.h"
+
+namespace infinipipe::obs {
+
+// What to time: one slice per (len, context) pair, packed chunks of `count` sequences of `len`
+// tokens, and the embedding / LM head at `edge_lens` tokens.
+struct ProfileGrid {
+  std::vector<int64_t> lens;
+  std::vector<int64_t> contexts;
+  std::vector<std::pair<int64_t, int64_t>> packed;  // (count, len)
+  std::vector<int64_t> two_layer_lens;  // chunks also timed on 2 layers (tells β1 from γ)
+  std::vector<int64_t> edge_lens;       // embedding and LM-head timings
+  int64_t threads = 0;  // OpenMP threads while timing; 0 = as configured (OMP_NUM_THREADS)
+  int64_t repeats = 3;  // timed runs per point (fastest kept), after a warm-up
+};
+// The default grid (about a minute or two for examples/cpu-small.yaml) or a quick one (seconds).
+ProfileGrid profile_grid_default(bool quick);
+
+// One measured chunk on a middle stage of `num_layers` layers.
+struct ProfileSample {
+  std::vector<cost::SliceShape> chunk;
+  int64_t num_layers = 1;
+  double forward_s = 0;
+  double backward_s = 0;   // no recompute
+  double recompute_s = 0;  // backward with every layer recomputed, minus backward_s
+  bool held_out = false;   // not used in the fit
+};
+
+// Relative prediction errors |pred − measured| / measured over the held-out samples.
+struct ProfileError {
+  double median = 0;
+  double max = 0;
+  int64_t count = 0;
+};
+
+struct ProfileReport {
+  cost::Calibration calibration;
+  std::vector<ProfileSample> samples;
+  cost::LayerTimeFit fit;
+  ProfileError heldout_forward, heldout_backward, heldout_recompute;
+  bool links_measured = false;
+  std::string link_note;  // what happened to the link coefficients
+  double seconds = 0;     // wall time of the whole profile
+  int threads = 0;        // OpenMP threads the kernels were timed with
+};
+
+using ProfileLog = std::function<void(const std::string&)>;
+
+// Times, fits and fills a calibration for cfg.model (fp32 CPU engine, ulysses degree 1). The
+// device entries (memory, links, sources) start from cfg.cluster's preset. Throws ConfigError
+// when the grid is empty or reaches beyond what the model can run.
+ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const ProfileLog& log);
+
+// The memory coefficients the engine really allocates (StageEngine::stash_breakdown, attention
+// workspace, optimizer state); every other field of `base` is kept.
+cost::Coefficients profile_memory_coefficients(const ModelConfig& model, Optimizer optimizer,
+                                               cost::Coefficients base);
+
+// The cost model of the plans this engine executes: cfg's (preset or calibration) with the memory
+// terms above, so a predicted peak is what the engine allocates; without a calibration the LM
+// head's gradient is charged to forward, where the engine's fused loss computes it. (A preset's
+// generic terms are a GPU framework's; a calibration's are those of its own model shape only.)
+cost::CostModel engine_cost_model(const Config& cfg);
+// What plan, simulate and cost use: engine_cost_model on the cpu device (plans this machine
+// runs), the configured model as it is for GPU devices.
+cost::CostModel planning_cost_model(const Config& cfg);
+
+ProfileError profile_relative_error(const std::vector<double>& predicted,
+                                    const std::vector<double>& measured);
+
+}  // namespace infinipipe::obs

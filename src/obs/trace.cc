@@ -1,0 +1,266 @@
+#include "obs/trace.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "plan/plan_json.h"
+
+namespace infinipipe::obs {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double us_between(TraceClock::time_point a, TraceClock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// Microseconds with nanosecond resolution: short numbers, no float noise in the file.
+double us_round(double us) {
+  return std::round(us * 1000.0) / 1000.0;
+}
+
+nlohmann::json event_complete(std::string name, std::string cat, double ts, double dur, int32_t pid,
+                              int32_t tid, nlohmann::json args) {
+  return {{"name", std::move(name)},
+          {"cat", std::move(cat)},
+          {"ph", "X"},
+          {"ts", us_round(ts)},
+          {"dur", us_round(std::max(0.0, dur))},
+          {"pid", pid},
+          {"tid", tid},
+          {"args", std::move(args)}};
+}
+
+nlohmann::json event_meta(const char* what, int32_t pid, int32_t tid, const std::string& name) {
+  return {{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+}
+
+std::string lane_name(int32_t tid) {
+  switch (tid) {
+    case trace_lane_compute:
+      return "compute";
+    case trace_lane_p2p:
+      return "p2p waits";
+    case trace_lane_host:
+      return "host";
+    default:
+      return tid == trace_lane_allreduce ? "allreduce"
+                                         : fmt::format("allreduce {}", tid - trace_lane_allreduce);
+  }
+}
+
+int32_t lane_of_category(const std::string& category) {
+  if (category == "p2p_wait") return trace_lane_p2p;
+  if (category == "allreduce") return trace_lane_allreduce;
+  return trace_lane_host;
+}
+
+}  // namespace
+
+std::string trace_file_path(const std::string& dir, int32_t world_rank) {
+  return (fs::path(dir) / fmt::format("trace-rank{:05d}.json", world_rank)).string();
+}
+
+std::string trace_plan_path(const std::string& dir, int64_t iteration, int32_t replica) {
+  return (fs::path(dir) / "plans" / fmt::format("iter-{:08d}-replica{}.json", iteration, replica))
+      .string();
+}
+
+void trace_event_add(StepStats& stats, std::string category, std::string name,
+                     TraceClock::time_point start, TraceClock::time_point end) {
+  stats.events.push_back({std::move(category), std::move(name),
+                          std::chrono::duration<double>(start - stats.t0).count(),
+                          std::chrono::duration<double>(end - stats.t0).count()});
+}
+
+nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMetrics& m,
+                                      const std::vector<StepStats>& stats,
+                                      TraceClock::time_point origin,
+                                      TraceClock::time_point step_start,
+                                      TraceClock::time_point step_end) {
+  std::vector<nlohmann::json> out;
+  const int32_t host_pid = who.one_process ? 0 : who.world_rank;
+  out.push_back(event_complete(fmt::format("iteration {}", m.iteration), "iteration",
+                               us_between(origin, step_start), us_between(step_start, step_end),
+                               host_pid, trace_lane_host, metrics_to_json(m)));
+  for (size_t r = 0; r < stats.size(); ++r) {
+    const StepStats& s = stats[r];
+    const int32_t pid = who.one_process ? static_cast<int32_t>(r) : who.world_rank;
+    const double t0 = us_between(origin, s.t0);
+    for (const ActionTiming& t : s.timings) {
+      const plan::Action& a = t.action;
+      const char* kind = plan::action_kind_name(a.kind);
+      nlohmann::json args = {{"iteration", m.iteration},
+                             {"chunk", a.chunk},
+                             {"stage", a.stage},
+                             {"replica", who.replica},
+                             {"kind", kind},
+                             {"recompute_layers", a.recompute_layers},
+                             {"predicted_s", a.predicted_time}};
+      if (t.memory_bytes >= 0) args["memory_bytes"] = t.memory_bytes;
+      if (t.peak_bytes >= 0) args["peak_bytes"] = t.peak_bytes;
+      const double ts = t0 + t.start_s * 1e6;
+      out.push_back(event_complete(fmt::format("{} {}", kind, a.chunk), kind, ts,
+                                   (t.end_s - t.start_s) * 1e6, pid, trace_lane_compute,
+                                   std::move(args)));
+      if (t.peak_bytes >= 0) {  // the action's peak drawn over its span, then what it left
+        out.push_back({{"name", "memory"},
+                       {"ph", "C"},
+                       {"ts", us_round(ts)},
+                       {"pid", pid},
+                       {"tid", trace_lane_compute},
+                       {"args", {{"bytes", t.peak_bytes}}}});
+      }
+      if (t.memory_bytes >= 0) {
+        out.push_back({{"name", "memory"},
+                       {"ph", "C"},
+                       {"ts", us_round(t0 + t.end_s * 1e6)},
+                       {"pid", pid},
+                       {"tid", trace_lane_compute},
+                       {"args", {{"bytes", t.memory_bytes}}}});
+      }
+    }
+    // Events of one lane may overlap only for all-reduce buckets in flight together: those
+    // spread over lanes allreduce, allreduce 1, ... so every lane's slices nest or follow.
+    std::vector<const EventTiming*> events;
+    for (const EventTiming& e : s.events) events.push_back(&e);
+    std::stable_sort(events.begin(), events.end(), [](const EventTiming* a, const EventTiming* b) {
+      return a->start_s < b->start_s;
+    });
+    std::vector<double> allreduce_free;  // per extra lane: when its last bucket ended
+    for (const EventTiming* e : events) {
+      int32_t tid = lane_of_category(e->category);
+      if (tid == trace_lane_allreduce) {
+        size_t k = 0;
+        while (k < allreduce_free.size() && allreduce_free[k] > e->start_s) ++k;
+        if (k == allreduce_free.size()) allreduce_free.push_back(0);
+        allreduce_free[k] = e->end_s;
+        tid += static_cast<int32_t>(k);
+      }
+      out.push_back(event_complete(e->name, e->category, t0 + e->start_s * 1e6,
+                                   (e->end_s - e->start_s) * 1e6, pid, tid,
+                                   {{"iteration", m.iteration}}));
+    }
+  }
+  // Perfetto wants each lane in time order, an enclosing slice before what it encloses.
+  std::stable_sort(out.begin(), out.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    const auto key = [](const nlohmann::json& e) {
+      return std::make_tuple(e["pid"].get<int32_t>(), e["tid"].get<int32_t>(),
+                             e["ts"].get<double>(),
+                             -(e.contains("dur") ? e["dur"].get<double>() : 0.0));
+    };
+    return key(a) < key(b);
+  });
+  return nlohmann::json(std::move(out));
+}
+
+TraceWriter::TraceWriter(const std::string& dir, const TraceProcess& who,
+                         const std::string& config_yaml, const std::string& schedule,
+                         TraceClock::time_point origin)
+    : dir_(dir), path_(trace_file_path(dir, who.world_rank)), who_(who), origin_(origin) {
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / "plans", ec);
+  if (ec) {
+    fail_config("cannot create the trace directory {} ({}); choose another --trace DIR", dir,
+                ec.message());
+  }
+  if (who.world_rank == 0) {
+    const std::string cfg = (fs::path(dir) / "config.yaml").string();
+    const std::string tmp = cfg + ".tmp";
+    std::ofstream(tmp) << config_yaml;
+    fs::rename(tmp, cfg, ec);
+    if (ec) fail("cannot write {} ({}); check the --trace directory", cfg, ec.message());
+  }
+  file_ = std::fopen(path_.c_str(), "w");
+  if (file_ == nullptr) {
+    fail_config("cannot create the trace file {} ({}); choose another --trace DIR", path_,
+                std::strerror(errno));
+  }
+  const nlohmann::json meta = {
+      {"format", "infinipipe-trace"},
+      {"version", 1},
+      {"world_rank", who.world_rank},
+      {"pp", who.pp},
+      {"dp", who.dp},
+      {"stage", who.stage},
+      {"replica", who.replica},
+      {"one_process", who.one_process},
+      {"schedule", schedule},
+      {"max_iterations", kTraceMaxIterations},
+      {"clock", "steady, microseconds since the run's start (ranks aligned by a barrier)"},
+      {"memory",
+       who.one_process ? "one tracker for every stage of the process" : "this rank's tracker"}};
+  std::string text =
+      fmt::format("{{\"displayTimeUnit\":\"ms\",\"metadata\":{},\"traceEvents\":[", meta.dump());
+  // Names of processes and lanes.
+  const int32_t pids = who.one_process ? who.pp : 1;
+  bool first = true;
+  for (int32_t p = 0; p < pids; ++p) {
+    const int32_t pid = who.one_process ? p : who.world_rank;
+    const int32_t stage = who.one_process ? p : who.stage;
+    std::vector<nlohmann::json> ev = {
+        event_meta("process_name", pid, 0,
+                   fmt::format("rank {} (stage {}, replica {})", pid, stage, who.replica)),
+        {{"name", "process_sort_index"},
+         {"ph", "M"},
+         {"pid", pid},
+         {"args", {{"sort_index", pid}}}}};
+    for (int32_t tid = 0; tid <= trace_lane_allreduce + 3; ++tid) {
+      ev.push_back(event_meta("thread_name", pid, tid, lane_name(tid)));
+    }
+    for (const nlohmann::json& e : ev) {
+      text += (first ? "\n" : ",\n") + e.dump();
+      first = false;
+    }
+  }
+  std::fputs(text.c_str(), file_);
+  tail_ = std::ftell(file_);
+  append("");
+}
+
+TraceWriter::~TraceWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+// Overwrites the closing "]}" with `text` and closes the JSON again, so the file parses after
+// every iteration.
+void TraceWriter::append(const std::string& text) {
+  if (std::fseek(file_, tail_, SEEK_SET) != 0 ||
+      std::fwrite(text.data(), 1, text.size(), file_) != text.size()) {
+    fail("cannot write the trace file {} ({})", path_, std::strerror(errno));
+  }
+  tail_ = std::ftell(file_);
+  const char close[] = "\n]}\n";
+  if (std::fputs(close, file_) < 0 || std::fflush(file_) != 0) {
+    fail("cannot write the trace file {} ({})", path_, std::strerror(errno));
+  }
+}
+
+bool TraceWriter::iteration_add(const IterationMetrics& m, const plan::Plan& plan,
+                                const std::vector<StepStats>& stats,
+                                TraceClock::time_point step_start,
+                                TraceClock::time_point step_end) {
+  if (iterations_ >= kTraceMaxIterations) return false;
+  ++iterations_;
+  if (who_.one_process || who_.stage == 0) {
+    plan::plan_save(plan, trace_plan_path(dir_, m.iteration, who_.replica));
+  }
+  const nlohmann::json events =
+      trace_iteration_events(who_, m, stats, origin_, step_start, step_end);
+  std::string text;
+  for (const nlohmann::json& e : events) text += ",\n" + e.dump();
+  append(text);
+  return true;
+}
+
+}  // namespace infinipipe::obs

@@ -1,0 +1,142 @@
+// The run around the Trainer: where its metrics go, its trace, its reports and checkpoints.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "ckpt/checkpoint.h"
+#include "comm/mpi_comm.h"
+#include "obs/trace.h"
+#include "runtime/train.h"
+
+namespace infinipipe::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The trace writer of a `train --trace` process (null without --trace). Distributed, the ranks
+// meet in a barrier first so their clocks start together.
+std::unique_ptr<obs::TraceWriter> trace_writer_open(const TrainOptions& opts) {
+  if (opts.trace_dir.empty()) return nullptr;
+  obs::TraceProcess who;
+  who.pp = static_cast<int32_t>(opts.config.parallel.pipeline_parallel);
+  who.dp = static_cast<int32_t>(opts.config.parallel.data_parallel);
+  if (opts.groups != nullptr) {
+    const RankLayout& l = opts.groups->layout();
+    who.world_rank = l.rank;
+    who.stage = l.stage;
+    who.replica = l.replica;
+    who.one_process = false;
+    opts.groups->comm().barrier("starting the trace clock");
+  }
+  return std::make_unique<obs::TraceWriter>(opts.trace_dir, who, opts.config_yaml,
+                                            schedule_name(opts.config.parallel.schedule),
+                                            obs::TraceClock::now());
+}
+
+}  // namespace
+
+std::string train_metrics_path(const std::string& metrics_file, const std::string& log_dir,
+                               const std::string& save_dir) {
+  namespace fs = std::filesystem;
+  if (!metrics_file.empty()) return metrics_file;
+  if (!log_dir.empty()) return (fs::path(log_dir) / "metrics.jsonl").string();
+  if (!save_dir.empty()) return (fs::path(save_dir) / "metrics.jsonl").string();
+  return "";
+}
+
+std::string train_rank_path(const std::string& path, int rank) {
+  if (path.empty() || rank == 0) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() /
+          fmt::format("{}-rank{:05d}{}", p.stem().string(), rank, p.extension().string()))
+      .string();
+}
+
+std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
+  TrainOptions opts = options;
+  const TrainingConfig& tc = opts.config.training;
+  // Distributed: rank 0 speaks; the others are quiet and write their own metrics (their
+  // stage's measured and predicted memory) next to rank 0's, as metrics-rank00001.jsonl.
+  if (opts.groups && opts.groups->comm().rank() != 0) {
+    opts.quiet = true;
+    opts.metrics_path = train_rank_path(opts.metrics_path, opts.groups->comm().rank());
+    opts.timings_path = train_rank_path(opts.timings_path, opts.groups->comm().rank());
+  }
+  const bool talk = !opts.quiet && opts.out != nullptr;
+  if (opts.groups) {
+    // The run's --p2p-timeout and --watchdog-timeout, for every wait from here on.
+    const ParallelConfig& p = opts.config.parallel;
+    opts.groups->comm().timeouts_set(p.p2p_timeout, p.watchdog_timeout);
+    if (opts.watchdog) opts.watchdog->timeout_set(opts.groups->comm().options().watchdog_timeout());
+  }
+  // Megatron's idiom `--save DIR --load DIR` resumes when DIR has a checkpoint and starts fresh
+  // when it has none yet (the first run of a job script).
+  if (!tc.load.empty() && tc.load == tc.save && !checkpoint_find_latest(tc.load)) {
+    if (talk) fmt::print(opts.out, "no checkpoint in {} yet: starting from scratch\n", tc.load);
+    opts.config.training.load.clear();
+  }
+  Trainer trainer(opts);
+  std::vector<obs::IterationMetrics> out;
+  if (talk && trainer.resumed()) {
+    fmt::print(opts.out, "resumed from {} at iteration {} ({} samples consumed)\n", tc.load,
+               trainer.iteration(), trainer.consumed_samples());
+  }
+  int64_t last_saved = trainer.resumed() ? trainer.iteration() : -1;
+  auto save = [&] {
+    trainer.save();
+    last_saved = trainer.iteration();
+    if (talk) {
+      fmt::print(opts.out, "saved checkpoint {}\n",
+                 checkpoint_iter_dir(tc.save, trainer.iteration()));
+      std::fflush(opts.out);
+    }
+  };
+  if (trainer.iteration() >= tc.train_iters) {
+    if (talk && tc.train_iters > 0) {
+      fmt::print(opts.out,
+                 "nothing to train: the checkpoint is at iteration {}, --train-iters is "
+                 "{}\n",
+                 trainer.iteration(), tc.train_iters);
+    }
+    if (!tc.save.empty() && last_saved != trainer.iteration()) save();
+    return out;
+  }
+  obs::MetricsWriter metrics(opts.metrics_path);
+  obs::MetricsWriter timings(opts.timings_path);
+  obs::ProgressLine progress(opts.err, trainer.iteration(), tc.train_iters, !opts.quiet);
+  std::unique_ptr<obs::TraceWriter> trace = trace_writer_open(opts);
+  const int64_t log_every = std::max<int64_t>(1, tc.log_interval);
+  while (trainer.iteration() < tc.train_iters) {
+    const auto t_step = Clock::now();
+    obs::IterationMetrics m = trainer.step();
+    if (trace) {
+      trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());
+    }
+    metrics.write(obs::metrics_to_json(m));
+    if (!opts.timings_path.empty()) {
+      timings.write(
+          obs::action_timings_to_json(m.iteration, m.predicted_step_seconds, trainer.last_stats()));
+    }
+    if (talk && (m.iteration % log_every == 0 || m.iteration == tc.train_iters)) {
+      progress.clear();
+      fmt::print(opts.out, "{}\n", obs::metrics_format_line(m));
+      std::fflush(opts.out);
+    }
+    progress.update(m);
+    out.push_back(std::move(m));
+    if (!tc.save.empty() && tc.save_interval > 0 && trainer.iteration() % tc.save_interval == 0) {
+      progress.clear();
+      save();
+    }
+  }
+  progress.finish();
+  if (!tc.save.empty() && last_saved != trainer.iteration()) save();
+  return out;
+}
+
+}  // namespace infinipipe::runtime
