@@ -1,0 +1,57 @@
+#include "data/document_stream.h"
+
+#include "core/error.h"
+
+namespace infinipipe::data {
+
+namespace {
+
+// Dataset 0 keeps the run's seed, so a single dataset orders its documents as BatchSampler did;
+// the others get seeds far from seed + epoch of dataset 0.
+uint64_t source_seed(uint64_t seed, size_t dataset) {
+  return seed + static_cast<uint64_t>(dataset) * 0x9E3779B97F4A7C15ull;
+}
+
+}  // namespace
+
+DocumentStream::DocumentStream(std::vector<DocRange> ranges, std::vector<double> weights,
+                               int64_t global_batch_size, uint64_t seed)
+    : cursor_(weights), global_batch_size_(global_batch_size) {
+  if (global_batch_size <= 0) {
+    fail_config("--global-batch-size must be positive, got {}", global_batch_size);
+  }
+  if (ranges.size() != weights.size()) {
+    fail("document stream: {} dataset ranges but {} weights", ranges.size(), weights.size());
+  }
+  for (size_t d = 0; d < ranges.size(); ++d) {
+    if (weights[d] > 0 && ranges[d].size() <= 0) {
+      fail_config(
+          "dataset {} of --data-path has weight {:.3g} but no documents in this split; give it "
+          "weight 0, or change --split so the split holds some of its documents",
+          d + 1, weights[d]);
+    }
+    // A dataset of weight 0 is never drawn; its sampler needs one document to exist.
+    const int64_t n = std::max<int64_t>(ranges[d].size(), 1);
+    sources_.push_back({ranges[d], BatchSampler(n, 1, source_seed(seed, d))});
+  }
+}
+
+std::vector<DocumentRef> DocumentStream::next() {
+  std::vector<DocumentRef> batch;
+  batch.reserve(static_cast<size_t>(global_batch_size_));
+  for (int64_t i = 0; i < global_batch_size_; ++i) {
+    const int32_t d = cursor_.next();
+    Source& s = sources_[static_cast<size_t>(d)];
+    batch.push_back({d, s.range.begin + s.order.next().front()});
+  }
+  return batch;
+}
+
+void DocumentStream::set_consumed_samples(int64_t consumed) {
+  cursor_.set_consumed(consumed);
+  for (size_t d = 0; d < sources_.size(); ++d) {
+    sources_[d].order.set_consumed_samples(cursor_.taken()[d]);
+  }
+}
+
+}  // namespace infinipipe::data

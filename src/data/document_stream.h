@@ -1,0 +1,49 @@
+// The documents of successive global batches, drawn from one split (train / validation / test)
+// of one or several datasets blended by weight. Each dataset's documents of the split are
+// visited in a seeded shuffle, reshuffled every epoch of that dataset (BatchSampler's order, so
+// one dataset with the whole split gives exactly BatchSampler's batches); which dataset each
+// sample comes from follows BlendCursor. The whole state is consumed_samples, as in Megatron-LM,
+// so a checkpoint that stores it resumes the exact same order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/batch_sampler.h"
+#include "data/blend.h"
+#include "data/split.h"
+
+namespace infinipipe::data {
+
+struct DocumentRef {
+  int32_t dataset = 0;   // index into the blend
+  int64_t document = 0;  // document id inside that dataset
+  bool operator==(const DocumentRef&) const = default;
+};
+
+class DocumentStream {
+ public:
+  // ranges[d]: dataset d's documents of this split; weights: normalised, one per dataset (a
+  // dataset of weight > 0 needs at least one document: ConfigError naming it otherwise).
+  DocumentStream(std::vector<DocRange> ranges, std::vector<double> weights,
+                 int64_t global_batch_size, uint64_t seed);
+
+  std::vector<DocumentRef> next();  // the next global batch
+
+  int64_t consumed_samples() const { return cursor_.consumed(); }
+  void set_consumed_samples(int64_t consumed);
+  int64_t global_batch_size() const { return global_batch_size_; }
+  // Samples each dataset has given so far (the blend's realised shares).
+  const std::vector<int64_t>& taken() const { return cursor_.taken(); }
+
+ private:
+  struct Source {
+    DocRange range;
+    BatchSampler order;  // one document at a time over the range
+  };
+  std::vector<Source> sources_;
+  BlendCursor cursor_;
+  int64_t global_batch_size_;
+};
+
+}  // namespace infinipipe::data
