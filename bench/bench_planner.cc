@@ -1,7 +1,7 @@
 // Planning latency of the whole EPP plan (sequence processor + K search + pipeline grouping +
 // schedule + adaptive checkpoint solve + validation) for one global batch of a github-like
 // long-tail workload, Llama-7B on A800s (Ulysses 8 inside a stage, 48K maximum length).
-// Goal (issue 3, item 9): 512 sequences at pp 8 in at most 1 s on one core.
+// Goal: 512 sequences at pp 8 in at most 1 s on one core.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Planner latency over batch size × pipeline degree (issue 6: 512 … 8192 sequences, pp 4 … 32),
+// Planner latency over batch size × pipeline degree (512 … 8192 sequences, pp 4 … 32),
 // with the time of each phase of the EPP planner measured on the winning setting: sequence
 // processor, pipeline grouping (Eq. 14), schedule, checkpoint problem + greedy solve, exact
 // checkpoint solve, validation. Llama-7B, 48K maximum length, GitHub-like lengths, A800 preset,

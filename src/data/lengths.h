@@ -1,6 +1,6 @@
 // Workloads: the lengths of the sequences of a dataset, from a Megatron indexed dataset, a text
 // file, or a built-in synthetic distribution. A sequence is one document truncated to the
-// maximum length (DESIGN.md, vocabulary).
+// maximum length (docs/architecture.md, vocabulary).
 #pragma once
 
 #include <cstdint>

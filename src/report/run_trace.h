@@ -1,4 +1,4 @@
-// Reading a traced run (`infinipipe train --trace DIR`, written by runtime/trace.h): every rank's
+// Reading a traced run (`infinipipe train --trace DIR`, written by obs/trace.h): every rank's
 // Chrome trace file, the plans each replica ran and the saved configuration, into plain values the
 // report joins. The report layer reads the files itself (it may not include the runtime), so the
 // format is documented in docs/tracing.md and checked here field by field.

@@ -1,7 +1,8 @@
 // One rank's share of a distributed training step: which sequences of the global batch its
 // data-parallel replica runs, executing the replica's plan over MPI, and the reductions that
-// make the result the single-process one (DESIGN.md invariant 1): parameter gradients summed over
-// dp (each replica scaled its loss by 1 / global predicted tokens), loss sums over the world.
+// make the result the single-process one (invariant 1 of docs/architecture.md): parameter gradients
+// summed over dp (each replica scaled its loss by 1 / global predicted tokens), loss sums over the
+// world.
 #pragma once
 
 #include <cstdint>

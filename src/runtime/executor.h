@@ -1,8 +1,9 @@
 // The executor: runs one rank's action list of a Plan through the StageEngines of the stages that
-// rank holds. It is the only control flow of the runtime (DESIGN.md: schedules are generators of
-// plans), so every schedule the planner makes runs through it unchanged. Tensors between stages go
-// through a StageLink: LocalStageLink keeps them in process (pp = 1, virtual stages, tests);
-// the distributed runtime plugs in point-to-point sends and receives behind the same interface.
+// rank holds. It is the only control flow of the runtime (docs/architecture.md: schedules are
+// generators of plans), so every schedule the planner makes runs through it unchanged. Tensors
+// between stages go through a StageLink: LocalStageLink keeps them in process (pp = 1, virtual
+// stages, tests); the distributed runtime plugs in point-to-point sends and receives behind the
+// same interface.
 #pragma once
 
 #include <chrono>

@@ -4,7 +4,7 @@
 // resume the model, the optimizer and the data position, so a resumed run continues bit for bit.
 // Under mpirun (TrainOptions::groups) the rank holds its stage's layers, its dp replica runs its
 // share of the batch, and gradients, norm and loss are reduced so the maths stay those of one
-// process (DESIGN.md invariant 1).
+// process (invariant 1 of docs/architecture.md).
 #pragma once
 
 #include <cstdint>

@@ -68,8 +68,8 @@ TEST(LengthsSynthetic, BadArgumentsAreConfigErrors) {
   EXPECT_THROW(lengths_synthetic("github", 10, 0, 1), ConfigError);
 }
 
-// The shape the issue asks of github and commoncrawl: over 90% of sequences at or below 8K,
-// under 1% at or above 64K, yet those hold 15% or more of the tokens.
+// The long-tail shape github and commoncrawl promise (docs/data.md): over 90% of sequences at or
+// below 8K, under 1% at or above 64K, yet those hold 15% or more of the tokens.
 TEST(LengthsSynthetic, LongTailShares) {
   for (const std::string name : {"github", "commoncrawl"}) {
     for (const int64_t seq_length : {131072, 262144}) {

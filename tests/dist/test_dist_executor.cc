@@ -1,7 +1,7 @@
-// Parallelism never changes the maths (DESIGN.md invariant 1), across processes: a global batch
-// split over dp replicas, each replica's plan run over pp ranks with MPI point-to-point, the
-// gradients summed over dp, gives the loss and gradients of one engine running every sequence
-// whole, to fp32 round-off, for every schedule, with and without recompute.
+// Parallelism never changes the maths (invariant 1 of docs/architecture.md), across processes: a
+// global batch split over dp replicas, each replica's plan run over pp ranks with MPI
+// point-to-point, the gradients summed over dp, gives the loss and gradients of one engine running
+// every sequence whole, to fp32 round-off, for every schedule, with and without recompute.
 #include <gtest/gtest.h>
 #include <omp.h>
 

@@ -1,5 +1,5 @@
 // The whole model through StageEngine: against an independent reference, and invariant under
-// packing, slicing, recomputation and stage splits (DESIGN.md invariant 1).
+// packing, slicing, recomputation and stage splits (invariant 1 of docs/architecture.md).
 #include <gtest/gtest.h>
 
 #include <cmath>

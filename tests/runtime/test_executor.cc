@@ -1,5 +1,6 @@
 // The executor runs planner-made plans of every schedule and gives the loss and gradients of the
-// plain computation (every sequence whole, no recompute) to fp32 round-off (DESIGN.md invariant 1).
+// plain computation (every sequence whole, no recompute) to fp32 round-off (invariant 1 of
+// docs/architecture.md).
 #include <gtest/gtest.h>
 #include <omp.h>
 
