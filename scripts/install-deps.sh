@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev
+  libsentencepiece-dev  # SentencePiece tokenizers of `data prepare` (and its trainer, in tests)
   clang-format
   chromium  # headless check that `infinipipe report`'s HTML renders its charts
   python3

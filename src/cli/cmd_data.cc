@@ -82,18 +82,31 @@ void add_data_command(CLI::App& app) {
   st->callback([stats] { run_data_stats(*stats); });
 
   auto prep = std::make_shared<data::PrepareOptions>();
-  CLI::App* pr =
-      data->add_subcommand("prepare",
-                           "tokenize JSON lines (one object with a text field per line) into "
-                           "PREFIX.bin/.idx with the byte-level tokenizer (uint16)");
+  CLI::App* pr = data->add_subcommand(
+      "prepare",
+      "tokenize JSON lines (one object per line) into Megatron .bin/.idx datasets, with "
+      "Megatron-LM preprocess_data.py's flags");
   pr->add_option("--input", prep->input, "input FILE.jsonl")->required();
-  pr->add_option("--output,--output-prefix", prep->output, "output PREFIX")->required();
-  pr->add_option("--json-key,--json-keys", prep->json_key, "field holding each document's text")
+  pr->add_option("--output", prep->output, "output PREFIX: PREFIX.bin/.idx (one json key)");
+  pr->add_option("--output-prefix", prep->output_prefix,
+                 "Megatron's output naming: PREFIX_{key}_document.bin/.idx for every json key");
+  pr->add_option("--json-keys,--json-key", prep->json_keys, "fields holding the documents' text")
       ->capture_default_str();
-  pr->add_flag("--append-eod", prep->append_eod, "end each document with token 256");
+  pr->add_flag("--append-eod", prep->append_eod,
+               "end each document with the tokenizer's end-of-document token");
+  pr->add_option("--tokenizer-type", prep->tokenizer_type,
+                 "ByteTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer or "
+                 "Llama2Tokenizer")
+      ->capture_default_str();
+  pr->add_option("--tokenizer-model", prep->tokenizer_model, "the SentencePiece FILE.model");
+  pr->add_option("--workers", prep->workers, "tokenizing threads (output is the same for any)")
+      ->capture_default_str();
   pr->callback([prep] {
+    prep->progress = stderr;
     const data::PrepareSummary s = data::prepare_jsonl(*prep);
-    fmt::print("wrote {}.bin/.idx: {} documents, {} tokens", prep->output, s.documents, s.tokens);
+    for (const std::string& out : s.outputs) fmt::print("wrote {}.bin/.idx\n", out);
+    fmt::print("{} documents, {} tokens, vocabulary {} ({})", s.documents, s.tokens, s.vocab_size,
+               prep->tokenizer_type);
     if (s.skipped_empty_documents > 0) {
       fmt::print(" ({} empty documents skipped)", s.skipped_empty_documents);
     }

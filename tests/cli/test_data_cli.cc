@@ -44,6 +44,21 @@ TEST(DataCli, PrepareNamesTheBadLine) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+TEST(DataCli, PrepareTokenizerFlagsAreChecked) {
+  std::string dir = temp_dir();
+  std::ofstream(dir + "/in.jsonl") << "{\"text\": \"hello\", \"title\": \"hi\"}\n";
+  CliResult r = run_cli("data prepare --input " + dir + "/in.jsonl --output " + dir +
+                        "/out --tokenizer-type Llama2Tokenizer");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--tokenizer-model"), std::string::npos) << r.output;
+  r = run_cli("data prepare --input " + dir + "/in.jsonl --output-prefix " + dir +
+              "/m --json-keys text title --workers 2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::ifstream(dir + "/m_text_document.idx").good()) << r.output;
+  EXPECT_TRUE(std::ifstream(dir + "/m_title_document.bin").good()) << r.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(DataCli, MissingDatasetIsClear) {
   CliResult r = run_cli("data stats --data-path /nonexistent/corpus --seq-length 4096");
   EXPECT_EQ(r.exit_code, 1) << r.output;

@@ -17,6 +17,16 @@ namespace {
 
 using test::ScratchDir;
 
+PrepareOptions prepare_options(std::string input, std::string output, std::string key,
+                               bool append_eod) {
+  PrepareOptions o;
+  o.input = std::move(input);
+  o.output = std::move(output);
+  o.json_keys = {std::move(key)};
+  o.append_eod = append_eod;
+  return o;
+}
+
 std::string error_of(const std::function<void()>& fn) {
   try {
     fn();
@@ -70,7 +80,7 @@ TEST(Prepare, TokenizesJsonLines) {
 TEST(Prepare, OtherJsonKey) {
   ScratchDir dir;
   test::write_text(dir.file("in.jsonl"), "{\"content\": \"xy\"}\n");
-  PrepareOptions opt{dir.file("in.jsonl"), dir.file("out"), "content", false};
+  PrepareOptions opt = prepare_options(dir.file("in.jsonl"), dir.file("out"), "content", false);
   EXPECT_EQ(prepare_jsonl(opt).tokens, 2);
 }
 
@@ -85,22 +95,22 @@ TEST(Prepare, BadLinesNameTheLineAndLeaveNoOutput) {
   };
   for (const auto& [line, what] : cases) {
     test::write_text(input, "{\"text\": \"fine\"}\n\n" + line + "\n{\"text\": \"fine\"}\n");
-    const std::string msg = error_of([&] {
-      prepare_jsonl({input, dir.file("out"), "text", true});
-    });
+    const std::string msg =
+        error_of([&] { prepare_jsonl(prepare_options(input, dir.file("out"), "text", true)); });
     EXPECT_NE(msg.find(input + ":3:"), std::string::npos) << msg;
     EXPECT_NE(msg.find(what), std::string::npos) << msg;
     EXPECT_EQ(dir.list(), std::vector<std::string>{"in.jsonl"});
   }
   test::write_text(input, "\n{\"text\": \"\"}\n");
   EXPECT_NE(error_of([&] {
-              prepare_jsonl({input, dir.file("out"), "text", false});
+              prepare_jsonl(prepare_options(input, dir.file("out"), "text", false));
             }).find("no documents"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              prepare_jsonl({dir.file("nope.jsonl"), dir.file("out"), "text", false});
-            }).find("cannot open"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] {
+        prepare_jsonl(prepare_options(dir.file("nope.jsonl"), dir.file("out"), "text", false));
+      }).find("cannot open"),
+      std::string::npos);
 }
 
 TEST(Synth, CorpusHasTheRequestedLengthsAndVocabulary) {
