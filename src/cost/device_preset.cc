@@ -3,8 +3,11 @@
 #include <array>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "cost/cost_model.h"
+#include "cost/host_cpu.h"
 
 namespace infinipipe::cost {
 namespace {
@@ -12,26 +15,39 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr std::array<const char*, 4> kNames = {"cpu", "a800-80gb", "h100-80gb", "h200-141gb"};
 
+// This machine's cores at an all-core clock of about 3.6 GHz (Zen 3/4 EPYC and Ryzen): 32 FLOP per
+// cycle make the 115 GFLOP/s per core the preset has always assumed for fp32.
+constexpr double kCpuClockHz = 115e9 / 32;
+
 DeviceSpec preset_cpu(bool bf16) {
+  const HostCpu& cpu = host_cpu();
   DeviceSpec d;
   d.name = "cpu";
-  // 2 Zen 4 cores: fp32 FMA peak ~115 GFLOP/s per core; AVX512-BF16 doubles it.
-  d.peak_flops = bf16 ? 460e9 : 230e9;
-  // oneDNN reaches ~215/230 (sgemm) and ~400/460 (bf16) on large squares; training shapes
+  const double per_core = host_cpu_flops_per_cycle(cpu, bf16) * kCpuClockHz;
+  d.peak_flops = per_core * static_cast<double>(cpu.cores);
+  // oneDNN reaches ~93% of this on large sgemm squares (2 Zen 4 cores); training shapes
   // (tall-skinny, weight-gradient reductions) less.
   d.matmul_efficiency = 0.8;
   d.attention_efficiency = 0.4;  // blocked CPU attention with softmax is far from GEMM speed
-  d.memory_bytes = static_cast<int64_t>(24 * kGiB);
-  d.memory_bandwidth = 20e9;     // what two cores stream from DDR5
-  d.intra_node_bandwidth = 8e9;  // OpenMPI shared-memory ping-pong: 6-12 GB/s
-  d.inter_node_bandwidth = 1e9;  // TCP between machines (no fabric here)
+  d.memory_bytes = static_cast<int64_t>(24 * kGiB);  // the budget, whatever the machine holds
+  d.memory_bandwidth = 20e9;                         // what two cores stream from DDR5
+  d.intra_node_bandwidth = 8e9;                      // OpenMPI shared-memory ping-pong: 6-12 GB/s
+  d.inter_node_bandwidth = 1e9;                      // TCP between machines (no fabric here)
   d.latency_s = 5e-6;
   d.half_efficiency_tokens = 64;  // GEMMs with M >= a few hundred rows run near full speed
   d.chunk_overhead_s = 200e-6;    // OpenMP regions, allocation, MPI progress per chunk
   d.backward_factor = 2.0;
-  d.sources =
-      "measured on this machine (DESIGN.md): fp32 FMA peak 115 GFLOP/s/core, oneDNN sgemm "
-      "215 GFLOP/s and bf16 400 GFLOP/s on 2 cores, OpenMPI shm 6-12 GB/s";
+  d.sources = fmt::format(
+      "this machine: {}, {} cores ({} logical CPUs), {}, {} of memory. Peak {:.0f} GFLOP/s {} is "
+      "an "
+      "estimate from the ISA and core count, not measured: {} cores x {:.0f} FLOP/cycle ({}) x "
+      "{:.2f} GHz; `infinipipe profile` measures the real sgemm rate. Fixed preset values (docs/"
+      "cost-model.md): memory budget 24 GiB, DRAM 20 GB/s, OpenMPI shared memory 8 GB/s (6-12 GB/s "
+      "ping-pong on an idle 2-core VM), TCP 1 GB/s, efficiencies 0.8 (matmul) and 0.4 (attention)",
+      cpu.model, cpu.cores, cpu.logical_cpus, host_cpu_isa(cpu),
+      cpu.memory_bytes > 0 ? format_bytes(cpu.memory_bytes) : std::string("unknown amount"),
+      d.peak_flops / 1e9, bf16 ? "bf16" : "fp32", cpu.cores, host_cpu_flops_per_cycle(cpu, bf16),
+      host_cpu_flops_source(cpu, bf16), kCpuClockHz / 1e9);
   return d;
 }
 
