@@ -6,12 +6,12 @@
 #include <string>
 
 #include "cli/run_cli.h"
+#include "common/test_temp.h"
 
 namespace {
 
 std::string temp_dir() {
-  char name[] = "/tmp/infinipipe_data_cli_XXXXXX";
-  return mkdtemp(name);
+  return infinipipe::test::test_temp_dir_make("data_cli");
 }
 
 TEST(DataCli, SynthThenStats) {

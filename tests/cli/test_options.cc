@@ -28,8 +28,8 @@ std::string parse_error(std::vector<std::string> args) {
 }
 
 std::string write_temp(const std::string& text) {
-  char name[] = "/tmp/infinipipe_cfg_XXXXXX";
-  int fd = mkstemp(name);
+  std::string name = ::testing::TempDir() + "infinipipe_cfg_XXXXXX";  // TempDir ends in '/'
+  int fd = mkstemp(name.data());
   close(fd);
   std::ofstream(name) << text;
   return name;

@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -33,9 +34,11 @@ class DistTrainFixture : public ::testing::Test {
     // One directory for the job: rank 0 names it.
     int64_t pid = getpid();
     MPI_Bcast(&pid, 1, MPI_INT64_T, 0, comm.world());
+    // A parameterised test's name holds '/': one directory, not nested ones.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
     dir_ = std::filesystem::path(::testing::TempDir()) /
-           fmt::format("infinipipe_dist_{}_{}", pid,
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           fmt::format("infinipipe_dist_{}_{}", pid, name);
     if (comm.rank() == 0) {
       std::filesystem::remove_all(dir_);
       std::filesystem::create_directories(dir_);

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint.h"
+#include "common/test_temp.h"
 #include "dist_test_util.h"
 
 namespace infinipipe {
@@ -46,7 +47,7 @@ class DistCli : public ::testing::Test {
  protected:
   void SetUp() override {
     if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
-    dir_ = fs::path(::testing::TempDir()) / fmt::format("infinipipe_distcli_{}", getpid());
+    dir_ = test::test_temp_path("distcli");
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     const Job j = shell(fmt::format("{} data synth --output {} --seq-length 256", INFINIPIPE_BINARY,
@@ -57,9 +58,10 @@ class DistCli : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
-  // Starts `job`, waits for its first checkpoint in `ck`, sends `signal` to rank 1 (found by
-  // its environment among the launcher's children) and waits for the job. The output ends with
-  // "HIT=<pid> RC=<job's exit code> AFTER=<seconds from the signal to the end>".
+  // Starts `job`, waits (up to 60 s) for its first checkpoint in `ck` to appear, sends `signal`
+  // to rank 1 (found by its environment among the launcher's children) and waits for the job.
+  // The output ends with "CKPT=<yes|no> HIT=<pid> RC=<job's exit code> AFTER=<seconds from the
+  // signal to the end>"; without a checkpoint nothing is signalled.
   Job signal_rank1_after_checkpoint(const std::string& job, const std::string& ck,
                                     const std::string& signal) const {
     const std::string script_path = (dir_ / "signal.sh").string();
@@ -67,9 +69,10 @@ class DistCli : public ::testing::Test {
     if (f == nullptr) return {1, "cannot write " + script_path};
     fmt::print(f, R"SH({} &
 T=$!
-for i in $(seq 300); do [ -e {}/latest ] && break; sleep 0.1; done
+C=no
+for i in $(seq 600); do [ -e {}/latest ] && C=yes && break; sleep 0.1; done
 K=
-for m in $(pgrep -P $T); do
+[ $C = yes ] && for m in $(pgrep -P $T); do
   for c in $(pgrep -P $m); do
     tr '\0' '\n' < /proc/$c/environ | grep -qx OMPI_COMM_WORLD_RANK=1 && K=$c
   done
@@ -79,7 +82,7 @@ S=$(date +%s)
 wait $T
 RC=$?
 [ -n "$K" ] && kill -9 $K 2>/dev/null
-echo "HIT=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
+echo "CKPT=$C HIT=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
 )SH",
                job, ck, signal);
     std::fclose(f);
@@ -88,6 +91,9 @@ echo "HIT=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
 
   // The job ended non-zero within `seconds` of the signal, and rank 1 was found and named.
   static void expect_ended_naming_rank1(const Job& j, int seconds) {
+    ASSERT_NE(j.output.find("CKPT=yes"), std::string::npos)
+        << "no checkpoint appeared within 60 s:\n"
+        << j.output;
     ASSERT_NE(j.output.find("HIT="), std::string::npos) << j.output;
     ASSERT_EQ(j.output.find("HIT= "), std::string::npos) << "rank 1 was not found:\n" << j.output;
     EXPECT_EQ(j.output.find("RC=0"), std::string::npos) << j.output;

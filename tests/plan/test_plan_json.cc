@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/test_temp.h"
 #include "core/error.h"
 #include "plan/plan_json.h"
 #include "plan/schedule.h"
@@ -94,7 +95,7 @@ TEST_F(PlanJson, RoundTrip) {
 }
 
 TEST_F(PlanJson, SaveAndLoadFile) {
-  auto path = (std::filesystem::temp_directory_path() / "plancore_test_plan.json").string();
+  const std::string path = test::test_temp_path("plan.json").string();
   plan_save(plan, path);
   expect_same(plan, plan_load(path));
   std::filesystem::remove(path);

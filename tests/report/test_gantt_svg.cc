@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/test_temp.h"
 #include "core/error.h"
 #include "plan/schedule.h"
 #include "plan/test_plan_util.h"
@@ -62,7 +63,7 @@ TEST_F(Gantt, DrawsEveryActionRecomputeAndMemory) {
 
 TEST_F(Gantt, SavesAFile) {
   sim::StepResult r = sim::simulate(p, cost, cfg);
-  auto path = (std::filesystem::temp_directory_path() / "plancore_gantt.svg").string();
+  const std::string path = test::test_temp_path("gantt.svg").string();
   gantt_svg_save(r, path, {.title = "a <test> & more"});
   std::ifstream in(path);
   std::stringstream ss;
