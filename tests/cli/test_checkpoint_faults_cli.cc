@@ -41,7 +41,7 @@ class CheckpointFaultCliTest : public CliDirTest {
   CliResult in_tmpfs(const std::string& body) const {
     const fs::path script = dir_ / "fault.sh";
     std::ofstream(script) << fmt::format(
-        "M={}\nmkdir -p $M\nmount -t tmpfs -o size=256m none $M || exit {}\n{}\n",
+        "exec 2>&1\nM={}\nmkdir -p $M\nmount -t tmpfs -o size=32m none $M || exit {}\n{}\n",
         (dir_ / "mnt").string(), kCannotMount, body);
     return shell(fmt::format("unshare -m sh {} || exit $?", script.string()));
   }
@@ -79,7 +79,7 @@ TEST_F(CheckpointFaultCliTest, ReadOnlySaveFolderFailsBeforeTraining) {
   EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
 }
 
-// The first run saves iteration 1; the disk is then filled to within 256 KiB (room for the
+// The first run saves iteration 1; the disk is then filled to within 128 KiB (room for the
 // metrics lines, not for a checkpoint), and the resumed run's save of iteration 2 must fail
 // cleanly: exit 1, one error naming the file and the full disk, no temporaries left, `latest`
 // still 1 and that checkpoint still verifying.
@@ -88,7 +88,7 @@ TEST_F(CheckpointFaultCliTest, DiskFullDuringSaveKeepsThePreviousCheckpoint) {
   const CliResult r =
       in_tmpfs(train("--train-iters 1 --save $M/ck --quiet") + " || exit 78\n" +
                "AVAIL=$(df -B1 --output=avail $M | tail -1)\n"
-               "head -c $((AVAIL - 262144)) /dev/zero > $M/filler\n" +
+               "head -c $((AVAIL - 131072)) /dev/zero > $M/filler\n" +
                train("--train-iters 2 --save $M/ck --load $M/ck --quiet") +
                "\necho TRAIN_RC=$?\n"
                "echo LATEST=$(cat $M/ck/latest)\n"
@@ -110,7 +110,7 @@ TEST_F(CheckpointFaultCliTest, DiskFullDuringSaveKeepsThePreviousCheckpoint) {
 TEST_F(CheckpointFaultCliTest, KilledDuringASaveResumesFromACompleteCheckpoint) {
   const std::string ck = (dir_ / "ck").string();
   const CliResult k = shell(fmt::format(
-      "{} &\nP=$!\n"
+      "exec 2>&1\n{} &\nP=$!\n"
       "for i in $(seq 6000); do [ -e {}/iter_0000004 ] && break; sleep 0.005; done\n"
       "kill -9 $P\nwait $P\necho KILLED_RC=$?\n",
       train(fmt::format("--train-iters 100000 --save-interval 2 --quiet --save {}", ck)), ck));
