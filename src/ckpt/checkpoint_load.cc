@@ -119,8 +119,8 @@ CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration) {
     checked = checkpoint_state_check(dir, iteration);
   } catch (const Error& e) {
     fail(
-        "{} is not a complete checkpoint: {}; it was probably interrupted while saving, or is "
-        "damaged: --load without --iteration resumes from the newest complete one",
+        "{} is not a complete checkpoint: {}; it was interrupted while saving or is damaged, "
+        "and is never loaded (--load takes the newest complete checkpoint)",
         checkpoint_iter_dir(dir, iteration), e.what());
   }
   path_ = checkpoint_iter_dir(dir, iteration);

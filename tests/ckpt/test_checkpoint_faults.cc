@@ -319,8 +319,14 @@ TEST_F(CheckpointFaultTest, LinksPlantedAtEveryTemporaryNameAreNotWrittenThrough
                                          dir_ / "latest.tmp",
                                          dir_ / "latest_checkpointed_iteration.txt.tmp"};
   for (const fs::path& p : planted) fs::create_symlink(victim, p);
+  // A link to a folder among the leftovers the commit sweeps: the link goes, the folder stays.
+  fs::create_directories(dir_ / "keep");
+  fs_write_atomic((dir_ / "keep" / "file").string(), original);
+  fs::create_directory_symlink(dir_ / "keep", iter2 / "junk");
   save(2);
   EXPECT_EQ(fs_read_text(victim.string()), original);
+  EXPECT_EQ(fs_read_text((dir_ / "keep" / "file").string()), original);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(iter2 / "junk")));
   for (const fs::path& p : planted) EXPECT_FALSE(fs::exists(fs::symlink_status(p))) << p;
   EXPECT_EQ(checkpoint_find_latest(dir_.string()), 2);
   EXPECT_EQ(load_error(2), "");
