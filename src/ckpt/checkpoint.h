@@ -115,7 +115,9 @@ void checkpoint_commit(const std::string& dir, const CheckpointMeta& meta);
 void checkpoint_save(const std::string& dir, const CheckpointMeta& meta,
                      const CheckpointShard& shard);
 
-// True when DIR/iter_N has a state.json naming files that all exist with their recorded sizes.
+// True when DIR/iter_N has a state.json naming files that all exist with their recorded sizes,
+// with plain names inside the folder and no symbolic links, and indexes whose optimizer entries
+// match the optimizer kind (checkpoint_state.h: the rule --load, list and verify share).
 bool checkpoint_is_complete(const std::string& dir, int64_t iteration);
 // The iteration to resume from: `latest` when it names a complete checkpoint, otherwise the
 // newest complete iter_ directory (a crash can leave `latest` behind); nullopt when none.
@@ -127,6 +129,7 @@ struct CheckpointEntry {
   int64_t iteration = 0;
   bool complete = false;
   bool latest = false;
+  std::string problem;  // why it is not complete (empty when it is)
 };
 std::vector<CheckpointEntry> checkpoint_list(const std::string& dir);
 
@@ -149,15 +152,18 @@ class CheckpointReader {
   const std::string& optimizer_kind() const { return optimizer_kind_; }  // "adamw", "sgd", "none"
   std::vector<std::string> param_names() const;                          // sorted
 
-  // Verifies every file's checksum and parses every safetensors header; returns the bytes read.
+  // Verifies every file's checksum, parses every safetensors header, checks that each file holds
+  // exactly the tensors the indexes place there and that every value is one a load accepts
+  // (finite, second moments >= 0, steps >= 1); returns the bytes read.
   int64_t verify_all();
   // ConfigError naming every differing field when the saved model is not `current`.
   void check_model(const ModelConfig& current) const;
   // Fills each target (any subset, whatever layout wrote the checkpoint). Error when a name is
-  // missing or its shape differs.
+  // missing, its shape differs or a value is NaN or infinite.
   void load_params(std::span<const CheckpointTarget> targets);
   // Installs the saved optimizer state of the named parameters (shape from each target).
-  // Parameters the checkpoint has no state for (never updated) keep a fresh state.
+  // A checkpoint saved before the first update has no state: the optimizer starts fresh; any
+  // other must hold every parameter's whole state (Error otherwise), with finite values.
   void load_optimizer(std::span<const CheckpointTarget> params, ParamOptimizer& optimizer);
   // The same for parts of parameters (a distributed optimizer's share), each installed as the
   // state of its name with its own numel.
@@ -166,6 +172,7 @@ class CheckpointReader {
  private:
   SafetensorsReader& open_file(const std::string& file);  // verifies the checksum once
   void verify_file(const std::string& file);
+  void verify_values(const SafetensorsReader& r, const std::string& file) const;
 
   std::string path_;
   int64_t iteration_ = 0, consumed_samples_ = 0, num_ranks_ = 1;

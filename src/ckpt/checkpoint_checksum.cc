@@ -65,7 +65,8 @@ uint32_t checksum_crc32c(uint32_t crc, const void* data, size_t n) {
 }
 
 FileChecksum checksum_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NOFOLLOW: a checkpoint file that became a symbolic link is not the file that was saved.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) fail("cannot open {}: {}", path, std::strerror(errno));
   FileChecksum out;
   std::vector<unsigned char> buf(1 << 22);

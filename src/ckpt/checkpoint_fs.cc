@@ -5,10 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "core/error.h"
@@ -16,7 +15,18 @@
 namespace infinipipe {
 
 FsAtomicFile::FsAtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // unlink never follows a symbolic link: a stale or planted temporary goes, its target stays.
+  if (::unlink(tmp_.c_str()) != 0 && errno != ENOENT) {
+    fail("cannot remove the stale temporary file {}: {}; remove it by hand", tmp_,
+         std::strerror(errno));
+  }
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0 && errno == EEXIST) {
+    fail(
+        "cannot create {}: another process created it while this one saved; run one save per "
+        "directory at a time",
+        tmp_);
+  }
   if (fd_ < 0) {
     fail("cannot create {}: {}; check that the directory exists and is writable", tmp_,
          std::strerror(errno));
@@ -63,12 +73,27 @@ void fs_write_atomic(const std::string& path, std::string_view text) {
 }
 
 std::string fs_read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open {}: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("cannot read {}", path);
-  return ss.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ELOOP) {
+    fail("{} is a symbolic link; checkpoint files are never read through one: remove the link",
+         path);
+  }
+  if (fd < 0) fail("cannot open {}: {}", path, std::strerror(errno));
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof(buf));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int err = errno;
+      ::close(fd);
+      fail("cannot read {}: {}", path, std::strerror(err));
+    }
+    if (got == 0) break;
+    text.append(buf, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return text;
 }
 
 void fs_sync_dir(const std::string& dir) {
@@ -89,6 +114,43 @@ void fs_make_dirs(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) fail("cannot create directory {}: {}", dir, ec.message());
+}
+
+void fs_require_real_dir(const std::string& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) fail("cannot inspect {}: {}", dir, std::strerror(errno));
+  if (S_ISLNK(st.st_mode)) {
+    fail(
+        "{} is a symbolic link; a checkpoint is never written or read through one (its files "
+        "would land elsewhere): remove the link",
+        dir);
+  }
+  if (!S_ISDIR(st.st_mode)) fail("{} is not a directory; move it away", dir);
+}
+
+void fs_check_writable_dir(const std::string& dir, const std::string& flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    fail_config("{} {}: cannot create the folder ({}); choose a folder you can write", flag, dir,
+                ec.message());
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    fail_config("{} {}: not a folder; choose a folder", flag, dir);
+  }
+  std::string probe = (std::filesystem::path(dir) / ".infinipipe-write-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    fail_config(
+        "{} {}: cannot create a file there ({}); make the folder writable or choose "
+        "another {}",
+        flag, dir, std::strerror(errno), flag);
+  }
+  ::close(fd);
+  if (::unlink(probe.c_str()) != 0) {
+    fail_config("{} {}: cannot remove the probe file {} ({}); check the folder's permissions", flag,
+                dir, probe, std::strerror(errno));
+  }
 }
 
 }  // namespace infinipipe

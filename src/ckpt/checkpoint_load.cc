@@ -10,6 +10,8 @@
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/checkpoint_fs.h"
 #include "ckpt/checkpoint_layout.h"
+#include "ckpt/checkpoint_state.h"
+#include "ckpt/checkpoint_values.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 
@@ -39,28 +41,29 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-bool checkpoint_is_complete(const std::string& dir, int64_t iteration) {
-  const fs::path iter_dir = checkpoint_iter_dir(dir, iteration);
-  std::error_code ec;
-  if (!fs::is_regular_file(iter_dir / kCkptState, ec)) return false;
+namespace {
+
+// Why DIR/iter_N is not complete, empty when it is (checkpoint_state_check decides).
+std::string incomplete_reason(const std::string& dir, int64_t iteration) {
   try {
-    const Json state = checkpoint_read_json((iter_dir / kCkptState).string());
-    if (state.value("iteration", int64_t(-1)) != iteration) return false;
-    for (const auto& [file, entry] : state.at("files").items()) {
-      const auto size = fs::file_size(iter_dir / file, ec);
-      if (ec || int64_t(size) != entry.at("bytes").get<int64_t>()) return false;
-    }
-  } catch (const std::exception&) {
-    return false;  // unreadable or damaged state: not a checkpoint to resume from
+    checkpoint_state_check(dir, iteration);
+  } catch (const std::exception& e) {
+    return e.what();  // unreadable or damaged state: not a checkpoint to resume from
   }
-  return true;
+  return {};
+}
+
+}  // namespace
+
+bool checkpoint_is_complete(const std::string& dir, int64_t iteration) {
+  return incomplete_reason(dir, iteration).empty();
 }
 
 std::optional<int64_t> checkpoint_find_latest(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
   const fs::path latest = fs::path(dir) / kCkptLatest;
-  if (fs::is_regular_file(latest, ec)) {
+  if (fs::is_regular_file(fs::symlink_status(latest, ec))) {  // a link is ignored, not followed
     std::optional<int64_t> it;
     try {
       it = parse_iteration(fs_read_text(latest.string()));
@@ -88,7 +91,8 @@ std::vector<CheckpointEntry> checkpoint_list(const std::string& dir) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("iter_", 0) != 0 || !entry.is_directory()) continue;
     if (const std::optional<int64_t> it = parse_iteration(name.substr(5))) {
-      out.push_back({*it, checkpoint_is_complete(dir, *it), false});
+      std::string problem = incomplete_reason(dir, *it);
+      out.push_back({*it, problem.empty(), false, std::move(problem)});
     }
   }
   std::sort(out.begin(), out.end(),
@@ -109,62 +113,34 @@ CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration) {
           dir);
     }
     iteration = *found;
-  } else if (!checkpoint_is_complete(dir, iteration)) {
+  }
+  CheckpointState checked;
+  try {
+    checked = checkpoint_state_check(dir, iteration);
+  } catch (const Error& e) {
     fail(
-        "{} is not a complete checkpoint (state.json or a file it lists is missing); it was "
-        "probably interrupted while saving",
-        checkpoint_iter_dir(dir, iteration));
+        "{} is not a complete checkpoint: {}; it was interrupted while saving or is damaged, "
+        "and is never loaded (--load takes the newest complete checkpoint)",
+        checkpoint_iter_dir(dir, iteration), e.what());
   }
   path_ = checkpoint_iter_dir(dir, iteration);
-  const std::string state_path = (fs::path(path_) / kCkptState).string();
-  try {
-    const Json state = checkpoint_read_json(state_path);
-    if (state.value("format", "") != "infinipipe-checkpoint" ||
-        state.value("version", 0) != kCkptFormatVersion) {
-      fail("{}: not an infinipipe checkpoint of format version {}", state_path, kCkptFormatVersion);
-    }
-    iteration_ = state.at("iteration").get<int64_t>();
-    consumed_samples_ = state.at("consumed_samples").get<int64_t>();
-    num_ranks_ = state.at("num_ranks").get<int64_t>();
-    optimizer_kind_ = state.at("optimizer").get<std::string>();
-    rng_ = state.at("rng");
-    config_ = state.at("config");
-    rank_states_ = state.at("rank_states");
-    if (!rank_states_.is_array() || int64_t(rank_states_.size()) != num_ranks_) {
-      fail("{}: rank_states does not hold one entry per writer", state_path);
-    }
-    for (const auto& [file, entry] : state.at("files").items()) {
-      if (file.empty() || file.find('/') != std::string::npos || file.starts_with(".")) {
-        fail("{}: lists a file named '{}' outside the checkpoint directory", state_path, file);
-      }
-      files_[file] = {entry.at("crc32c").get<std::string>(), entry.at("bytes").get<int64_t>()};
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: damaged ({}); move {} away and --load resumes from the previous complete checkpoint",
-         state_path, e.what(), path_);
-  }
-  auto read_verified = [&](const char* file) {
-    verify_file(file);
-    return checkpoint_read_json((fs::path(path_) / file).string());
-  };
+  // checkpoint_state_check has checked every field read here.
+  const Json& state = checked.state;
+  iteration_ = state.at("iteration").get<int64_t>();
+  consumed_samples_ = state.at("consumed_samples").get<int64_t>();
+  num_ranks_ = state.at("num_ranks").get<int64_t>();
+  optimizer_kind_ = state.at("optimizer").get<std::string>();
+  rng_ = state.at("rng");
+  config_ = state.at("config");
+  rank_states_ = state.at("rank_states");
+  files_ = std::move(checked.files);
+  model_map_ = std::move(checked.model_map);
+  optim_map_ = std::move(checked.optim_map);
   const std::string config_path = (fs::path(path_) / kCkptConfig).string();
-  model_ = checkpoint_model_from_hf(read_verified(kCkptConfig), config_path);
-  auto read_map = [&](const char* file, std::map<std::string, std::string>& map) {
-    const Json index = read_verified(file);
-    try {
-      for (const auto& [name, f] : index.at("weight_map").items()) {
-        map[name] = f.get<std::string>();
-        if (!files_.count(map[name])) {
-          fail("{}/{}: tensor {} is in {}, which state.json does not list", path_, file, name,
-               map[name]);
-        }
-      }
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}/{}: damaged index ({})", path_, file, e.what());
-    }
-  };
-  read_map(kCkptModelIndex, model_map_);
-  read_map(kCkptOptimIndex, optim_map_);
+  verify_file(kCkptConfig);
+  model_ = checkpoint_model_from_hf(checkpoint_read_json(config_path), config_path);
+  verify_file(kCkptModelIndex);
+  verify_file(kCkptOptimIndex);
 }
 
 CheckpointReader::~CheckpointReader() = default;
@@ -186,13 +162,43 @@ int64_t CheckpointReader::verify_all() {
   int64_t bytes = 0;
   for (const auto& [file, entry] : files_) {
     if (file.size() > 12 && file.ends_with(".safetensors")) {
-      open_file(file);  // checksum, then the header's own checks
+      verify_values(open_file(file), file);  // checksum, the header's own checks, the values
     } else {
       verify_file(file);
     }
     bytes += entry.second;
   }
   return bytes;
+}
+
+// Every tensor of `file` is one the indexes place there (no extra, none missing) and holds
+// values a load accepts.
+void CheckpointReader::verify_values(const SafetensorsReader& r, const std::string& file) const {
+  size_t indexed = 0;
+  for (const auto* map : {&model_map_, &optim_map_}) {
+    for (const auto& [name, f] : *map) {
+      if (f != file) continue;
+      ++indexed;
+      if (r.find(name) == nullptr)
+        fail("{}/{}: has no tensor {}, its index says it has", path_, file, name);
+    }
+  }
+  if (indexed != r.tensors().size()) {
+    fail("{}/{}: holds {} tensors, the indexes place {} there; the checkpoint is damaged", path_,
+         file, r.tensors().size(), indexed);
+  }
+  for (const SafetensorsInfo& t : r.tensors()) {
+    if (t.dtype == "F32") {
+      checkpoint_check_loaded(r.path(), t.name, r.read_f32(t.name),
+                              optim_map_.count(t.name) && checkpoint_is_second_moment(t.name));
+    } else if (t.dtype == "I64" && optim_map_.count(t.name)) {
+      const std::vector<int64_t> step = r.read_i64(t.name);
+      if (step.size() != 1) fail("{}: {} is not a scalar", r.path(), t.name);
+      checkpoint_check_loaded_step(r.path(), t.name, step[0]);
+    } else {
+      fail("{}: tensor {} has dtype {}, which infinipipe never saves", r.path(), t.name, t.dtype);
+    }
+  }
 }
 
 void CheckpointReader::check_model(const ModelConfig& current) const {
@@ -233,6 +239,7 @@ void CheckpointReader::load_params(std::span<const CheckpointTarget> targets) {
            shape_str(info.shape), shape_str(t.shape));
     }
     r.read_f32(t.name, t.data);
+    checkpoint_check_loaded(r.path(), t.name, t.data);
   }
 }
 
@@ -252,10 +259,13 @@ void CheckpointReader::load_optimizer(std::span<const CheckpointOptimSlice> slic
     fail_config("{} was trained with --optimizer {}, this run uses {}; use the same optimizer",
                 path_, optimizer_kind_, want);
   }
+  // Saved before the first update: the optimizer starts fresh. Otherwise checkpoint_state_check
+  // made sure every saved parameter has its whole state.
+  if (optim_map_.empty()) return;
   const bool adamw = optimizer.options().kind == Optimizer::adamw;
   for (const CheckpointOptimSlice& p : slices) {
     auto step_it = optim_map_.find(p.name + ".step");
-    if (step_it == optim_map_.end()) continue;  // never updated before the save
+    if (step_it == optim_map_.end()) fail("{}: optimizer state {}.step is missing", path_, p.name);
     auto read_moment = [&](const std::string& name) {
       auto it = optim_map_.find(name);
       if (it == optim_map_.end()) fail("{}: optimizer state {} is missing", path_, name);
@@ -265,6 +275,7 @@ void CheckpointReader::load_optimizer(std::span<const CheckpointOptimSlice> slic
              shape_str(r.info(name).shape), shape_str(p.shape));
       }
       std::vector<float> all = r.read_f32(name);
+      checkpoint_check_loaded(r.path(), name, all, checkpoint_is_second_moment(name));
       if (p.offset < 0 || p.numel < 0 || p.offset + p.numel > static_cast<int64_t>(all.size())) {
         fail("internal: elements [{}, {}) of {} asked, it has {}", p.offset, p.offset + p.numel,
              name, all.size());
@@ -276,6 +287,7 @@ void CheckpointReader::load_optimizer(std::span<const CheckpointOptimSlice> slic
     SafetensorsReader& r = open_file(step_it->second);
     const std::vector<int64_t> step = r.read_i64(p.name + ".step");
     if (step.size() != 1) fail("{}: {}.step is not a scalar", path_, p.name);
+    checkpoint_check_loaded_step(r.path(), p.name + ".step", step[0]);
     s.step = step[0];
     if (adamw) {
       s.exp_avg = read_moment(p.name + ".exp_avg");

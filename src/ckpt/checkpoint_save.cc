@@ -13,6 +13,8 @@
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/checkpoint_fs.h"
 #include "ckpt/checkpoint_layout.h"
+#include "ckpt/checkpoint_state.h"
+#include "ckpt/checkpoint_values.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 
@@ -53,6 +55,32 @@ Json write_json(const fs::path& path, const Json& j) {
   return file_entry({checksum_crc32c(0, text.data(), text.size()), int64_t(text.size())});
 }
 
+// Refuses NaN or infinite weights and moments before anything reaches the disk, so a diverged
+// run leaves the previous checkpoint as the newest one.
+void check_for_save(int64_t iteration, const CheckpointShard& shard,
+                    const std::vector<CheckpointOptimState>& states) {
+  for (const CheckpointTensor& t : shard.params)
+    checkpoint_check_for_save(iteration, t.name, t.data);
+  for (const CheckpointOptimState& s : states) {
+    checkpoint_check_for_save(iteration, s.name + ".exp_avg", s.exp_avg);
+    checkpoint_check_for_save(iteration, s.name + ".exp_avg_sq", s.exp_avg_sq, true);
+  }
+}
+
+// Creates DIR/iter_N as a real folder and, when an earlier save of this iteration left a
+// state.json, drops it first so the folder counts as incomplete until the new commit, instead of
+// pairing old checksums with new files.
+void prepare_iter_dir(const fs::path& iter_dir) {
+  fs_make_dirs(iter_dir.string());
+  fs_require_real_dir(iter_dir.string());
+  const fs::path state = iter_dir / kCkptState;
+  if (::unlink(state.c_str()) == 0) {
+    fs_sync_dir(iter_dir.string());
+  } else if (errno != ENOENT) {
+    fail("cannot remove {}: {}", state.string(), std::strerror(errno));
+  }
+}
+
 }  // namespace
 
 void checkpoint_save_shard(const std::string& dir, int64_t iteration,
@@ -62,15 +90,6 @@ void checkpoint_save_shard(const std::string& dir, int64_t iteration,
     fail("checkpoint: rank {} is not in [0, {})", shard.rank, shard.num_ranks);
   }
   const fs::path iter_dir = checkpoint_iter_dir(dir, iteration);
-  fs_make_dirs(iter_dir.string());
-  // Re-saving an iteration: drop the old state.json first so the directory counts as incomplete
-  // until the new commit, instead of pairing old checksums with new files.
-  const fs::path state = iter_dir / kCkptState;
-  if (::unlink(state.c_str()) == 0) {
-    fs_sync_dir(iter_dir.string());
-  } else if (errno != ENOENT) {
-    fail("cannot remove {}: {}", state.string(), std::strerror(errno));
-  }
 
   SafetensorsWriter model;
   model.set_metadata("format", "pt");  // transformers refuses safetensors without it
@@ -109,6 +128,9 @@ void checkpoint_save_shard(const std::string& dir, int64_t iteration,
       optim_names.push_back(s.name + ".exp_avg_sq");
     }
   }
+
+  check_for_save(iteration, shard, states);
+  prepare_iter_dir(iter_dir);
 
   const std::string model_file = checkpoint_shard_file("model", shard.rank, shard.num_ranks);
   const std::string optim_file = checkpoint_shard_file("optimizer", shard.rank, shard.num_ranks);
@@ -179,6 +201,12 @@ void commit_checked(const std::string& dir, const CheckpointMeta& meta) {
     kind = k;
     for (const auto& [file, entry] : m.at("files").items()) {
       const fs::path p = iter_dir / file;
+      if (!checkpoint_plain_file_name(file) || fs::is_symlink(p)) {
+        fail(
+            "checkpoint {}: rank {} lists '{}', which is not a plain file inside the folder; "
+            "remove the folder and save again",
+            iter_dir.string(), r, file);
+      }
       std::error_code ec;
       const auto size = fs::file_size(p, ec);
       if (ec || int64_t(size) != entry.value("bytes", int64_t(-1))) {

@@ -22,8 +22,9 @@ void run_checkpoint_list(const CheckpointArgs& a) {
   if (entries.empty()) fail_config("{} holds no iter_NNNNNNN checkpoint directory", a.dir);
   for (const CheckpointEntry& e : entries) {
     fmt::print("{}  {}{}\n", checkpoint_iter_dir(a.dir, e.iteration),
-               e.complete ? "complete" : "INCOMPLETE (interrupted save; never loaded)",
+               e.complete ? "complete" : "INCOMPLETE (interrupted save or damaged; never loaded)",
                e.latest ? "  <- latest" : "");
+    if (!e.complete) fmt::print("    {}\n", e.problem);
   }
 }
 
@@ -31,8 +32,8 @@ void run_checkpoint_verify(const CheckpointArgs& a) {
   CheckpointReader r(a.dir, a.iteration);
   const int64_t bytes = r.verify_all();
   const ModelConfig& m = r.model();
-  fmt::print("{}: OK, every checksum matches ({:.1f} MiB checked)\n", r.path(),
-             static_cast<double>(bytes) / (1 << 20));
+  fmt::print("{}: OK, every checksum matches and every value is finite ({:.1f} MiB checked)\n",
+             r.path(), static_cast<double>(bytes) / (1 << 20));
   fmt::print("  iteration {}, consumed samples {}, written by {} rank(s), optimizer {}\n",
              r.iteration(), r.consumed_samples(), r.num_ranks(), r.optimizer_kind());
   fmt::print("  model: {} layers, hidden {}, heads {} (kv {}), ffn {}, vocab {}, {} tensors\n",
@@ -51,8 +52,8 @@ void add_checkpoint_command(CLI::App& app) {
   list->add_option("dir", args->dir, "Checkpoint directory (as given to --save)")->required();
   list->callback([args] { run_checkpoint_list(*args); });
 
-  CLI::App* verify =
-      cmd->add_subcommand("verify", "Verify every file's checksum of one checkpoint");
+  CLI::App* verify = cmd->add_subcommand(
+      "verify", "Verify every file's checksum and every value of one checkpoint");
   verify->add_option("dir", args->dir, "Checkpoint directory (as given to --save)")->required();
   verify->add_option("--iteration", args->iteration,
                      "Iteration to verify (default: the one --load would resume from)");

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_fs.h"
 #include "comm/mpi_comm.h"
 #include "obs/trace.h"
 #include "runtime/train.h"
@@ -74,6 +75,8 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
     opts.groups->comm().timeouts_set(p.p2p_timeout, p.watchdog_timeout);
     if (opts.watchdog) opts.watchdog->timeout_set(opts.groups->comm().options().watchdog_timeout());
   }
+  // A folder that cannot take a checkpoint fails now, not after the work of the first interval.
+  if (!tc.save.empty()) fs_check_writable_dir(tc.save, "--save");
   // Megatron's idiom `--save DIR --load DIR` resumes when DIR has a checkpoint and starts fresh
   // when it has none yet (the first run of a job script).
   if (!tc.load.empty() && tc.load == tc.save && !checkpoint_find_latest(tc.load)) {

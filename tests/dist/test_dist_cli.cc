@@ -193,5 +193,19 @@ TEST_F(DistCli, P2pTimeoutFlagBoundsAHang) {
   expect_ended_naming_rank1(signal_rank1_after_checkpoint(job, ck, "STOP"), 25);
 }
 
+// A save that fails on one rank only (a folder holds the name of rank 1's shard file, so its
+// rename fails) ends every rank non-zero with that rank's error, and `latest` never moves.
+TEST_F(DistCli, SaveFailingOnOneRankEndsEveryRank) {
+  const fs::path ck = dir_ / "ck";
+  fs::create_directories(ck / "iter_0000002" / "model-00002-of-00002.safetensors" / "taken");
+  const Job j =
+      shell(mpirun(2, fmt::format("--pp 2 --train-iters 2 --quiet --save {}", ck.string())));
+  EXPECT_NE(j.rc, 0) << j.output;
+  EXPECT_NE(j.output.find("error on rank 1"), std::string::npos) << j.output;
+  EXPECT_NE(j.output.find("cannot rename"), std::string::npos) << j.output;
+  EXPECT_FALSE(fs::exists(ck / "latest")) << j.output;
+  EXPECT_FALSE(checkpoint_find_latest(ck.string()).has_value()) << j.output;
+}
+
 }  // namespace
 }  // namespace infinipipe

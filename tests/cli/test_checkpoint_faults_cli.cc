@@ -1,0 +1,127 @@
+// `infinipipe train --save` when the disk refuses: a read-only folder fails before any training
+// with exit 2, and a disk that fills up during a save ends the run with one clear error while the
+// previous checkpoint and `latest` stay intact. Both need a real read-only or full file system:
+// as root they mount a small tmpfs in a private mount namespace (unshare -m) and skip where that
+// is not allowed; without root a read-only folder is simply chmod 0555.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/cli_dir_test.h"
+#include "cli/run_cli.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kCannotMount = 77;  // the script's exit code when unshare or mount is refused
+
+class CheckpointFaultCliTest : public CliDirTest {
+ protected:
+  void SetUp() override {
+    CliDirTest::SetUp();
+    const CliResult r = run_cli(fmt::format(
+        "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  std::string train(const std::string& extra) const {
+    return fmt::format(
+        "{} train --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+        "--global-batch-size 4 --min-tail-slice 32 --data-path {} {}",
+        INFINIPIPE_BINARY, (dir_ / "corpus").string(), extra);
+  }
+  // Runs `body` (sh) in a private mount namespace with a tmpfs mounted at $M.
+  CliResult in_tmpfs(const std::string& body) const {
+    const fs::path script = dir_ / "fault.sh";
+    std::ofstream(script) << fmt::format(
+        "exec 2>&1\nM={}\nmkdir -p $M\nmount -t tmpfs -o size=32m none $M || exit {}\n{}\n",
+        (dir_ / "mnt").string(), kCannotMount, body);
+    return shell(fmt::format("unshare -m sh {} || exit $?", script.string()));
+  }
+  static CliResult shell(const std::string& cmd) {
+    CliResult r;
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    if (p == nullptr) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+    const int status = pclose(p);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  }
+};
+
+TEST_F(CheckpointFaultCliTest, ReadOnlySaveFolderFailsBeforeTraining) {
+  CliResult r;
+  if (::geteuid() != 0) {
+    const fs::path ro = dir_ / "ro";
+    fs::create_directories(ro);
+    fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
+    r = shell(train(fmt::format("--train-iters 2 --save {}", ro.string())) + "; echo TRAIN_RC=$?");
+    fs::permissions(ro, fs::perms::owner_all);
+  } else {
+    r = in_tmpfs("mkdir $M/ck && mount -o remount,ro $M || exit 77\n" +
+                 train("--train-iters 2 --save $M/ck") + "\necho TRAIN_RC=$?");
+    if (r.exit_code == kCannotMount) GTEST_SKIP() << "cannot mount a tmpfs here:\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("TRAIN_RC=2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--save"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cannot create a file there"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("iter 1/2"), std::string::npos) << "trained before failing:\n"
+                                                          << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+}
+
+// The first run saves iteration 1; the disk is then filled to within 128 KiB (room for the
+// metrics lines, not for a checkpoint), and the resumed run's save of iteration 2 must fail
+// cleanly: exit 1, one error naming the file and the full disk, no temporaries left, `latest`
+// still 1 and that checkpoint still verifying.
+TEST_F(CheckpointFaultCliTest, DiskFullDuringSaveKeepsThePreviousCheckpoint) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const CliResult r =
+      in_tmpfs(train("--train-iters 1 --save $M/ck --quiet") + " || exit 78\n" +
+               "AVAIL=$(df -B1 --output=avail $M | tail -1)\n"
+               "head -c $((AVAIL - 131072)) /dev/zero > $M/filler\n" +
+               train("--train-iters 2 --save $M/ck --load $M/ck --quiet") +
+               "\necho TRAIN_RC=$?\n"
+               "echo LATEST=$(cat $M/ck/latest)\n"
+               "echo TEMPORARIES=$(find $M/ck -name '*.tmp' | wc -l)\n" +
+               fmt::format("{} checkpoint verify $M/ck\necho VERIFY_RC=$?\n", INFINIPIPE_BINARY));
+  if (r.exit_code == kCannotMount) GTEST_SKIP() << "cannot mount a tmpfs here:\n" << r.output;
+  ASSERT_NE(r.exit_code, 78) << "the first run failed:\n" << r.output;
+  EXPECT_NE(r.output.find("TRAIN_RC=1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("LATEST=1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("TEMPORARIES=0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("iter_0000001: OK"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("VERIFY_RC=0"), std::string::npos) << r.output;
+}
+
+// kill -9 of the job while it saves (as soon as the folder of its second checkpoint appears):
+// whatever was half-written, --load resumes from a complete checkpoint that verifies.
+TEST_F(CheckpointFaultCliTest, KilledDuringASaveResumesFromACompleteCheckpoint) {
+  const std::string ck = (dir_ / "ck").string();
+  const CliResult k = shell(fmt::format(
+      "exec 2>&1\n{} &\nP=$!\n"
+      "for i in $(seq 6000); do [ -e {}/iter_0000004 ] && break; sleep 0.005; done\n"
+      "kill -9 $P\nwait $P\necho KILLED_RC=$?\n",
+      train(fmt::format("--train-iters 100000 --save-interval 2 --quiet --save {}", ck)), ck));
+  ASSERT_NE(k.output.find("KILLED_RC=137"), std::string::npos) << k.output;
+  const CliResult v = run_cli(fmt::format("checkpoint verify {}", ck));
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  const CliResult list = run_cli(fmt::format("checkpoint list {}", ck));
+  EXPECT_NE(list.output.find("iter_0000002  complete"), std::string::npos) << list.output;
+  const CliResult r = shell(train(fmt::format("--train-iters 5 --load {}", ck)));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+}
+
+}  // namespace
