@@ -47,6 +47,13 @@ void run_cost(const Config& cfg, const CostOptions& o) {
              d.inter_node_bandwidth);
   fmt::print("sources: {}\n", d.sources);
   fmt::print(
+      "links: intra-node {:.3g} B/s, {:.3g} s; inter-node {:.3g} B/s, {:.3g} s (per device, one "
+      "direction; {} devices per node)\n",
+      c.p2p_bandwidth_intra, c.p2p_latency_s, c.p2p_bandwidth_inter, c.p2p_latency_inter_s,
+      cfg.cluster.devices_per_node);
+  fmt::print("link sources: {}\n",
+             d.link_sources.empty() ? "the calibration file" : d.link_sources);
+  fmt::print(
       "alpha1 {:.4g} s/token^2/layer, alpha2 {:.4g} s/token/layer, beta1 {:.4g} s, t_half {:.4g} "
       "tokens, backward x{:.3g}\n",
       c.alpha1, c.alpha2, c.beta1, c.half_efficiency_tokens, c.backward_factor);

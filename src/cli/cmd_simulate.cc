@@ -1,6 +1,7 @@
 // `infinipipe simulate`: predicts one step of the configured schedule (or of a saved plan), and
-// with --compare prints every schedule side by side for the same batch, each baseline tuned to
-// its own best setting, as a markdown table.
+// with --compare prints every schedule side by side for the same batch as a markdown table:
+// --baselines tuned tunes each baseline to its own best setting in EPP's layout; --baselines paper
+// runs the InfiniPipe paper's baselines as its §V-A configured them (sim/baseline_*.h).
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -19,6 +20,9 @@
 #include "obs/profile.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
+#include "sim/baseline_deepspeed.h"
+#include "sim/baseline_flexsp.h"
+#include "sim/baseline_megatron.h"
 #include "sim/simulator.h"
 #include "sim/ulysses.h"
 
@@ -97,6 +101,26 @@ Row ulysses_row(const Config& cfg, const cost::CostModel& cm, const std::vector<
   return row;
 }
 
+Row baseline_row(const char* name, const std::function<sim::BaselineResult()>& run) {
+  Row row;
+  row.name = name;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    const sim::BaselineResult b = run();
+    row.ok = !b.oom;
+    row.step = b.step_time_s;
+    row.tokens_per_s = b.tokens_per_s;
+    row.mfu = b.mfu;
+    row.peak = b.peak_memory_bytes;
+    row.setting = b.setting;
+    if (b.oom) row.note = "OOM";
+  } catch (const Error& e) {
+    row.note = fmt::format("n/a: {}", e.what());
+  }
+  row.plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return row;
+}
+
 void print_compare(const Config& cfg, const std::vector<int64_t>& lengths,
                    const std::vector<Row>& rows) {
   int64_t tokens = 0, longest = 0;
@@ -116,7 +140,7 @@ void print_compare(const Config& cfg, const std::vector<int64_t>& lengths,
     if (r.name == "epp" && r.ok) epp = &r;
   fmt::print(
       "| schedule | step time | tokens/s | EPP speedup | bubble | peak memory (max rank) | "
-      "MFU | tuned setting |\n");
+      "MFU | setting |\n");
   fmt::print("|---|---:|---:|---:|---:|---:|---:|---|\n");
   for (const Row& r : rows) {
     if (!r.ok) {
@@ -126,13 +150,80 @@ void print_compare(const Config& cfg, const std::vector<int64_t>& lengths,
     }
     const std::string speedup =
         epp ? fmt::format("{:.2f}x", epp->tokens_per_s / r.tokens_per_s) : "–";
-    const std::string bubble = r.name == "ulysses" ? "–" : fmt::format("{:.1f}%", 100 * r.bubble);
+    const bool pipeline = r.name == "epp" || r.name == "1f1b" || r.name == "interleaved" ||
+                          r.name == "gpipe" || r.name == "seq1f1b";
+    const std::string bubble = pipeline ? fmt::format("{:.1f}%", 100 * r.bubble) : "–";
     fmt::print("| {} | {:.3f} s | {:.0f} | {} | {} | {} | {:.1f}% | {} |\n", r.name, r.step,
                r.tokens_per_s, speedup, bubble, format_bytes(r.peak), 100 * r.mfu, r.setting);
   }
   fmt::print("\n(pipeline rows: one data-parallel replica's share, tokens/s x dp; planning took");
   for (const Row& r : rows) fmt::print(" {} {:.2f}s", r.name, r.plan_s);
   fmt::print(")\n");
+}
+
+// The flags that configure `--baselines paper` (0 or -1: the paper's setting for this model).
+struct PaperFlags {
+  std::string baselines = "tuned";
+  int64_t megatron_tp = 0, megatron_cp = 0, megatron_recompute = -1;
+  int64_t deepspeed_sp = 0, deepspeed_recompute = -1;
+  int64_t seq1f1b_segments = 4;
+  std::vector<CLI::Option*> options;  // all of the above but --baselines
+};
+
+std::shared_ptr<PaperFlags> add_paper_flags(CLI::App* cmd) {
+  auto f = std::make_shared<PaperFlags>();
+  cmd->add_option("--baselines", f->baselines,
+                  "with --compare: 'tuned' (each baseline tuned in EPP's layout) or 'paper' (the "
+                  "InfiniPipe paper's baselines as its evaluation configured them)")
+      ->check(CLI::IsMember({"paper", "tuned"}));
+  const std::string paper = " (--baselines paper; default: the paper's for this model size)";
+  f->options = {
+      cmd->add_option("--megatron-tp", f->megatron_tp, "Megatron-LM tensor parallel" + paper)
+          ->check(CLI::PositiveNumber),
+      cmd->add_option("--megatron-cp", f->megatron_cp, "Megatron-LM context parallel" + paper)
+          ->check(CLI::PositiveNumber),
+      cmd->add_option("--megatron-recompute-layers", f->megatron_recompute,
+                      "Megatron-LM layers fully recomputed" + paper)
+          ->check(CLI::NonNegativeNumber),
+      cmd->add_option("--deepspeed-sp", f->deepspeed_sp,
+                      "DeepSpeed-Ulysses sequence-parallel degree, may span nodes" + paper)
+          ->check(CLI::PositiveNumber),
+      cmd->add_option("--deepspeed-recompute-layers", f->deepspeed_recompute,
+                      "DeepSpeed layers recomputed (default: all)")
+          ->check(CLI::NonNegativeNumber),
+      cmd->add_option("--seq1f1b-segments", f->seq1f1b_segments,
+                      "Seq1F1B: equal-cost segments per packed micro-batch (--baselines paper; "
+                      "default 4)")
+          ->check(CLI::PositiveNumber),
+  };
+  return f;
+}
+
+std::vector<Row> paper_rows(const Config& cfg, const cost::CostModel& cm,
+                            const std::vector<int64_t>& global, const std::vector<int64_t>& lengths,
+                            const PaperFlags& f) {
+  std::vector<Row> rows;
+  rows.push_back(pipeline_row(cfg, cm, lengths, Schedule::epp));
+  // Seq1F1B as its paper runs it: micro-batches packed to the longest sequence, each cut into a
+  // fixed number of equal-cost segments.
+  Config seq = cfg;
+  seq.parallel.seq1f1b_slices = f.seq1f1b_segments;
+  seq.parallel.micro_batch_size = 1;
+  rows.push_back(pipeline_row(seq, cm, lengths, Schedule::seq1f1b));
+  sim::MegatronSetting mg = sim::megatron_paper_setting(cfg.model);
+  if (f.megatron_tp > 0) mg.tp = f.megatron_tp;
+  if (f.megatron_cp > 0) mg.cp = f.megatron_cp;
+  if (f.megatron_recompute >= 0) mg.recompute_layers = f.megatron_recompute;
+  rows.push_back(
+      baseline_row("megatron", [&] { return sim::simulate_megatron(cm, cfg, global, mg); }));
+  sim::DeepSpeedSetting ds = sim::deepspeed_paper_setting(cfg.model, cfg.cluster.num_devices);
+  if (f.deepspeed_sp > 0) ds.sp = f.deepspeed_sp;
+  if (f.deepspeed_recompute >= 0) ds.recompute_layers = f.deepspeed_recompute;
+  rows.push_back(
+      baseline_row("deepspeed", [&] { return sim::simulate_deepspeed(cm, cfg, global, ds); }));
+  rows.push_back(
+      baseline_row("flexsp", [&] { return sim::simulate_flexsp(cm, cfg, global).result; }));
+  return rows;
 }
 
 }  // namespace
@@ -143,13 +234,20 @@ void add_simulate_command(CLI::App& app) {
   auto compare = std::make_shared<bool>(false);
   auto plan_file = std::make_shared<std::string>();
   cmd->add_flag("--compare", *compare,
-                "every schedule (epp, 1f1b, interleaved, gpipe, seq1f1b, ulysses) side by side");
+                "every schedule side by side: epp and the baselines of --baselines");
   cmd->add_option("--plan", *plan_file, "simulate this saved plan instead of planning");
+  auto paper = add_paper_flags(cmd);
   auto load = add_workload_options(cmd);
   auto config = add_config_options(cmd);
-  cmd->callback([compare, plan_file, load, config] {
+  cmd->callback([compare, plan_file, paper, load, config] {
     const Config cfg = resolve_config(*config);
     const cost::CostModel cm = obs::planning_cost_model(cfg);
+    const bool paper_flags = std::any_of(paper->options.begin(), paper->options.end(),
+                                         [](const CLI::Option* o) { return o->count() > 0; });
+    if (paper_flags && (paper->baselines != "paper" || !*compare))
+      fail_config(
+          "--megatron-*, --deepspeed-* and --seq1f1b-segments configure `--compare --baselines "
+          "paper` only: add those two flags or drop these");
     if (!plan_file->empty()) {
       if (*compare) fail_config("--plan and --compare exclude each other");
       const plan::Plan p = plan::plan_load(*plan_file);
@@ -163,6 +261,10 @@ void add_simulate_command(CLI::App& app) {
     if (!*compare) {
       const Row r = pipeline_row(cfg, cm, lengths, cfg.parallel.schedule);
       print_compare(cfg, lengths, {r});
+      return;
+    }
+    if (paper->baselines == "paper") {
+      print_compare(cfg, lengths, paper_rows(cfg, cm, global, lengths, *paper));
       return;
     }
     std::vector<Row> rows;

@@ -243,6 +243,17 @@ const std::vector<OptionSpec>& option_specs() {
       INT_OPT("devices-per-node", {}, "devices per node", cluster.devices_per_node),
       BYTES_OPT("device-memory", "memory per device (0 = the preset's)", cluster.device_memory),
       TEXT_OPT("calibration", "calibration JSON from `infinipipe profile`", cluster.calibration),
+      REAL_OPT("intra-node-bandwidth",
+               "bytes/s per device, one direction, inside a node (0 = the preset's)",
+               cluster.intra_node_bandwidth),
+      REAL_OPT("inter-node-bandwidth",
+               "bytes/s per device, one direction, between nodes: its share of the node's NICs "
+               "(0 = the preset's)",
+               cluster.inter_node_bandwidth),
+      REAL_OPT("intra-node-latency", "seconds per message inside a node (0 = the preset's)",
+               cluster.intra_node_latency),
+      REAL_OPT("inter-node-latency", "seconds per message between nodes (0 = the preset's)",
+               cluster.inter_node_latency),
   };
   return specs;
 }

@@ -110,6 +110,12 @@ struct ClusterConfig {
   int64_t devices_per_node = 0;  // 0 = all devices in one node
   int64_t device_memory = 0;     // bytes; 0 = the preset's memory
   std::string calibration;       // calibration JSON written by `infinipipe profile` ("" = preset)
+  // The links, per device and one direction (effective, as NCCL reaches); 0 = the preset's or
+  // the calibration's value. Inter-node bandwidth is one device's share of its node's NICs.
+  double intra_node_bandwidth = 0;  // bytes/s
+  double inter_node_bandwidth = 0;  // bytes/s
+  double intra_node_latency = 0;    // seconds per message
+  double inter_node_latency = 0;    // seconds per message
   // Device presets the cost model knows (src/cost owns their numbers).
   static constexpr const char* kPresets[] = {"cpu", "a800-80gb", "h100-80gb", "h200-141gb"};
 

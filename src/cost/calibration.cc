@@ -59,6 +59,7 @@ constexpr DoubleField kOptionalCoeffFields[] = {
     {"backward_logits_blocks", &Coefficients::backward_logits_blocks},
     {"lm_head_grad_reuse_bytes_per_token", &Coefficients::lm_head_grad_reuse_bytes_per_token},
     {"lm_head_backward_factor", &Coefficients::lm_head_backward_factor},
+    {"p2p_latency_inter_s", &Coefficients::p2p_latency_inter_s},
 };
 
 // Quantities that must be strictly positive for the formulas to make sense (they divide).

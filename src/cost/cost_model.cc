@@ -70,6 +70,7 @@ Coefficients CostModel::derive_coefficients(const ModelConfig& m, const DeviceSp
   c.p2p_bandwidth_intra = d.intra_node_bandwidth;
   c.p2p_bandwidth_inter = d.inter_node_bandwidth;
   c.p2p_latency_s = d.latency_s;
+  c.p2p_latency_inter_s = d.inter_node_latency_s > 0 ? d.inter_node_latency_s : d.latency_s;
   c.alltoall_bandwidth = d.intra_node_bandwidth;  // Ulysses groups stay inside a node
   // Saved for backward per layer (elements per token): layer input, norm output, q/k/v,
   // attention output, residual, norm output, gate and up, SwiGLU output; plus fp32 rstd/lse.
@@ -103,6 +104,7 @@ CostModel::CostModel(const ModelConfig& model, const DeviceSpec& device, const C
       coeffs_(coeffs),
       ulysses_degree_(ulysses_degree),
       bf16_(bf16) {
+  if (coeffs_.p2p_latency_inter_s <= 0) coeffs_.p2p_latency_inter_s = coeffs_.p2p_latency_s;
   if (ulysses_degree < 1) fail_config("ulysses degree must be >= 1, got {}", ulysses_degree);
   // The formulas divide by these; a zero would turn every prediction into infinity.
   if (!(coeffs.p2p_bandwidth_intra > 0) || !(coeffs.p2p_bandwidth_inter > 0) ||
@@ -128,9 +130,43 @@ CostModel CostModel::with_ulysses_degree(int64_t degree, bool across_nodes) cons
         &c.grad_bytes_per_token, &c.fwd_transient_bytes_per_token, &c.embedding_bytes_per_token,
         &c.lm_head_bytes_per_token, &c.p2p_bytes_per_token})
     *v *= k;
-  if (across_nodes) c.alltoall_bandwidth = std::min(c.alltoall_bandwidth, c.p2p_bandwidth_inter);
+  if (across_nodes) {
+    c.alltoall_bandwidth = std::min(c.alltoall_bandwidth, c.p2p_bandwidth_inter);
+    c.p2p_latency_s = c.p2p_latency_inter_s;  // every all-to-all message then crosses nodes
+  }
   return CostModel(model_, device_, c, degree, bf16_);
 }
+
+namespace {
+
+// The cluster's link values, where given, replace the device's (and a calibration's fitted ones).
+void apply_cluster_links(const ClusterConfig& cl, DeviceSpec& d, Coefficients* c = nullptr) {
+  const std::string given = "; set by the configuration:";
+  std::string note;
+  if (cl.intra_node_bandwidth > 0) {
+    d.intra_node_bandwidth = cl.intra_node_bandwidth;
+    if (c) c->p2p_bandwidth_intra = c->alltoall_bandwidth = cl.intra_node_bandwidth;
+    note += " intra-node bandwidth";
+  }
+  if (cl.inter_node_bandwidth > 0) {
+    d.inter_node_bandwidth = cl.inter_node_bandwidth;
+    if (c) c->p2p_bandwidth_inter = cl.inter_node_bandwidth;
+    note += " inter-node bandwidth";
+  }
+  if (cl.intra_node_latency > 0) {
+    d.latency_s = cl.intra_node_latency;
+    if (c) c->p2p_latency_s = cl.intra_node_latency;
+    note += " intra-node latency";
+  }
+  if (cl.inter_node_latency > 0) {
+    d.inter_node_latency_s = cl.inter_node_latency;
+    if (c) c->p2p_latency_inter_s = cl.inter_node_latency;
+    note += " inter-node latency";
+  }
+  if (!note.empty()) d.link_sources += given + note;
+}
+
+}  // namespace
 
 CostModel CostModel::from_config(const Config& cfg) {
   const int64_t u = cfg.parallel.ulysses_degree;
@@ -138,6 +174,7 @@ CostModel CostModel::from_config(const Config& cfg) {
   if (cfg.cluster.calibration.empty()) {
     DeviceSpec d = device_preset(cfg.cluster.device, bf16);
     if (cfg.cluster.device_memory > 0) d.memory_bytes = cfg.cluster.device_memory;
+    apply_cluster_links(cfg.cluster, d);
     return CostModel(cfg.model, d, u, bf16);
   }
   Calibration cal = load_calibration(cfg.cluster.calibration);
@@ -158,6 +195,7 @@ CostModel CostModel::from_config(const Config& cfg) {
         cfg.cluster.calibration, cal.ulysses_degree, cal.bf16 ? "bf16" : "fp32", u,
         bf16 ? "bf16" : "fp32");
   if (cfg.cluster.device_memory > 0) cal.device.memory_bytes = cfg.cluster.device_memory;
+  apply_cluster_links(cfg.cluster, cal.device, &cal.coeffs);
   return CostModel(cfg.model, cal.device, cal.coeffs, u, bf16);
 }
 
@@ -172,6 +210,13 @@ double CostModel::layer_seconds(std::span<const SliceShape> chunk) const {
   for (const SliceShape& s : chunk) pairs2 += causal_pairs2(s);
   const double t = static_cast<double>(chunk_tokens(chunk));
   return coeffs_.alpha1 * pairs2 + coeffs_.alpha2 * t / efficiency(chunk);
+}
+
+double CostModel::attention_seconds(std::span<const SliceShape> chunk) const {
+  check_chunk(chunk);
+  double pairs2 = 0;
+  for (const SliceShape& s : chunk) pairs2 += causal_pairs2(s);
+  return coeffs_.alpha1 * pairs2;
 }
 
 double CostModel::efficiency(std::span<const SliceShape> chunk) const {
@@ -224,7 +269,11 @@ int64_t CostModel::p2p_bytes(std::span<const SliceShape> chunk) const {
 double CostModel::p2p_time(int64_t bytes, bool inter_node) const {
   if (bytes <= 0) return 0.0;
   const double bw = inter_node ? coeffs_.p2p_bandwidth_inter : coeffs_.p2p_bandwidth_intra;
-  return static_cast<double>(bytes) / bw + coeffs_.p2p_latency_s;
+  return static_cast<double>(bytes) / bw + link_latency(inter_node);
+}
+
+double CostModel::link_latency(bool inter_node) const {
+  return inter_node ? coeffs_.p2p_latency_inter_s : coeffs_.p2p_latency_s;
 }
 
 double CostModel::allreduce_time(int64_t bytes, int64_t ranks, bool inter_node) const {
@@ -232,7 +281,7 @@ double CostModel::allreduce_time(int64_t bytes, int64_t ranks, bool inter_node) 
   const double n = static_cast<double>(ranks);
   const double bw = inter_node ? coeffs_.p2p_bandwidth_inter : coeffs_.p2p_bandwidth_intra;
   // Ring: reduce-scatter then all-gather, each n−1 steps of bytes/n.
-  return 2 * (n - 1) / n * static_cast<double>(bytes) / bw + 2 * (n - 1) * coeffs_.p2p_latency_s;
+  return 2 * (n - 1) / n * static_cast<double>(bytes) / bw + 2 * (n - 1) * link_latency(inter_node);
 }
 
 // Eq. 3: four all-to-alls per layer (Q, K, V in; attention output back). Each device holds t/u

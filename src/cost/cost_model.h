@@ -35,13 +35,15 @@ struct DeviceSpec {
   double memory_bandwidth = 0;        // bytes/s, for memory-bound elementwise work
   double intra_node_bandwidth = 0;    // bytes/s per device, one direction (NVLink, shared memory)
   double inter_node_bandwidth = 0;    // bytes/s per device, one direction (IB share)
-  double latency_s = 0;               // per message
+  double latency_s = 0;               // per message inside a node
+  double inter_node_latency_s = 0;    // per message between nodes (0 = latency_s)
   double matmul_efficiency = 0;       // reached by large GEMMs (MFU-like)
   double attention_efficiency = 0;    // reached by (flash) attention
   double half_efficiency_tokens = 0;  // eff(t) = t / (t + this): small chunks under-use the device
   double chunk_overhead_s = 0;        // β1: per chunk and stage (launches, syncs, scheduling)
   double backward_factor = 2.0;       // backward time / forward time
   std::string sources;                // where the numbers come from
+  std::string link_sources;           // where the link numbers come from, what they assume
 };
 
 // Names of the presets device_preset() knows.
@@ -69,7 +71,8 @@ struct Coefficients {
   double p2p_bandwidth_intra = 0;  // bytes/s
   double p2p_bandwidth_inter = 0;  // bytes/s
   double p2p_latency_s = 0;
-  double alltoall_bandwidth = 0;  // bytes/s per device inside the Ulysses group
+  double p2p_latency_inter_s = 0;  // between nodes; 0 = p2p_latency_s (older calibration files)
+  double alltoall_bandwidth = 0;   // bytes/s per device inside the Ulysses group
   // memory, bytes per token (per device) per layer unless noted
   double act_bytes_per_token_layer = 0;   // saved activations of a non-recomputed layer, incl. K/V
   double ckpt_bytes_per_token_layer = 0;  // a recomputed layer keeps only its input
@@ -123,8 +126,11 @@ class CostModel {
   double recompute_time(std::span<const SliceShape> chunk, int64_t recompute_layers) const;
   int64_t p2p_bytes(std::span<const SliceShape> chunk) const;  // activation or its gradient
   double p2p_time(int64_t bytes, bool inter_node) const;       // V/B + latency
+  double link_latency(bool inter_node) const;
   double allreduce_time(int64_t bytes, int64_t ranks, bool inter_node) const;  // ring
   double ulysses_alltoall_time(int64_t tokens) const;  // per layer forward; 0 when degree 1
+  // The causal-attention part of one layer's forward compute (α1 term), seconds on one device.
+  double attention_seconds(std::span<const SliceShape> chunk) const;
 
   // Bytes on one device of the stage.
   // Weights + grads + optimizer (Adam m, v); zero_shard divides the optimizer part by dp.

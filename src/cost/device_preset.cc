@@ -34,12 +34,12 @@ DeviceSpec preset_cpu(bool bf16) {
   d.intra_node_bandwidth = 8e9;                      // OpenMPI shared-memory ping-pong: 6-12 GB/s
   d.inter_node_bandwidth = 1e9;                      // TCP between machines (no fabric here)
   d.latency_s = 5e-6;
-  d.half_efficiency_tokens = 64;  // GEMMs with M >= a few hundred rows run near full speed
-  d.chunk_overhead_s = 200e-6;    // OpenMP regions, allocation, MPI progress per chunk
+  d.inter_node_latency_s = 50e-6;  // TCP round trips between machines
+  d.half_efficiency_tokens = 64;   // GEMMs with M >= a few hundred rows run near full speed
+  d.chunk_overhead_s = 200e-6;     // OpenMP regions, allocation, MPI progress per chunk
   d.backward_factor = 2.0;
   d.sources = fmt::format(
-      "this machine: {}, {} cores ({} logical CPUs), {}, {} of memory. Peak {:.0f} GFLOP/s {} is "
-      "an "
+      "this machine: {}, {} cores ({} logical CPUs), {}, {} of memory. Peak {:.0f} GFLOP/s {} is an "
       "estimate from the ISA and core count, not measured: {} cores x {:.0f} FLOP/cycle ({}) x "
       "{:.2f} GHz; `infinipipe profile` measures the real sgemm rate. Fixed preset values (docs/"
       "cost-model.md): memory budget 24 GiB, DRAM 20 GB/s, OpenMPI shared memory 8 GB/s (6-12 GB/s "
@@ -48,13 +48,17 @@ DeviceSpec preset_cpu(bool bf16) {
       cpu.memory_bytes > 0 ? format_bytes(cpu.memory_bytes) : std::string("unknown amount"),
       d.peak_flops / 1e9, bf16 ? "bf16" : "fp32", cpu.cores, host_cpu_flops_per_cycle(cpu, bf16),
       host_cpu_flops_source(cpu, bf16), kCpuClockHz / 1e9);
+  d.link_sources =
+      "intra-node: OpenMPI shared-memory ping-pong 6-12 GB/s, 5 us; inter-node: TCP, 1 GB/s, "
+      "50 us (no fabric here)";
   return d;
 }
 
 // An NVIDIA data-centre GPU: bf16 dense tensor-core peak, or TF32 when planning fp32.
 DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double hbm,
                       double nvlink_bidir, double ib_per_gpu, double matmul_eff, double attn_eff,
-                      double half_tokens, const char* sources, bool bf16) {
+                      double half_tokens, const char* sources, const char* link_sources,
+                      bool bf16) {
   DeviceSpec d;
   d.name = name;
   d.peak_flops = bf16 ? bf16_flops : bf16_flops / 2;  // TF32 tensor cores: half the bf16 rate
@@ -64,11 +68,15 @@ DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double
   d.memory_bandwidth = hbm * 0.8;
   d.intra_node_bandwidth = nvlink_bidir / 2 * 0.8;
   d.inter_node_bandwidth = ib_per_gpu * 0.8;
+  // NCCL's small-message latency is of this order on NVLink and on InfiniBand alike; no datasheet
+  // separates them, so both links get it.
   d.latency_s = 8e-6;
+  d.inter_node_latency_s = 8e-6;
   d.half_efficiency_tokens = half_tokens;
   d.chunk_overhead_s = 300e-6;
   d.backward_factor = 2.0;
   d.sources = sources;
+  d.link_sources = link_sources;
   return d;
 }
 
@@ -81,20 +89,31 @@ std::span<const char* const> device_preset_names() {
 DeviceSpec device_preset(const std::string& name, bool bf16) {
   if (name == "cpu") return preset_cpu(bf16);
   if (name == "a800-80gb")
-    // 4 x 200 Gb/s IB per node shared by 8 GPUs = 12.5 GB/s per GPU.
-    return preset_gpu("a800-80gb", 312e12, 80 * kGiB, 2.039e12, 400e9, 100e9 / 8, 0.55, 0.5, 256,
+    // The InfiniPipe paper's cluster: "400 Gb/s InfiniBand" between nodes, read as per node
+    // (50 GB/s) shared by its 8 GPUs = 6.25 GB/s per GPU before the 80% NCCL factor.
+    return preset_gpu("a800-80gb", 312e12, 80 * kGiB, 2.039e12, 400e9, 50e9 / 8, 0.55, 0.5, 256,
                       "NVIDIA A800 datasheet (312 TFLOP/s bf16 dense, 80 GB HBM2e 2.0 TB/s, "
-                      "NVLink 400 GB/s); 4x200 Gb/s IB per node; Megatron-LM MFU 50-55% on A100",
+                      "NVLink 400 GB/s); Megatron-LM MFU 50-55% on A100",
+                      "intra-node: NVLink 400 GB/s bidirectional (A800 datasheet), 200 GB/s one "
+                      "way x 0.8 = 160 GB/s; inter-node: the InfiniPipe paper's 400 Gb/s "
+                      "InfiniBand taken PER NODE (50 GB/s shared by 8 GPUs) x 0.8 = 5 GB/s per "
+                      "GPU (--inter-node-bandwidth 40e9 for 400 Gb/s per GPU); 8 us NCCL latency",
                       bf16);
   if (name == "h100-80gb")
     return preset_gpu("h100-80gb", 989e12, 80 * kGiB, 3.35e12, 900e9, 50e9, 0.45, 0.4, 384,
                       "NVIDIA H100 SXM datasheet (989 TFLOP/s bf16 dense, 80 GB HBM3 3.35 TB/s, "
-                      "NVLink 900 GB/s); 400 Gb/s IB per GPU; Megatron-LM MFU 40-47% on H100",
+                      "NVLink 900 GB/s); Megatron-LM MFU 40-47% on H100",
+                      "intra-node: NVLink 900 GB/s bidirectional x 1/2 x 0.8 = 360 GB/s; "
+                      "inter-node: 400 Gb/s NDR InfiniBand per GPU (DGX H100: 8 ConnectX-7 per "
+                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency",
                       bf16);
   if (name == "h200-141gb")
     return preset_gpu("h200-141gb", 989e12, 141e9, 4.8e12, 900e9, 50e9, 0.45, 0.4, 384,
                       "NVIDIA H200 SXM datasheet (989 TFLOP/s bf16 dense, 141 GB HBM3e 4.8 TB/s, "
-                      "NVLink 900 GB/s); 400 Gb/s IB per GPU; efficiencies as H100",
+                      "NVLink 900 GB/s); efficiencies as H100",
+                      "intra-node: NVLink 900 GB/s bidirectional x 1/2 x 0.8 = 360 GB/s; "
+                      "inter-node: 400 Gb/s NDR InfiniBand per GPU (DGX H200: 8 ConnectX-7 per "
+                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency",
                       bf16);
   std::string known;
   for (const char* n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);

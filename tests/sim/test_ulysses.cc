@@ -65,13 +65,15 @@ TEST(Ulysses, SearchPicksTheFastestFeasibleSetting) {
   lengths.push_back(49152);
   UlyssesResult best = simulate_ulysses(cm, cfg, lengths);
   ASSERT_FALSE(best.oom) << best.reason;
+  // The capacities the search tries: powers of two times the longest sequence.
   for (int64_t sp : {1, 2, 4, 8, 16})
-    for (bool rc : {false, true}) {
-      UlyssesResult r = simulate_ulysses_setting(cm, cfg, lengths, {sp, rc, 65536});
-      if (!r.oom) {
-        EXPECT_LE(best.step_time_s, r.step_time_s * (1 + 1e-12)) << sp << rc;
+    for (bool rc : {false, true})
+      for (int64_t cap : {49152, 98304}) {
+        UlyssesResult r = simulate_ulysses_setting(cm, cfg, lengths, {sp, rc, cap});
+        if (!r.oom) {
+          EXPECT_LE(best.step_time_s, r.step_time_s * (1 + 1e-12)) << sp << rc << cap;
+        }
       }
-    }
   int64_t tokens = 0;
   for (int64_t l : lengths) tokens += l;
   EXPECT_NEAR(best.tokens_per_s, tokens / best.step_time_s, 1e-6 * best.tokens_per_s);

@@ -1,0 +1,57 @@
+// What the paper's non-pipeline baselines (Megatron-LM TP x CP, DeepSpeed-Ulysses, FlexSP) share:
+// one result shape for `simulate --compare`, and the pieces of their step-time and memory models
+// (docs/cost-model.md, "The paper's baselines").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "cost/cost_model.h"
+
+namespace infinipipe::sim {
+
+struct BaselineResult {
+  std::string setting;  // the configuration, in words
+  double step_time_s = 0;
+  double compute_time_s = 0;  // forward + backward + recompute on the critical path
+  double comm_exposed_s = 0;  // communication not hidden behind compute
+  double optimizer_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;  // model FLOPs (3x forward, no recompute) / (step x devices x peak)
+  int64_t peak_memory_bytes = 0;  // per device
+  int64_t memory_budget_bytes = 0;
+  bool oom = false;
+  std::string reason;  // why it does not fit
+};
+
+// Best-fit decreasing: each sequence goes to the fullest micro-batch it still fits in; lengths
+// above the capacity get a micro-batch of their own.
+std::vector<std::vector<cost::SliceShape>> baseline_pack(std::span<const int64_t> lengths,
+                                                         int64_t capacity);
+
+// One ring all-gather or reduce-scatter of a `bytes` tensor over n ranks: (n-1)/n·V/B + (n-1)·L.
+double ring_collective_time(double bytes, int64_t n, double bandwidth, double latency);
+
+// The bandwidth a ring over n devices (devices_per_node to a node) gets per device: NVLink inside
+// a node; across nodes each of the node's GPUs drives its own share of the NICs.
+double ring_bandwidth(const cost::CostModel& cm, const Config& cfg, int64_t n);
+
+// ZeRO-3 over all devices: the time of one parameter all-gather or gradient reduce-scatter of
+// the whole model, and the bytes each device holds (its 1/n of the model states plus the
+// gathered parameters in flight: two layers being prefetched and the embedding / LM head).
+double zero3_collective_time(const cost::CostModel& cm, const Config& cfg);
+int64_t zero3_static_bytes(const cost::CostModel& cm, int64_t devices);
+
+// Adam over `params` parameters on one device: memory-bound, bytes_per_param read and written.
+double optimizer_seconds(const cost::CostModel& cm, double params);
+
+// Fills tokens/s, MFU, the budget and the OOM verdict from step time and peak memory.
+void baseline_finish(const cost::CostModel& cm, const Config& cfg, std::span<const int64_t> batch,
+                     BaselineResult& r);
+
+void baseline_check_batch(std::span<const int64_t> lengths, const char* who);
+
+}  // namespace infinipipe::sim

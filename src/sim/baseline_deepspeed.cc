@@ -1,0 +1,91 @@
+// DeepSpeed-Ulysses + ZeRO-3 with a given degree. Per micro-batch on one sp group: the whole
+// model's forward, backward and recompute with the work split over sp devices, 4 all-to-alls per
+// layer and pass (data dependencies, on the critical path), and ZeRO-3's two parameter
+// all-gathers and one gradient reduce-scatter over all devices, prefetched so only the part
+// longer than the compute is exposed. The dp groups advance in lock step (ZeRO-3's collectives
+// span them all), so a round costs its slowest micro-batch.
+#include "sim/baseline_deepspeed.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace infinipipe::sim {
+
+DeepSpeedSetting deepspeed_paper_setting(const ModelConfig& m, int64_t devices) {
+  DeepSpeedSetting s;
+  s.sp = std::min<int64_t>(static_cast<double>(m.params_total()) < 10e9 ? 16 : 32, devices);
+  return s;
+}
+
+SpMicroBatch sp_micro_batch(const cost::CostModel& cm, const Config& cfg, int64_t sp,
+                            std::span<const cost::SliceShape> chunk, int64_t R) {
+  const ModelConfig& m = cm.model();
+  const int64_t L = m.num_layers;
+  const cost::CostModel g = cm.with_ulysses_degree(sp, sp > cfg.cluster.devices_per_node);
+  const cost::StageShape all{.num_layers = L, .has_embedding = true, .has_lm_head = true};
+  SpMicroBatch r;
+  r.alltoall = g.ulysses_alltoall_time(cost::chunk_tokens(chunk)) * static_cast<double>(2 * L + R);
+  r.compute = g.forward_time(chunk, all) + g.backward_time(chunk, all) +
+              g.recompute_time(chunk, R) - r.alltoall;
+  // Uneven heads: the device with ceil(H/sp) heads sets the pace of every attention.
+  const double heads = static_cast<double>(m.num_attention_heads);
+  const double busiest =
+      static_cast<double>((m.num_attention_heads + sp - 1) / sp) * static_cast<double>(sp) / heads;
+  const cost::Coefficients& c = g.coefficients();
+  r.compute += (busiest - 1) * g.attention_seconds(chunk) *
+               (static_cast<double>(L) * (1 + c.backward_factor) +
+                static_cast<double>(R) * c.recompute_factor);
+  r.activation_bytes =
+      g.activation_bytes(chunk, all, R) +
+      std::max(g.forward_transient_bytes(chunk, all), g.backward_transient_bytes(chunk, all, R));
+  return r;
+}
+
+BaselineResult simulate_deepspeed(const cost::CostModel& cm, const Config& cfg,
+                                  std::span<const int64_t> batch, const DeepSpeedSetting& setting) {
+  baseline_check_batch(batch, "deepspeed");
+  const ModelConfig& m = cm.model();
+  const int64_t n = cfg.cluster.num_devices, sp = setting.sp;
+  const int64_t R = setting.recompute_layers < 0 ? m.num_layers : setting.recompute_layers;
+  const int64_t cap = setting.micro_batch_tokens > 0 ? setting.micro_batch_tokens : m.seq_length;
+  const int64_t longest = *std::max_element(batch.begin(), batch.end());
+  if (sp < 1 || n % sp != 0)
+    fail_config("deepspeed: sp {} must divide the {} devices (--deepspeed-sp)", sp, n);
+  if (sp > m.num_attention_heads)
+    fail_config("deepspeed: sp {} exceeds the {} attention heads (--deepspeed-sp)", sp,
+                m.num_attention_heads);
+  if (setting.recompute_layers < -1 || R > m.num_layers)
+    fail_config("deepspeed: recompute layers {} must be in [0, {}] (--deepspeed-recompute-layers)",
+                R, m.num_layers);
+  if (cap < longest)
+    fail_config("deepspeed: packing capacity {} is below the longest sequence ({} tokens)", cap,
+                longest);
+  const int64_t dp = n / sp;
+  std::vector<SpMicroBatch> mbs;
+  for (const auto& chunk : baseline_pack(batch, cap))
+    mbs.push_back(sp_micro_batch(cm, cfg, sp, chunk, R));
+  std::sort(mbs.begin(), mbs.end(), [](const SpMicroBatch& a, const SpMicroBatch& b) {
+    return a.compute + a.alltoall > b.compute + b.alltoall;
+  });
+  BaselineResult r;
+  r.setting =
+      fmt::format("sp={}, dp={}, mb={}K tok, {} layers recomputed, ZeRO-3", sp, dp, cap / 1024, R);
+  const double zero = 3 * zero3_collective_time(cm, cfg);
+  int64_t act = 0;
+  for (size_t i = 0; i < mbs.size(); i += static_cast<size_t>(dp)) {
+    r.compute_time_s += mbs[i].compute;
+    r.comm_exposed_s += mbs[i].alltoall + std::max(0.0, zero - mbs[i].compute);
+  }
+  for (const SpMicroBatch& mb : mbs) act = std::max(act, mb.activation_bytes);
+  r.optimizer_time_s =
+      optimizer_seconds(cm, static_cast<double>(m.params_total()) / static_cast<double>(n));
+  r.step_time_s = r.compute_time_s + r.comm_exposed_s + r.optimizer_time_s;
+  r.peak_memory_bytes = zero3_static_bytes(cm, n) + act;
+  baseline_finish(cm, cfg, batch, r);
+  return r;
+}
+
+}  // namespace infinipipe::sim

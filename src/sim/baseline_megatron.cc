@@ -1,0 +1,132 @@
+// Megatron-LM TP x CP x DP. Per micro-batch of T tokens on one tp x cp group:
+// * compute: the whole model's forward, backward and recompute of R layers, the work split over
+//   tp x cp devices (CP's load-balanced causal split keeps attention even);
+// * TP with sequence parallelism: 2 all-gathers + 2 reduce-scatters of T/cp tokens x hidden per
+//   layer and pass (forward, backward, recompute), not overlapped (Megatron's default);
+// * CP: cp-1 ring steps per layer, each passing the local K/V (T/cp tokens, kv heads / tp); the
+//   backward passes K/V and dK/dV (twice the bytes); hidden behind that layer's attention only;
+// * DP: the dp groups run micro-batches in lock step (a round costs its slowest); gradients
+//   all-reduced once per step over dp x cp ranks, exposed.
+#include "sim/baseline_megatron.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace infinipipe::sim {
+namespace {
+
+struct MicroBatchCost {
+  double compute = 0, comm = 0;
+  int64_t act = 0;
+};
+
+void check_setting(const Config& cfg, const ModelConfig& m, const MegatronSetting& s,
+                   int64_t longest) {
+  const int64_t n = cfg.cluster.num_devices;
+  if (s.tp < 1 || s.cp < 1 || n % (s.tp * s.cp) != 0)
+    fail_config("megatron: tp {} x cp {} must divide the {} devices (--megatron-tp, --megatron-cp)",
+                s.tp, s.cp, n);
+  if (m.num_attention_heads % s.tp != 0 || m.kv_heads() % s.tp != 0)
+    fail_config("megatron: tp {} must divide the {} attention heads and {} key/value heads", s.tp,
+                m.num_attention_heads, m.kv_heads());
+  if (s.recompute_layers < 0 || s.recompute_layers > m.num_layers)
+    fail_config("megatron: recompute layers {} must be in [0, {}] (--megatron-recompute-layers)",
+                s.recompute_layers, m.num_layers);
+  if (s.micro_batch_tokens < longest)
+    fail_config("megatron: packing capacity {} is below the longest sequence ({} tokens)",
+                s.micro_batch_tokens, longest);
+}
+
+MicroBatchCost micro_batch_cost(const cost::CostModel& cm, const Config& cfg,
+                                const MegatronSetting& s, std::span<const cost::SliceShape> chunk) {
+  const ModelConfig& m = cm.model();
+  const int64_t L = m.num_layers, R = s.recompute_layers, dpn = cfg.cluster.devices_per_node;
+  const cost::CostModel g = cm.with_ulysses_degree(s.tp * s.cp, false);
+  const cost::StageShape all{.num_layers = L, .has_embedding = true, .has_lm_head = true};
+  const int64_t T = cost::chunk_tokens(chunk);
+  const double a2a = g.ulysses_alltoall_time(T);  // the degree-(tp·cp) model adds these; not here
+  MicroBatchCost c;
+  c.compute = g.forward_time(chunk, all) + g.backward_time(chunk, all) +
+              g.recompute_time(chunk, R) - a2a * static_cast<double>(2 * L + R);
+  const double b = cm.bf16() ? 2.0 : 4.0;
+  const double local = static_cast<double>(T) / static_cast<double>(s.cp);
+  const double tp_bw = ring_bandwidth(cm, cfg, s.tp);
+  const double tp_layer = 4 * ring_collective_time(local * static_cast<double>(m.hidden_size) * b,
+                                                   s.tp, tp_bw, cm.link_latency(s.tp > dpn));
+  c.comm = tp_layer * static_cast<double>(2 * L + R);
+  if (s.cp > 1) {
+    const bool inter = s.tp * s.cp > dpn;
+    const double kv = local * 2.0 * static_cast<double>(m.kv_heads() * m.head_dim()) * b /
+                      static_cast<double>(s.tp);
+    const double step = cm.p2p_time(static_cast<int64_t>(kv), inter);
+    const double ring = static_cast<double>(s.cp - 1) * step;
+    const double attn = g.attention_seconds(chunk);
+    const double kb = g.coefficients().backward_factor, kr = g.coefficients().recompute_factor;
+    c.comm += static_cast<double>(L) *
+                  (std::max(0.0, ring - attn) + std::max(0.0, 2 * ring - kb * attn)) +
+              static_cast<double>(R) * std::max(0.0, ring - kr * attn);
+  }
+  c.act = g.activation_bytes(chunk, all, R) + std::max(g.forward_transient_bytes(chunk, all),
+                                                       g.backward_transient_bytes(chunk, all, R));
+  return c;
+}
+
+}  // namespace
+
+MegatronSetting megatron_paper_setting(const ModelConfig& m) {
+  const double params = static_cast<double>(m.params_total());
+  MegatronSetting s;
+  if (params < 10e9)
+    s = {8, 2, 10, 0};
+  else if (params < 20e9)
+    s = {8, 4, 20, 0};
+  else
+    s = {8, 4, 55, 0};
+  s.recompute_layers = std::min(s.recompute_layers, m.num_layers);
+  return s;
+}
+
+BaselineResult simulate_megatron(const cost::CostModel& cm, const Config& cfg,
+                                 std::span<const int64_t> batch, const MegatronSetting& setting) {
+  baseline_check_batch(batch, "megatron");
+  const ModelConfig& m = cm.model();
+  MegatronSetting s = setting;
+  if (s.micro_batch_tokens == 0) s.micro_batch_tokens = m.seq_length;
+  check_setting(cfg, m, s, *std::max_element(batch.begin(), batch.end()));
+  const int64_t n = cfg.cluster.num_devices, dp = n / (s.tp * s.cp);
+
+  std::vector<MicroBatchCost> mbs;
+  for (const auto& chunk : baseline_pack(batch, s.micro_batch_tokens))
+    mbs.push_back(micro_batch_cost(cm, cfg, s, chunk));
+  std::sort(mbs.begin(), mbs.end(), [](const MicroBatchCost& a, const MicroBatchCost& b) {
+    return a.compute + a.comm > b.compute + b.comm;
+  });
+  BaselineResult r;
+  r.setting = fmt::format("tp={}, cp={}, dp={}, mb={}K tok, {} layers recomputed", s.tp, s.cp, dp,
+                          s.micro_batch_tokens / 1024, s.recompute_layers);
+  int64_t act = 0;
+  for (size_t i = 0; i < mbs.size(); i += static_cast<size_t>(dp)) {
+    r.compute_time_s += mbs[i].compute;  // sorted: the first of each round is its slowest
+    r.comm_exposed_s += mbs[i].comm;
+  }
+  for (const MicroBatchCost& mb : mbs) act = std::max(act, mb.act);
+
+  // Gradients (fp32 main grads) of this device's 1/tp of the model, over the dp x cp replicas;
+  // every GPU of a node is in its own ring, so each gets its own share of the links.
+  const double shard = static_cast<double>(m.params_total()) / static_cast<double>(s.tp);
+  const int64_t replicas = dp * s.cp;
+  const bool inter = n > cfg.cluster.devices_per_node && replicas > 1;
+  const double bw =
+      inter ? cm.coefficients().p2p_bandwidth_inter : cm.coefficients().p2p_bandwidth_intra;
+  r.comm_exposed_s += 2 * ring_collective_time(shard * 4.0, replicas, bw, cm.link_latency(inter));
+  r.optimizer_time_s = optimizer_seconds(cm, shard);
+  r.step_time_s = r.compute_time_s + r.comm_exposed_s + r.optimizer_time_s;
+  r.peak_memory_bytes = static_cast<int64_t>(shard * cm.coefficients().bytes_per_param) + act;
+  baseline_finish(cm, cfg, batch, r);
+  return r;
+}
+
+}  // namespace infinipipe::sim
