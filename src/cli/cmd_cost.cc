@@ -45,6 +45,9 @@ void run_cost(const Config& cfg, const CostOptions& o) {
              d.name, cfg.cluster.calibration.empty() ? "preset" : cfg.cluster.calibration,
              d.peak_flops, format_bytes(d.memory_bytes), d.intra_node_bandwidth,
              d.inter_node_bandwidth);
+  if (d.sgemm_flops > 0)
+    fmt::print("sgemm measured {:.3g} FLOP/s by infinipipe profile (threads: see sources)\n",
+               d.sgemm_flops);
   fmt::print("sources: {}\n", d.sources);
   fmt::print(
       "links: intra-node {:.3g} B/s, {:.3g} s; inter-node {:.3g} B/s, {:.3g} s (per device, one "

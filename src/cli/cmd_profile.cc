@@ -91,9 +91,11 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
   });
   obs::apply_link_profile(links, rep.calibration.coeffs);
   rep.calibration.device.sources = fmt::format(
-      "measured by infinipipe profile on {} at {}; links: {}; other device fields from the '{}' "
-      "preset",
-      rep.calibration.machine, rep.calibration.date, links.note, cfg.cluster.device);
+      "measured by infinipipe profile on {} at {}: time coefficients fitted to the engine, sgemm "
+      "{:.1f} GFLOP/s on {} thread(s) (sgemm_flops); links: {}; other device fields, peak_flops "
+      "included, from the '{}' preset",
+      rep.calibration.machine, rep.calibration.date, rep.calibration.device.sgemm_flops / 1e9,
+      rep.threads, links.note, cfg.cluster.device);
   if (links.measured) {
     rep.calibration.device.intra_node_bandwidth = rep.calibration.coeffs.p2p_bandwidth_intra;
     rep.calibration.device.latency_s = rep.calibration.coeffs.p2p_latency_s;

@@ -130,6 +130,7 @@ std::string calibration_to_json(const Calibration& cal) {
         {"half_efficiency_tokens", d.half_efficiency_tokens},
         {"chunk_overhead_s", d.chunk_overhead_s},
         {"backward_factor", d.backward_factor},
+        {"sgemm_flops", d.sgemm_flops},
         {"sources", d.sources}}},
       {"coefficients", coeffs},
   };
@@ -195,6 +196,11 @@ Calibration calibration_from_json(const std::string& text, const std::string& wh
   d.chunk_overhead_s = get<double>(dev, "chunk_overhead_s", where, "device");
   d.backward_factor = get<double>(dev, "backward_factor", where, "device");
   d.sources = get<std::string>(dev, "sources", where, "device");
+  if (dev.contains("sgemm_flops")) {  // files from before the profiler measured it lack it
+    d.sgemm_flops = get<double>(dev, "sgemm_flops", where, "device");
+    if (!std::isfinite(d.sgemm_flops) || d.sgemm_flops < 0)
+      fail("calibration {}: device.sgemm_flops = {} must be >= 0 and finite", where, d.sgemm_flops);
+  }
   if (d.memory_bytes <= 0)
     fail("calibration {}: device.memory_bytes must be > 0, got {}", where, d.memory_bytes);
 

@@ -42,6 +42,7 @@ struct DeviceSpec {
   double half_efficiency_tokens = 0;  // eff(t) = t / (t + this): small chunks under-use the device
   double chunk_overhead_s = 0;        // β1: per chunk and stage (launches, syncs, scheduling)
   double backward_factor = 2.0;       // backward time / forward time
+  double sgemm_flops = 0;             // fp32 sgemm FLOP/s measured by `infinipipe profile`; 0 = not
   std::string sources;                // where the numbers come from
   std::string link_sources;           // where the link numbers come from, what they assume
 };

@@ -8,12 +8,14 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <vector>
 
 #include <omp.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "model/engine.h"
+#include "model/matmul.h"
 
 namespace infinipipe::obs {
 namespace {
@@ -150,6 +152,22 @@ std::string utc_now() {
 
 }  // namespace
 
+double profile_sgemm_flops(int64_t n, int64_t repeats) {
+  if (n < 1 || repeats < 1)
+    fail_config("profile: the sgemm needs size and repeats >= 1, got {} and {}", n, repeats);
+  const size_t count = static_cast<size_t>(n * n);
+  std::vector<float> a(count, 0.5f), b(count, 0.25f), c(count, 0.0f);
+  double best = 0;
+  for (int64_t i = 0; i <= repeats;
+       ++i) {  // the first run is the warm-up (oneDNN builds its kernel)
+    const auto t0 = Clock::now();
+    gemm_f32(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    const double s = seconds_since(t0);
+    if (i > 0 && (best == 0 || s < best)) best = s;
+  }
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best;
+}
+
 ProfileGrid profile_grid_default(bool quick) {
   ProfileGrid g;
   if (quick) {
@@ -159,6 +177,7 @@ ProfileGrid profile_grid_default(bool quick) {
     g.two_layer_lens = {64, 256};
     g.edge_lens = {128};
     g.repeats = 1;
+    g.sgemm_size = 512;
   } else {
     g.lens = {128, 256, 512, 1024, 2048, 4096};
     g.contexts = {0, 1024, 4096};
@@ -196,6 +215,7 @@ void check_grid(const ProfileGrid& g) {
     if (v < 0) fail_config("profile: context lengths must be >= 0, got {}", v);
   for (auto [n, len] : g.packed)
     if (n <= 0 || len <= 0) fail_config("profile: packed chunks need count and length > 0");
+  if (g.sgemm_size < 1) fail_config("profile: the sgemm size must be >= 1, got {}", g.sgemm_size);
 }
 
 // Fastest forward, backward and recompute of a chunk over the repeats, after a warm-up that lets
@@ -249,6 +269,9 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
 
   ProfileReport rep;
   rep.threads = threads;
+  const double sgemm = profile_sgemm_flops(grid.sgemm_size, std::max<int64_t>(3, grid.repeats));
+  log(fmt::format("  sgemm {0} x {0} x {0}: {1:.1f} GFLOP/s on {2} thread(s)", grid.sgemm_size,
+                  sgemm / 1e9, threads));
   // Middle-stage chunks: every (len, context) on one layer; interior points of each context row
   // alternate between the fit and the held-out set, so held-out points are interpolations.
   ChunkTimer one(m, StageRange{0, 1, false, false});
@@ -389,14 +412,15 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
   dev.chunk_overhead_s = c.beta1;
   dev.half_efficiency_tokens = c.half_efficiency_tokens;
   dev.backward_factor = c.backward_factor;
+  dev.sgemm_flops = sgemm;
   cal.device = dev;
   cal.coeffs = c;
   cal.notes = fmt::format(
-      "infinipipe profile: {} chunk timings ({} held out), {} threads, {} repeats; held-out "
-      "forward error "
+      "infinipipe profile: {} chunk timings ({} held out), {} threads, {} repeats; sgemm {} "
+      "measured {:.1f} GFLOP/s; held-out forward error "
       "median {:.1f}% max {:.1f}%, backward median {:.1f}% max {:.1f}%",
-      rep.samples.size(), rep.heldout_forward.count, threads, grid.repeats,
-      rep.heldout_forward.median * 100, rep.heldout_forward.max * 100,
+      rep.samples.size(), rep.heldout_forward.count, threads, grid.repeats, grid.sgemm_size,
+      sgemm / 1e9, rep.heldout_forward.median * 100, rep.heldout_forward.max * 100,
       rep.heldout_backward.median * 100, rep.heldout_backward.max * 100);
   rep.seconds = seconds_since(t_start);
   return rep;

@@ -24,8 +24,9 @@ struct ProfileGrid {
   std::vector<std::pair<int64_t, int64_t>> packed;  // (count, len)
   std::vector<int64_t> two_layer_lens;  // chunks also timed on 2 layers (tells β1 from γ)
   std::vector<int64_t> edge_lens;       // embedding and LM-head timings
-  int64_t threads = 0;  // OpenMP threads while timing; 0 = as configured (OMP_NUM_THREADS)
-  int64_t repeats = 3;  // timed runs per point (fastest kept), after a warm-up
+  int64_t threads = 0;        // OpenMP threads while timing; 0 = as configured (OMP_NUM_THREADS)
+  int64_t repeats = 3;        // timed runs per point (fastest kept), after a warm-up
+  int64_t sgemm_size = 1024;  // n of the n x n x n fp32 sgemm whose rate is measured
 };
 // The default grid (about a minute or two for examples/cpu-small.yaml) or a quick one (seconds).
 ProfileGrid profile_grid_default(bool quick);
@@ -39,6 +40,10 @@ struct ProfileSample {
   double recompute_s = 0;  // backward with every layer recomputed, minus backward_s
   bool held_out = false;   // not used in the fit
 };
+
+// FLOP/s of the fastest of `repeats` fp32 sgemms n x n x n (oneDNN, on the OpenMP threads set),
+// after a warm-up: the real dense-matmul rate the `cpu` preset's peak only estimates.
+double profile_sgemm_flops(int64_t n, int64_t repeats);
 
 // Relative prediction errors |pred − measured| / measured over the held-out samples.
 struct ProfileError {

@@ -33,6 +33,7 @@ Calibration sample() {
   c.fit_residual_forward = 0.031;
   c.fit_residual_backward = 0.047;
   c.device = device_preset("cpu", false);
+  c.device.sgemm_flops = 1.875e11;  // as if measured
   c.coeffs = CostModel::derive_coefficients(c.model, c.device, 1, false);
   c.coeffs.alpha1 *= 1.37;  // as if measured
   c.coeffs.beta1 = 3.25e-4;
@@ -58,6 +59,8 @@ TEST(Calibration, RoundTrip) {
   EXPECT_DOUBLE_EQ(b.fit_residual_backward, 0.047);
   EXPECT_EQ(b.device.name, "cpu");
   EXPECT_EQ(b.device.memory_bytes, a.device.memory_bytes);
+  EXPECT_DOUBLE_EQ(b.device.sgemm_flops, 1.875e11);
+  EXPECT_EQ(b.device.sources, a.device.sources);
   EXPECT_DOUBLE_EQ(b.coeffs.alpha1, a.coeffs.alpha1);
   EXPECT_DOUBLE_EQ(b.coeffs.beta1, 3.25e-4);
   EXPECT_DOUBLE_EQ(b.coeffs.act_bytes_per_token_layer, 12345.5);
@@ -117,6 +120,15 @@ TEST(Calibration, BadFilesAreClearErrors) {
   const size_t at = zero_bw.find("\"p2p_bandwidth_intra\": ");
   zero_bw.replace(at, zero_bw.find(',', at) - at, "\"p2p_bandwidth_intra\": 0");
   EXPECT_NE(message(zero_bw).find("must be > 0"), std::string::npos);
+  // The measured sgemm rate is optional (older files lack it: 0, not measured), never negative.
+  std::string no_sgemm = good;
+  const size_t sg = no_sgemm.find("\"sgemm_flops\": ");
+  no_sgemm.erase(sg, no_sgemm.find(',', sg) + 1 - sg);
+  EXPECT_EQ(message(no_sgemm), "no error");
+  EXPECT_EQ(load_calibration(path).device.sgemm_flops, 0);
+  std::string bad_sgemm = good;
+  bad_sgemm.replace(sg, bad_sgemm.find(',', sg) - sg, "\"sgemm_flops\": -1");
+  EXPECT_NE(message(bad_sgemm).find("device.sgemm_flops"), std::string::npos);
   std::remove(path.c_str());
 }
 

@@ -38,6 +38,7 @@ obs::ProfileGrid tiny_grid() {
   g.two_layer_lens = {32, 128};
   g.edge_lens = {64, 128};
   g.repeats = 2;
+  g.sgemm_size = 256;
   g.threads = 1;  // parallel regions stall on a loaded 2-core machine; the test needs no speed
   return g;
 }
@@ -59,6 +60,9 @@ TEST(Profile, QuickProfileWritesACalibrationThatPlanningAccepts) {
   }
   const cost::Coefficients& c = rep.calibration.coeffs;
   EXPECT_GT(c.alpha2, 0);
+  // The real dense-matmul rate is measured and recorded; the preset's peak is only an estimate.
+  EXPECT_GT(rep.calibration.device.sgemm_flops, 1e8);
+  EXPECT_NE(rep.calibration.notes.find("sgemm"), std::string::npos);
   EXPECT_GT(c.backward_factor, 0);
   for (double v : {c.alpha1, c.alpha2, c.beta1, c.half_efficiency_tokens, c.recompute_factor,
                    c.embedding_per_token, c.lm_head_per_token})
@@ -119,6 +123,9 @@ TEST(Profile, BadGridIsAConfigError) {
   EXPECT_THROW(obs::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
   g = tiny_grid();
   g.lens = {64, -1};
+  EXPECT_THROW(obs::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
+  g = tiny_grid();
+  g.sgemm_size = 0;
   EXPECT_THROW(obs::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
 }
 
