@@ -123,10 +123,13 @@ int scenario_main(const std::string& name) {
           std::atoi(std::getenv("SCENARIO_PID_RANK") ? std::getenv("SCENARIO_PID_RANK") : "1");
       return run_pipeline(1000000, [file, pid_rank](int it, int c, const RankLayout& l) {
         if (file && l.rank == pid_rank && it == 3 && c == 0) {
-          std::FILE* f = std::fopen(file, "w");
+          // Written aside and renamed: the file appears whole, so its appearing is the event.
+          const std::string part = std::string(file) + ".part";
+          std::FILE* f = std::fopen(part.c_str(), "w");
           if (f) {
             std::fprintf(f, "%d\n", static_cast<int>(getpid()));
             std::fclose(f);
+            std::rename(part.c_str(), file);
           }
         }
       });

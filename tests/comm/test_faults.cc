@@ -67,13 +67,16 @@ TEST(JobFault, KillNineFromOutsideEndsTheJobInTime) {
     r = test::run_scenario(4, "run", "SCENARIO_PID_RANK=2 SCENARIO_PID_FILE=" + pid_file,
                            /*timeout_s=*/90);
   });
+  // Up to 60 s for the file to appear (the job starting and the pipeline busy); it appears whole.
   int pid = 0;
-  for (int i = 0; i < 600 && pid <= 0; ++i) {  // up to 60 s for the job to start
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (pid <= 0 && std::chrono::steady_clock::now() < deadline) {
     if (std::FILE* f = std::fopen(pid_file.c_str(), "r")) {
-      if (std::fscanf(f, "%d", &pid) != 1) pid = 0;
+      if (std::fscanf(f, "%d", &pid) != 1) pid = -1;
       std::fclose(f);
+      break;
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto killed = std::chrono::steady_clock::now();
   if (pid > 0) kill(pid, SIGKILL);
