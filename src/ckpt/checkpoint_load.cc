@@ -253,8 +253,15 @@ void CheckpointReader::load_optimizer(std::span<const CheckpointTarget> params,
 
 void CheckpointReader::load_optimizer(std::span<const CheckpointOptimSlice> slices,
                                       ParamOptimizer& optimizer) {
-  if (optimizer_kind_ == "none") return;  // weights-only checkpoint: the optimizer starts fresh
   const std::string want = optimizer_name(optimizer.options().kind);
+  if (optimizer_kind_ == "none" && iteration_ > 0) {
+    // Resuming at iteration N with fresh moments would silently change the run.
+    fail_config(
+        "{} holds weights only (optimizer none) at iteration {}; resuming needs the optimizer "
+        "state: load a checkpoint written by `train --save`",
+        path_, iteration_);
+  }
+  if (optimizer_kind_ == "none") return;  // initial weights: the optimizer starts fresh
   if (optimizer_kind_ != want) {
     fail_config("{} was trained with --optimizer {}, this run uses {}; use the same optimizer",
                 path_, optimizer_kind_, want);
