@@ -354,6 +354,14 @@ TEST_F(CheckpointFaultTest, LinksPlantedAtEveryTemporaryNameAreNotWrittenThrough
     EXPECT_HAS(std::string(e.what()), "is a symbolic link");
   }
   EXPECT_TRUE(fs::is_empty(target));
+  // A folder swapped for a link between the shards and the commit: the commit refuses.
+  CheckpointShard shard;
+  for (const OptimTensor& t : tensors()) shard.params.push_back({t.name, t.shape, t.value});
+  checkpoint_save_shard(dir_.string(), 8, shard);
+  fs::rename(checkpoint_iter_dir(dir_.string(), 8), dir_ / "swapped");
+  fs::create_directory_symlink(dir_ / "swapped", checkpoint_iter_dir(dir_.string(), 8));
+  EXPECT_THROW(checkpoint_commit(dir_.string(), meta(8)), Error);
+  EXPECT_FALSE(fs::exists(dir_ / "swapped" / "state.json"));
   EXPECT_EQ(checkpoint_find_latest(dir_.string()), 2);
 }
 
