@@ -163,7 +163,8 @@ class CheckpointReader {
   void load_params(std::span<const CheckpointTarget> targets);
   // Installs the saved optimizer state of the named parameters (shape from each target).
   // A checkpoint saved before the first update has no state: the optimizer starts fresh; any
-  // other must hold every parameter's whole state (Error otherwise), with finite values.
+  // other must hold every parameter's whole state of the same optimizer kind (ConfigError for
+  // another kind or weights only), with finite values (Error otherwise).
   void load_optimizer(std::span<const CheckpointTarget> params, ParamOptimizer& optimizer);
   // The same for parts of parameters (a distributed optimizer's share), each installed as the
   // state of its name with its own numel.

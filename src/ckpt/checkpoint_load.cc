@@ -117,7 +117,7 @@ CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration) {
   CheckpointState checked;
   try {
     checked = checkpoint_state_check(dir, iteration);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     fail(
         "{} is not a complete checkpoint: {}; it was interrupted while saving or is damaged, "
         "and is never loaded (--load takes the newest complete checkpoint)",
@@ -191,7 +191,7 @@ void CheckpointReader::verify_values(const SafetensorsReader& r, const std::stri
     if (t.dtype == "F32") {
       checkpoint_check_loaded(r.path(), t.name, r.read_f32(t.name),
                               optim_map_.count(t.name) && checkpoint_is_second_moment(t.name));
-    } else if (t.dtype == "I64" && optim_map_.count(t.name)) {
+    } else if (t.dtype == "I64" && t.name.ends_with(".step") && optim_map_.count(t.name)) {
       const std::vector<int64_t> step = r.read_i64(t.name);
       if (step.size() != 1) fail("{}: {} is not a scalar", r.path(), t.name);
       checkpoint_check_loaded_step(r.path(), t.name, step[0]);
@@ -253,8 +253,15 @@ void CheckpointReader::load_optimizer(std::span<const CheckpointTarget> params,
 
 void CheckpointReader::load_optimizer(std::span<const CheckpointOptimSlice> slices,
                                       ParamOptimizer& optimizer) {
-  if (optimizer_kind_ == "none") return;  // weights-only checkpoint: the optimizer starts fresh
   const std::string want = optimizer_name(optimizer.options().kind);
+  if (optimizer_kind_ == "none" && iteration_ > 0) {
+    // Resuming at iteration N with fresh moments would silently change the run.
+    fail_config(
+        "{} holds weights only (optimizer none) at iteration {}; resuming needs the optimizer "
+        "state: load a checkpoint written by `train --save`",
+        path_, iteration_);
+  }
+  if (optimizer_kind_ == "none") return;  // initial weights: the optimizer starts fresh
   if (optimizer_kind_ != want) {
     fail_config("{} was trained with --optimizer {}, this run uses {}; use the same optimizer",
                 path_, optimizer_kind_, want);

@@ -270,6 +270,9 @@ void commit_checked(const std::string& dir, const CheckpointMeta& meta) {
 }  // namespace
 
 void checkpoint_commit(const std::string& dir, const CheckpointMeta& meta) {
+  // The shards went into a real folder; one swapped for a link since must not take the rest.
+  const std::string iter_dir = checkpoint_iter_dir(dir, meta.iteration);
+  if (fs::is_symlink(iter_dir)) fs_require_real_dir(iter_dir);
   try {
     commit_checked(dir, meta);
   } catch (const nlohmann::json::exception& e) {

@@ -112,8 +112,8 @@ CheckpointState checkpoint_state_check(const std::string& dir, int64_t iteration
   }
   read_index(iter_dir, kCkptModelIndex, out, out.model_map);
   read_index(iter_dir, kCkptOptimIndex, out, out.optim_map);
-  checkpoint_check_optim_index(path, out.state.at("optimizer").get<std::string>(), out.model_map,
-                               out.optim_map);
+  checkpoint_check_optim_index(path, out.state.at("optimizer").get<std::string>(), iteration,
+                               out.model_map, out.optim_map);
   return out;
 }
 

@@ -71,6 +71,7 @@ void checkpoint_check_loaded_step(const std::string& file, const std::string& na
 }
 
 void checkpoint_check_optim_index(const std::string& where, const std::string& kind,
+                                  int64_t iteration,
                                   const std::map<std::string, std::string>& model_map,
                                   const std::map<std::string, std::string>& optim_map) {
   if (kind != "adamw" && kind != "sgd" && kind != "none") {
@@ -93,14 +94,14 @@ void checkpoint_check_optim_index(const std::string& where, const std::string& k
            where, entry, kind, fix);
     }
   }
-  if (optim_map.empty()) return;  // saved before the first update: the optimizer starts fresh
+  if (optim_map.empty() && (iteration == 0 || kind == "none")) return;  // nothing was updated
   for (const auto& [param, file] : model_map) {
     for (const std::string& suffix : want) {
       if (!optim_map.count(param + suffix)) {
         fail(
-            "{}: optimizer entry {}{} is missing (state.json says optimizer '{}', which saves {} "
-            "for every parameter); {}",
-            where, param, suffix, kind, fmt::join(want, ", "), fix);
+            "{}: optimizer entry {}{} is missing (state.json says optimizer '{}' at iteration {}, "
+            "which saves {} for every parameter); {}",
+            where, param, suffix, kind, iteration, fmt::join(want, ", "), fix);
       }
     }
   }

@@ -33,9 +33,10 @@ bool checkpoint_is_second_moment(const std::string& name);
 
 // The optimizer index must hold, for every saved parameter, exactly the entries its kind saves
 // (adamw: .step, .exp_avg, .exp_avg_sq; sgd: .step; none: nothing) and nothing else; only a
-// checkpoint taken before the first update may hold no state at all. Error naming `where` and the
-// first entry that is missing or extra.
+// checkpoint taken before the first update (iteration 0) or without an optimizer ("none") may
+// hold no state at all. Error naming `where` and the first entry that is missing or extra.
 void checkpoint_check_optim_index(const std::string& where, const std::string& kind,
+                                  int64_t iteration,
                                   const std::map<std::string, std::string>& model_map,
                                   const std::map<std::string, std::string>& optim_map);
 

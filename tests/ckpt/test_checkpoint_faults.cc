@@ -248,6 +248,17 @@ TEST_F(CheckpointFaultTest, StateJsonMustMatchTheOptimizerStateExactly) {
     EXPECT_HAS(load_error(it), "not a complete checkpoint");
   }
   EXPECT_FALSE(checkpoint_find_latest(dir_.string()).has_value());
+  // Weights only at iteration 6: resuming would restart the moments silently.
+  CheckpointShard weights;
+  for (const OptimTensor& t : tensors()) weights.params.push_back({t.name, t.shape, t.value});
+  checkpoint_save(dir_.string(), meta(6), weights);
+  ParamOptimizer adam(OptimizerOptions{});
+  EXPECT_THROW(CheckpointReader(dir_.string(), 6).load_optimizer(targets(), adam), ConfigError);
+  // AdamW at iteration 7 without any state: every parameter's state is missing.
+  ParamOptimizer never_stepped(OptimizerOptions{});
+  weights.optimizer = &never_stepped;
+  checkpoint_save(dir_.string(), meta(7), weights);
+  EXPECT_HAS(load_error(7), "lm_head.weight.step is missing");
   // The optimizer kind must be the run's.
   save(5);
   OptimizerOptions sgd;
@@ -343,6 +354,14 @@ TEST_F(CheckpointFaultTest, LinksPlantedAtEveryTemporaryNameAreNotWrittenThrough
     EXPECT_HAS(std::string(e.what()), "is a symbolic link");
   }
   EXPECT_TRUE(fs::is_empty(target));
+  // A folder swapped for a link between the shards and the commit: the commit refuses.
+  CheckpointShard shard;
+  for (const OptimTensor& t : tensors()) shard.params.push_back({t.name, t.shape, t.value});
+  checkpoint_save_shard(dir_.string(), 8, shard);
+  fs::rename(checkpoint_iter_dir(dir_.string(), 8), dir_ / "swapped");
+  fs::create_directory_symlink(dir_ / "swapped", checkpoint_iter_dir(dir_.string(), 8));
+  EXPECT_THROW(checkpoint_commit(dir_.string(), meta(8)), Error);
+  EXPECT_FALSE(fs::exists(dir_ / "swapped" / "state.json"));
   EXPECT_EQ(checkpoint_find_latest(dir_.string()), 2);
 }
 

@@ -7,13 +7,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "ckpt/checkpoint_checksum.h"
+#include "ckpt/checkpoint_fs.h"
+#include "ckpt/safetensors.h"
 #include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
 
@@ -122,6 +128,41 @@ TEST_F(CheckpointFaultCliTest, KilledDuringASaveResumesFromACompleteCheckpoint) 
   const CliResult r = shell(train(fmt::format("--train-iters 5 --load {}", ck)));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+}
+
+// NaN in one element of a saved moment (as for a token absent from the data, whose row is never
+// read), with the checksums recomputed so only the values are wrong: `train --load` refuses to
+// resume from it and `checkpoint verify` fails naming the tensor, instead of training on.
+TEST_F(CheckpointFaultCliTest, PoisonedMomentIsRefusedByLoadAndVerify) {
+  const fs::path ck = dir_ / "ck";
+  CliResult r = shell(train(fmt::format("--train-iters 1 --quiet --save {}", ck.string())));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path iter = ck / "iter_0000001";
+  const std::string file = (iter / "optimizer.safetensors").string();
+  const std::string tensor = "model.embed_tokens.weight.exp_avg";
+  std::string bytes = infinipipe::fs_read_text(file);
+  {
+    infinipipe::SafetensorsReader reader(file);
+    uint64_t header = 0;
+    for (int i = 0; i < 8; i++) header |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    const float nan = std::nanf("");
+    std::memcpy(bytes.data() + 8 + header + reader.info(tensor).begin + 4 * 300, &nan, 4);
+  }
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  const infinipipe::FileChecksum c = infinipipe::checksum_file(file);
+  nlohmann::json state =
+      nlohmann::json::parse(infinipipe::fs_read_text((iter / "state.json").string()));
+  state["files"]["optimizer.safetensors"]["crc32c"] = infinipipe::checksum_hex(c.crc32c);
+  std::ofstream(iter / "state.json", std::ios::trunc) << state.dump(2);
+
+  r = shell(train(fmt::format("--train-iters 2 --load {}", ck.string())));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(tensor + " holds nan at element 300"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("iter 2/2"), std::string::npos) << r.output;
+  r = run_cli(fmt::format("checkpoint verify {}", ck.string()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(tensor + " holds nan"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(": OK"), std::string::npos) << r.output;
 }
 
 }  // namespace
