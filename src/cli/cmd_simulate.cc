@@ -112,7 +112,8 @@ Row baseline_row(const char* name, const std::function<sim::BaselineResult()>& r
     row.tokens_per_s = b.tokens_per_s;
     row.mfu = b.mfu;
     row.peak = b.peak_memory_bytes;
-    row.setting = b.setting;
+    row.setting = fmt::format("{}; compute {:.2f} s, exposed communication {:.2f} s", b.setting,
+                              b.compute_time_s, b.comm_exposed_s);
     if (b.oom) row.note = "OOM";
   } catch (const Error& e) {
     row.note = fmt::format("n/a: {}", e.what());
