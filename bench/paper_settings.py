@@ -5,7 +5,7 @@ GitHub-like and CommonCrawl-like lengths. Runs `infinipipe simulate --compare` o
 examples/llama*-{48k,96k}.yaml, first with the paper's baselines as its evaluation configured them
 (--baselines paper), then with each baseline tuned in EPP's layout (--baselines tuned), and prints
 EPP's speedup over each next to the paper's published speedups.
-Env/flags: MODELS, LENGTHS, DISTS, ITERATIONS (batches averaged), OUT."""
+Env/flags: MODELS, LENGTHS, DISTS, ITERATIONS (batches averaged), OUT, EXTRA (more simulate flags)."""
 
 import argparse
 import os
@@ -37,6 +37,8 @@ def parse_args():
     ap.add_argument("--iterations", type=int, default=bc.env_int("ITERATIONS", 3),
                     help="global batches simulated per setting (step times summed)")
     ap.add_argument("--out", default=e("OUT", "out/bench/paper_settings"))
+    ap.add_argument("--extra", default=e("EXTRA", ""),
+                    help="more flags for every `simulate`, e.g. '--inter-node-bandwidth 40e9'")
     return ap.parse_args()
 
 
@@ -77,7 +79,7 @@ def run_mode(exe, a, mode, baselines):
                 total = {}
                 for it in range(a.iterations):
                     cmd = [exe, "simulate", "--compare", "--baselines", mode, "--config", cfg,
-                           "--distribution", dist, "--iteration", str(it)]
+                           "--distribution", dist, "--iteration", str(it)] + shlex.split(a.extra)
                     _, out, _ = bc.run(cmd)
                     name = f"{mode}-{model}-{length}-{dist}-{it}.md"
                     with open(os.path.join(a.out, name), "w") as f:
@@ -135,7 +137,8 @@ def main():
     print("# The paper's settings, simulated (32 x A800-80GB, global batch 512)\n")
     print("\n".join(bc.machine_lines()))
     print(f"- workload: `simulate --compare` of {a.iterations} global batch(es) of 512 "
-          f"sequences per setting; preset A800 coefficients (docs/cost-model.md)\n")
+          f"sequences per setting; preset A800 coefficients (docs/cost-model.md)"
+          + (f"; extra flags `{a.extra}`" if a.extra else "") + "\n")
     with bc.LoadSampler():
         paper = run_mode(exe, a, "paper", PAPER_ROWS)
         tuned = run_mode(exe, a, "tuned", TUNED)

@@ -31,7 +31,7 @@ DeviceSpec preset_cpu(bool bf16) {
   d.chunk_overhead_s = 200e-6;     // OpenMP regions, allocation, MPI progress per chunk
   d.backward_factor = 2.0;
   d.sources =
-      "measured on this machine (DESIGN.md): fp32 FMA peak 115 GFLOP/s/core, oneDNN sgemm "
+      "measured on the development machine: fp32 FMA peak 115 GFLOP/s/core, oneDNN sgemm "
       "215 GFLOP/s and bf16 400 GFLOP/s on 2 cores, OpenMPI shm 6-12 GB/s";
   d.link_sources =
       "intra-node: OpenMPI shared-memory ping-pong 6-12 GB/s, 5 us; inter-node: TCP, 1 GB/s, "
