@@ -101,7 +101,9 @@ Row ulysses_row(const Config& cfg, const cost::CostModel& cm, const std::vector<
   return row;
 }
 
-Row baseline_row(const char* name, const std::function<sim::BaselineResult()>& run) {
+// A setting the user gave by flag that cannot run is their error, not a row's "n/a".
+Row baseline_row(const char* name, const std::function<sim::BaselineResult()>& run,
+                 bool user_setting = false) {
   Row row;
   row.name = name;
   const auto t0 = std::chrono::steady_clock::now();
@@ -112,8 +114,12 @@ Row baseline_row(const char* name, const std::function<sim::BaselineResult()>& r
     row.tokens_per_s = b.tokens_per_s;
     row.mfu = b.mfu;
     row.peak = b.peak_memory_bytes;
-    row.setting = b.setting;
+    row.setting = fmt::format("{}; compute {:.2f} s, exposed communication {:.2f} s", b.setting,
+                              b.compute_time_s, b.comm_exposed_s);
     if (b.oom) row.note = "OOM";
+  } catch (const ConfigError& e) {
+    if (user_setting) throw;
+    row.note = fmt::format("n/a: {}", e.what());
   } catch (const Error& e) {
     row.note = fmt::format("n/a: {}", e.what());
   }
@@ -214,13 +220,15 @@ std::vector<Row> paper_rows(const Config& cfg, const cost::CostModel& cm,
   if (f.megatron_tp > 0) mg.tp = f.megatron_tp;
   if (f.megatron_cp > 0) mg.cp = f.megatron_cp;
   if (f.megatron_recompute >= 0) mg.recompute_layers = f.megatron_recompute;
-  rows.push_back(
-      baseline_row("megatron", [&] { return sim::simulate_megatron(cm, cfg, global, mg); }));
+  rows.push_back(baseline_row(
+      "megatron", [&] { return sim::simulate_megatron(cm, cfg, global, mg); },
+      f.megatron_tp > 0 || f.megatron_cp > 0 || f.megatron_recompute >= 0));
   sim::DeepSpeedSetting ds = sim::deepspeed_paper_setting(cfg.model, cfg.cluster.num_devices);
   if (f.deepspeed_sp > 0) ds.sp = f.deepspeed_sp;
   if (f.deepspeed_recompute >= 0) ds.recompute_layers = f.deepspeed_recompute;
-  rows.push_back(
-      baseline_row("deepspeed", [&] { return sim::simulate_deepspeed(cm, cfg, global, ds); }));
+  rows.push_back(baseline_row(
+      "deepspeed", [&] { return sim::simulate_deepspeed(cm, cfg, global, ds); },
+      f.deepspeed_sp > 0 || f.deepspeed_recompute >= 0));
   rows.push_back(
       baseline_row("flexsp", [&] { return sim::simulate_flexsp(cm, cfg, global).result; }));
   return rows;

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -224,13 +223,18 @@ void ClusterConfig::validate() const {
                 device);
   if (num_devices < 0) fail_config("num-devices must be >= 0 (0 = pp x dp x ulysses)");
   if (devices_per_node < 0) fail_config("devices-per-node must be >= 0 (0 = one node)");
-  const std::pair<const char*, double> links[] = {{"intra-node-bandwidth", intra_node_bandwidth},
-                                                  {"inter-node-bandwidth", inter_node_bandwidth},
-                                                  {"intra-node-latency", intra_node_latency},
-                                                  {"inter-node-latency", inter_node_latency}};
-  for (const auto& [key, v] : links)
-    if (!(v >= 0))
-      fail_config("{} must be >= 0 (bytes/s or seconds; 0 = the preset's value), got {}", key, v);
+  struct Link {
+    const char* key;
+    double value;
+    const char* unit;
+  };
+  const Link links[] = {{"intra-node-bandwidth", intra_node_bandwidth, "bytes/s"},
+                        {"inter-node-bandwidth", inter_node_bandwidth, "bytes/s"},
+                        {"intra-node-latency", intra_node_latency, "seconds"},
+                        {"inter-node-latency", inter_node_latency, "seconds"}};
+  for (const Link& l : links)
+    if (!(l.value >= 0))
+      fail_config("{} must be >= 0 {} (0 = the preset's value), got {}", l.key, l.unit, l.value);
   if (num_devices == 0 || devices_per_node == 0) return;  // Config::validate resolves them
   if (devices_per_node > num_devices)
     fail_config("devices-per-node {} exceeds num-devices {}: lower --devices-per-node",

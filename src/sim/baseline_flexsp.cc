@@ -223,10 +223,13 @@ FlexSpResult simulate_flexsp(const cost::CostModel& cm, const Config& cfg,
   Context x = make_context(cm, cfg);
   std::vector<std::vector<int64_t>> splits;
   std::vector<int64_t> split;
-  for (int64_t s : sizes)  // uniform splits first, so the cap on splits never drops them
-    if (cfg.cluster.num_devices % s == 0)
-      splits.emplace_back(static_cast<size_t>(cfg.cluster.num_devices / s), s);
   enumerate_splits(sizes, 0, cfg.cluster.num_devices, split, splits);
+  for (int64_t s : sizes) {  // the uniform splits, even where the cap on splits cut them off
+    std::vector<int64_t> uniform(static_cast<size_t>(cfg.cluster.num_devices / s), s);
+    if (cfg.cluster.num_devices % s == 0 &&
+        std::find(splits.begin(), splits.end(), uniform) == splits.end())
+      splits.push_back(std::move(uniform));
+  }
   FlexSpResult best, least;
   bool have_best = false, have_least = false;
   std::vector<std::vector<int64_t>> groups;

@@ -48,4 +48,27 @@ TEST(PaperCompare, PaperFlagsNeedPaperBaselines) {
   EXPECT_NE(r.output.find("--baselines"), std::string::npos) << r.output;
 }
 
+// A baseline setting given by flag that cannot run fails the command, naming the flag.
+TEST(PaperCompare, ImpossibleFlagIsAnError) {
+  const CliResult r = run_cli(
+      "simulate --compare --baselines paper --num-layers 4 --hidden-size 512 "
+      "--num-attention-heads 8 --num-devices 16 --devices-per-node 8 --pp 2 --ulysses-degree 8 "
+      "--global-batch-size 4 --megatron-tp 3 --lengths " +
+      kGolden + "paper_compare_lengths.txt");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--megatron-tp"), std::string::npos) << r.output;
+  EXPECT_NE(run_cli("simulate --compare --baselines best --num-layers 4").exit_code, 0);
+}
+
+TEST(CostCli, PrintsTheLinksAndTheirSources) {
+  const CliResult r = run_cli(
+      "cost --device a800-80gb --bf16 --num-devices 16 --devices-per-node 8 "
+      "--pp 2 --ulysses-degree 8 --inter-node-latency 2e-5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("inter-node 5e+09 B/s, 2e-05 s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("PER NODE"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("set by the configuration: inter-node latency"), std::string::npos)
+      << r.output;
+}
+
 }  // namespace
