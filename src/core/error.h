@@ -1,5 +1,6 @@
-// Errors are for people: each says what is wrong and how to fix it (DESIGN.md, invariant 4).
-// The CLI maps ConfigError to exit code 2 and every other Error to exit code 1.
+// Errors are for people: each says what is wrong and how to fix it (invariant 4 of
+// docs/architecture.md). The CLI maps ConfigError to exit code 2 and every other Error to exit
+// code 1.
 #pragma once
 
 #include <stdexcept>

@@ -7,8 +7,8 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "plan/checkpoint.h"
 #include "plan/planner.h"
+#include "plan/recompute.h"
 #include "plan/sequence_processor.h"
 #include "plan/stage_layout.h"
 

@@ -1,5 +1,5 @@
 // Shared by the planner and the baseline tuners: turns one candidate setting (chunks, schedule,
-// recompute choice) into a scheduled, checkpointed, predicted plan and says whether it fits.
+// recompute choice) into a scheduled, recompute-chosen, predicted plan and says whether it fits.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ struct Candidate {
   bool fits = false;
   int64_t min_budget = 0;  // least peak this candidate reaches with the most recompute allowed
   double recompute_time = 0;
-  double checkpoint_gap = 0;
+  double recompute_gap = 0;
 };
 
 struct CandidateSpec {

@@ -1,6 +1,6 @@
 // The Plan: the chunks of one global batch (one dp replica), the per-rank action lists and the
-// cost model's predictions. A plain value (DESIGN.md, "the plan is data"): the simulator, the
-// runtime and the report all consume it; plan_json.h saves and loads it.
+// cost model's predictions. A plain value (docs/architecture.md, "the plan is data"): the
+// simulator, the runtime and the report all consume it; plan_json.h saves and loads it.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "plan/baselines.h"
-#include "plan/checkpoint.h"
+#include "plan/recompute.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "plan/sequence_processor.h"
@@ -58,7 +58,7 @@ std::string PlanKnobs::describe() const {
   if (vpp > 1) add(fmt::format("vpp={}", vpp));
   if (pipelines > 1) add(fmt::format("{} pipelines", pipelines));
   if (recompute_layers < 0)
-    add("adaptive ckpt");
+    add("adaptive recompute");
   else if (recompute_layers == 0)
     add("no recompute");
   else
@@ -88,15 +88,15 @@ Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
 
   const MemoryContext mem = plan_memory_context(cfg, p.memory_budget);
   const bool adaptive = spec.static_recompute < 0;
-  const CheckpointProblem pb =
-      checkpoint_problem(p, cm, mem, adaptive ? CheckpointTie::diagonal : CheckpointTie::none);
-  cand.min_budget = checkpoint_min_budget(pb);
+  const RecomputeProblem pb =
+      recompute_problem(p, cm, mem, adaptive ? RecomputeTie::diagonal : RecomputeTie::none);
+  cand.min_budget = recompute_min_budget(pb);
   if (adaptive) {
-    CheckpointSolution sol = spec.exact ? checkpoint_solve_exact(pb) : checkpoint_solve_greedy(pb);
+    RecomputeSolution sol = spec.exact ? recompute_solve_exact(pb) : recompute_solve_greedy(pb);
     if (!sol.feasible) sol.layers = pb.group_max;  // show the leanest plan
-    checkpoint_apply(p, pb, sol.layers);
+    recompute_apply(p, pb, sol.layers);
     cand.recompute_time = sol.cost;
-    cand.checkpoint_gap = sol.cost > 0 ? (sol.cost - sol.lower_bound) / sol.cost : 0.0;
+    cand.recompute_gap = sol.cost > 0 ? (sol.cost - sol.lower_bound) / sol.cost : 0.0;
   } else {
     for (auto& list : p.actions)
       for (Action& a : list)
@@ -242,7 +242,7 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
   int32_t best_k = 0;
   bool have = false;
   int64_t least_budget = std::numeric_limits<int64_t>::max();
-  // One candidate chunk list: grouped into pipelines (Eq. 14), scheduled, checkpointed, timed.
+  // One candidate chunk list: grouped into pipelines (Eq. 14), scheduled, recompute chosen, timed.
   auto try_chunks = [&](const std::vector<Chunk>& chunks, int32_t k) {
     auto groups = epp_group_pipelines(chunks, pp, cm, first, act_budget);
     if (groups.empty()) groups = finest_grouping(chunks);
@@ -300,7 +300,7 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
         "stages, or lower --seq-length",
         format_bytes(budget), format_bytes(least_budget), least_budget);
 
-  // The winner gets the exact checkpoint solve.
+  // The winner gets the exact recompute solve.
   if (adaptive) {
     CandidateSpec spec;
     spec.schedule = Schedule::epp;
@@ -315,7 +315,7 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
   knobs.pipelines = best.plan.num_pipelines();
   knobs.recompute_layers = fixed_r;
   knobs.recompute_time = best.recompute_time;
-  knobs.checkpoint_gap = best.checkpoint_gap;
+  knobs.recompute_gap = best.recompute_gap;
   return PlanResult{std::move(best.plan), knobs};
 }
 

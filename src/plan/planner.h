@@ -23,8 +23,8 @@ struct PlanKnobs {
   int32_t vpp = 1;
   int32_t pipelines = 1;          // epp: consecutive 1F1B pipelines
   int32_t recompute_layers = -1;  // static count on every (stage, chunk); -1 = adaptive
-  double recompute_time = 0;      // adaptive: objective of the checkpoint solve, seconds
-  double checkpoint_gap = 0;      // adaptive: proven relative gap of that solve
+  double recompute_time = 0;      // adaptive: objective of the recompute solve, seconds
+  double recompute_gap = 0;       // adaptive: proven relative gap of that solve
   int32_t candidates = 0;         // settings evaluated
   std::string describe() const;   // "K=4, 2 pipelines, adaptive recompute" etc.
 };

@@ -1,6 +1,6 @@
-// Validation of a plan before it runs (DESIGN.md invariant 3): token coverage, slice order,
-// forward-before-backward, deadlock-free send/receive pairing, memory within budget. Each error
-// names the rank/stage, the action index, the chunk and the reason.
+// Validation of a plan before it runs (invariant 3 of docs/architecture.md): token coverage, slice
+// order, forward-before-backward, deadlock-free send/receive pairing, memory within budget. Each
+// error names the rank/stage, the action index, the chunk and the reason.
 #pragma once
 
 #include <cstdint>

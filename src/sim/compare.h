@@ -1,5 +1,5 @@
 // Predicted (simulator) versus measured (runtime) execution of the same plan: how the cost model
-// is validated and where performance bugs show (DESIGN.md, "the plan is data").
+// is validated and where performance bugs show (docs/architecture.md, "the plan is data").
 #pragma once
 
 #include <string>

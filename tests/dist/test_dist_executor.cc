@@ -103,7 +103,7 @@ int64_t least_budget(Config cfg, const cost::CostModel& cm, const std::vector<in
 
 // Runs the global batch on this rank's (stage, replica) and checks loss and gradients against the
 // single-engine reference. tight: plans under (a little above) the least budget, so the
-// checkpoint optimiser recomputes.
+// recompute optimiser recomputes.
 void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) {
   Comm& comm = disttest::test_comm();
   const int64_t layers = pp * (schedule == Schedule::interleaved ? 2 : 1);

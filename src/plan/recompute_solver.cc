@@ -1,4 +1,4 @@
-// Solvers of the checkpoint problem (checkpoint.h): greedy, exact (LP bound, LP-guided search,
+// Solvers of the recompute problem (recompute.h): greedy, exact (LP bound, LP-guided search,
 // then CBC's cuts and branching only while the gap is above the goal) and brute force.
 #include <coin/Cbc_C_Interface.h>
 #include <coin/Clp_C_Interface.h>
@@ -9,15 +9,15 @@
 #include <string>
 
 #include "core/error.h"
-#include "plan/checkpoint.h"
-#include "plan/checkpoint_search.h"
+#include "plan/recompute.h"
+#include "plan/recompute_search.h"
 
 namespace infinipipe::plan {
 
 namespace {
 
-bool fits(const CheckpointProblem& pb, const std::vector<int32_t>& x) {
-  for (int64_t p : checkpoint_peaks(pb, x))
+bool fits(const RecomputeProblem& pb, const std::vector<int32_t>& x) {
+  for (int64_t p : recompute_peaks(pb, x))
     if (p > pb.budget) return false;
   return true;
 }
@@ -41,7 +41,7 @@ struct MipModel {
 
 constexpr double kBruteForceChoices = 20000;
 
-MipModel mip_model(const CheckpointProblem& pb, const CheckpointIndex& ix) {
+MipModel mip_model(const RecomputeProblem& pb, const RecomputeIndex& ix) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
   MipModel md;
   md.col0.assign(ng + 1, 0);
@@ -53,7 +53,7 @@ MipModel mip_model(const CheckpointProblem& pb, const CheckpointIndex& ix) {
   for (int32_t g = 0; g < ng; ++g)
     for (int32_t k = 0; k < pb.group_max[g]; ++k)
       md.obj[md.col0[g] + k] =
-          checkpoint_group_time(pb, ix, g, k + 1) - checkpoint_group_time(pb, ix, g, k);
+          recompute_group_time(pb, ix, g, k + 1) - recompute_group_time(pb, ix, g, k);
   // Rows gathered as triplets, then stored at once (adding rows one by one makes CoinUtils
   // resize its matrix each time).
   std::vector<int> row_of, col_of;
@@ -73,18 +73,18 @@ MipModel mip_model(const CheckpointProblem& pb, const CheckpointIndex& ix) {
   std::vector<double> coef_of(ncols, 0.0);
   std::vector<int> touched, idx;
   std::vector<double> coef;
-  for (const CheckpointPoint& pt : pb.points) {
+  for (const RecomputePoint& pt : pb.points) {
     int64_t base = pt.fixed;
-    for (const CheckpointTerm& t : pt.terms)
-      base += checkpoint_term_value(pb.items[t.item], t.transient, t.forward, 0);
+    for (const RecomputeTerm& t : pt.terms)
+      base += recompute_term_value(pb.items[t.item], t.transient, t.forward, 0);
     if (base <= pb.budget) continue;
     touched.clear();
-    for (const CheckpointTerm& t : pt.terms) {
-      const CheckpointItem& it = pb.items[t.item];
+    for (const RecomputeTerm& t : pt.terms) {
+      const RecomputeItem& it = pb.items[t.item];
       for (int32_t k = 0; k < it.max_layers; ++k) {
         const double shed =
-            static_cast<double>(checkpoint_term_value(it, t.transient, t.forward, k) -
-                                checkpoint_term_value(it, t.transient, t.forward, k + 1));
+            static_cast<double>(recompute_term_value(it, t.transient, t.forward, k) -
+                                recompute_term_value(it, t.transient, t.forward, k + 1));
         const int c = md.col0[it.group] + k;
         if (coef_of[c] == 0.0) touched.push_back(c);
         coef_of[c] += shed;
@@ -153,7 +153,7 @@ LpResult lp_solve(MipModel& md, double seconds) {
 }
 
 // Levels whose thermometer variables are at least `threshold` in the LP answer.
-std::vector<int32_t> lp_round(const CheckpointProblem& pb, const MipModel& md,
+std::vector<int32_t> lp_round(const RecomputeProblem& pb, const MipModel& md,
                               const std::vector<double>& y, double threshold) {
   std::vector<int32_t> x(pb.group_max.size(), 0);
   for (size_t g = 0; g < x.size(); ++g)
@@ -163,8 +163,8 @@ std::vector<int32_t> lp_round(const CheckpointProblem& pb, const MipModel& md,
 
 // CBC from the best known answer: root cuts raise the bound, branching finds better answers.
 // Returns CBC's bound (0 when it has none) and improves `best` when it finds better.
-double cbc_solve(const CheckpointProblem& pb, MipModel& md, double gap, double seconds,
-                 CheckpointSolution& best) {
+double cbc_solve(const RecomputeProblem& pb, MipModel& md, double gap, double seconds,
+                 RecomputeSolution& best) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
   Cbc_Model* m = Cbc_newModel();
   Cbc_setLogLevel(m, 0);
@@ -196,7 +196,7 @@ double cbc_solve(const CheckpointProblem& pb, MipModel& md, double gap, double s
     std::vector<int32_t> layers(ng, 0);
     for (int32_t g = 0; g < ng; ++g)
       while (layers[g] < pb.group_max[g] && xs[md.col0[g] + layers[g]] > 0.5) ++layers[g];
-    const double c = checkpoint_cost(pb, layers);
+    const double c = recompute_cost(pb, layers);
     if (fits(pb, layers) && (!best.feasible || c < best.cost)) {
       best.layers = layers;
       best.cost = c;
@@ -213,29 +213,29 @@ double cbc_solve(const CheckpointProblem& pb, MipModel& md, double gap, double s
 
 }  // namespace
 
-CheckpointSolution checkpoint_solve_greedy(const CheckpointProblem& pb) {
-  CheckpointSolution sol;
+RecomputeSolution recompute_solve_greedy(const RecomputeProblem& pb) {
+  RecomputeSolution sol;
   sol.layers.assign(pb.group_max.size(), 0);
-  const CheckpointIndex ix = checkpoint_index(pb);
-  sol.feasible = checkpoint_repair(pb, ix, sol.layers);
-  sol.cost = checkpoint_cost(pb, sol.layers);
+  const RecomputeIndex ix = recompute_index(pb);
+  sol.feasible = recompute_repair(pb, ix, sol.layers);
+  sol.cost = recompute_cost(pb, sol.layers);
   sol.proven = sol.feasible && sol.cost == 0.0;
   sol.lower_bound = 0;  // greedy proves nothing unless it recomputes nothing
   return sol;
 }
 
-CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double gap,
-                                          double time_limit_s) {
+RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
+                                        double time_limit_s) {
   const double deadline = thread_cpu_seconds() + time_limit_s;
   auto left = [&] { return deadline - thread_cpu_seconds(); };
-  CheckpointSolution best = checkpoint_solve_greedy(pb);
+  RecomputeSolution best = recompute_solve_greedy(pb);
   if (best.feasible && best.proven) return best;
   // Few choices (small models, short pipelines): try them all. It is exact and fast there, and
   // keeps CBC off the small models on which its branching was seen to trip an assertion in Clp.
   double combos = 1;
   for (int32_t u : pb.group_max) combos *= u + 1;
-  if (combos <= kBruteForceChoices) return checkpoint_solve_brute(pb);
-  const CheckpointIndex ix = checkpoint_index(pb);
+  if (combos <= kBruteForceChoices) return recompute_solve_brute(pb);
+  const RecomputeIndex ix = recompute_index(pb);
   MipModel md = mip_model(pb, ix);
   if (md.infeasible) {
     best.feasible = false;
@@ -248,9 +248,9 @@ CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double ga
     return best;
   }
   auto offer = [&](std::vector<int32_t> x, bool repair) {
-    if (repair && !checkpoint_repair(pb, ix, x)) return;
-    checkpoint_improve(pb, ix, x, deadline);
-    const double c = checkpoint_cost(pb, x);
+    if (repair && !recompute_repair(pb, ix, x)) return;
+    recompute_improve(pb, ix, x, deadline);
+    const double c = recompute_cost(pb, x);
     if (fits(pb, x) && (!best.feasible || c < best.cost)) {
       best.layers = std::move(x);
       best.cost = c;
@@ -273,21 +273,21 @@ CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double ga
   return best;
 }
 
-CheckpointSolution checkpoint_solve_brute(const CheckpointProblem& pb) {
+RecomputeSolution recompute_solve_brute(const RecomputeProblem& pb) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
   double combos = 1;
   for (int32_t u : pb.group_max) combos *= u + 1;
   if (combos > 5e6)
     fail("brute force over {:.0f} choices is too large; use the exact solver", combos);
-  CheckpointSolution best;
+  RecomputeSolution best;
   best.cost = std::numeric_limits<double>::infinity();
   std::vector<int32_t> x(ng, 0);
   for (;;) {
-    const auto peaks = checkpoint_peaks(pb, x);
+    const auto peaks = recompute_peaks(pb, x);
     bool fits = true;
     for (int64_t p : peaks) fits = fits && p <= pb.budget;
     if (fits) {
-      const double c = checkpoint_cost(pb, x);
+      const double c = recompute_cost(pb, x);
       if (c < best.cost) {
         best.cost = c;
         best.layers = x;

@@ -1,4 +1,4 @@
-#include "plan/checkpoint.h"
+#include "plan/recompute.h"
 
 #include <algorithm>
 #include <map>
@@ -44,9 +44,9 @@ int32_t diagonal_key(const Plan& plan, const std::vector<int32_t>& local_index, 
 
 }  // namespace
 
-CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm,
-                                     const MemoryContext& mem, CheckpointTie tie) {
-  CheckpointProblem pb;
+RecomputeProblem recompute_problem(const Plan& plan, const cost::CostModel& cm,
+                                   const MemoryContext& mem, RecomputeTie tie) {
+  RecomputeProblem pb;
   pb.budget = mem.budget;
   pb.pp = plan.pp;
   const int32_t nstages = plan.num_stages();
@@ -64,7 +64,7 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
       local_index[c] = count[pipeline[c]]++;
     }
   }
-  const bool diagonal = tie == CheckpointTie::diagonal && plan.vpp == 1;
+  const bool diagonal = tie == RecomputeTie::diagonal && plan.vpp == 1;
 
   std::vector<std::vector<cost::SliceShape>> shapes(nchunks);
   for (int32_t c = 0; c < nchunks; ++c) shapes[c] = plan.chunks[c].shapes();
@@ -76,7 +76,7 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
     const StageSpec& spec = plan.stages[s];
     const cost::StageShape sh = shape_of(spec);
     for (int32_t c = 0; c < nchunks; ++c) {
-      CheckpointItem it;
+      RecomputeItem it;
       it.stage = s;
       it.chunk = c;
       it.rank = plan.rank_of_stage(s);
@@ -117,7 +117,7 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
         fail("rank {} action {} names stage {} chunk {}, outside the plan", rank, a, act.stage,
              act.chunk);
       const int32_t item = item_of[static_cast<size_t>(act.stage) * nchunks + act.chunk];
-      CheckpointPoint pt;
+      RecomputePoint pt;
       pt.rank = rank;
       pt.action = a;
       const int64_t sent_before = in_flight[rank][a];  // as schedule_memory_trace counts them
@@ -137,7 +137,7 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
       live.erase(std::remove(live.begin(), live.end(), item), live.end());
       // This backward consumed the buffer of the next slice's chunk (whose prev is this chunk).
       for (auto it = dkv_held.begin(); it != dkv_held.end();) {
-        const CheckpointItem& held = pb.items[it->first];
+        const RecomputeItem& held = pb.items[it->first];
         if (held.stage == act.stage && prev[held.chunk] == act.chunk) {
           dkv_total -= it->second;
           it = dkv_held.erase(it);
@@ -155,23 +155,22 @@ CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm
   return pb;
 }
 
-std::vector<int64_t> checkpoint_peaks(const CheckpointProblem& pb,
-                                      std::span<const int32_t> layers) {
+std::vector<int64_t> recompute_peaks(const RecomputeProblem& pb, std::span<const int32_t> layers) {
   std::vector<int64_t> peak(pb.pp, 0);
-  for (const CheckpointPoint& pt : pb.points) {
+  for (const RecomputePoint& pt : pb.points) {
     int64_t v = pt.fixed;
-    for (const CheckpointTerm& t : pt.terms) {
-      const CheckpointItem& it = pb.items[t.item];
-      v += checkpoint_term_value(it, t.transient, t.forward, layers[it.group]);
+    for (const RecomputeTerm& t : pt.terms) {
+      const RecomputeItem& it = pb.items[t.item];
+      v += recompute_term_value(it, t.transient, t.forward, layers[it.group]);
     }
     peak[pt.rank] = std::max(peak[pt.rank], v);
   }
   return peak;
 }
 
-double checkpoint_cost(const CheckpointProblem& pb, std::span<const int32_t> layers) {
+double recompute_cost(const RecomputeProblem& pb, std::span<const int32_t> layers) {
   std::vector<double> worst(pb.group_max.size(), 0.0);
-  for (const CheckpointItem& it : pb.items) {
+  for (const RecomputeItem& it : pb.items) {
     const int32_t r = std::min(layers[it.group], it.max_layers);
     worst[it.group] = std::max(worst[it.group], it.time[r]);
   }
@@ -180,17 +179,17 @@ double checkpoint_cost(const CheckpointProblem& pb, std::span<const int32_t> lay
   return sum;
 }
 
-int64_t checkpoint_min_budget(const CheckpointProblem& pb) {
-  const auto peaks = checkpoint_peaks(pb, pb.group_max);
+int64_t recompute_min_budget(const RecomputeProblem& pb) {
+  const auto peaks = recompute_peaks(pb, pb.group_max);
   int64_t m = 0;
   for (int64_t p : peaks) m = std::max(m, p);
   return m;
 }
 
-void checkpoint_apply(Plan& plan, const CheckpointProblem& pb, std::span<const int32_t> layers) {
+void recompute_apply(Plan& plan, const RecomputeProblem& pb, std::span<const int32_t> layers) {
   const int32_t nchunks = static_cast<int32_t>(plan.chunks.size());
   std::vector<int32_t> r_of(static_cast<size_t>(plan.num_stages()) * nchunks, 0);
-  for (const CheckpointItem& it : pb.items)
+  for (const RecomputeItem& it : pb.items)
     r_of[static_cast<size_t>(it.stage) * nchunks + it.chunk] =
         std::min(layers[it.group], it.max_layers);
   for (auto& list : plan.actions)
@@ -205,7 +204,7 @@ int32_t megatron_recompute_layers(const ParallelConfig& par, int64_t stage_layer
   return static_cast<int32_t>(std::min(n, stage_layers));
 }
 
-void checkpoint_apply_static(Plan& plan, const ParallelConfig& par) {
+void recompute_apply_static(Plan& plan, const ParallelConfig& par) {
   for (auto& list : plan.actions)
     for (Action& a : list)
       a.recompute_layers = megatron_recompute_layers(par, plan.stages[a.stage].num_layers);
