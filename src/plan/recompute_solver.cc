@@ -41,9 +41,28 @@ struct MipModel {
 
 constexpr double kBruteForceChoices = 20000;
 
-MipModel mip_model(const RecomputeProblem& pb, const RecomputeIndex& ix) {
+// Rows gathered as triplets, then stored at once (adding rows one by one makes CoinUtils resize
+// its matrix each time).
+struct MipRows {
+  std::vector<int> row_of, col_of;
+  std::vector<double> val_of;
+
+  void add(MipModel& md, const std::vector<int>& idx, const std::vector<double>& coef, double lo) {
+    for (size_t i = 0; i < idx.size(); ++i) {
+      row_of.push_back(md.nrows());
+      col_of.push_back(idx[i]);
+      val_of.push_back(coef[i]);
+    }
+    md.row_lb.push_back(lo);
+    md.row_ub.push_back(std::numeric_limits<double>::infinity());
+  }
+};
+
+// Columns (one per group and level, in [0, 1]), their objective (the level's added time), and
+// the thermometer rows y[g][k+1] <= y[g][k].
+void mip_columns(MipModel& md, MipRows& rows, const RecomputeProblem& pb,
+                 const RecomputeIndex& ix) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
-  MipModel md;
   md.col0.assign(ng + 1, 0);
   for (int32_t g = 0; g < ng; ++g) md.col0[g + 1] = md.col0[g] + pb.group_max[g];
   const int32_t ncols = md.col0[ng];
@@ -54,73 +73,75 @@ MipModel mip_model(const RecomputeProblem& pb, const RecomputeIndex& ix) {
     for (int32_t k = 0; k < pb.group_max[g]; ++k)
       md.obj[md.col0[g] + k] =
           recompute_group_time(pb, ix, g, k + 1) - recompute_group_time(pb, ix, g, k);
-  // Rows gathered as triplets, then stored at once (adding rows one by one makes CoinUtils
-  // resize its matrix each time).
-  std::vector<int> row_of, col_of;
-  std::vector<double> val_of;
-  auto add_row = [&](const std::vector<int>& idx, const std::vector<double>& coef, double lo) {
-    for (size_t i = 0; i < idx.size(); ++i) {
-      row_of.push_back(md.nrows());
-      col_of.push_back(idx[i]);
-      val_of.push_back(coef[i]);
-    }
-    md.row_lb.push_back(lo);
-    md.row_ub.push_back(std::numeric_limits<double>::infinity());
-  };
   for (int32_t g = 0; g < ng; ++g)
     for (int32_t k = 0; k + 1 < pb.group_max[g]; ++k)
-      add_row({md.col0[g] + k, md.col0[g] + k + 1}, {1.0, -1.0}, 0.0);
-  std::vector<double> coef_of(ncols, 0.0);
-  std::vector<int> touched, idx;
+      rows.add(md, {md.col0[g] + k, md.col0[g] + k + 1}, {1.0, -1.0}, 0.0);
+}
+
+// The row of one point over budget with nothing recomputed: the bytes its terms shed cover the
+// excess. coef_of is all zeros on entry and on return (scratch of one entry per column).
+void mip_budget_row(MipModel& md, MipRows& rows, const RecomputeProblem& pb,
+                    const RecomputePoint& pt, std::vector<double>& coef_of) {
+  int64_t base = pt.fixed;
+  for (const RecomputeTerm& t : pt.terms)
+    base += recompute_term_value(pb.items[t.item], t.transient, t.forward, 0);
+  if (base <= pb.budget) return;
+  std::vector<int> touched;
+  for (const RecomputeTerm& t : pt.terms) {
+    const RecomputeItem& it = pb.items[t.item];
+    for (int32_t k = 0; k < it.max_layers; ++k) {
+      const double shed =
+          static_cast<double>(recompute_term_value(it, t.transient, t.forward, k) -
+                              recompute_term_value(it, t.transient, t.forward, k + 1));
+      const int c = md.col0[it.group] + k;
+      if (coef_of[c] == 0.0) touched.push_back(c);
+      coef_of[c] += shed;
+    }
+  }
+  // In units of the excess (bytes would leave the LP badly scaled), and no variable credited
+  // with more than the excess plus what the negative terms can take back: the same integer
+  // answers, a tighter relaxation.
+  const double excess = static_cast<double>(base - pb.budget);
+  double negative = 0;
+  for (int c : touched) negative += std::min(0.0, coef_of[c]);
+  std::vector<int> idx;
   std::vector<double> coef;
-  for (const RecomputePoint& pt : pb.points) {
-    int64_t base = pt.fixed;
-    for (const RecomputeTerm& t : pt.terms)
-      base += recompute_term_value(pb.items[t.item], t.transient, t.forward, 0);
-    if (base <= pb.budget) continue;
-    touched.clear();
-    for (const RecomputeTerm& t : pt.terms) {
-      const RecomputeItem& it = pb.items[t.item];
-      for (int32_t k = 0; k < it.max_layers; ++k) {
-        const double shed =
-            static_cast<double>(recompute_term_value(it, t.transient, t.forward, k) -
-                                recompute_term_value(it, t.transient, t.forward, k + 1));
-        const int c = md.col0[it.group] + k;
-        if (coef_of[c] == 0.0) touched.push_back(c);
-        coef_of[c] += shed;
-      }
+  double reach = 0;  // the most the row's left side can be
+  for (int c : touched) {
+    if (coef_of[c] != 0.0) {
+      idx.push_back(c);
+      coef.push_back(std::min(1.0 - negative / excess, coef_of[c] / excess));
+      reach += std::max(0.0, coef.back());
     }
-    // In units of the excess (bytes would leave the LP badly scaled), and no variable credited
-    // with more than the excess plus what the negative terms can take back: the same integer
-    // answers, a tighter relaxation.
-    const double excess = static_cast<double>(base - pb.budget);
-    double negative = 0;
-    for (int c : touched) negative += std::min(0.0, coef_of[c]);
-    idx.clear();
-    coef.clear();
-    double reach = 0;  // the most the row's left side can be
-    for (int c : touched) {
-      if (coef_of[c] != 0.0) {
-        idx.push_back(c);
-        coef.push_back(std::min(1.0 - negative / excess, coef_of[c] / excess));
-        reach += std::max(0.0, coef.back());
-      }
-      coef_of[c] = 0.0;
-    }
-    if (reach < 1.0 - 1e-9) md.infeasible = true;  // slack for the scaling's round-off
-    add_row(idx, coef, 1.0);
+    coef_of[c] = 0.0;
   }
+  if (reach < 1.0 - 1e-9) md.infeasible = true;  // slack for the scaling's round-off
+  rows.add(md, idx, coef, 1.0);
+}
+
+// The triplets into the column-major arrays Clp and Cbc load.
+void mip_store(MipModel& md, const MipRows& rows) {
+  const int ncols = md.ncols();
   md.start.assign(ncols + 1, 0);
-  for (int c : col_of) ++md.start[c + 1];
+  for (int c : rows.col_of) ++md.start[c + 1];
   for (int c = 0; c < ncols; ++c) md.start[c + 1] += md.start[c];
-  md.index.resize(col_of.size());
-  md.value.resize(col_of.size());
+  md.index.resize(rows.col_of.size());
+  md.value.resize(rows.col_of.size());
   std::vector<CoinBigIndex> fill(md.start.begin(), md.start.end() - 1);
-  for (size_t e = 0; e < col_of.size(); ++e) {
-    const CoinBigIndex at = fill[col_of[e]]++;
-    md.index[at] = row_of[e];
-    md.value[at] = val_of[e];
+  for (size_t e = 0; e < rows.col_of.size(); ++e) {
+    const CoinBigIndex at = fill[rows.col_of[e]]++;
+    md.index[at] = rows.row_of[e];
+    md.value[at] = rows.val_of[e];
   }
+}
+
+MipModel mip_model(const RecomputeProblem& pb, const RecomputeIndex& ix) {
+  MipModel md;
+  MipRows rows;
+  mip_columns(md, rows, pb, ix);
+  std::vector<double> coef_of(md.ncols(), 0.0);
+  for (const RecomputePoint& pt : pb.points) mip_budget_row(md, rows, pb, pt, coef_of);
+  mip_store(md, rows);
   return md;
 }
 
