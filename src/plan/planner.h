@@ -38,8 +38,9 @@ struct PlanResult {
 int64_t planner_budget(const Config& cfg, const cost::CostModel& cm);
 
 // The schedule in cfg.parallel.schedule (knobs left at 0 in cfg are tuned). Returns a plan that
-// passed validate() with every prediction filled. Throws Error when no setting fits the budget,
-// naming the smallest budget that would.
+// passed validate() with every prediction filled. Throws BudgetError (budget_error.h) when no
+// setting fits the budget, carrying the smallest budget that would under cfg's recompute setting
+// and the rank that binds.
 Plan make_plan(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> seq_lengths);
 PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
                               std::span<const int64_t> seq_lengths, Schedule schedule);
