@@ -1,5 +1,5 @@
 // Planning latency of the whole EPP plan (sequence processor + K search + pipeline grouping +
-// schedule + adaptive checkpoint solve + validation) for one global batch of a github-like
+// schedule + adaptive recompute solve + validation) for one global batch of a github-like
 // long-tail workload, Llama-7B on A800s (Ulysses 8 inside a stage, 48K maximum length).
 // Goal: 512 sequences at pp 8 in at most 1 s on one core.
 #include <benchmark/benchmark.h>
@@ -47,7 +47,7 @@ void BM_PlanEpp(benchmark::State& state) {
 }
 
 // Memory-bound: Llama-30B at 96K (the paper's largest setting), where slicing, several
-// pipelines and adaptive recompute are needed on pp 4, so the checkpoint solve runs in full.
+// pipelines and adaptive recompute are needed on pp 4, so the recompute solve runs in full.
 void BM_PlanEpp30b96k(benchmark::State& state) {
   const int64_t n = state.range(0), pp = state.range(1);
   infinipipe::Config cfg = bench_config(pp);
@@ -64,7 +64,7 @@ void BM_PlanEpp30b96k(benchmark::State& state) {
     const auto r =
         infinipipe::plan::make_plan_detailed(cfg, cm, lengths, infinipipe::Schedule::epp);
     chunks = r.plan.chunks.size();
-    gap = r.knobs.checkpoint_gap;
+    gap = r.knobs.recompute_gap;
     benchmark::DoNotOptimize(r.plan.predicted_step_time);
   }
   state.counters["chunks"] = static_cast<double>(chunks);

@@ -1,7 +1,7 @@
 // Planner latency over batch size × pipeline degree (512 … 8192 sequences, pp 4 … 32),
 // with the time of each phase of the EPP planner measured on the winning setting: sequence
-// processor, pipeline grouping (Eq. 14), schedule, checkpoint problem + greedy solve, exact
-// checkpoint solve, validation. Llama-7B, 48K maximum length, GitHub-like lengths, A800 preset,
+// processor, pipeline grouping (Eq. 14), schedule, recompute problem + greedy solve, exact
+// recompute solve, validation. Llama-7B, 48K maximum length, GitHub-like lengths, A800 preset,
 // Ulysses 8 inside a stage (as bench_planner). One core, one run per point; prints markdown.
 // Usage: bench_planner_grid [--quick] [--model=7b48k|30b96k]   (quick: 512, 1024 × pp 4, 8)
 #include <algorithm>
@@ -16,8 +16,8 @@
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
-#include "plan/checkpoint.h"
 #include "plan/planner.h"
+#include "plan/recompute.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "plan/sequence_processor.h"
@@ -34,7 +34,7 @@ double since(Clock::time_point t0) {
 }
 
 // Llama-7B at 48K (memory does not bind: no recompute) or Llama-30B at 96K (memory binds:
-// slicing, several pipelines and the exact checkpoint solve all run), as examples/llama*.yaml.
+// slicing, several pipelines and the exact recompute solve all run), as examples/llama*.yaml.
 Config grid_config(int64_t pp, bool big) {
   Config cfg;
   cfg.model.num_layers = big ? 60 : 32;
@@ -78,7 +78,7 @@ void grid_point(int64_t n, int64_t pp, bool big) {
   const double total = since(t0);
 
   // The phases, once each on the winner's setting (the K search runs the first four per
-  // candidate, with the greedy checkpoint solve; the exact solve and validation run once).
+  // candidate, with the greedy recompute solve; the exact solve and validation run once).
   const int32_t ipp = static_cast<int32_t>(pp);
   const cost::StageShape ref = plan::processor_reference_stage(cm.model(), pp);
   t0 = Clock::now();
@@ -100,12 +100,12 @@ void grid_point(int64_t n, int64_t pp, bool big) {
   const double t_sched = since(t0);
 
   t0 = Clock::now();
-  const plan::CheckpointProblem pb =
-      plan::checkpoint_problem(p, cm, mem, plan::CheckpointTie::diagonal);
-  const plan::CheckpointSolution greedy = plan::checkpoint_solve_greedy(pb);
+  const plan::RecomputeProblem pb =
+      plan::recompute_problem(p, cm, mem, plan::RecomputeTie::diagonal);
+  const plan::RecomputeSolution greedy = plan::recompute_solve_greedy(pb);
   const double t_greedy = since(t0);
   t0 = Clock::now();
-  const plan::CheckpointSolution exact = plan::checkpoint_solve_exact(pb);
+  const plan::RecomputeSolution exact = plan::recompute_solve_exact(pb);
   const double t_exact = since(t0);
 
   // What every candidate also pays: predicted action times and the memory trace.
@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
         big ? "Llama-30B 96K (memory binds)" : "Llama-7B 48K (memory does not bind)");
     std::printf(
         "| sequences | pp | whole plan | candidates | chunks | processor | grouping | schedule | "
-        "ckpt problem + greedy | predict + memory | ckpt exact | validate | attributed |\n");
+        "recompute problem + greedy | predict + memory | recompute exact | validate | attributed "
+        "|\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     std::fflush(stdout);
     for (int64_t n : seqs)

@@ -66,7 +66,7 @@ void run_cost(const Config& cfg, const CostOptions& o) {
   fmt::print("\none middle stage: {} layers, ulysses degree {}, context {}\n", stage.num_layers,
              cm.ulysses_degree(), o.context);
   fmt::print("{:>8} {:>11} {:>11} {:>13} {:>8} {:>12} {:>12}\n", "tokens", "forward", "backward",
-             "recompute-all", "of peak", "act (keep)", "act (ckpt)");
+             "recompute-all", "of peak", "act (keep)", "act (recomp)");
   for (int64_t t : o.tokens) {
     if (t <= 0) fail_config("--chunk-tokens must be positive, got {}", t);
     const std::vector<cost::SliceShape> chunk = {{o.context, t}};

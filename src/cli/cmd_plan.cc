@@ -96,9 +96,8 @@ void print_summary(const Config& cfg, const plan::PlanResult& r, const sim::Step
   fmt::print("  setting: {} ({} candidates searched in {:.3f} s)\n", r.knobs.describe(),
              r.knobs.candidates, plan_seconds);
   if (r.knobs.recompute_layers < 0)
-    fmt::print(
-        "  adaptive checkpointing: {:.3f} s of recompute on the critical waves (gap {:.2f}%)\n",
-        r.knobs.recompute_time, 100 * r.knobs.checkpoint_gap);
+    fmt::print("  adaptive recompute: {:.3f} s of recompute on the critical waves (gap {:.2f}%)\n",
+               r.knobs.recompute_time, 100 * r.knobs.recompute_gap);
   fmt::print(
       "  predicted step {:.3f} s, {:.0f} tokens/s per replica, bubble {:.1f}%, MFU {:.1f}%\n",
       s.step_time, s.tokens_per_second, 100 * s.bubble_ratio_mean, 100 * s.mfu);
@@ -134,7 +133,7 @@ std::function<Workload(const Config&, const cost::CostModel&)> add_workload_opti
 
 void add_plan_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
-      "plan", "plan one global batch (schedule, slicing, packing, checkpointing) and save it");
+      "plan", "plan one global batch (schedule, slicing, packing, recompute) and save it");
   auto out = std::make_shared<std::string>("plan.json");
   auto svg = std::make_shared<std::string>();
   cmd->add_option("--out", *out, "where to write the plan JSON ('' = do not write)")

@@ -122,7 +122,7 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
   fmt::print(
       "memory (from the engine's allocator): {:.0f} B/token/layer kept, {:.0f} recomputed, {:.0f} "
       "K/V, backward working set {:.0f} B/token + {:.0f} B attention tiles\n",
-      c.act_bytes_per_token_layer, c.ckpt_bytes_per_token_layer, c.kv_bytes_per_token_layer,
+      c.act_bytes_per_token_layer, c.recompute_bytes_per_token_layer, c.kv_bytes_per_token_layer,
       c.grad_bytes_per_token, c.attn_workspace_bytes);
   cost::save_calibration(rep.calibration, o.out);
   fmt::print("wrote {} ({:.0f} s); use it with --calibration {}\n", o.out, rep.seconds, o.out);

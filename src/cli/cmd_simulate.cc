@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
+#include "plan/budget_error.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "sim/baseline_deepspeed.h"
@@ -65,15 +66,12 @@ Row pipeline_row(const Config& cfg, const cost::CostModel& cm, const std::vector
     row.peak = max_of(st.peak_bytes);
     row.setting = r.knobs.describe();
     if (st.oom) row.note = "OOM in simulation";
+  } catch (const plan::BudgetError& e) {
+    row.note = fmt::format("OOM (needs {})", format_bytes(e.least_budget()));
   } catch (const ConfigError& e) {
     row.note = fmt::format("n/a: {}", e.what());
   } catch (const Error& e) {
-    const std::string msg = e.what();
-    const auto at = msg.find("smallest budget that fits is ");
-    row.note =
-        at == std::string::npos
-            ? fmt::format("failed: {}", msg)
-            : fmt::format("OOM (needs {})", msg.substr(at + 29, msg.find(" (", at + 29) - at - 29));
+    row.note = fmt::format("failed: {}", e.what());
   }
   row.plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return row;

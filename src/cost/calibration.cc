@@ -1,6 +1,7 @@
-// Calibration JSON: {"format": "infinipipe-calibration", "version": 1, "metadata": {...},
+// Calibration JSON: {"format": "infinipipe-calibration", "version": 2, "metadata": {...},
 // "model": {...}, "device": {...}, "coefficients": {...}}. Every field is required on load so a
-// file from another tool or version fails loudly instead of planning with zeros.
+// file from another tool or version fails loudly instead of planning with zeros. Version 1 differs
+// only in one key's name (see coeff_key) and still loads.
 #include "cost/calibration.h"
 
 #include <cmath>
@@ -38,7 +39,7 @@ constexpr DoubleField kCoeffFields[] = {
     {"p2p_latency_s", &Coefficients::p2p_latency_s},
     {"alltoall_bandwidth", &Coefficients::alltoall_bandwidth},
     {"act_bytes_per_token_layer", &Coefficients::act_bytes_per_token_layer},
-    {"ckpt_bytes_per_token_layer", &Coefficients::ckpt_bytes_per_token_layer},
+    {"recompute_bytes_per_token_layer", &Coefficients::recompute_bytes_per_token_layer},
     {"kv_bytes_per_token_layer", &Coefficients::kv_bytes_per_token_layer},
     {"dkv_bytes_per_token_layer", &Coefficients::dkv_bytes_per_token_layer},
     {"grad_bytes_per_token", &Coefficients::grad_bytes_per_token},
@@ -61,6 +62,15 @@ constexpr DoubleField kOptionalCoeffFields[] = {
     {"lm_head_backward_factor", &Coefficients::lm_head_backward_factor},
     {"p2p_latency_inter_s", &Coefficients::p2p_latency_inter_s},
 };
+
+// Version 1 called the bytes a recomputed layer keeps "ckpt_bytes_per_token_layer".
+constexpr int kCalibrationVersionOldRecomputeKey = 1;
+const char* coeff_key(const DoubleField& f, int version) {
+  if (version == kCalibrationVersionOldRecomputeKey &&
+      f.ptr == &Coefficients::recompute_bytes_per_token_layer)
+    return "ckpt_bytes_per_token_layer";
+  return f.key;
+}
 
 // Quantities that must be strictly positive for the formulas to make sense (they divide).
 bool must_be_positive(const std::string& key) {
@@ -149,11 +159,13 @@ Calibration calibration_from_json(const std::string& text, const std::string& wh
          kFormat);
   Calibration c;
   c.version = get<int>(j, "version", where, "");
-  if (c.version != kCalibrationVersion)
+  const int file_version = c.version;
+  if (c.version != kCalibrationVersion && c.version != kCalibrationVersionOldRecomputeKey)
     fail(
-        "calibration {} has version {}, this build reads version {}: run `infinipipe profile` "
-        "again",
-        where, c.version, kCalibrationVersion);
+        "calibration {} has version {}, this build reads versions {} and {}: run `infinipipe "
+        "profile` again",
+        where, c.version, kCalibrationVersionOldRecomputeKey, kCalibrationVersion);
+  c.version = kCalibrationVersion;  // saved again, it is written in the current form
   const json& meta = section(j, "metadata", where);
   c.machine = get<std::string>(meta, "machine", where, "metadata");
   c.date = get<std::string>(meta, "date", where, "metadata");
@@ -206,7 +218,7 @@ Calibration calibration_from_json(const std::string& text, const std::string& wh
 
   const json& co = section(j, "coefficients", where);
   for (const DoubleField& f : kCoeffFields) {
-    double v = get<double>(co, f.key, where, "coefficients");
+    double v = get<double>(co, coeff_key(f, file_version), where, "coefficients");
     if (!std::isfinite(v) || v < 0 || (v == 0 && must_be_positive(f.key)))
       fail("calibration {}: coefficients.{} = {} must be {} and finite", where, f.key, v,
            must_be_positive(f.key) ? "> 0" : ">= 0");

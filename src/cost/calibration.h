@@ -10,7 +10,7 @@
 
 namespace infinipipe::cost {
 
-inline constexpr int kCalibrationVersion = 1;
+inline constexpr int kCalibrationVersion = 2;
 
 struct Calibration {
   int version = kCalibrationVersion;

@@ -75,7 +75,7 @@ Coefficients CostModel::derive_coefficients(const ModelConfig& m, const DeviceSp
   // Saved for backward per layer (elements per token): layer input, norm output, q/k/v,
   // attention output, residual, norm output, gate and up, SwiGLU output; plus fp32 rstd/lse.
   c.act_bytes_per_token_layer = ((6 * h + 2 * kv + 3 * f) * b + (2 + heads) * 4.0) / u;
-  c.ckpt_bytes_per_token_layer = h * b / u;
+  c.recompute_bytes_per_token_layer = h * b / u;
   c.kv_bytes_per_token_layer = 2 * kv * b / u;
   c.dkv_bytes_per_token_layer = 2 * kv * 4.0 / u;  // accumulated in fp32
   // One layer's activation gradients alive at once: residual in/out, q/k/v, gate/up/SwiGLU.
@@ -126,9 +126,9 @@ CostModel CostModel::with_ulysses_degree(int64_t degree, bool across_nodes) cons
        {&c.alpha1, &c.alpha2, &c.embedding_per_token, &c.lm_head_per_token,
         &c.index_bytes_per_token, &c.attn_workspace_bytes_per_longest_token,
         &c.lm_head_grad_reuse_bytes_per_token, &c.act_bytes_per_token_layer,
-        &c.ckpt_bytes_per_token_layer, &c.kv_bytes_per_token_layer, &c.dkv_bytes_per_token_layer,
-        &c.grad_bytes_per_token, &c.fwd_transient_bytes_per_token, &c.embedding_bytes_per_token,
-        &c.lm_head_bytes_per_token, &c.p2p_bytes_per_token})
+        &c.recompute_bytes_per_token_layer, &c.kv_bytes_per_token_layer,
+        &c.dkv_bytes_per_token_layer, &c.grad_bytes_per_token, &c.fwd_transient_bytes_per_token,
+        &c.embedding_bytes_per_token, &c.lm_head_bytes_per_token, &c.p2p_bytes_per_token})
     *v *= k;
   if (across_nodes) {
     c.alltoall_bandwidth = std::min(c.alltoall_bandwidth, c.p2p_bandwidth_inter);
@@ -328,7 +328,7 @@ int64_t CostModel::activation_bytes(std::span<const SliceShape> chunk, const Sta
   const double t = static_cast<double>(chunk_tokens(chunk)), t_keep = kv_keep_tokens(chunk);
   const int64_t full = stage.num_layers - recompute_layers;
   double bytes = t * (full * coeffs_.act_bytes_per_token_layer +
-                      recompute_layers * coeffs_.ckpt_bytes_per_token_layer);
+                      recompute_layers * coeffs_.recompute_bytes_per_token_layer);
   bytes -= t_keep * full * coeffs_.kv_bytes_per_token_layer;  // counted in kv_keep_bytes
   bytes += t * coeffs_.index_bytes_per_token;
   if (stage.has_embedding) bytes += t * coeffs_.embedding_bytes_per_token;
@@ -377,7 +377,7 @@ int64_t CostModel::backward_transient_bytes(std::span<const SliceShape> chunk,
   // stage recomputing every layer holds one recomputed layer on top of everything it saved
   // (minus the input, which is kept, and K/V, which a non-final slice keeps).
   if (recompute_layers > 0 && recompute_layers >= stage.num_layers)
-    bytes += t * (coeffs_.act_bytes_per_token_layer - coeffs_.ckpt_bytes_per_token_layer) -
+    bytes += t * (coeffs_.act_bytes_per_token_layer - coeffs_.recompute_bytes_per_token_layer) -
              kv_keep_tokens(chunk) * coeffs_.kv_bytes_per_token_layer;
   if (stage.has_lm_head) {
     // Logits and their gradient for one block of tokens, fp32, per device.

@@ -75,11 +75,11 @@ struct Coefficients {
   double p2p_latency_inter_s = 0;  // between nodes; 0 = p2p_latency_s (older calibration files)
   double alltoall_bandwidth = 0;   // bytes/s per device inside the Ulysses group
   // memory, bytes per token (per device) per layer unless noted
-  double act_bytes_per_token_layer = 0;   // saved activations of a non-recomputed layer, incl. K/V
-  double ckpt_bytes_per_token_layer = 0;  // a recomputed layer keeps only its input
-  double kv_bytes_per_token_layer = 0;    // K and V (part of act_bytes_per_token_layer)
-  double dkv_bytes_per_token_layer = 0;   // dK/dV accumulation buffer of a sliced sequence prefix
-  double grad_bytes_per_token = 0;        // activation-gradient buffers live during a backward
+  double act_bytes_per_token_layer = 0;  // saved activations of a non-recomputed layer, incl. K/V
+  double recompute_bytes_per_token_layer = 0;  // a recomputed layer keeps only its input
+  double kv_bytes_per_token_layer = 0;         // K and V (part of act_bytes_per_token_layer)
+  double dkv_bytes_per_token_layer = 0;  // dK/dV accumulation buffer of a sliced sequence prefix
+  double grad_bytes_per_token = 0;       // activation-gradient buffers live during a backward
   double fwd_transient_bytes_per_token = 0;  // buffers a forward allocates and frees (not saved)
   double embedding_bytes_per_token = 0;      // saved by the embedding stage
   double lm_head_bytes_per_token = 0;        // saved by the last stage (final norm input/output)
@@ -141,7 +141,7 @@ class CostModel {
   int64_t activation_bytes(std::span<const SliceShape> chunk, const StageShape& stage,
                            int64_t recompute_layers) const;
   // K/V of non-final slices (final_slice == false), all layers of the stage, held from the
-  // slice's forward until its backward even for checkpointed layers.
+  // slice's forward until its backward even for recomputed layers.
   int64_t kv_keep_bytes(std::span<const SliceShape> chunk, const StageShape& stage) const;
   // dK/dV for the `context` tokens before each slice: allocated by this chunk's backward and
   // held until the previous slice's backward of the same sequence consumes it.

@@ -30,7 +30,7 @@ struct IterationMetrics {
   double lr = 0;
   double grad_norm = 0;  // before clipping
   std::string schedule;
-  std::string plan_knobs;  // "K=4, adaptive ckpt" etc.
+  std::string plan_knobs;  // "K=4, adaptive recompute" etc.
   int32_t chunks = 0;
   int32_t recompute_layers = 0;       // Σ over forward actions: layers the plan recomputes
   double predicted_step_seconds = 0;  // the plan's predicted execution time
@@ -43,7 +43,7 @@ struct IterationMetrics {
 
 nlohmann::json metrics_to_json(const IterationMetrics& m);
 // " iter 3/30 | loss 4.1234 | 12.3K tok/s | lr 3.00e-04 | grad norm 1.234 | peak 40.0 MiB
-// (predicted 42.0 MiB) | epp K=2, adaptive ckpt"
+// (predicted 42.0 MiB) | epp K=2, adaptive recompute"
 std::string metrics_format_line(const IterationMetrics& m);
 
 // Every action each rank ran in one iteration, measured next to predicted:

@@ -15,7 +15,7 @@ cost::Coefficients profile_memory_coefficients(const ModelConfig& m, Optimizer o
   const double C = static_cast<double>(m.hidden_size);
   // A kept layer holds its stash and its K/V; a recomputed one only its input.
   c.act_bytes_per_token_layer = static_cast<double>(b.full_per_token_layer + b.kv_per_token_layer);
-  c.ckpt_bytes_per_token_layer = static_cast<double>(b.recompute_per_token_layer);
+  c.recompute_bytes_per_token_layer = static_cast<double>(b.recompute_per_token_layer);
   c.kv_bytes_per_token_layer = static_cast<double>(b.kv_per_token_layer);
   c.dkv_bytes_per_token_layer = static_cast<double>(b.kv_per_token_layer);  // dK, dV in fp32
   // Backward: the shared workspace, a copy of the output grad, and the chunk's own dK/dV at the

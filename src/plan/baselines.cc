@@ -7,8 +7,9 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "plan/checkpoint.h"
+#include "plan/budget_error.h"
 #include "plan/planner.h"
+#include "plan/recompute.h"
 #include "plan/sequence_processor.h"
 #include "plan/stage_layout.h"
 
@@ -56,13 +57,13 @@ struct Search {
   Candidate best;
   PlanKnobs knobs;
   bool have = false;
-  int64_t least_budget = std::numeric_limits<int64_t>::max();
+  LeastBudget least;
   std::string last_config_error;
   bool runtime_error = false;  // last_config_error came from a failed plan, not the config
   int32_t evaluated = 0;
 
   void offer(Candidate c, const PlanKnobs& k) {
-    least_budget = std::min(least_budget, c.min_budget);
+    least.offer(c);
     if (!c.fits) return;
     if (!have || c.plan.predicted_step_time < best.plan.predicted_step_time) {
       best = std::move(c);
@@ -70,19 +71,20 @@ struct Search {
       have = true;
     }
   }
-  PlanResult finish(const char* schedule, int64_t budget) {
+  PlanResult finish(const char* schedule, const Config& cfg, int64_t budget) {
     if (!have) {
-      if (least_budget == std::numeric_limits<int64_t>::max()) {
+      if (!least.known()) {
         if (runtime_error)
           fail("no setting of the {} schedule gave a usable plan: {}", schedule, last_config_error);
         fail_config("no setting of the {} schedule can run this batch: {}", schedule,
                     last_config_error);
       }
-      fail(
-          "the memory budget {} per rank is too small for this batch with the {} schedule: the "
-          "smallest budget that fits is {} ({} bytes); raise --memory-budget or use more "
-          "pipeline stages",
-          format_bytes(budget), schedule, format_bytes(least_budget), least_budget);
+      fail_budget(least.bytes, least.rank,
+                  "the memory budget {} per rank is too small for this batch with the {} "
+                  "schedule: the smallest budget that fits is {} ({} bytes, for rank {}); raise "
+                  "--memory-budget or use more pipeline stages{}",
+                  format_bytes(budget), schedule, format_bytes(least.bytes), least.bytes,
+                  least.rank, least_budget_hint(cfg));
     }
     knobs.candidates = evaluated;
     return PlanResult{std::move(best.plan), knobs};
@@ -109,6 +111,12 @@ Candidate evaluate_static(const Config& cfg, const cost::CostModel& cm,
 }
 
 }  // namespace
+
+const char* least_budget_hint(const Config& cfg) {
+  return cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive
+             ? ""
+             : "; or recompute more (--recompute-granularity adaptive lets the planner choose)";
+}
 
 std::vector<Chunk> pack_micro_batches(std::span<const int64_t> lengths, int64_t capacity) {
   std::vector<int32_t> order(lengths.size());
@@ -270,7 +278,7 @@ PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
       }
     }
   }
-  return search.finish(schedule_name(schedule), planner_budget(cfg, cm));
+  return search.finish(schedule_name(schedule), cfg, planner_budget(cfg, cm));
 }
 
 PlanResult tune_seq1f1b(const Config& cfg, const cost::CostModel& cm,
@@ -304,7 +312,7 @@ PlanResult tune_seq1f1b(const Config& cfg, const cost::CostModel& cm,
       kn.recompute_layers = r;
       search.offer(std::move(c), kn);
     }
-  return search.finish("seq1f1b", planner_budget(cfg, cm));
+  return search.finish("seq1f1b", cfg, planner_budget(cfg, cm));
 }
 
 std::vector<std::vector<int64_t>> balance_replicas(std::span<const int64_t> lengths, int64_t dp,

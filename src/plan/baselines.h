@@ -1,8 +1,9 @@
 // Shared by the planner and the baseline tuners: turns one candidate setting (chunks, schedule,
-// recompute choice) into a scheduled, checkpointed, predicted plan and says whether it fits.
+// recompute choice) into a scheduled, recompute-chosen, predicted plan and says whether it fits.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -15,10 +16,29 @@ namespace infinipipe::plan {
 struct Candidate {
   Plan plan;
   bool fits = false;
-  int64_t min_budget = 0;  // least peak this candidate reaches with the most recompute allowed
+  // Least budget this candidate fits: with the most recompute where the solve is adaptive, else
+  // under its static recompute count; and the rank whose peak that is.
+  int64_t min_budget = 0;
+  int32_t min_budget_rank = 0;
   double recompute_time = 0;
-  double checkpoint_gap = 0;
+  double recompute_gap = 0;
 };
+
+// The least budget among the candidates a search offered, and the rank that binds there.
+struct LeastBudget {
+  int64_t bytes = std::numeric_limits<int64_t>::max();
+  int32_t rank = 0;
+  bool known() const { return bytes != std::numeric_limits<int64_t>::max(); }
+  void offer(const Candidate& c) {
+    if (c.min_budget >= bytes) return;
+    bytes = c.min_budget;
+    rank = c.min_budget_rank;
+  }
+};
+
+// How a too-small budget can also be met under cfg's recompute setting ("" when the planner
+// already chooses recompute), for the end of the budget error's message.
+const char* least_budget_hint(const Config& cfg);
 
 struct CandidateSpec {
   Schedule schedule = Schedule::epp;

@@ -90,39 +90,21 @@ json plan_to_json(const Plan& plan) {
   return j;
 }
 
-Plan plan_from_json(const json& j) {
-  if (!j.is_object()) fail("plan JSON: the top level must be an object, got {}", j.type_name());
-  const json& tag = field(j, "format", "the plan");
-  if (tag != kFormatTag)
-    fail("plan JSON: \"format\" is {}, expected \"{}\": this is not an infinipipe plan", tag.dump(),
-         kFormatTag);
-  Plan p;
-  p.version = as_int32(field(j, "version", "the plan"), "version", 0, INT32_MAX);
-  if (p.version != kPlanFormatVersion)
-    fail(
-        "plan JSON: version {} is not supported (this build reads version {}); re-create the "
-        "plan with `infinipipe plan`",
-        p.version, kPlanFormatVersion);
-  const json& sched = field(j, "schedule", "the plan");
-  if (!sched.is_string()) fail("plan JSON: schedule must be a string, got {}", sched.dump());
-  p.schedule = sched.get<std::string>();
-  p.pp = as_int32(field(j, "pp", "the plan"), "pp", 1, 1 << 16);
-  p.vpp = as_int32(field(j, "vpp", "the plan"), "vpp", 1, 1 << 10);
-  p.memory_budget = as_int(field(j, "memory_budget", "the plan"), "memory_budget");
-  p.predicted_step_time =
-      as_double(field(j, "predicted_step_time", "the plan"), "predicted_step_time");
-  for (const json& v :
-       as_array(field(j, "predicted_peak_bytes", "the plan"), "predicted_peak_bytes"))
-    p.predicted_peak_bytes.push_back(as_int(v, "predicted_peak_bytes[]"));
+namespace {
 
+// The parts of plan_from_json, in the order the fields depend on each other: lengths, then
+// chunks (slices index the lengths), then stages, then actions (they index chunks and stages).
+void lengths_from_json(Plan& p, const json& j) {
   const json& lens = as_array(field(j, "seq_lengths", "the plan"), "seq_lengths");
   for (size_t i = 0; i < lens.size(); ++i) {
     int64_t l = as_int(lens[i], fmt::format("seq_lengths[{}]", i));
     if (l <= 0) fail("plan JSON: seq_lengths[{}] = {} must be positive", i, l);
     p.seq_lengths.push_back(l);
   }
-  const int64_t nseq = static_cast<int64_t>(p.seq_lengths.size());
+}
 
+void chunks_from_json(Plan& p, const json& j) {
+  const int64_t nseq = static_cast<int64_t>(p.seq_lengths.size());
   const json& chunks = as_array(field(j, "chunks", "the plan"), "chunks");
   for (size_t c = 0; c < chunks.size(); ++c) {
     std::string where = fmt::format("chunks[{}]", c);
@@ -146,15 +128,17 @@ Plan plan_from_json(const json& j) {
     }
     p.chunks.push_back(std::move(ch));
   }
-  const int64_t nchunk = static_cast<int64_t>(p.chunks.size());
 
+  const int64_t nchunk = static_cast<int64_t>(p.chunks.size());
   const json& poc = as_array(field(j, "pipeline_of_chunk", "the plan"), "pipeline_of_chunk");
   if (!poc.empty() && static_cast<int64_t>(poc.size()) != nchunk)
     fail("plan JSON: pipeline_of_chunk has {} entries but there are {} chunks", poc.size(), nchunk);
   for (size_t i = 0; i < poc.size(); ++i)
     p.pipeline_of_chunk.push_back(
         as_int32(poc[i], fmt::format("pipeline_of_chunk[{}]", i), 0, INT32_MAX));
+}
 
+void stages_from_json(Plan& p, const json& j) {
   const int32_t nstage = p.pp * p.vpp;
   const json& stages = as_array(field(j, "stages", "the plan"), "stages", nstage);
   for (int32_t s = 0; s < nstage; ++s) {
@@ -171,7 +155,11 @@ Plan plan_from_json(const json& j) {
     st.has_lm_head = as_bool(field(o, "has_lm_head", where), where + ".has_lm_head");
     p.stages.push_back(st);
   }
+}
 
+void actions_from_json(Plan& p, const json& j) {
+  const int64_t nchunk = static_cast<int64_t>(p.chunks.size());
+  const int32_t nstage = p.pp * p.vpp;
   const json& actions =
       as_array(field(j, "actions", "the plan"), "actions (one list per rank)", p.pp);
   for (int32_t r = 0; r < p.pp; ++r) {
@@ -199,6 +187,39 @@ Plan plan_from_json(const json& j) {
     }
     p.actions.push_back(std::move(list));
   }
+}
+
+}  // namespace
+
+Plan plan_from_json(const json& j) {
+  if (!j.is_object()) fail("plan JSON: the top level must be an object, got {}", j.type_name());
+  const json& tag = field(j, "format", "the plan");
+  if (tag != kFormatTag)
+    fail("plan JSON: \"format\" is {}, expected \"{}\": this is not an infinipipe plan", tag.dump(),
+         kFormatTag);
+  Plan p;
+  p.version = as_int32(field(j, "version", "the plan"), "version", 0, INT32_MAX);
+  if (p.version != kPlanFormatVersion)
+    fail(
+        "plan JSON: version {} is not supported (this build reads version {}); re-create the "
+        "plan with `infinipipe plan`",
+        p.version, kPlanFormatVersion);
+  const json& sched = field(j, "schedule", "the plan");
+  if (!sched.is_string()) fail("plan JSON: schedule must be a string, got {}", sched.dump());
+  p.schedule = sched.get<std::string>();
+  p.pp = as_int32(field(j, "pp", "the plan"), "pp", 1, 1 << 16);
+  p.vpp = as_int32(field(j, "vpp", "the plan"), "vpp", 1, 1 << 10);
+  p.memory_budget = as_int(field(j, "memory_budget", "the plan"), "memory_budget");
+  p.predicted_step_time =
+      as_double(field(j, "predicted_step_time", "the plan"), "predicted_step_time");
+  for (const json& v :
+       as_array(field(j, "predicted_peak_bytes", "the plan"), "predicted_peak_bytes"))
+    p.predicted_peak_bytes.push_back(as_int(v, "predicted_peak_bytes[]"));
+
+  lengths_from_json(p, j);
+  chunks_from_json(p, j);
+  stages_from_json(p, j);
+  actions_from_json(p, j);
   return p;
 }
 

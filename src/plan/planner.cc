@@ -5,7 +5,8 @@
 
 #include "core/error.h"
 #include "plan/baselines.h"
-#include "plan/checkpoint.h"
+#include "plan/budget_error.h"
+#include "plan/recompute.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "plan/sequence_processor.h"
@@ -45,6 +46,94 @@ std::vector<int32_t> finest_grouping(const std::vector<Chunk>& chunks) {
   return out;
 }
 
+// The least budget a candidate fits: the largest of `peaks`, and the rank that has it.
+void candidate_least_budget(Candidate& cand, const std::vector<int64_t>& peaks) {
+  const auto binding = std::max_element(peaks.begin(), peaks.end());
+  cand.min_budget = *binding;
+  cand.min_budget_rank = static_cast<int32_t>(binding - peaks.begin());
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// What the pipeline grouping (Eq. 14) knows of each chunk on the reference stage, as prefix sums
+// over the chunk list: step time, activation bytes without and with full recompute, and the
+// time of full recompute; plus the largest transient and the run each chunk belongs to.
+struct GroupingCosts {
+  std::vector<double> f, b;                 // per chunk: forward, backward seconds
+  std::vector<double> pf, pmax, pmin, prt;  // prefix sums (n + 1)
+  std::vector<int32_t> unit_start;          // first chunk of the run of each chunk
+  double transient = 0;
+};
+
+GroupingCosts grouping_costs(const std::vector<Chunk>& chunks, const cost::CostModel& cm,
+                             const cost::StageShape& stage) {
+  const int32_t n = static_cast<int32_t>(chunks.size());
+  GroupingCosts gc;
+  gc.f.resize(n);
+  gc.b.resize(n);
+  gc.unit_start.resize(n);
+  gc.pf.assign(n + 1, 0);
+  gc.pmax.assign(n + 1, 0);
+  gc.pmin.assign(n + 1, 0);
+  gc.prt.assign(n + 1, 0);
+  for (int32_t c = 0; c < n; ++c) {
+    const auto sh = chunks[c].shapes();
+    gc.f[c] = cm.forward_time(sh, stage);
+    gc.b[c] = cm.backward_time(sh, stage);
+    const double keep = static_cast<double>(cm.kv_keep_bytes(sh, stage));
+    const double act_full = static_cast<double>(cm.activation_bytes(sh, stage, 0)) + keep;
+    const double act_min =
+        static_cast<double>(cm.activation_bytes(sh, stage, stage.num_layers)) + keep;
+    gc.transient =
+        std::max({gc.transient,
+                  static_cast<double>(cm.backward_transient_bytes(sh, stage, stage.num_layers) +
+                                      cm.dkv_buffer_bytes(sh, stage)),
+                  static_cast<double>(cm.forward_transient_bytes(sh, stage))});
+    bool continues = false;
+    for (const Slice& s : chunks[c].slices) continues = continues || s.offset > 0;
+    gc.unit_start[c] = c > 0 && continues ? gc.unit_start[c - 1] : c;
+    gc.pf[c + 1] = gc.pf[c] + gc.f[c] + gc.b[c];
+    gc.pmax[c + 1] = gc.pmax[c] + act_full;
+    gc.pmin[c + 1] = gc.pmin[c] + act_min;
+    gc.prt[c + 1] = gc.prt[c] + cm.recompute_time(sh, stage.num_layers);
+  }
+  return gc;
+}
+
+// One step of the grouping's shortest path: every segment [cuts[i], cuts[j]) that fits `cap`
+// with the least recompute, relaxing best[j] (and from[j]) from best[i].
+void grouping_extend(const GroupingCosts& gc, const std::vector<int32_t>& cuts, size_t i,
+                     int32_t pp, double cap, std::vector<double>& best, std::vector<size_t>& from) {
+  const int32_t a = cuts[i];
+  // Windows of chunks c with c + pp <= e no longer change as the segment grows: fold them in
+  // once (`done`), recompute only the last pp each step.
+  double done_min = 0, done_need = 0;
+  int32_t done = a;
+  for (size_t j = i + 1; j < cuts.size(); ++j) {
+    const int32_t e = cuts[j];
+    auto window = [&](int32_t c, double& lean_out, double& need_out) {
+      // On the first stage, chunk c's backward waits for pp chunks after it (its run's start
+      // included): the in-flight window [max(a, unit_start[c]), c + pp).
+      const int32_t lo = std::max(a, gc.unit_start[c]);
+      const int32_t hi = std::min(e, c + pp);
+      const double full = gc.pmax[hi] - gc.pmax[lo], lean = gc.pmin[hi] - gc.pmin[lo];
+      lean_out = std::max(lean_out, lean);
+      if (full > cap && full > lean)
+        need_out = std::max(need_out, std::min(1.0, (full - cap) / (full - lean)));
+    };
+    for (; done < e && done + pp <= e; ++done) window(done, done_min, done_need);
+    double worst_min = done_min, need = done_need;
+    for (int32_t c = done; c < e; ++c) window(c, worst_min, need);
+    if (worst_min > cap) break;  // longer segments only hold more
+    const double time =
+        gc.pf[e] - gc.pf[a] + (pp - 1) * (gc.f[a] + gc.b[e - 1]) + need * (gc.prt[e] - gc.prt[a]);
+    if (best[i] + time < best[j]) {
+      best[j] = best[i] + time;
+      from[j] = i;
+    }
+  }
+}
+
 }  // namespace
 
 std::string PlanKnobs::describe() const {
@@ -58,7 +147,7 @@ std::string PlanKnobs::describe() const {
   if (vpp > 1) add(fmt::format("vpp={}", vpp));
   if (pipelines > 1) add(fmt::format("{} pipelines", pipelines));
   if (recompute_layers < 0)
-    add("adaptive ckpt");
+    add("adaptive recompute");
   else if (recompute_layers == 0)
     add("no recompute");
   else
@@ -86,17 +175,16 @@ Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
   p.actions.assign(p.pp, {});
   schedule_build(p, spec.schedule);
 
-  const MemoryContext mem = plan_memory_context(cfg, p.memory_budget);
   const bool adaptive = spec.static_recompute < 0;
-  const CheckpointProblem pb =
-      checkpoint_problem(p, cm, mem, adaptive ? CheckpointTie::diagonal : CheckpointTie::none);
-  cand.min_budget = checkpoint_min_budget(pb);
   if (adaptive) {
-    CheckpointSolution sol = spec.exact ? checkpoint_solve_exact(pb) : checkpoint_solve_greedy(pb);
+    const MemoryContext mem = plan_memory_context(cfg, p.memory_budget);
+    const RecomputeProblem pb = recompute_problem(p, cm, mem, RecomputeTie::diagonal);
+    RecomputeSolution sol = spec.exact ? recompute_solve_exact(pb) : recompute_solve_greedy(pb);
     if (!sol.feasible) sol.layers = pb.group_max;  // show the leanest plan
-    checkpoint_apply(p, pb, sol.layers);
+    recompute_apply(p, pb, sol.layers);
     cand.recompute_time = sol.cost;
-    cand.checkpoint_gap = sol.cost > 0 ? (sol.cost - sol.lower_bound) / sol.cost : 0.0;
+    cand.recompute_gap = sol.cost > 0 ? (sol.cost - sol.lower_bound) / sol.cost : 0.0;
+    candidate_least_budget(cand, recompute_peaks(pb, pb.group_max));  // the most recompute
   } else {
     for (auto& list : p.actions)
       for (Action& a : list)
@@ -104,6 +192,9 @@ Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
             std::min<int64_t>(spec.static_recompute, p.stages[a.stage].num_layers));
   }
   plan_predict(p, cm, cfg);
+  // A static recompute count is the user's (or the tuner's) choice: the least budget is the
+  // peak under it, not what more recompute would reach.
+  if (!adaptive) candidate_least_budget(cand, p.predicted_peak_bytes);
   cand.fits = max_of(p.predicted_peak_bytes) <= p.memory_budget;
   return cand;
 }
@@ -140,78 +231,20 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
                                          int64_t activation_budget) {
   const int32_t n = static_cast<int32_t>(chunks.size());
   if (n == 0) return {};
-  // Per chunk: step time on the reference stage, activation bytes without and with full
-  // recompute, and the time of full recompute.
-  std::vector<double> f(n), b(n), rt(n);
-  std::vector<double> act_full(n), act_min(n);
-  double transient = 0;
-  std::vector<int32_t> unit_start(n);  // first chunk of the run this chunk belongs to
-  for (int32_t c = 0; c < n; ++c) {
-    const auto sh = chunks[c].shapes();
-    f[c] = cm.forward_time(sh, stage);
-    b[c] = cm.backward_time(sh, stage);
-    rt[c] = cm.recompute_time(sh, stage.num_layers);
-    const double keep = static_cast<double>(cm.kv_keep_bytes(sh, stage));
-    act_full[c] = static_cast<double>(cm.activation_bytes(sh, stage, 0)) + keep;
-    act_min[c] = static_cast<double>(cm.activation_bytes(sh, stage, stage.num_layers)) + keep;
-    transient =
-        std::max({transient,
-                  static_cast<double>(cm.backward_transient_bytes(sh, stage, stage.num_layers) +
-                                      cm.dkv_buffer_bytes(sh, stage)),
-                  static_cast<double>(cm.forward_transient_bytes(sh, stage))});
-    bool continues = false;
-    for (const Slice& s : chunks[c].slices) continues = continues || s.offset > 0;
-    unit_start[c] = c > 0 && continues ? unit_start[c - 1] : c;
-  }
+  const GroupingCosts gc = grouping_costs(chunks, cm, stage);
   // A cut before chunk c is allowed when c starts a unit and the previous unit has ended there.
   std::vector<int32_t> cuts;  // allowed segment starts, plus n
   for (int32_t c = 0; c < n; ++c)
-    if (unit_start[c] == c) cuts.push_back(c);
+    if (gc.unit_start[c] == c) cuts.push_back(c);
   cuts.push_back(n);
-  std::vector<double> pf(n + 1, 0), pmax(n + 1, 0), pmin(n + 1, 0), prt(n + 1, 0);
-  for (int32_t c = 0; c < n; ++c) {
-    pf[c + 1] = pf[c] + f[c] + b[c];
-    pmax[c + 1] = pmax[c] + act_full[c];
-    pmin[c + 1] = pmin[c] + act_min[c];
-    prt[c + 1] = prt[c] + rt[c];
-  }
-  const double cap = static_cast<double>(activation_budget) - transient;
+  const double cap = static_cast<double>(activation_budget) - gc.transient;
   const size_t u = cuts.size();
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> best(u, inf);
+  std::vector<double> best(u, kInf);
   std::vector<size_t> from(u, 0);
   best[0] = 0;
-  for (size_t i = 0; i + 1 < u; ++i) {
-    if (best[i] == inf) continue;
-    const int32_t a = cuts[i];
-    // Windows of chunks c with c + pp <= e no longer change as the segment grows: fold them in
-    // once (`done`), recompute only the last pp each step.
-    double done_min = 0, done_need = 0;
-    int32_t done = a;
-    for (size_t j = i + 1; j < u; ++j) {
-      const int32_t e = cuts[j];
-      auto window = [&](int32_t c, double& lean_out, double& need_out) {
-        // On the first stage, chunk c's backward waits for pp chunks after it (its run's start
-        // included): the in-flight window [max(a, unit_start[c]), c + pp).
-        const int32_t lo = std::max(a, unit_start[c]);
-        const int32_t hi = std::min(e, c + pp);
-        const double full = pmax[hi] - pmax[lo], lean = pmin[hi] - pmin[lo];
-        lean_out = std::max(lean_out, lean);
-        if (full > cap && full > lean)
-          need_out = std::max(need_out, std::min(1.0, (full - cap) / (full - lean)));
-      };
-      for (; done < e && done + pp <= e; ++done) window(done, done_min, done_need);
-      double worst_min = done_min, need = done_need;
-      for (int32_t c = done; c < e; ++c) window(c, worst_min, need);
-      if (worst_min > cap) break;  // longer segments only hold more
-      const double time = pf[e] - pf[a] + (pp - 1) * (f[a] + b[e - 1]) + need * (prt[e] - prt[a]);
-      if (best[i] + time < best[j]) {
-        best[j] = best[i] + time;
-        from[j] = i;
-      }
-    }
-  }
-  if (best[u - 1] == inf) return {};
+  for (size_t i = 0; i + 1 < u; ++i)
+    if (best[i] != kInf) grouping_extend(gc, cuts, i, pp, cap, best, from);
+  if (best[u - 1] == kInf) return {};
   std::vector<size_t> starts;
   for (size_t j = u - 1; j > 0; j = from[j]) starts.push_back(from[j]);
   std::reverse(starts.begin(), starts.end());
@@ -224,27 +257,46 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
   return out;
 }
 
-PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
-                    std::span<const int64_t> lengths) {
-  const int32_t pp = static_cast<int32_t>(cfg.parallel.pipeline_parallel);
-  const auto stages = stage_layout_by_cost(cm, pp, 1);
-  const cost::StageShape ref = processor_reference_stage(cm.model(), pp);
-  const int64_t budget = planner_budget(cfg, cm);
-  const MemoryContext mem = plan_memory_context(cfg, budget);
-  const cost::StageShape first = stage_shape(stages[0]);
-  const int64_t act_budget = budget - cm.static_bytes(first, mem.dp, mem.zero_shard);
-  const bool adaptive = cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive;
-  const int32_t fixed_r =
-      adaptive ? -1 : megatron_recompute_layers(cfg.parallel, cm.model().num_layers);
+namespace {
+
+// EPP's search over K (slices of the longest sequence): each K's chunk list grouped into
+// pipelines (Eq. 14), scheduled, recompute chosen, timed; the fastest that fits wins.
+struct EppSearch {
+  EppSearch(const Config& c, const cost::CostModel& m, std::span<const int64_t> l, int32_t r)
+      : cfg(c), cm(m), lengths(l), fixed_r(r) {}
+
+  const Config& cfg;
+  const cost::CostModel& cm;
+  std::span<const int64_t> lengths;
+  int32_t fixed_r;  // static recompute count, -1 = adaptive
+  std::vector<StageSpec> stages = stage_layout_by_cost(cm, pp(), 1);
 
   PlanKnobs knobs;
   Candidate best;
   int32_t best_k = 0;
   bool have = false;
-  int64_t least_budget = std::numeric_limits<int64_t>::max();
-  // One candidate chunk list: grouped into pipelines (Eq. 14), scheduled, checkpointed, timed.
-  auto try_chunks = [&](const std::vector<Chunk>& chunks, int32_t k) {
-    auto groups = epp_group_pipelines(chunks, pp, cm, first, act_budget);
+  LeastBudget least;
+
+  int32_t pp() const { return static_cast<int32_t>(cfg.parallel.pipeline_parallel); }
+  int64_t budget() const { return planner_budget(cfg, cm); }
+  MemoryContext memory() const { return plan_memory_context(cfg, budget()); }
+
+  // Weights alone over budget: no slicing helps.
+  bool hopeless() const {
+    const MemoryContext mem = memory();
+    int64_t max_static = 0;
+    for (int32_t r = 0; r < pp(); ++r)
+      max_static =
+          std::max(max_static, cm.static_bytes(stage_shape(stages[r]), mem.dp, mem.zero_shard));
+    return max_static >= budget();
+  }
+
+  // One candidate chunk list; its predicted step time, infinity when it does not fit.
+  double try_chunks(const std::vector<Chunk>& chunks, int32_t k) {
+    const MemoryContext mem = memory();
+    const cost::StageShape first = stage_shape(stages[0]);
+    const int64_t act_budget = budget() - cm.static_bytes(first, mem.dp, mem.zero_shard);
+    auto groups = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
     if (groups.empty()) groups = finest_grouping(chunks);
     for (int attempt = 0; attempt < 2; ++attempt) {
       CandidateSpec spec;
@@ -255,7 +307,7 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
       spec.static_recompute = fixed_r;
       Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
       ++knobs.candidates;
-      least_budget = std::min(least_budget, c.min_budget);
+      least.offer(c);
       if (c.fits) {
         const double t = c.plan.predicted_step_time;
         if (!have || t < best.plan.predicted_step_time) {
@@ -270,52 +322,65 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
       groups = finest;  // the estimate was optimistic: every sequence run on its own
     }
     return std::numeric_limits<double>::infinity();
-  };
-  // K = 1 is batch-level PP: also try the tight token packing the batch-level schedules use.
-  int64_t longest = 0;
-  for (int64_t l : lengths) longest = std::max(longest, l);
-  // Weights alone over budget: no slicing helps; one candidate (the finest) tells by how much.
-  int64_t max_static = 0;
-  for (int32_t r = 0; r < pp; ++r)
-    max_static =
-        std::max(max_static, cm.static_bytes(stage_shape(stages[r]), mem.dp, mem.zero_shard));
-  const bool hopeless = max_static >= budget;
-  const int32_t k_max = sequence_max_slices(lengths, cfg.parallel.min_tail_slice);
-  auto ks = epp_k_candidates(k_max);
-  if (hopeless)
-    ks = {ks.back()};
-  else
-    try_chunks(pack_micro_batches(lengths, longest), 1);
-  for (int32_t k : ks) {
-    ProcessorResult pr = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice);
-    if (pr.slices_of_longest != k && k > 1) continue;  // same split as a smaller K
-    const double t = try_chunks(pr.chunks, pr.slices_of_longest);
-    // Finer slicing only adds overhead once it has clearly lost (time is unimodal in K).
-    if (have && t > 1.1 * best.plan.predicted_step_time && k >= 2 * best_k + 2) break;
   }
-  if (!have)
-    fail(
-        "the memory budget {} per rank is too small for this batch with the epp schedule: the "
-        "smallest budget that fits is {} ({} bytes); raise --memory-budget, use more pipeline "
-        "stages, or lower --seq-length",
-        format_bytes(budget), format_bytes(least_budget), least_budget);
 
-  // The winner gets the exact checkpoint solve.
+  void run() {
+    const cost::StageShape ref = processor_reference_stage(cm.model(), pp());
+    const int32_t k_max = sequence_max_slices(lengths, cfg.parallel.min_tail_slice);
+    auto ks = epp_k_candidates(k_max);
+    // Hopeless: one candidate (the finest) tells by how much. Else K = 1 is batch-level PP:
+    // also try the tight token packing the batch-level schedules use.
+    if (hopeless()) {
+      ks = {ks.back()};
+    } else {
+      int64_t longest = 0;
+      for (int64_t l : lengths) longest = std::max(longest, l);
+      try_chunks(pack_micro_batches(lengths, longest), 1);
+    }
+    for (int32_t k : ks) {
+      ProcessorResult pr = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice);
+      if (pr.slices_of_longest != k && k > 1) continue;  // same split as a smaller K
+      const double t = try_chunks(pr.chunks, pr.slices_of_longest);
+      // Finer slicing only adds overhead once it has clearly lost (time is unimodal in K).
+      if (have && t > 1.1 * best.plan.predicted_step_time && k >= 2 * best_k + 2) break;
+    }
+  }
+};
+
+}  // namespace
+
+PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
+                    std::span<const int64_t> lengths) {
+  const bool adaptive = cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive;
+  EppSearch search(cfg, cm, lengths,
+                   adaptive ? -1 : megatron_recompute_layers(cfg.parallel, cm.model().num_layers));
+  search.run();
+  if (!search.have)
+    fail_budget(search.least.bytes, search.least.rank,
+                "the memory budget {} per rank is too small for this batch with the epp schedule: "
+                "the smallest budget that fits is {} ({} bytes, for rank {}); raise "
+                "--memory-budget, use more pipeline stages, or lower --seq-length{}",
+                format_bytes(search.budget()), format_bytes(search.least.bytes), search.least.bytes,
+                search.least.rank, least_budget_hint(cfg));
+
+  Candidate& best = search.best;
+  // The winner gets the exact recompute solve.
   if (adaptive) {
     CandidateSpec spec;
     spec.schedule = Schedule::epp;
-    spec.stages = &stages;
+    spec.stages = &search.stages;
     spec.chunks = best.plan.chunks;
     spec.pipeline_of_chunk = best.plan.pipeline_of_chunk;
     spec.exact = true;
     Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
     if (c.fits) best = std::move(c);
   }
-  knobs.slices = best_k;
+  PlanKnobs knobs = search.knobs;
+  knobs.slices = search.best_k;
   knobs.pipelines = best.plan.num_pipelines();
-  knobs.recompute_layers = fixed_r;
+  knobs.recompute_layers = search.fixed_r;
   knobs.recompute_time = best.recompute_time;
-  knobs.checkpoint_gap = best.checkpoint_gap;
+  knobs.recompute_gap = best.recompute_gap;
   return PlanResult{std::move(best.plan), knobs};
 }
 

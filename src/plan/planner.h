@@ -23,8 +23,8 @@ struct PlanKnobs {
   int32_t vpp = 1;
   int32_t pipelines = 1;          // epp: consecutive 1F1B pipelines
   int32_t recompute_layers = -1;  // static count on every (stage, chunk); -1 = adaptive
-  double recompute_time = 0;      // adaptive: objective of the checkpoint solve, seconds
-  double checkpoint_gap = 0;      // adaptive: proven relative gap of that solve
+  double recompute_time = 0;      // adaptive: objective of the recompute solve, seconds
+  double recompute_gap = 0;       // adaptive: proven relative gap of that solve
   int32_t candidates = 0;         // settings evaluated
   std::string describe() const;   // "K=4, 2 pipelines, adaptive recompute" etc.
 };
@@ -38,8 +38,9 @@ struct PlanResult {
 int64_t planner_budget(const Config& cfg, const cost::CostModel& cm);
 
 // The schedule in cfg.parallel.schedule (knobs left at 0 in cfg are tuned). Returns a plan that
-// passed validate() with every prediction filled. Throws Error when no setting fits the budget,
-// naming the smallest budget that would.
+// passed validate() with every prediction filled. Throws BudgetError (budget_error.h) when no
+// setting fits the budget, carrying the smallest budget that would under cfg's recompute setting
+// and the rank that binds.
 Plan make_plan(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> seq_lengths);
 PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
                               std::span<const int64_t> seq_lengths, Schedule schedule);

@@ -1,7 +1,7 @@
 // Schedule generators: given plan.chunks (in forward order), plan.pp/vpp, plan.stages and (for
 // epp) plan.pipeline_of_chunk, fill plan.actions with one ordered action list per pipeline rank.
 // They decide the order only; recompute_layers starts at 0 and predicted_time at 0 (the
-// checkpoint optimiser and plan_predict in validate.h fill them in).
+// recompute optimiser and plan_predict in validate.h fill them in).
 #pragma once
 
 #include "core/config.h"

@@ -91,6 +91,157 @@ std::vector<cost::SliceShape> shapes_of(const std::vector<Slice>& slices) {
   return out;
 }
 
+// Long sequences cut into slices (each cut sequence's tail opens a bucket of its own) and the
+// short ones left whole, to be packed into the buckets.
+struct Packing {
+  std::vector<std::vector<Slice>> split_runs;  // non-final slices per cut sequence, in order
+  std::vector<Bucket> buckets;                 // first the tails' (as split_runs), then others
+  std::vector<int32_t> shorts;                 // longest first
+};
+
+// The steps of sequence_process, sharing the batch and the cost of a slice on the stage.
+struct Processor {
+  std::span<const int64_t> lengths;
+  const cost::CostModel& cm;
+  const cost::StageShape& stage;
+
+  // Thresholds from the longest sequence's balanced split.
+  PackLimits limits_of(const std::vector<Slice>& top, int64_t min_tail) const {
+    PackLimits lim;
+    lim.min_tail_slice = min_tail;
+    for (const Slice& s : top) {
+      lim.token_threshold = std::max(lim.token_threshold, s.len);
+      lim.time_threshold =
+          std::max(lim.time_threshold, slice_cost(cm, stage, s.offset, s.len, !s.is_split()));
+    }
+    return lim;
+  }
+
+  // Cut the long sequences; each tail slice opens a bucket of its own.
+  Packing cut_long(const std::vector<int32_t>& order, const std::vector<Slice>& top,
+                   const PackLimits& lim) const {
+    Packing pk;
+    const int32_t longest = order[0];
+    for (int32_t seq : order) {
+      const int64_t len = lengths[seq];
+      auto slices = seq == longest && top.size() > 1 ? top
+                    : len > lim.token_threshold ? sequence_split_capped(seq, len, lim, cm, stage)
+                                                : std::vector<Slice>{};
+      if (slices.size() <= 1) {
+        pk.shorts.push_back(seq);
+        continue;
+      }
+      Bucket b;
+      b.slices.push_back(slices.back());
+      b.tokens = slices.back().len;
+      b.has_tail = true;
+      b.shapes = shapes_of(b.slices);
+      b.time = chunk_cost(cm, stage, b.shapes);
+      pk.buckets.push_back(std::move(b));
+      slices.pop_back();
+      pk.split_runs.push_back(std::move(slices));
+    }
+    return pk;
+  }
+
+  // Empty buckets for what the tails' spare room cannot take (by time and by tokens).
+  void add_empty_buckets(Packing& pk, const PackLimits& lim) const {
+    double short_time = 0, spare_time = 0;
+    int64_t short_tokens = 0, spare_tokens = 0;
+    for (int32_t seq : pk.shorts) {
+      short_time += slice_cost(cm, stage, 0, lengths[seq], true);
+      short_tokens += lengths[seq];
+    }
+    for (const Bucket& b : pk.buckets) {
+      spare_time += std::max(0.0, lim.time_threshold - b.time);
+      spare_tokens += std::max<int64_t>(0, lim.token_threshold - b.tokens);
+    }
+    const double need_t = std::ceil((short_time - spare_time) / lim.time_threshold);
+    const double need_m =
+        std::ceil(static_cast<double>(short_tokens - spare_tokens) / lim.token_threshold);
+    const int64_t empties = static_cast<int64_t>(std::max({0.0, need_t, need_m}));
+    for (int64_t i = 0; i < empties; ++i) pk.buckets.emplace_back();
+  }
+
+  // The bucket a short sequence of `len` tokens goes to (Best-Fit-Decreasing): among buckets
+  // within both thresholds, the lowest time/token ratio (the least loaded per token), then the
+  // tightest fit; an empty bucket only when no other fits (as BFD opens a new bin), else the
+  // empties took every short sequence and left the tail slices alone in tiny hybrid chunks that
+  // stall the pipeline. When none is within T_t, relax it (*relaxed set): the bucket that ends
+  // least loaded among those within T_m. -1 when none is within T_m either.
+  int best_bucket(std::vector<Bucket>& buckets, int64_t len, const PackLimits& lim,
+                  bool* relaxed_used) const {
+    int best = -1, relaxed = -1;
+    double best_key1 = 0, best_key2 = 0, relaxed_time = 0;
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      Bucket& b = buckets[i];
+      if (b.tokens + len > lim.token_threshold) continue;
+      b.shapes.push_back({0, len, true});
+      const double t = chunk_cost(cm, stage, b.shapes);
+      b.shapes.pop_back();
+      if (t <= lim.time_threshold) {
+        const double ratio = b.tokens > 0 ? b.time / static_cast<double>(b.tokens)
+                                          : std::numeric_limits<double>::infinity();
+        const double slack = lim.time_threshold - t;
+        if (best < 0 || ratio < best_key1 || (ratio == best_key1 && slack < best_key2)) {
+          best = static_cast<int>(i);
+          best_key1 = ratio;
+          best_key2 = slack;
+        }
+      } else if (relaxed < 0 || t < relaxed_time) {
+        relaxed = static_cast<int>(i);
+        relaxed_time = t;
+      }
+    }
+    *relaxed_used = best < 0 && relaxed >= 0;
+    return best >= 0 ? best : relaxed;
+  }
+
+  // Packs every short sequence, longest first; returns how many needed a relaxed T_t.
+  int32_t pack_short(Packing& pk, const PackLimits& lim) const {
+    int32_t relaxed_count = 0;
+    for (int32_t seq : pk.shorts) {
+      const int64_t len = lengths[seq];
+      bool relaxed = false;
+      int best = best_bucket(pk.buckets, len, lim, &relaxed);
+      if (relaxed) ++relaxed_count;
+      if (best < 0) {
+        pk.buckets.emplace_back();
+        best = static_cast<int>(pk.buckets.size()) - 1;
+      }
+      Bucket& b = pk.buckets[best];
+      b.slices.push_back({seq, 0, len, len});
+      b.tokens += len;
+      b.shapes.push_back({0, len, true});
+      b.time = chunk_cost(cm, stage, b.shapes);
+    }
+    return relaxed_count;
+  }
+};
+
+// Order: each cut sequence's slices then its hybrid chunk (longest first), then the packs,
+// heaviest first (the pipeline drains behind light chunks: a short cool-down).
+std::vector<Chunk> chunks_in_order(const Packing& pk) {
+  std::vector<Chunk> out;
+  auto add_chunk = [&](std::vector<Slice> slices) {
+    Chunk c;
+    c.id = static_cast<int32_t>(out.size());
+    c.slices = std::move(slices);
+    out.push_back(std::move(c));
+  };
+  for (size_t i = 0; i < pk.split_runs.size(); ++i) {
+    for (const Slice& s : pk.split_runs[i]) add_chunk({s});
+    add_chunk(pk.buckets[i].slices);
+  }
+  std::vector<size_t> packs;
+  for (size_t i = pk.split_runs.size(); i < pk.buckets.size(); ++i)
+    if (!pk.buckets[i].slices.empty()) packs.push_back(i);
+  std::stable_sort(packs.begin(), packs.end(),
+                   [&](size_t a, size_t b) { return pk.buckets[a].time > pk.buckets[b].time; });
+  for (size_t i : packs) add_chunk(pk.buckets[i].slices);
+  return out;
+}
+
 }  // namespace
 
 cost::StageShape processor_reference_stage(const ModelConfig& model, int64_t pp) {
@@ -157,122 +308,14 @@ ProcessorResult sequence_process(std::span<const int64_t> lengths, int32_t k,
   const int32_t longest = order[0];
   k = std::clamp(k, 1, sequence_max_slices(lengths, min_tail));
 
-  // Thresholds from the longest sequence's balanced split.
+  const Processor pr{lengths, cm, stage};
   const auto top = sequence_split_balanced(longest, lengths[longest], k, cm, stage, min_tail);
-  PackLimits lim;
-  lim.min_tail_slice = min_tail;
-  for (const Slice& s : top) {
-    lim.token_threshold = std::max(lim.token_threshold, s.len);
-    lim.time_threshold =
-        std::max(lim.time_threshold, slice_cost(cm, stage, s.offset, s.len, !s.is_split()));
-  }
-  res.limits = lim;
+  res.limits = pr.limits_of(top, min_tail);
   res.slices_of_longest = static_cast<int32_t>(top.size());
-
-  // Cut the long sequences; each tail slice opens a bucket of its own.
-  std::vector<std::vector<Slice>> split_runs;  // non-final slices per cut sequence, in order
-  std::vector<Bucket> buckets;
-  std::vector<int32_t> shorts;
-  for (int32_t seq : order) {
-    const int64_t len = lengths[seq];
-    auto slices = seq == longest && top.size() > 1 ? top
-                  : len > lim.token_threshold      ? sequence_split_capped(seq, len, lim, cm, stage)
-                                                   : std::vector<Slice>{};
-    if (slices.size() <= 1) {
-      shorts.push_back(seq);
-      continue;
-    }
-    Bucket b;
-    b.slices.push_back(slices.back());
-    b.tokens = slices.back().len;
-    b.has_tail = true;
-    b.shapes = shapes_of(b.slices);
-    b.time = chunk_cost(cm, stage, b.shapes);
-    buckets.push_back(std::move(b));
-    slices.pop_back();
-    split_runs.push_back(std::move(slices));
-  }
-
-  // Empty buckets for what the tails' spare room cannot take (by time and by tokens).
-  double short_time = 0, spare_time = 0;
-  int64_t short_tokens = 0, spare_tokens = 0;
-  for (int32_t seq : shorts) {
-    short_time += slice_cost(cm, stage, 0, lengths[seq], true);
-    short_tokens += lengths[seq];
-  }
-  for (const Bucket& b : buckets) {
-    spare_time += std::max(0.0, lim.time_threshold - b.time);
-    spare_tokens += std::max<int64_t>(0, lim.token_threshold - b.tokens);
-  }
-  const double need_t = std::ceil((short_time - spare_time) / lim.time_threshold);
-  const double need_m =
-      std::ceil(static_cast<double>(short_tokens - spare_tokens) / lim.token_threshold);
-  const int64_t empties = static_cast<int64_t>(std::max({0.0, need_t, need_m}));
-  for (int64_t i = 0; i < empties; ++i) buckets.emplace_back();
-
-  // Best-Fit-Decreasing: longest first; among buckets within both thresholds, the lowest
-  // time/token ratio (the least loaded per token), then the tightest fit; an empty bucket only
-  // when no other fits (as BFD opens a new bin), else the empties took every short sequence and
-  // left the tail slices alone in tiny hybrid chunks that stall the pipeline. When none is within
-  // T_t, relax it: the bucket that ends least loaded among those within T_m.
-  for (int32_t seq : shorts) {
-    const int64_t len = lengths[seq];
-    const Slice whole{seq, 0, len, len};
-    int best = -1, relaxed = -1;
-    double best_key1 = 0, best_key2 = 0, relaxed_time = 0;
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      Bucket& b = buckets[i];
-      if (b.tokens + len > lim.token_threshold) continue;
-      b.shapes.push_back({0, len, true});
-      const double t = chunk_cost(cm, stage, b.shapes);
-      b.shapes.pop_back();
-      if (t <= lim.time_threshold) {
-        const double ratio = b.tokens > 0 ? b.time / static_cast<double>(b.tokens)
-                                          : std::numeric_limits<double>::infinity();
-        const double slack = lim.time_threshold - t;
-        if (best < 0 || ratio < best_key1 || (ratio == best_key1 && slack < best_key2)) {
-          best = static_cast<int>(i);
-          best_key1 = ratio;
-          best_key2 = slack;
-        }
-      } else if (relaxed < 0 || t < relaxed_time) {
-        relaxed = static_cast<int>(i);
-        relaxed_time = t;
-      }
-    }
-    if (best < 0 && relaxed >= 0) {
-      best = relaxed;
-      ++res.relaxed;
-    }
-    if (best < 0) {
-      buckets.emplace_back();
-      best = static_cast<int>(buckets.size()) - 1;
-    }
-    Bucket& b = buckets[best];
-    b.slices.push_back(whole);
-    b.tokens += len;
-    b.shapes.push_back({0, len, true});
-    b.time = chunk_cost(cm, stage, b.shapes);
-  }
-
-  // Order: each cut sequence's slices then its hybrid chunk (longest first), then the packs.
-  auto add_chunk = [&](std::vector<Slice> slices) {
-    Chunk c;
-    c.id = static_cast<int32_t>(res.chunks.size());
-    c.slices = std::move(slices);
-    res.chunks.push_back(std::move(c));
-  };
-  for (size_t i = 0; i < split_runs.size(); ++i) {
-    for (const Slice& s : split_runs[i]) add_chunk({s});
-    add_chunk(buckets[i].slices);
-  }
-  std::vector<size_t> packs;
-  for (size_t i = split_runs.size(); i < buckets.size(); ++i)
-    if (!buckets[i].slices.empty()) packs.push_back(i);
-  // Heaviest first: the pipeline drains behind light chunks (a short cool-down).
-  std::stable_sort(packs.begin(), packs.end(),
-                   [&](size_t a, size_t b) { return buckets[a].time > buckets[b].time; });
-  for (size_t i : packs) add_chunk(buckets[i].slices);
+  Packing pk = pr.cut_long(order, top, res.limits);
+  pr.add_empty_buckets(pk, res.limits);
+  res.relaxed = pr.pack_short(pk, res.limits);
+  res.chunks = chunks_in_order(pk);
   return res;
 }
 

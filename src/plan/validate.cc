@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "plan/budget_error.h"
 #include "plan/schedule_memory.h"
 #include "plan/schedule_replay.h"
 
@@ -251,7 +252,14 @@ ValidationResult validate(const Plan& plan, const cost::CostModel& cost, const C
 
 void validate_or_throw(const Plan& plan, const cost::CostModel& cost, const Config& cfg) {
   ValidationResult res = validate(plan, cost, cfg);
-  if (!res.ok()) fail("the {} plan is invalid:\n{}", plan.schedule, res.message());
+  if (res.ok()) return;
+  // Peaks are only traced once the structure is sound, so then every error is one of memory.
+  if (!res.peak_bytes.empty()) {
+    const auto binding = std::max_element(res.peak_bytes.begin(), res.peak_bytes.end());
+    fail_budget(*binding, static_cast<int32_t>(binding - res.peak_bytes.begin()),
+                "the {} plan is invalid:\n{}", plan.schedule, res.message());
+  }
+  fail("the {} plan is invalid:\n{}", plan.schedule, res.message());
 }
 
 void plan_predict(Plan& plan, const cost::CostModel& cost, const Config& cfg) {

@@ -25,7 +25,8 @@ ValidationResult validate(const Plan& plan, const cost::CostModel& cost, const C
 // Everything but memory: layout, tokens, action lists, slice order, deadlock. Never crashes on a
 // malformed plan, so callers may run the replay or the memory trace once it passes.
 ValidationResult validate_structure(const Plan& plan, const Config& cfg);
-// Throws Error("plan is invalid: ...") with the first errors.
+// Throws Error("plan is invalid: ...") with the first errors; BudgetError (budget_error.h: the
+// least budget and the rank that binds) when memory is all that is wrong.
 void validate_or_throw(const Plan& plan, const cost::CostModel& cost, const Config& cfg);
 
 // Fills every action's predicted_time (backward includes recompute), predicted_peak_bytes and

@@ -61,11 +61,8 @@ void check_inputs(const Config& cfg, std::span<const int64_t> lengths) {
     fail_config("ulysses: num-devices and devices-per-node must be >= 1");
 }
 
-}  // namespace
-
-UlyssesResult simulate_ulysses_setting(const CostModel& cm, const Config& cfg,
-                                       std::span<const int64_t> lengths,
-                                       const UlyssesSetting& setting) {
+void check_setting(const CostModel& cm, const Config& cfg, std::span<const int64_t> lengths,
+                   const UlyssesSetting& setting) {
   check_inputs(cfg, lengths);
   const ModelConfig& m = cm.model();
   const int64_t n = cfg.cluster.num_devices, sp = setting.sp_degree;
@@ -77,37 +74,43 @@ UlyssesResult simulate_ulysses_setting(const CostModel& cm, const Config& cfg,
   if (setting.micro_batch_tokens < longest)
     fail_config("ulysses: micro-batch capacity {} is below the longest sequence ({} tokens)",
                 setting.micro_batch_tokens, longest);
+}
 
-  UlyssesResult r;
-  r.setting = setting;
-  r.dp_degree = n / sp;
-  const bool group_across_nodes = sp > cfg.cluster.devices_per_node;
-  const bool all_across_nodes = n > cfg.cluster.devices_per_node;
-  const CostModel g = cm.with_ulysses_degree(sp, group_across_nodes);
-  const cost::Coefficients& c = g.coefficients();
-  const cost::DeviceSpec& d = cm.device();
-  const StageShape all{.num_layers = m.num_layers, .has_embedding = true, .has_lm_head = true};
-  const int64_t recompute = setting.full_recompute ? m.num_layers : 0;
+double param_element_bytes(const CostModel& cm) {
+  return cm.bf16() ? 2.0 : 4.0;
+}
 
-  // ZeRO-3 traffic per micro-batch: 2 parameter all-gathers + 1 gradient reduce-scatter.
-  const double act_b = cm.bf16() ? 2.0 : 4.0;
-  const double param_bytes = static_cast<double>(m.params_total()) * act_b;
+// ZeRO-3 traffic per micro-batch: 2 parameter all-gathers + 1 gradient reduce-scatter.
+double zero_time_per_micro_batch(const CostModel& cm, const Config& cfg,
+                                 const cost::Coefficients& c) {
+  const int64_t n = cfg.cluster.num_devices;
+  const double param_bytes =
+      static_cast<double>(cm.model().params_total()) * param_element_bytes(cm);
   // Across nodes, a ring collective that involves every GPU of a node drives all of the node's
   // NICs at once (one ring per NIC), so it gets devices_per_node × the per-GPU share.
+  const bool all_across_nodes = n > cfg.cluster.devices_per_node;
   const double bw = all_across_nodes
                         ? std::min(c.p2p_bandwidth_intra,
                                    c.p2p_bandwidth_inter * static_cast<double>(std::min(
                                                                n, cfg.cluster.devices_per_node)))
                         : c.p2p_bandwidth_intra;
-  const double zero_per_mb = 3 * ring_half_time(param_bytes, n, bw, c.p2p_latency_s);
+  return 3 * ring_half_time(param_bytes, n, bw, c.p2p_latency_s);
+}
 
-  // Micro-batches, heaviest first, dealt dp at a time into lock-step rounds.
-  auto bins = pack_micro_batches(lengths, setting.micro_batch_tokens);
-  struct Mb {
-    double compute, a2a;
-    int64_t act;
-  };
-  std::vector<Mb> mbs;
+struct MicroBatch {
+  double compute, a2a;  // seconds: compute, and the all-to-alls it waits on
+  int64_t act;          // peak activation bytes
+};
+
+// The batch's micro-batches, each timed on one sp group (g: the cost model at that
+// Ulysses degree) with every layer; heaviest first.
+std::vector<MicroBatch> micro_batches(const CostModel& g,
+                                      const std::vector<std::vector<SliceShape>>& bins,
+                                      const UlyssesSetting& setting) {
+  const ModelConfig& m = g.model();
+  const StageShape all{.num_layers = m.num_layers, .has_embedding = true, .has_lm_head = true};
+  const int64_t recompute = setting.full_recompute ? m.num_layers : 0;
+  std::vector<MicroBatch> mbs;
   for (const auto& chunk : bins) {
     const int64_t tokens = cost::chunk_tokens(chunk);
     const double a2a = g.ulysses_alltoall_time(tokens) * m.num_layers * (2 + (recompute > 0));
@@ -118,51 +121,87 @@ UlyssesResult simulate_ulysses_setting(const CostModel& cm, const Config& cfg,
                        std::max(g.forward_transient_bytes(chunk, all),
                                 g.backward_transient_bytes(chunk, all, recompute))});
   }
-  std::sort(mbs.begin(), mbs.end(),
-            [](const Mb& a, const Mb& b) { return a.compute + a.a2a > b.compute + b.a2a; });
-  int64_t peak_act = 0;
-  for (size_t i = 0; i < mbs.size(); i += r.dp_degree) {
-    const Mb& slowest = mbs[i];  // sorted: the first of each round is its slowest
-    r.compute_time_s += slowest.compute;
-    r.alltoall_time_s += slowest.a2a;
-    r.zero_exposed_s += std::max(0.0, zero_per_mb - slowest.compute);
-    ++r.micro_batch_rounds;
-  }
-  for (const Mb& mb : mbs) peak_act = std::max(peak_act, mb.act);
+  std::sort(mbs.begin(), mbs.end(), [](const MicroBatch& a, const MicroBatch& b) {
+    return a.compute + a.a2a > b.compute + b.a2a;
+  });
+  return mbs;
+}
 
-  // Adam over this device's 1/n of the parameters: memory-bound, ~bytes_per_param read + written.
-  const double shard_params = static_cast<double>(m.params_total()) / n;
-  r.optimizer_time_s = 2 * shard_params * c.bytes_per_param / d.memory_bandwidth;
-  r.step_time_s = r.compute_time_s + r.alltoall_time_s + r.zero_exposed_s + r.optimizer_time_s;
-
+// Tokens per second and MFU of the step timed in r.
+void add_throughput(UlyssesResult& r, const CostModel& cm, const Config& cfg,
+                    std::span<const int64_t> lengths) {
   int64_t tokens = 0;
   double flops = 0;
   for (int64_t len : lengths) {
     tokens += len;
     const SliceShape s{0, len};
-    flops += 3 * cm.flops(std::span<const SliceShape>(&s, 1), m.num_layers, true);
+    flops += 3 * cm.flops(std::span<const SliceShape>(&s, 1), cm.model().num_layers, true);
   }
   r.tokens_per_s = static_cast<double>(tokens) / r.step_time_s;
-  r.mfu = flops / (r.step_time_s * static_cast<double>(n) * d.peak_flops);
+  r.mfu = flops /
+          (r.step_time_s * static_cast<double>(cfg.cluster.num_devices) * cm.device().peak_flops);
+}
 
-  // Memory: everything sharded over n, plus gathered parameters in flight (two layers being
-  // prefetched, and the embedding / LM-head tables while they run).
-  const double gathered =
-      (2.0 * m.params_per_layer() + static_cast<double>(m.params_embedding())) * act_b;
+// Memory: everything sharded over n, plus gathered parameters in flight (two layers being
+// prefetched, and the embedding / LM-head tables while they run), plus the activations.
+void add_memory(UlyssesResult& r, const CostModel& cm, const Config& cfg,
+                const cost::Coefficients& c, int64_t peak_act) {
+  const ModelConfig& m = cm.model();
+  const int64_t n = cfg.cluster.num_devices;
+  const double gathered = (2.0 * m.params_per_layer() + static_cast<double>(m.params_embedding())) *
+                          param_element_bytes(cm);
   r.peak_memory_bytes =
       static_cast<int64_t>(
           std::ceil(static_cast<double>(m.params_total()) * c.bytes_per_param / n + gathered)) +
       peak_act;
   r.memory_budget_bytes =
-      cfg.training.memory_budget > 0 ? cfg.training.memory_budget : d.memory_bytes;
+      cfg.training.memory_budget > 0 ? cfg.training.memory_budget : cm.device().memory_bytes;
   if (r.peak_memory_bytes > r.memory_budget_bytes) {
     r.oom = true;
     r.reason = fmt::format(
         "needs {} per device (sp {}, dp {}, {} recompute, micro-batch {} tokens) but the budget "
         "is {}",
-        format_bytes(r.peak_memory_bytes), sp, r.dp_degree, setting.full_recompute ? "full" : "no",
-        setting.micro_batch_tokens, format_bytes(r.memory_budget_bytes));
+        format_bytes(r.peak_memory_bytes), r.setting.sp_degree, r.dp_degree,
+        r.setting.full_recompute ? "full" : "no", r.setting.micro_batch_tokens,
+        format_bytes(r.memory_budget_bytes));
   }
+}
+
+}  // namespace
+
+UlyssesResult simulate_ulysses_setting(const CostModel& cm, const Config& cfg,
+                                       std::span<const int64_t> lengths,
+                                       const UlyssesSetting& setting) {
+  check_setting(cm, cfg, lengths, setting);
+  const ModelConfig& m = cm.model();
+  const int64_t n = cfg.cluster.num_devices, sp = setting.sp_degree;
+  UlyssesResult r;
+  r.setting = setting;
+  r.dp_degree = n / sp;
+  const CostModel g = cm.with_ulysses_degree(sp, sp > cfg.cluster.devices_per_node);
+  const cost::Coefficients& c = g.coefficients();
+  const cost::DeviceSpec& d = cm.device();
+
+  // Micro-batches, heaviest first, dealt dp at a time into lock-step rounds.
+  const auto bins = pack_micro_batches(lengths, setting.micro_batch_tokens);
+  const std::vector<MicroBatch> mbs = micro_batches(g, bins, setting);
+  const double zero_per_mb = zero_time_per_micro_batch(cm, cfg, c);
+  int64_t peak_act = 0;
+  for (size_t i = 0; i < mbs.size(); i += r.dp_degree) {
+    const MicroBatch& slowest = mbs[i];  // sorted: the first of each round is its slowest
+    r.compute_time_s += slowest.compute;
+    r.alltoall_time_s += slowest.a2a;
+    r.zero_exposed_s += std::max(0.0, zero_per_mb - slowest.compute);
+    ++r.micro_batch_rounds;
+  }
+  for (const MicroBatch& mb : mbs) peak_act = std::max(peak_act, mb.act);
+
+  // Adam over this device's 1/n of the parameters: memory-bound, ~bytes_per_param read + written.
+  const double shard_params = static_cast<double>(m.params_total()) / n;
+  r.optimizer_time_s = 2 * shard_params * c.bytes_per_param / d.memory_bandwidth;
+  r.step_time_s = r.compute_time_s + r.alltoall_time_s + r.zero_exposed_s + r.optimizer_time_s;
+  add_throughput(r, cm, cfg, lengths);
+  add_memory(r, cm, cfg, c, peak_act);
   return r;
 }
 

@@ -16,7 +16,7 @@ namespace infinipipe::sim {
 // One setting of the baseline's knobs.
 struct UlyssesSetting {
   int64_t sp_degree = 1;           // sequence-parallel group size; dp = devices / sp
-  bool full_recompute = false;     // checkpoint every layer (keep only layer inputs)
+  bool full_recompute = false;     // recompute every layer (keep only layer inputs)
   int64_t micro_batch_tokens = 0;  // token capacity of a packed micro-batch (>= longest sequence)
 };
 

@@ -107,9 +107,9 @@ TEST(Calibration, BadFilesAreClearErrors) {
   EXPECT_NE(message("{ not json").find("not valid JSON"), std::string::npos);
   EXPECT_NE(message("[1,2]").find("not an infinipipe calibration"), std::string::npos);
   const std::string good = calibration_to_json(sample());
-  std::string v2 = good;
-  v2.replace(v2.find("\"version\": 1"), 12, "\"version\": 2");
-  EXPECT_NE(message(v2).find("version 2"), std::string::npos);
+  std::string v3 = good;
+  v3.replace(v3.find("\"version\": 2"), 12, "\"version\": 3");
+  EXPECT_NE(message(v3).find("version 3"), std::string::npos);
   std::string missing = good;
   missing.replace(missing.find("\"alpha2\""), 8, "\"alpha9\"");
   EXPECT_NE(message(missing).find("coefficients.alpha2"), std::string::npos);
@@ -130,6 +130,32 @@ TEST(Calibration, BadFilesAreClearErrors) {
   bad_sgemm.replace(sg, bad_sgemm.find(',', sg) - sg, "\"sgemm_flops\": -1");
   EXPECT_NE(message(bad_sgemm).find("device.sgemm_flops"), std::string::npos);
   std::remove(path.c_str());
+}
+
+// Version 1 named the bytes a recomputed layer keeps "ckpt_bytes_per_token_layer": such a file
+// loads equal to its version-2 form, and is saved again as version 2.
+TEST(Calibration, VersionOneWithTheOldRecomputeKeyLoads) {
+  Calibration a = sample();
+  a.coeffs.recompute_bytes_per_token_layer = 777.25;
+  const std::string v2 = calibration_to_json(a);
+  std::string v1 = v2;
+  v1.replace(v1.find("\"version\": 2"), 12, "\"version\": 1");
+  const std::string key = "\"recompute_bytes_per_token_layer\"";
+  v1.replace(v1.find(key), key.size(), "\"ckpt_bytes_per_token_layer\"");
+  const Calibration b = calibration_from_json(v1, "test");
+  EXPECT_DOUBLE_EQ(b.coeffs.recompute_bytes_per_token_layer, 777.25);
+  EXPECT_EQ(b.version, kCalibrationVersion);
+  EXPECT_EQ(calibration_to_json(b), v2);
+  // The new key in a version-1 file is not the old one: refused, naming the field it lacks.
+  std::string mixed = v2;
+  mixed.replace(mixed.find("\"version\": 2"), 12, "\"version\": 1");
+  try {
+    calibration_from_json(mixed, "test");
+    ADD_FAILURE() << "a version-1 file without ckpt_bytes_per_token_layer loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ckpt_bytes_per_token_layer"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

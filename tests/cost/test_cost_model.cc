@@ -239,7 +239,7 @@ TEST(CostModel, RecomputeLowersActivationsButKeepsKv) {
     EXPECT_LT(a, prev);
     prev = a;
   }
-  // K/V of a non-final slice stay whatever the checkpointing; final slices keep none.
+  // K/V of a non-final slice stay whatever the recompute; final slices keep none.
   EXPECT_GT(cm.kv_keep_bytes(split, kMid), 0);
   EXPECT_EQ(cm.kv_keep_bytes(tail, kMid), 0);
   // Without recompute, activation + kv_keep of a split slice = activations of a final slice.

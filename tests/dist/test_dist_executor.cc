@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "dist_test_util.h"
+#include "plan/budget_error.h"
 #include "plan/planner.h"
 #include "runtime/dist_step.h"
 
@@ -87,15 +88,13 @@ Reference reference_run(const Config& cfg, const std::vector<std::vector<int32_t
   return ref;
 }
 
-// The smallest budget the planner accepts, read from its error message.
+// The smallest budget the planner accepts, as its error reports it.
 int64_t least_budget(Config cfg, const cost::CostModel& cm, const std::vector<int64_t>& lengths) {
   cfg.training.memory_budget = 1;
   try {
     plan::make_plan(cfg, cm, lengths);
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    const auto open = msg.rfind('(');
-    if (open != std::string::npos) return std::stoll(msg.substr(open + 1));
+  } catch (const plan::BudgetError& e) {
+    return e.least_budget();
   }
   ADD_FAILURE() << "a 1-byte budget was accepted";
   return 0;
@@ -103,7 +102,7 @@ int64_t least_budget(Config cfg, const cost::CostModel& cm, const std::vector<in
 
 // Runs the global batch on this rank's (stage, replica) and checks loss and gradients against the
 // single-engine reference. tight: plans under (a little above) the least budget, so the
-// checkpoint optimiser recomputes.
+// recompute optimiser recomputes.
 void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) {
   Comm& comm = disttest::test_comm();
   const int64_t layers = pp * (schedule == Schedule::interleaved ? 2 : 1);

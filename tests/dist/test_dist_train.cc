@@ -60,7 +60,7 @@ class DistTrain : public disttest_fixture::DistTrainFixture {
     expect_resume_bit_identical_with(o, fmt::format("pp {} dp {}", pp, dp));
   }
 
-  // EPP with adaptive checkpointing under a budget that forces recompute on longer sequences:
+  // EPP with adaptive recompute under a budget that forces recompute on longer sequences:
   // each rank's measured peak (the engine's accounting allocator) is within 5% of the plan's
   // prediction for its stage, both ways. From iteration 2 on: the first iteration allocates the
   // AdamW state only in its optimizer step, after the activations are gone.

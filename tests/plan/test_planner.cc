@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "core/error.h"
+#include "plan/budget_error.h"
 #include "plan/planner.h"
 #include "plan/sequence_processor.h"
 #include "plan/validate.h"
@@ -86,11 +89,13 @@ TEST(Planner, TightBudgetForcesRecomputeAndStillFits) {
   try {
     make_plan(cfg, cm, lengths);
     FAIL() << "a 1-byte budget cannot fit";
-  } catch (const Error& e) {
+  } catch (const BudgetError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("smallest budget that fits"), std::string::npos) << msg;
-    const auto open = msg.rfind('(');
-    least = std::stoll(msg.substr(open + 1));
+    EXPECT_NE(msg.find(fmt::format("({} bytes, for rank {})", e.least_budget(), e.rank())),
+              std::string::npos)
+        << msg;
+    least = e.least_budget();
   }
   ASSERT_GT(least, 0);
   EXPECT_LE(least, peak);
@@ -98,6 +103,48 @@ TEST(Planner, TightBudgetForcesRecomputeAndStillFits) {
   const auto tight = make_plan_detailed(cfg, cm, lengths, Schedule::epp);
   EXPECT_TRUE(validate(tight.plan, cm, cfg).ok());
   EXPECT_GE(tight.plan.predicted_step_time, roomy.plan.predicted_step_time * 0.999);
+}
+
+// The least budget a too-small one reports is under the user's own recompute setting: without
+// recompute it is the no-recompute peak, so planning at it succeeds with no layer recomputed,
+// and a byte less fails again; the error is a ConfigError naming the binding rank.
+TEST(Planner, LeastBudgetHonoursTheUsersRecomputeSetting) {
+  std::mt19937 rng(7);
+  Config cfg = planner_config(2);
+  cfg.parallel.recompute_granularity = RecomputeGranularity::none;
+  const auto cm = cost::CostModel::from_config(cfg);
+  const auto lengths = long_tail(rng, 32, 8192);
+  for (Schedule s : {Schedule::one_f_one_b, Schedule::seq1f1b, Schedule::epp}) {
+    SCOPED_TRACE(schedule_name(s));
+    auto least_at = [&](int64_t budget) -> std::optional<BudgetError> {
+      cfg.training.memory_budget = budget;
+      try {
+        make_plan_detailed(cfg, cm, lengths, s);
+      } catch (const BudgetError& e) {
+        return e;
+      }
+      return std::nullopt;
+    };
+    const auto tiny = least_at(1);
+    ASSERT_TRUE(tiny.has_value()) << "a 1-byte budget cannot fit";
+    const ConfigError& as_config = *tiny;  // exit 2: the user's budget is the mistake
+    EXPECT_NE(std::string(as_config.what()).find("--recompute-granularity adaptive"),
+              std::string::npos)
+        << as_config.what();
+    EXPECT_GE(tiny->rank(), 0);
+    EXPECT_LT(tiny->rank(), 2);
+    const int64_t least = tiny->least_budget();
+    cfg.training.memory_budget = least;
+    const PlanResult r = make_plan_detailed(cfg, cm, lengths, s);
+    EXPECT_TRUE(validate(r.plan, cm, cfg).ok());
+    for (const auto& list : r.plan.actions)
+      for (const Action& a : list) EXPECT_EQ(a.recompute_layers, 0);
+    if (s != Schedule::epp) {  // batch-level candidates do not depend on the budget
+      const auto below = least_at(least - 1);
+      ASSERT_TRUE(below.has_value());
+      EXPECT_EQ(below->least_budget(), least);
+    }
+  }
 }
 
 TEST(Planner, BatchLevelSchedulesNeedTheLongestSequenceInOneMicroBatch) {

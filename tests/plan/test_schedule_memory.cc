@@ -3,7 +3,7 @@
 #include <array>
 #include <random>
 
-#include "plan/checkpoint.h"
+#include "plan/recompute.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "plan/schedule_replay.h"
@@ -80,9 +80,9 @@ TEST(ScheduleMemory, ForwardPeakIncludesItsTransientBytes) {
         EXPECT_EQ(t.steps[r][i].during, t.steps[r][i].after + fwd + sent);
         EXPECT_GE(t.peak[r], t.steps[r][i].during);
       }
-    // The checkpoint problem sees the same points.
-    const auto pb = checkpoint_problem(p, cm, plan_memory_context(cfg, 0), CheckpointTie::none);
-    EXPECT_EQ(checkpoint_peaks(pb, std::vector<int32_t>(pb.group_max.size(), 0)), t.peak);
+    // The recompute problem sees the same points.
+    const auto pb = recompute_problem(p, cm, plan_memory_context(cfg, 0), RecomputeTie::none);
+    EXPECT_EQ(recompute_peaks(pb, std::vector<int32_t>(pb.group_max.size(), 0)), t.peak);
   }
 }
 
@@ -122,7 +122,7 @@ TEST(ScheduleMemory, MessagesInFlightFollowTheUnitReplay) {
 }
 
 // A forward builds each layer's whole stash before it drops a recomputed one, so recomputing
-// every layer of a stage peaks like recomputing all but one; the checkpoint problem agrees.
+// every layer of a stage peaks like recomputing all but one; the recompute problem agrees.
 TEST(ScheduleMemory, ForwardRecomputingEveryLayerPeaksLikeKeepingOne) {
   Config cfg = small_config(2);
   const auto cm = cost::CostModel::from_config(cfg);
@@ -147,10 +147,10 @@ TEST(ScheduleMemory, ForwardRecomputingEveryLayerPeaksLikeKeepingOne) {
         EXPECT_EQ(all.steps[r][i].during, keep_one.steps[r][i].during);
       }
     }
-  const auto pb = checkpoint_problem(p, cm, plan_memory_context(cfg, 0), CheckpointTie::none);
+  const auto pb = recompute_problem(p, cm, plan_memory_context(cfg, 0), RecomputeTie::none);
   std::vector<int32_t> every(pb.group_max.size());
   for (size_t g = 0; g < every.size(); ++g) every[g] = pb.group_max[g];
-  EXPECT_EQ(checkpoint_peaks(pb, every), all.peak);
+  EXPECT_EQ(recompute_peaks(pb, every), all.peak);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
+#include "plan/budget_error.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "plan/validate.h"
@@ -149,6 +151,33 @@ TEST_F(Validate, ThrowingVariantNamesThePlan) {
   try {
     validate_or_throw(plan, cost, cfg);
     FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "the epp plan is invalid")) << e.what();
+  }
+}
+
+// Over budget and otherwise sound: a BudgetError carrying the largest peak and its rank; a
+// broken structure stays a plain Error.
+TEST_F(Validate, MemoryOnlyFailureIsABudgetErrorWithTheBindingRank) {
+  const MemoryTrace t = schedule_memory_trace(plan, cost, cfg);
+  const auto top = std::max_element(t.peak.begin(), t.peak.end());
+  plan.memory_budget = *top - 1;
+  try {
+    validate_or_throw(plan, cost, cfg);
+    FAIL() << "expected BudgetError";
+  } catch (const BudgetError& e) {
+    EXPECT_EQ(e.least_budget(), *top);
+    EXPECT_EQ(e.rank(), top - t.peak.begin());
+    EXPECT_TRUE(
+        has(e.what(), fmt::format("needs at least {} on rank {}", format_bytes(*top), e.rank())))
+        << e.what();
+  }
+  plan.chunks[3].slices[1].len = 399;
+  try {
+    validate_or_throw(plan, cost, cfg);
+    FAIL() << "expected Error";
+  } catch (const BudgetError& e) {
+    FAIL() << "a broken plan is not a budget problem: " << e.what();
   } catch (const Error& e) {
     EXPECT_TRUE(has(e.what(), "the epp plan is invalid")) << e.what();
   }

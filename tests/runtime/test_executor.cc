@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "cost/cost_model.h"
+#include "plan/budget_error.h"
 #include "plan/planner.h"
 #include "plan/schedule.h"
 #include "plan/stage_layout.h"
@@ -163,15 +164,13 @@ std::string plan_describe(const plan::Plan& p) {
   return out;
 }
 
-// The smallest budget the planner accepts, from its error message.
+// The smallest budget the planner accepts, as its error reports it.
 int64_t least_budget(Config cfg, const cost::CostModel& cm, const std::vector<int64_t>& lengths) {
   cfg.training.memory_budget = 1;
   try {
     plan::make_plan(cfg, cm, lengths);
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    const auto open = msg.rfind('(');
-    if (open != std::string::npos) return std::stoll(msg.substr(open + 1));
+  } catch (const plan::BudgetError& e) {
+    return e.least_budget();
   }
   ADD_FAILURE() << "a 1-byte budget was accepted";
   return 0;

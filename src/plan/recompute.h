@@ -1,4 +1,4 @@
-// Stage-aware chunk-level adaptive checkpointing (InfiniPipe §V, Eq. 15–16): how many layers of
+// Stage-aware chunk-level adaptive recompute (InfiniPipe §V, Eq. 15–16): how many layers of
 // each (stage, chunk) are recomputed so that every rank's memory stays within its budget at every
 // point of its action list, at the least recompute time. Variables are tied along the schedule's
 // diagonals (chunk j on stage s with chunk j+1 on stage s+1: the backwards that run at the same
@@ -29,10 +29,10 @@ struct MemoryContext {
 // group, and over the data-parallel replicas with --use-distributed-optimizer.
 MemoryContext plan_memory_context(const Config& cfg, int64_t budget);
 
-enum class CheckpointTie { none, diagonal };
+enum class RecomputeTie { none, diagonal };
 
 // One (stage, chunk): its forward and backward carry the same recompute count.
-struct CheckpointItem {
+struct RecomputeItem {
   int32_t stage = 0, chunk = 0, rank = 0, group = 0;
   int32_t max_layers = 0;
   std::vector<double> time;        // [r]: recompute seconds with r layers recomputed
@@ -40,7 +40,7 @@ struct CheckpointItem {
   std::vector<int64_t> transient;  // [r]: extra while its backward runs
 };
 
-struct CheckpointTerm {
+struct RecomputeTerm {
   int32_t item = 0;
   bool transient = false;  // the item's transient bytes, else its held activations
   // Held activations as the item's own forward peaks: a forward builds each layer's whole stash
@@ -49,8 +49,8 @@ struct CheckpointTerm {
 };
 
 // Bytes of a term of `it` when its group recomputes x layers.
-inline int64_t checkpoint_term_value(const CheckpointItem& it, bool transient, bool forward,
-                                     int32_t x) {
+inline int64_t recompute_term_value(const RecomputeItem& it, bool transient, bool forward,
+                                    int32_t x) {
   int32_t r = std::min(x, it.max_layers);
   if (transient) return it.transient[static_cast<size_t>(r)];
   if (forward && r > 0 && r == it.max_layers) --r;
@@ -58,21 +58,21 @@ inline int64_t checkpoint_term_value(const CheckpointItem& it, bool transient, b
 }
 
 // A moment of a rank's action list: fixed bytes + the listed terms must fit the budget.
-struct CheckpointPoint {
+struct RecomputePoint {
   int32_t rank = 0, action = 0;
   int64_t fixed = 0;
-  std::vector<CheckpointTerm> terms;
+  std::vector<RecomputeTerm> terms;
 };
 
-struct CheckpointProblem {
+struct RecomputeProblem {
   int64_t budget = 0;
   int32_t pp = 1;
   std::vector<int32_t> group_max;  // largest useful recompute count per group
-  std::vector<CheckpointItem> items;
-  std::vector<CheckpointPoint> points;
+  std::vector<RecomputeItem> items;
+  std::vector<RecomputePoint> points;
 };
 
-struct CheckpointSolution {
+struct RecomputeSolution {
   std::vector<int32_t> layers;  // per group
   double cost = 0;              // objective: per group, the slowest recompute of its items
   double lower_bound = 0;       // proven lower bound on the optimum
@@ -81,35 +81,35 @@ struct CheckpointSolution {
 };
 
 // Builds the problem from a scheduled plan (stages and actions filled).
-CheckpointProblem checkpoint_problem(const Plan& plan, const cost::CostModel& cm,
-                                     const MemoryContext& mem, CheckpointTie tie);
+RecomputeProblem recompute_problem(const Plan& plan, const cost::CostModel& cm,
+                                   const MemoryContext& mem, RecomputeTie tie);
 
 // Per-rank peak bytes, and objective, of a choice of recompute counts per group.
-std::vector<int64_t> checkpoint_peaks(const CheckpointProblem& pb, std::span<const int32_t> layers);
-double checkpoint_cost(const CheckpointProblem& pb, std::span<const int32_t> layers);
+std::vector<int64_t> recompute_peaks(const RecomputeProblem& pb, std::span<const int32_t> layers);
+double recompute_cost(const RecomputeProblem& pb, std::span<const int32_t> layers);
 // Peak with every group at its maximum: the smallest budget recompute can reach (the working
 // set of a recomputed layer aside, which never outweighs the layer it frees in the cost model).
-int64_t checkpoint_min_budget(const CheckpointProblem& pb);
+int64_t recompute_min_budget(const RecomputeProblem& pb);
 
 // Fast answer (not proven). May miss a feasible choice in contrived cases; the exact solver not.
-CheckpointSolution checkpoint_solve_greedy(const CheckpointProblem& pb);
+RecomputeSolution recompute_solve_greedy(const RecomputeProblem& pb);
 // Exact within `gap` (relative): the LP relaxation of a thermometer encoding of each group gives
 // a lower bound and guides rounding; greedy repair and local search from the greedy answer and
 // the rounded ones give the best answer; only when that is not yet within `gap` of the bound
 // does CBC add cuts and branch. time_limit_s counts CPU time (the calling thread's; Clp and CBC
 // count their process's). On timeout: the best answer found, proven = false.
-CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double gap = 0.02,
-                                          double time_limit_s = 1.0);
+RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap = 0.02,
+                                        double time_limit_s = 1.0);
 // Enumerates every choice; for tests on tiny problems only.
-CheckpointSolution checkpoint_solve_brute(const CheckpointProblem& pb);
+RecomputeSolution recompute_solve_brute(const RecomputeProblem& pb);
 
 // Writes the per-group choice into the plan's actions (forward and backward of every item).
-void checkpoint_apply(Plan& plan, const CheckpointProblem& pb, std::span<const int32_t> layers);
+void recompute_apply(Plan& plan, const RecomputeProblem& pb, std::span<const int32_t> layers);
 
 // Megatron-LM's static recompute count for a stage of `stage_layers` layers: none -> 0;
 // full/uniform -> every layer (each keeps only its input); full/block N -> the first N layers;
 // selective is treated as none here (attention recompute is not modelled).
 int32_t megatron_recompute_layers(const ParallelConfig& par, int64_t stage_layers);
-void checkpoint_apply_static(Plan& plan, const ParallelConfig& par);
+void recompute_apply_static(Plan& plan, const ParallelConfig& par);
 
 }  // namespace infinipipe::plan

@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "plan/checkpoint.h"
+#include "plan/recompute.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "test_plan_util.h"
@@ -22,15 +22,15 @@ int64_t max_of(const std::vector<int64_t>& v) {
 }
 
 // A random hand-made problem: items with decreasing memory and increasing time in r.
-CheckpointProblem random_problem(std::mt19937& rng, int groups, int items, int points) {
-  CheckpointProblem pb;
+RecomputeProblem random_problem(std::mt19937& rng, int groups, int items, int points) {
+  RecomputeProblem pb;
   pb.pp = 2;
   std::uniform_int_distribution<int> layers(1, 3), pick_group(0, groups - 1);
   std::uniform_int_distribution<int64_t> bytes(10, 100);
   std::uniform_real_distribution<double> secs(0.1, 1.0);
   pb.group_max.assign(groups, 0);
   for (int i = 0; i < items; ++i) {
-    CheckpointItem it;
+    RecomputeItem it;
     it.group = pick_group(rng);
     it.rank = i % 2;
     it.max_layers = layers(rng);
@@ -48,27 +48,27 @@ CheckpointProblem random_problem(std::mt19937& rng, int groups, int items, int p
   }
   std::uniform_int_distribution<int> pick_item(0, items - 1);
   for (int p = 0; p < points; ++p) {
-    CheckpointPoint pt;
+    RecomputePoint pt;
     pt.rank = p % 2;
     pt.fixed = bytes(rng);
     for (int k = 0; k < 4; ++k) pt.terms.push_back({pick_item(rng), k == 0});
     pb.points.push_back(std::move(pt));
   }
   // A budget between the leanest and the fattest choice.
-  const int64_t lean = checkpoint_min_budget(pb);
-  const int64_t fat = max_of(checkpoint_peaks(pb, std::vector<int32_t>(groups, 0)));
+  const int64_t lean = recompute_min_budget(pb);
+  const int64_t fat = max_of(recompute_peaks(pb, std::vector<int32_t>(groups, 0)));
   pb.budget = lean + (fat - lean) * std::uniform_int_distribution<int>(0, 100)(rng) / 100;
   return pb;
 }
 
-TEST(Checkpoint, ExactMatchesBruteForceOnRandomProblems) {
+TEST(Recompute, ExactMatchesBruteForceOnRandomProblems) {
   std::mt19937 rng(11);
   int nontrivial = 0;
   for (int trial = 0; trial < 60; ++trial) {
     const auto pb = random_problem(rng, 5, 8, 10);
-    const auto brute = checkpoint_solve_brute(pb);
-    const auto exact = checkpoint_solve_exact(pb, 0.0);
-    const auto greedy = checkpoint_solve_greedy(pb);
+    const auto brute = recompute_solve_brute(pb);
+    const auto exact = recompute_solve_exact(pb, 0.0);
+    const auto greedy = recompute_solve_greedy(pb);
     SCOPED_TRACE(::testing::Message() << "trial " << trial);
     ASSERT_EQ(exact.feasible, brute.feasible);
     if (greedy.feasible) {
@@ -79,10 +79,10 @@ TEST(Checkpoint, ExactMatchesBruteForceOnRandomProblems) {
     EXPECT_NEAR(exact.cost, brute.cost, 1e-6 * (1 + brute.cost));
     EXPECT_TRUE(exact.proven);
     EXPECT_LE(exact.lower_bound, brute.cost + 1e-6);
-    EXPECT_LE(max_of(checkpoint_peaks(pb, exact.layers)), pb.budget);
+    EXPECT_LE(max_of(recompute_peaks(pb, exact.layers)), pb.budget);
     if (greedy.feasible) {
       EXPECT_GE(greedy.cost, brute.cost - 1e-9);
-      EXPECT_LE(max_of(checkpoint_peaks(pb, greedy.layers)), pb.budget);
+      EXPECT_LE(max_of(recompute_peaks(pb, greedy.layers)), pb.budget);
     }
   }
   EXPECT_GT(nontrivial, 20);
@@ -90,20 +90,20 @@ TEST(Checkpoint, ExactMatchesBruteForceOnRandomProblems) {
 
 // With the 2% goal the planner uses: a proven answer within 2% of the brute-force optimum, its
 // bound below that optimum, never worse than the greedy start it improves on.
-TEST(Checkpoint, ExactWithinTheRequestedGapOfBruteForce) {
+TEST(Recompute, ExactWithinTheRequestedGapOfBruteForce) {
   std::mt19937 rng(29);
   int proven_nonzero = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const auto pb = random_problem(rng, 7, 12, 16);
-    const auto brute = checkpoint_solve_brute(pb);
-    const auto exact = checkpoint_solve_exact(pb, 0.02);
-    const auto greedy = checkpoint_solve_greedy(pb);
+    const auto brute = recompute_solve_brute(pb);
+    const auto exact = recompute_solve_exact(pb, 0.02);
+    const auto greedy = recompute_solve_greedy(pb);
     SCOPED_TRACE(::testing::Message() << "trial " << trial);
     ASSERT_EQ(exact.feasible, brute.feasible);
     if (!brute.feasible) continue;
     EXPECT_TRUE(exact.proven);
-    EXPECT_LE(max_of(checkpoint_peaks(pb, exact.layers)), pb.budget);
-    EXPECT_NEAR(exact.cost, checkpoint_cost(pb, exact.layers), 1e-12);
+    EXPECT_LE(max_of(recompute_peaks(pb, exact.layers)), pb.budget);
+    EXPECT_NEAR(exact.cost, recompute_cost(pb, exact.layers), 1e-12);
     EXPECT_GE(exact.cost, brute.cost - 1e-9);
     EXPECT_LE(exact.cost, brute.cost * 1.02 + 1e-9);
     EXPECT_LE(exact.lower_bound, brute.cost + 1e-9);
@@ -118,30 +118,30 @@ TEST(Checkpoint, ExactWithinTheRequestedGapOfBruteForce) {
 
 // A memory-bound plan like the paper's (long-tail batch, pp 4, tight budget): the solve is proven
 // within 2% and its answer fits.
-TEST(Checkpoint, ProvenWithinTwoPercentOnATightPlan) {
+TEST(Recompute, ProvenWithinTwoPercentOnATightPlan) {
   std::mt19937 rng(13);
   Config cfg = small_config(4, 1, 16);
   Plan p = plan_random(cfg, rng, 40);
   schedule_build(p, Schedule::epp);
   const auto cm = cost::CostModel::from_config(cfg);
-  auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), CheckpointTie::diagonal);
-  const int64_t lean = checkpoint_min_budget(pb);
-  const int64_t fat = max_of(checkpoint_peaks(pb, std::vector<int32_t>(pb.group_max.size(), 0)));
+  auto pb = recompute_problem(p, cm, memory_of(cfg, 0), RecomputeTie::diagonal);
+  const int64_t lean = recompute_min_budget(pb);
+  const int64_t fat = max_of(recompute_peaks(pb, std::vector<int32_t>(pb.group_max.size(), 0)));
   int recomputing = 0;
   for (double f : {0.05, 0.2, 0.5}) {
     pb.budget = lean + static_cast<int64_t>((fat - lean) * f);
-    const auto sol = checkpoint_solve_exact(pb, 0.02);
+    const auto sol = recompute_solve_exact(pb, 0.02);
     ASSERT_TRUE(sol.feasible);
     EXPECT_TRUE(sol.proven) << "cost " << sol.cost << " bound " << sol.lower_bound;
     EXPECT_LE(sol.cost - sol.lower_bound, 0.02 * sol.cost + 1e-12);
-    EXPECT_LE(max_of(checkpoint_peaks(pb, sol.layers)), pb.budget);
-    EXPECT_LE(sol.cost, checkpoint_solve_greedy(pb).cost + 1e-12);
+    EXPECT_LE(max_of(recompute_peaks(pb, sol.layers)), pb.budget);
+    EXPECT_LE(sol.cost, recompute_solve_greedy(pb).cost + 1e-12);
     recomputing += sol.cost > 0;
   }
   EXPECT_EQ(recomputing, 3);
 }
 
-TEST(Checkpoint, ExactMatchesBruteForceOnSmallPlans) {
+TEST(Recompute, ExactMatchesBruteForceOnSmallPlans) {
   std::mt19937 rng(3);
   int nontrivial = 0;
   for (int trial = 0; trial < 20; ++trial) {
@@ -150,18 +150,17 @@ TEST(Checkpoint, ExactMatchesBruteForceOnSmallPlans) {
     if (p.chunks.size() > 5) continue;
     schedule_build(p, Schedule::epp);
     const auto cm = cost::CostModel::from_config(cfg);
-    for (CheckpointTie tie : {CheckpointTie::diagonal, CheckpointTie::none}) {
-      auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), tie);
+    for (RecomputeTie tie : {RecomputeTie::diagonal, RecomputeTie::none}) {
+      auto pb = recompute_problem(p, cm, memory_of(cfg, 0), tie);
       double combos = 1;
       for (int32_t u : pb.group_max) combos *= u + 1;
       if (combos > 20000) continue;
-      const int64_t lean = checkpoint_min_budget(pb);
-      const int64_t fat =
-          max_of(checkpoint_peaks(pb, std::vector<int32_t>(pb.group_max.size(), 0)));
+      const int64_t lean = recompute_min_budget(pb);
+      const int64_t fat = max_of(recompute_peaks(pb, std::vector<int32_t>(pb.group_max.size(), 0)));
       for (double f : {0.1, 0.4, 0.8}) {
         pb.budget = lean + static_cast<int64_t>((fat - lean) * f);
-        const auto brute = checkpoint_solve_brute(pb);
-        const auto exact = checkpoint_solve_exact(pb, 0.0);
+        const auto brute = recompute_solve_brute(pb);
+        const auto exact = recompute_solve_exact(pb, 0.0);
         ASSERT_TRUE(brute.feasible);
         ASSERT_TRUE(exact.feasible);
         nontrivial += brute.cost > 0;
@@ -172,28 +171,28 @@ TEST(Checkpoint, ExactMatchesBruteForceOnSmallPlans) {
   EXPECT_GT(nontrivial, 5);
 }
 
-TEST(Checkpoint, PeaksAgreeWithTheScheduleMemoryTrace) {
+TEST(Recompute, PeaksAgreeWithTheScheduleMemoryTrace) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 10; ++trial) {
     Config cfg = small_config(4);
     Plan p = plan_random(cfg, rng, 12);
     schedule_build(p, trial % 2 ? Schedule::epp : Schedule::gpipe);
     const auto cm = cost::CostModel::from_config(cfg);
-    const auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), CheckpointTie::diagonal);
+    const auto pb = recompute_problem(p, cm, memory_of(cfg, 0), RecomputeTie::diagonal);
     std::vector<int32_t> layers(pb.group_max.size());
     for (size_t g = 0; g < layers.size(); ++g)
       layers[g] = static_cast<int32_t>((g * 7 + trial) % 3);
-    checkpoint_apply(p, pb, layers);
-    EXPECT_EQ(checkpoint_peaks(pb, layers), schedule_memory_trace(p, cm, cfg).peak);
+    recompute_apply(p, pb, layers);
+    EXPECT_EQ(recompute_peaks(pb, layers), schedule_memory_trace(p, cm, cfg).peak);
   }
 }
 
-TEST(Checkpoint, DiagonalTiesConcurrentBackwards) {
+TEST(Recompute, DiagonalTiesConcurrentBackwards) {
   Config cfg = small_config(4);
   Plan p = testing::plan_equal_chunks(cfg, 8);
   schedule_build(p, Schedule::one_f_one_b);
   const auto cm = cost::CostModel::from_config(cfg);
-  const auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), CheckpointTie::diagonal);
+  const auto pb = recompute_problem(p, cm, memory_of(cfg, 0), RecomputeTie::diagonal);
   for (const auto& a : pb.items)
     for (const auto& b : pb.items)
       if (b.stage == a.stage + 1 && b.chunk == a.chunk + 1) {
@@ -202,22 +201,22 @@ TEST(Checkpoint, DiagonalTiesConcurrentBackwards) {
   EXPECT_EQ(pb.group_max.size(), 8u + 3u);  // diagonals chunk - stage in [-3, 7]
 }
 
-TEST(Checkpoint, InfeasibleBudgetIsReported) {
+TEST(Recompute, InfeasibleBudgetIsReported) {
   std::mt19937 rng(9);
   Config cfg = small_config(2);
   Plan p = plan_random(cfg, rng, 6);
   schedule_build(p, Schedule::epp);
   const auto cm = cost::CostModel::from_config(cfg);
-  auto pb = checkpoint_problem(p, cm, memory_of(cfg, 0), CheckpointTie::diagonal);
-  pb.budget = checkpoint_min_budget(pb) - 1;
-  EXPECT_FALSE(checkpoint_solve_exact(pb).feasible);
+  auto pb = recompute_problem(p, cm, memory_of(cfg, 0), RecomputeTie::diagonal);
+  pb.budget = recompute_min_budget(pb) - 1;
+  EXPECT_FALSE(recompute_solve_exact(pb).feasible);
   pb.budget += 1;
-  const auto sol = checkpoint_solve_exact(pb);
+  const auto sol = recompute_solve_exact(pb);
   EXPECT_TRUE(sol.feasible);
-  EXPECT_LE(max_of(checkpoint_peaks(pb, sol.layers)), pb.budget);
+  EXPECT_LE(max_of(recompute_peaks(pb, sol.layers)), pb.budget);
 }
 
-TEST(Checkpoint, MegatronStaticChoices) {
+TEST(Recompute, MegatronStaticChoices) {
   ParallelConfig par;
   par.recompute_granularity = RecomputeGranularity::none;
   EXPECT_EQ(megatron_recompute_layers(par, 8), 0);

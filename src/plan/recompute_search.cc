@@ -1,4 +1,4 @@
-#include "plan/checkpoint_search.h"
+#include "plan/recompute_search.h"
 
 #include <algorithm>
 #include <ctime>
@@ -14,33 +14,33 @@ namespace {
 
 // Levels of every group and the bytes of every point they give, kept in step.
 struct State {
-  const CheckpointProblem& pb;
-  const CheckpointIndex& ix;
+  const RecomputeProblem& pb;
+  const RecomputeIndex& ix;
   std::vector<int32_t>& x;
   std::vector<int64_t> val;
 
-  State(const CheckpointProblem& p, const CheckpointIndex& i, std::vector<int32_t>& levels)
+  State(const RecomputeProblem& p, const RecomputeIndex& i, std::vector<int32_t>& levels)
       : pb(p), ix(i), x(levels), val(p.points.size()) {
     for (size_t q = 0; q < pb.points.size(); ++q) {
       int64_t s = pb.points[q].fixed;
-      for (const CheckpointTerm& t : pb.points[q].terms) {
-        const CheckpointItem& it = pb.items[t.item];
-        s += checkpoint_term_value(it, t.transient, t.forward, x[it.group]);
+      for (const RecomputeTerm& t : pb.points[q].terms) {
+        const RecomputeItem& it = pb.items[t.item];
+        s += recompute_term_value(it, t.transient, t.forward, x[it.group]);
       }
       val[q] = s;
     }
   }
   bool over(int32_t q) const { return val[q] > pb.budget; }
   void set(int32_t g, int32_t to) {
-    for (const CheckpointOccurrence& o : ix.occ_of[g]) {
-      const CheckpointItem& it = pb.items[o.item];
-      val[o.point] += checkpoint_term_value(it, o.transient, o.forward, to) -
-                      checkpoint_term_value(it, o.transient, o.forward, x[g]);
+    for (const RecomputeOccurrence& o : ix.occ_of[g]) {
+      const RecomputeItem& it = pb.items[o.item];
+      val[o.point] += recompute_term_value(it, o.transient, o.forward, to) -
+                      recompute_term_value(it, o.transient, o.forward, x[g]);
     }
     x[g] = to;
   }
   bool fits_around(int32_t g) const {
-    for (const CheckpointOccurrence& o : ix.occ_of[g])
+    for (const RecomputeOccurrence& o : ix.occ_of[g])
       if (over(o.point)) return false;
     return true;
   }
@@ -56,20 +56,20 @@ struct State {
   // nothing.
   std::pair<double, int32_t> best_move(int32_t g, std::vector<double>& freed) const {
     freed.assign(pb.group_max[g] + 1, 0.0);
-    for (const CheckpointOccurrence& o : ix.occ_of[g]) {
+    for (const RecomputeOccurrence& o : ix.occ_of[g]) {
       if (!over(o.point)) continue;
-      const CheckpointItem& it = pb.items[o.item];
-      const int64_t now = checkpoint_term_value(it, o.transient, o.forward, x[g]);
+      const RecomputeItem& it = pb.items[o.item];
+      const int64_t now = recompute_term_value(it, o.transient, o.forward, x[g]);
       const int64_t excess = val[o.point] - pb.budget;
       for (int32_t to = x[g] + 1; to <= pb.group_max[g]; ++to)
         freed[to] += static_cast<double>(
-            std::min<int64_t>(now - checkpoint_term_value(it, o.transient, o.forward, to), excess));
+            std::min<int64_t>(now - recompute_term_value(it, o.transient, o.forward, to), excess));
     }
     std::pair<double, int32_t> best{0.0, x[g]};
-    const double t0 = checkpoint_group_time(pb, ix, g, x[g]);
+    const double t0 = recompute_group_time(pb, ix, g, x[g]);
     for (int32_t to = x[g] + 1; to <= pb.group_max[g]; ++to) {
       if (freed[to] <= 0) continue;
-      const double dt = checkpoint_group_time(pb, ix, g, to) - t0;
+      const double dt = recompute_group_time(pb, ix, g, to) - t0;
       const double score = freed[to] / std::max(dt, 1e-12);
       if (score > best.first) best = {score, to};
     }
@@ -93,7 +93,7 @@ struct State {
       heap.push({score, g, ++version[g]});
     };
     auto push_point = [&](int32_t q) {
-      for (const CheckpointTerm& t : pb.points[q].terms) push(pb.items[t.item].group, kFresh);
+      for (const RecomputeTerm& t : pb.points[q].terms) push(pb.items[t.item].group, kFresh);
     };
     for (size_t q = 0; q < val.size(); ++q)
       if (over(static_cast<int32_t>(q))) push_point(static_cast<int32_t>(q));
@@ -112,7 +112,7 @@ struct State {
         continue;
       }
       was_fine.clear();
-      for (const CheckpointOccurrence& o : ix.occ_of[g])
+      for (const RecomputeOccurrence& o : ix.occ_of[g])
         if (!over(o.point)) was_fine.push_back(o.point);
       set(g, to);
       for (int32_t q : was_fine)
@@ -130,7 +130,7 @@ struct State {
       std::iota(order.begin(), order.end(), 0);
     }
     std::vector<double> t(pb.group_max.size());
-    for (int32_t g : order) t[g] = checkpoint_group_time(pb, ix, g, x[g]);
+    for (int32_t g : order) t[g] = recompute_group_time(pb, ix, g, x[g]);
     std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return t[a] > t[b]; });
     for (int32_t g : order) {
       if (x[g] == 0) continue;
@@ -144,44 +144,44 @@ struct State {
   }
 };
 
-double total_time(const CheckpointProblem& pb, const CheckpointIndex& ix,
+double total_time(const RecomputeProblem& pb, const RecomputeIndex& ix,
                   const std::vector<int32_t>& x) {
   double s = 0;
   for (int32_t g = 0; g < static_cast<int32_t>(x.size()); ++g)
-    s += checkpoint_group_time(pb, ix, g, x[g]);
+    s += recompute_group_time(pb, ix, g, x[g]);
   return s;
 }
 
 }  // namespace
 
-CheckpointIndex checkpoint_index(const CheckpointProblem& pb) {
-  CheckpointIndex ix;
+RecomputeIndex recompute_index(const RecomputeProblem& pb) {
+  RecomputeIndex ix;
   ix.items_of.resize(pb.group_max.size());
   ix.occ_of.resize(pb.group_max.size());
   for (int32_t i = 0; i < static_cast<int32_t>(pb.items.size()); ++i)
     ix.items_of[pb.items[i].group].push_back(i);
   for (int32_t p = 0; p < static_cast<int32_t>(pb.points.size()); ++p)
-    for (const CheckpointTerm& t : pb.points[p].terms)
+    for (const RecomputeTerm& t : pb.points[p].terms)
       ix.occ_of[pb.items[t.item].group].push_back({p, t.item, t.transient, t.forward});
   ix.time_of.resize(pb.group_max.size());
   for (size_t g = 0; g < pb.group_max.size(); ++g) {
     ix.time_of[g].assign(pb.group_max[g] + 1, 0.0);
     for (int32_t x = 0; x <= pb.group_max[g]; ++x)
       for (int32_t i : ix.items_of[g]) {
-        const CheckpointItem& it = pb.items[i];
+        const RecomputeItem& it = pb.items[i];
         ix.time_of[g][x] = std::max(ix.time_of[g][x], it.time[std::min(x, it.max_layers)]);
       }
   }
   return ix;
 }
 
-double checkpoint_group_time(const CheckpointProblem& pb, const CheckpointIndex& ix, int32_t g,
-                             int32_t x) {
+double recompute_group_time(const RecomputeProblem& pb, const RecomputeIndex& ix, int32_t g,
+                            int32_t x) {
   return ix.time_of[g][std::min(x, pb.group_max[g])];
 }
 
-bool checkpoint_repair(const CheckpointProblem& pb, const CheckpointIndex& ix,
-                       std::vector<int32_t>& x) {
+bool recompute_repair(const RecomputeProblem& pb, const RecomputeIndex& ix,
+                      std::vector<int32_t>& x) {
   State s(pb, ix, x);
   const bool ok = s.raise(std::vector<char>(pb.group_max.size(), 0));
   s.lower();
@@ -194,8 +194,8 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-void checkpoint_improve(const CheckpointProblem& pb, const CheckpointIndex& ix,
-                        std::vector<int32_t>& x, double cpu_deadline_s) {
+void recompute_improve(const RecomputeProblem& pb, const RecomputeIndex& ix,
+                       std::vector<int32_t>& x, double cpu_deadline_s) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
   State s(pb, ix, x);
   if (!s.fits()) return;
@@ -208,8 +208,7 @@ void checkpoint_improve(const CheckpointProblem& pb, const CheckpointIndex& ix,
     for (int32_t g = 0; g < ng; ++g)
       if (x[g] > 0)
         moves.push_back(
-            {checkpoint_group_time(pb, ix, g, x[g]) - checkpoint_group_time(pb, ix, g, x[g] - 1),
-             g});
+            {recompute_group_time(pb, ix, g, x[g]) - recompute_group_time(pb, ix, g, x[g] - 1), g});
     std::sort(moves.begin(), moves.end(), std::greater<>());
     for (const auto& [saving, g] : moves) {
       if (thread_cpu_seconds() > cpu_deadline_s) return;
@@ -226,8 +225,8 @@ void checkpoint_improve(const CheckpointProblem& pb, const CheckpointIndex& ix,
         std::vector<int32_t> near;
         for (int32_t h = 0; h < ng; ++h) {
           if (x[h] <= keep_x[h]) continue;
-          for (const CheckpointOccurrence& o : ix.occ_of[h])
-            for (const CheckpointTerm& t : pb.points[o.point].terms) {
+          for (const RecomputeOccurrence& o : ix.occ_of[h])
+            for (const RecomputeTerm& t : pb.points[o.point].terms) {
               const int32_t k = pb.items[t.item].group;
               if (!mark[k]) {
                 mark[k] = 1;

@@ -1,4 +1,4 @@
-// Solvers of the checkpoint problem (checkpoint.h): greedy, exact (LP bound, LP-guided search,
+// Solvers of the recompute problem (recompute.h): greedy, exact (LP bound, LP-guided search,
 // then CBC's cuts and branching only while the gap is above the goal) and brute force.
 #include <coin/Cbc_C_Interface.h>
 #include <coin/Clp_C_Interface.h>
@@ -9,15 +9,15 @@
 #include <string>
 
 #include "core/error.h"
-#include "plan/checkpoint.h"
-#include "plan/checkpoint_search.h"
+#include "plan/recompute.h"
+#include "plan/recompute_search.h"
 
 namespace infinipipe::plan {
 
 namespace {
 
-bool fits(const CheckpointProblem& pb, const std::vector<int32_t>& x) {
-  for (int64_t p : checkpoint_peaks(pb, x))
+bool fits(const RecomputeProblem& pb, const std::vector<int32_t>& x) {
+  for (int64_t p : recompute_peaks(pb, x))
     if (p > pb.budget) return false;
   return true;
 }
@@ -41,9 +41,28 @@ struct MipModel {
 
 constexpr double kBruteForceChoices = 20000;
 
-MipModel mip_model(const CheckpointProblem& pb, const CheckpointIndex& ix) {
+// Rows gathered as triplets, then stored at once (adding rows one by one makes CoinUtils resize
+// its matrix each time).
+struct MipRows {
+  std::vector<int> row_of, col_of;
+  std::vector<double> val_of;
+
+  void add(MipModel& md, const std::vector<int>& idx, const std::vector<double>& coef, double lo) {
+    for (size_t i = 0; i < idx.size(); ++i) {
+      row_of.push_back(md.nrows());
+      col_of.push_back(idx[i]);
+      val_of.push_back(coef[i]);
+    }
+    md.row_lb.push_back(lo);
+    md.row_ub.push_back(std::numeric_limits<double>::infinity());
+  }
+};
+
+// Columns (one per group and level, in [0, 1]), their objective (the level's added time), and
+// the thermometer rows y[g][k+1] <= y[g][k].
+void mip_columns(MipModel& md, MipRows& rows, const RecomputeProblem& pb,
+                 const RecomputeIndex& ix) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
-  MipModel md;
   md.col0.assign(ng + 1, 0);
   for (int32_t g = 0; g < ng; ++g) md.col0[g + 1] = md.col0[g] + pb.group_max[g];
   const int32_t ncols = md.col0[ng];
@@ -53,74 +72,76 @@ MipModel mip_model(const CheckpointProblem& pb, const CheckpointIndex& ix) {
   for (int32_t g = 0; g < ng; ++g)
     for (int32_t k = 0; k < pb.group_max[g]; ++k)
       md.obj[md.col0[g] + k] =
-          checkpoint_group_time(pb, ix, g, k + 1) - checkpoint_group_time(pb, ix, g, k);
-  // Rows gathered as triplets, then stored at once (adding rows one by one makes CoinUtils
-  // resize its matrix each time).
-  std::vector<int> row_of, col_of;
-  std::vector<double> val_of;
-  auto add_row = [&](const std::vector<int>& idx, const std::vector<double>& coef, double lo) {
-    for (size_t i = 0; i < idx.size(); ++i) {
-      row_of.push_back(md.nrows());
-      col_of.push_back(idx[i]);
-      val_of.push_back(coef[i]);
-    }
-    md.row_lb.push_back(lo);
-    md.row_ub.push_back(std::numeric_limits<double>::infinity());
-  };
+          recompute_group_time(pb, ix, g, k + 1) - recompute_group_time(pb, ix, g, k);
   for (int32_t g = 0; g < ng; ++g)
     for (int32_t k = 0; k + 1 < pb.group_max[g]; ++k)
-      add_row({md.col0[g] + k, md.col0[g] + k + 1}, {1.0, -1.0}, 0.0);
-  std::vector<double> coef_of(ncols, 0.0);
-  std::vector<int> touched, idx;
+      rows.add(md, {md.col0[g] + k, md.col0[g] + k + 1}, {1.0, -1.0}, 0.0);
+}
+
+// The row of one point over budget with nothing recomputed: the bytes its terms shed cover the
+// excess. coef_of is all zeros on entry and on return (scratch of one entry per column).
+void mip_budget_row(MipModel& md, MipRows& rows, const RecomputeProblem& pb,
+                    const RecomputePoint& pt, std::vector<double>& coef_of) {
+  int64_t base = pt.fixed;
+  for (const RecomputeTerm& t : pt.terms)
+    base += recompute_term_value(pb.items[t.item], t.transient, t.forward, 0);
+  if (base <= pb.budget) return;
+  std::vector<int> touched;
+  for (const RecomputeTerm& t : pt.terms) {
+    const RecomputeItem& it = pb.items[t.item];
+    for (int32_t k = 0; k < it.max_layers; ++k) {
+      const double shed =
+          static_cast<double>(recompute_term_value(it, t.transient, t.forward, k) -
+                              recompute_term_value(it, t.transient, t.forward, k + 1));
+      const int c = md.col0[it.group] + k;
+      if (coef_of[c] == 0.0) touched.push_back(c);
+      coef_of[c] += shed;
+    }
+  }
+  // In units of the excess (bytes would leave the LP badly scaled), and no variable credited
+  // with more than the excess plus what the negative terms can take back: the same integer
+  // answers, a tighter relaxation.
+  const double excess = static_cast<double>(base - pb.budget);
+  double negative = 0;
+  for (int c : touched) negative += std::min(0.0, coef_of[c]);
+  std::vector<int> idx;
   std::vector<double> coef;
-  for (const CheckpointPoint& pt : pb.points) {
-    int64_t base = pt.fixed;
-    for (const CheckpointTerm& t : pt.terms)
-      base += checkpoint_term_value(pb.items[t.item], t.transient, t.forward, 0);
-    if (base <= pb.budget) continue;
-    touched.clear();
-    for (const CheckpointTerm& t : pt.terms) {
-      const CheckpointItem& it = pb.items[t.item];
-      for (int32_t k = 0; k < it.max_layers; ++k) {
-        const double shed =
-            static_cast<double>(checkpoint_term_value(it, t.transient, t.forward, k) -
-                                checkpoint_term_value(it, t.transient, t.forward, k + 1));
-        const int c = md.col0[it.group] + k;
-        if (coef_of[c] == 0.0) touched.push_back(c);
-        coef_of[c] += shed;
-      }
+  double reach = 0;  // the most the row's left side can be
+  for (int c : touched) {
+    if (coef_of[c] != 0.0) {
+      idx.push_back(c);
+      coef.push_back(std::min(1.0 - negative / excess, coef_of[c] / excess));
+      reach += std::max(0.0, coef.back());
     }
-    // In units of the excess (bytes would leave the LP badly scaled), and no variable credited
-    // with more than the excess plus what the negative terms can take back: the same integer
-    // answers, a tighter relaxation.
-    const double excess = static_cast<double>(base - pb.budget);
-    double negative = 0;
-    for (int c : touched) negative += std::min(0.0, coef_of[c]);
-    idx.clear();
-    coef.clear();
-    double reach = 0;  // the most the row's left side can be
-    for (int c : touched) {
-      if (coef_of[c] != 0.0) {
-        idx.push_back(c);
-        coef.push_back(std::min(1.0 - negative / excess, coef_of[c] / excess));
-        reach += std::max(0.0, coef.back());
-      }
-      coef_of[c] = 0.0;
-    }
-    if (reach < 1.0 - 1e-9) md.infeasible = true;  // slack for the scaling's round-off
-    add_row(idx, coef, 1.0);
+    coef_of[c] = 0.0;
   }
+  if (reach < 1.0 - 1e-9) md.infeasible = true;  // slack for the scaling's round-off
+  rows.add(md, idx, coef, 1.0);
+}
+
+// The triplets into the column-major arrays Clp and Cbc load.
+void mip_store(MipModel& md, const MipRows& rows) {
+  const int ncols = md.ncols();
   md.start.assign(ncols + 1, 0);
-  for (int c : col_of) ++md.start[c + 1];
+  for (int c : rows.col_of) ++md.start[c + 1];
   for (int c = 0; c < ncols; ++c) md.start[c + 1] += md.start[c];
-  md.index.resize(col_of.size());
-  md.value.resize(col_of.size());
+  md.index.resize(rows.col_of.size());
+  md.value.resize(rows.col_of.size());
   std::vector<CoinBigIndex> fill(md.start.begin(), md.start.end() - 1);
-  for (size_t e = 0; e < col_of.size(); ++e) {
-    const CoinBigIndex at = fill[col_of[e]]++;
-    md.index[at] = row_of[e];
-    md.value[at] = val_of[e];
+  for (size_t e = 0; e < rows.col_of.size(); ++e) {
+    const CoinBigIndex at = fill[rows.col_of[e]]++;
+    md.index[at] = rows.row_of[e];
+    md.value[at] = rows.val_of[e];
   }
+}
+
+MipModel mip_model(const RecomputeProblem& pb, const RecomputeIndex& ix) {
+  MipModel md;
+  MipRows rows;
+  mip_columns(md, rows, pb, ix);
+  std::vector<double> coef_of(md.ncols(), 0.0);
+  for (const RecomputePoint& pt : pb.points) mip_budget_row(md, rows, pb, pt, coef_of);
+  mip_store(md, rows);
   return md;
 }
 
@@ -153,7 +174,7 @@ LpResult lp_solve(MipModel& md, double seconds) {
 }
 
 // Levels whose thermometer variables are at least `threshold` in the LP answer.
-std::vector<int32_t> lp_round(const CheckpointProblem& pb, const MipModel& md,
+std::vector<int32_t> lp_round(const RecomputeProblem& pb, const MipModel& md,
                               const std::vector<double>& y, double threshold) {
   std::vector<int32_t> x(pb.group_max.size(), 0);
   for (size_t g = 0; g < x.size(); ++g)
@@ -163,8 +184,8 @@ std::vector<int32_t> lp_round(const CheckpointProblem& pb, const MipModel& md,
 
 // CBC from the best known answer: root cuts raise the bound, branching finds better answers.
 // Returns CBC's bound (0 when it has none) and improves `best` when it finds better.
-double cbc_solve(const CheckpointProblem& pb, MipModel& md, double gap, double seconds,
-                 CheckpointSolution& best) {
+double cbc_solve(const RecomputeProblem& pb, MipModel& md, double gap, double seconds,
+                 RecomputeSolution& best) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
   Cbc_Model* m = Cbc_newModel();
   Cbc_setLogLevel(m, 0);
@@ -196,7 +217,7 @@ double cbc_solve(const CheckpointProblem& pb, MipModel& md, double gap, double s
     std::vector<int32_t> layers(ng, 0);
     for (int32_t g = 0; g < ng; ++g)
       while (layers[g] < pb.group_max[g] && xs[md.col0[g] + layers[g]] > 0.5) ++layers[g];
-    const double c = checkpoint_cost(pb, layers);
+    const double c = recompute_cost(pb, layers);
     if (fits(pb, layers) && (!best.feasible || c < best.cost)) {
       best.layers = layers;
       best.cost = c;
@@ -213,29 +234,29 @@ double cbc_solve(const CheckpointProblem& pb, MipModel& md, double gap, double s
 
 }  // namespace
 
-CheckpointSolution checkpoint_solve_greedy(const CheckpointProblem& pb) {
-  CheckpointSolution sol;
+RecomputeSolution recompute_solve_greedy(const RecomputeProblem& pb) {
+  RecomputeSolution sol;
   sol.layers.assign(pb.group_max.size(), 0);
-  const CheckpointIndex ix = checkpoint_index(pb);
-  sol.feasible = checkpoint_repair(pb, ix, sol.layers);
-  sol.cost = checkpoint_cost(pb, sol.layers);
+  const RecomputeIndex ix = recompute_index(pb);
+  sol.feasible = recompute_repair(pb, ix, sol.layers);
+  sol.cost = recompute_cost(pb, sol.layers);
   sol.proven = sol.feasible && sol.cost == 0.0;
   sol.lower_bound = 0;  // greedy proves nothing unless it recomputes nothing
   return sol;
 }
 
-CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double gap,
-                                          double time_limit_s) {
+RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
+                                        double time_limit_s) {
   const double deadline = thread_cpu_seconds() + time_limit_s;
   auto left = [&] { return deadline - thread_cpu_seconds(); };
-  CheckpointSolution best = checkpoint_solve_greedy(pb);
+  RecomputeSolution best = recompute_solve_greedy(pb);
   if (best.feasible && best.proven) return best;
   // Few choices (small models, short pipelines): try them all. It is exact and fast there, and
   // keeps CBC off the small models on which its branching was seen to trip an assertion in Clp.
   double combos = 1;
   for (int32_t u : pb.group_max) combos *= u + 1;
-  if (combos <= kBruteForceChoices) return checkpoint_solve_brute(pb);
-  const CheckpointIndex ix = checkpoint_index(pb);
+  if (combos <= kBruteForceChoices) return recompute_solve_brute(pb);
+  const RecomputeIndex ix = recompute_index(pb);
   MipModel md = mip_model(pb, ix);
   if (md.infeasible) {
     best.feasible = false;
@@ -248,9 +269,9 @@ CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double ga
     return best;
   }
   auto offer = [&](std::vector<int32_t> x, bool repair) {
-    if (repair && !checkpoint_repair(pb, ix, x)) return;
-    checkpoint_improve(pb, ix, x, deadline);
-    const double c = checkpoint_cost(pb, x);
+    if (repair && !recompute_repair(pb, ix, x)) return;
+    recompute_improve(pb, ix, x, deadline);
+    const double c = recompute_cost(pb, x);
     if (fits(pb, x) && (!best.feasible || c < best.cost)) {
       best.layers = std::move(x);
       best.cost = c;
@@ -273,21 +294,21 @@ CheckpointSolution checkpoint_solve_exact(const CheckpointProblem& pb, double ga
   return best;
 }
 
-CheckpointSolution checkpoint_solve_brute(const CheckpointProblem& pb) {
+RecomputeSolution recompute_solve_brute(const RecomputeProblem& pb) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
   double combos = 1;
   for (int32_t u : pb.group_max) combos *= u + 1;
   if (combos > 5e6)
     fail("brute force over {:.0f} choices is too large; use the exact solver", combos);
-  CheckpointSolution best;
+  RecomputeSolution best;
   best.cost = std::numeric_limits<double>::infinity();
   std::vector<int32_t> x(ng, 0);
   for (;;) {
-    const auto peaks = checkpoint_peaks(pb, x);
+    const auto peaks = recompute_peaks(pb, x);
     bool fits = true;
     for (int64_t p : peaks) fits = fits && p <= pb.budget;
     if (fits) {
-      const double c = checkpoint_cost(pb, x);
+      const double c = recompute_cost(pb, x);
       if (c < best.cost) {
         best.cost = c;
         best.layers = x;

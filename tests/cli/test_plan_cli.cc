@@ -1,0 +1,46 @@
+// `infinipipe plan` as a user runs it: a memory budget too small under the user's own recompute
+// setting is a configuration error (exit 2) whose least budget really fits that setting.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/cli_dir_test.h"
+#include "cli/run_cli.h"
+
+namespace {
+
+const std::string kSmall = fmt::format(
+    "plan --config {0}/examples/cpu-small.yaml --lengths {0}/examples/lengths-small.txt "
+    "--schedule 1f1b --recompute-granularity none ",
+    INFINIPIPE_SOURCE_DIR);
+
+// The byte count in "... the smallest budget that fits is X (N bytes, for rank R) ...": what a
+// user copies into --memory-budget.
+std::string least_bytes(const std::string& output) {
+  const std::string key = "the smallest budget that fits is ";
+  const auto at = output.find(key);
+  if (at == std::string::npos) return "";
+  const auto open = output.find('(', at);
+  const auto end = output.find(" bytes", open);
+  if (open == std::string::npos || end == std::string::npos) return "";
+  return output.substr(open + 1, end - open - 1);
+}
+
+class PlanCli : public CliDirTest {};
+
+TEST_F(PlanCli, TooSmallBudgetWithoutRecomputeExitsTwoNamingABudgetThatFits) {
+  const CliResult r = run_cli(kSmall + "--memory-budget 320MiB");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("too small"), std::string::npos) << r.output;
+  const std::string least = least_bytes(r.output);
+  ASSERT_FALSE(least.empty()) << r.output;
+  EXPECT_GT(std::stoll(least), int64_t{320} << 20) << r.output;
+  const CliResult ok =
+      run_cli(kSmall + "--memory-budget " + least + " --out " + (dir_ / "plan.json").string());
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("no recompute"), std::string::npos) << ok.output;
+}
+
+}  // namespace
