@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/text_count.h"
 #include "core/error.h"
 #include "plan/schedule.h"
 #include "plan/test_plan_util.h"
@@ -14,11 +15,7 @@
 namespace infinipipe::report {
 namespace {
 
-size_t count(const std::string& s, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
-  return n;
-}
+using testing::text_count;
 
 class Gantt : public ::testing::Test {
  protected:
@@ -46,15 +43,15 @@ TEST_F(Gantt, DrawsEveryActionRecomputeAndMemory) {
   EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
   size_t actions = 0;
   for (const auto& list : p.actions) actions += list.size();
-  EXPECT_EQ(count(svg, "<title>"), actions);
-  EXPECT_EQ(count(svg, "<title>backward chunk"), actions / 2);
+  EXPECT_EQ(text_count(svg, "<title>"), actions);
+  EXPECT_EQ(text_count(svg, "<title>backward chunk"), actions / 2);
   // Chunk 1's backward on each of the 4 ranks carries a hatched recompute segment.
-  EXPECT_EQ(count(svg, "fill=\"url(#recompute)\"/>\n"), 4u);
-  EXPECT_EQ(count(svg, ", recompute 2 layers"), 4u);
-  EXPECT_EQ(count(svg, "<polyline"), 4u);         // one memory curve per rank
-  EXPECT_EQ(count(svg, "stroke-dasharray"), 4u);  // the budget line in each panel
-  EXPECT_EQ(count(svg, "<text"), count(svg, "</text>"));
-  EXPECT_EQ(count(svg, "<title>"), count(svg, "</title>"));
+  EXPECT_EQ(text_count(svg, "fill=\"url(#recompute)\"/>\n"), 4u);
+  EXPECT_EQ(text_count(svg, ", recompute 2 layers"), 4u);
+  EXPECT_EQ(text_count(svg, "<polyline"), 4u);         // one memory curve per rank
+  EXPECT_EQ(text_count(svg, "stroke-dasharray"), 4u);  // the budget line in each panel
+  EXPECT_EQ(text_count(svg, "<text"), text_count(svg, "</text>"));
+  EXPECT_EQ(text_count(svg, "<title>"), text_count(svg, "</title>"));
   // Same chunk, same hue: forward light, backward dark.
   EXPECT_NE(svg.find("hsl(138,65%,72%)"), std::string::npos);  // chunk 1 forward
   EXPECT_NE(svg.find("hsl(138,65%,36%)"), std::string::npos);  // chunk 1 backward
