@@ -10,6 +10,7 @@
 #include "plan/test_plan_util.h"
 #include "plan/validate.h"
 #include "report/gantt_svg.h"
+#include "report_test_plan.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::report {
@@ -21,19 +22,8 @@ class Gantt : public ::testing::Test {
  protected:
   Config cfg = plan::testing::small_config(4);
   cost::CostModel cost = cost::CostModel::from_config(cfg);
-  plan::Plan p = plan::testing::plan_from_chunks(cfg, {3000, 200, 300, 400},
-                                                 {{{0, 0, 1000}},
-                                                  {{0, 1000, 1000}},
-                                                  {{0, 2000, 1000}, {1, 0, 200}},
-                                                  {{2, 0, 300}, {3, 0, 400}}});
-  void SetUp() override {
-    plan::schedule_epp(p);
-    for (auto& list : p.actions)
-      for (auto& a : list)
-        if (a.chunk == 1) a.recompute_layers = 2;  // chunk 1 recomputes two layers everywhere
-    plan::plan_predict(p, cost, cfg);
-    p.memory_budget = p.predicted_peak_bytes[0] + (1 << 20);
-  }
+  plan::Plan p = testing::report_test_plan(cfg, cost, 2);
+  void SetUp() override { p.memory_budget = p.predicted_peak_bytes[0] + (1 << 20); }
 };
 
 TEST_F(Gantt, DrawsEveryActionRecomputeAndMemory) {

@@ -23,6 +23,7 @@
 #include "report/run_compare.h"
 #include "report/run_html.h"
 #include "report/run_trace.h"
+#include "report_test_plan.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::report {
@@ -43,19 +44,10 @@ class RunReport : public ::testing::Test {
  protected:
   Config cfg = plan::testing::small_config(4);
   cost::CostModel cost = cost::CostModel::from_config(cfg);
-  plan::Plan p = plan::testing::plan_from_chunks(cfg, {3000, 200, 300, 400},
-                                                 {{{0, 0, 1000}},
-                                                  {{0, 1000, 1000}},
-                                                  {{0, 2000, 1000}, {1, 0, 200}},
-                                                  {{2, 0, 300}, {3, 0, 400}}});
+  plan::Plan p = testing::report_test_plan(cfg, cost, 1);
   fs::path dir;
 
   void SetUp() override {
-    plan::schedule_epp(p);
-    for (auto& list : p.actions)
-      for (auto& a : list)
-        if (a.chunk == 1) a.recompute_layers = 1;
-    plan::plan_predict(p, cost, cfg);
     dir = fs::path(::testing::TempDir()) /
           fmt::format("infinipipe_report_{}_{}", getpid(),
                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
