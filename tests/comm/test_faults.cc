@@ -20,14 +20,14 @@ namespace {
 using test::count_occurrences;
 
 // The job failed (exit code 1) well inside the 60 s in which a fault must end it.
-void expect_failed_in_time(const test::JobResult& r) {
+void expect_failed_in_time(const testing::ShellResult& r) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_LT(r.seconds, 30) << r.output;
 }
 
 TEST(JobFault, CleanRunExitsZero) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(4, "clean");
+  testing::ShellResult r = test::run_scenario(4, "clean");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(count_occurrences(r.output, "scenario finished"), 1) << r.output;  // rank 0 only
   EXPECT_EQ(count_occurrences(r.output, "infinipipe:"), 0) << r.output;
@@ -37,7 +37,7 @@ TEST(JobFault, CleanRunExitsZero) {
 // what they were doing when they were stopped.
 TEST(JobFault, KilledRankEndsTheJob) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(4, "kill");
+  testing::ShellResult r = test::run_scenario(4, "kill");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.seconds, 60) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
@@ -52,7 +52,7 @@ TEST(JobFault, KillNineFromOutsideEndsTheJobInTime) {
   MPI_TEST_LAUNCHER();
   std::string pid_file = fmt::format("/tmp/infinipipe-test-mpi-{}.pid", getpid());
   std::remove(pid_file.c_str());
-  test::JobResult r;
+  testing::ShellResult r;
   std::thread job([&] {
     r = test::run_scenario(4, "run", "SCENARIO_PID_RANK=2 SCENARIO_PID_FILE=" + pid_file,
                            /*timeout_s=*/90);
@@ -84,7 +84,7 @@ TEST(JobFault, KillNineFromOutsideEndsTheJobInTime) {
 // rank 2 is itself waiting and leaves the report to it.
 TEST(JobFault, HungRankTimesOutNamingThePeer) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(
+  testing::ShellResult r = test::run_scenario(
       4, "hang", "SCENARIO_P2P_TIMEOUT=2 SCENARIO_ASK_TIMEOUT=1 SCENARIO_WATCHDOG_TIMEOUT=50");
   expect_failed_in_time(r);
   const std::string from2 =
@@ -107,7 +107,7 @@ TEST(JobFault, HungRankTimesOutNamingThePeer) {
 // that does not answer instead of blaming the group as a whole.
 TEST(JobFault, HungRankBeforeACollectiveIsNamed) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(
+  testing::ShellResult r = test::run_scenario(
       3, "hang_collective",
       "SCENARIO_P2P_TIMEOUT=2 SCENARIO_ASK_TIMEOUT=1 SCENARIO_WATCHDOG_TIMEOUT=50");
   expect_failed_in_time(r);
@@ -123,7 +123,7 @@ TEST(JobFault, HungRankBeforeACollectiveIsNamed) {
 // A rank stuck outside any MPI wait: only its watchdog can see it.
 TEST(JobFault, WatchdogAbortsAStuckRank) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(
+  testing::ShellResult r = test::run_scenario(
       4, "hang", "SCENARIO_P2P_TIMEOUT=40 SCENARIO_WATCHDOG_TIMEOUT=2 SCENARIO_WATCHDOG_RANK=1");
   expect_failed_in_time(r);
   EXPECT_EQ(count_occurrences(r.output,
@@ -135,7 +135,7 @@ TEST(JobFault, WatchdogAbortsAStuckRank) {
 
 TEST(JobFault, ErrorOnOneRankReachesTheTerminalOnce) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(4, "error", "SCENARIO_P2P_TIMEOUT=30");
+  testing::ShellResult r = test::run_scenario(4, "error", "SCENARIO_P2P_TIMEOUT=30");
   expect_failed_in_time(r);
   EXPECT_EQ(count_occurrences(
                 r.output,
@@ -148,7 +148,7 @@ TEST(JobFault, ErrorOnOneRankReachesTheTerminalOnce) {
 
 TEST(JobFault, SameConfigErrorOnEveryRankPrintedOnce) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(4, "config");
+  testing::ShellResult r = test::run_scenario(4, "config");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(count_occurrences(r.output, "infinipipe: error"), 1) << r.output;
   EXPECT_NE(r.output.find("the job has 4 ranks but --pipeline-model-parallel-size 3"),
