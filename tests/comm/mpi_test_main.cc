@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/mpi_test_ranks.h"
+#include "common/text_count.h"
 #include "mpi_test_util.h"
 
 namespace infinipipe::test {
@@ -47,18 +48,12 @@ void relaunch_current_test(int np) {
   std::string filter = fmt::format("{}.{}", info->test_suite_name(), info->name());
   testing::ShellResult r = run_job(np, "--gtest_filter=" + filter);
   EXPECT_EQ(r.exit_code, 0) << "mpirun -np " << np << " of " << filter << " failed:\n" << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "[  SKIPPED ]"), 0) << r.output;
+  EXPECT_EQ(testing::text_count(r.output, "[  SKIPPED ]"), 0) << r.output;
 }
 
 testing::ShellResult run_scenario(int np, const std::string& name, const std::string& env,
                                   double timeout_s) {
   return run_job(np, "", "INFINIPIPE_MPI_SCENARIO=" + name + " " + env, timeout_s);
-}
-
-int count_occurrences(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
 }
 
 }  // namespace infinipipe::test

@@ -28,7 +28,6 @@ void relaunch_current_test(int np);
 // Runs scenario `name` of scenarios.cc on np ranks.
 testing::ShellResult run_scenario(int np, const std::string& name, const std::string& env = "",
                                   double timeout_s = 90);
-int count_occurrences(const std::string& text, const std::string& needle);
 std::string test_binary_path();  // this test binary, for scripts that launch it
 
 }  // namespace infinipipe::test

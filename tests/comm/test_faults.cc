@@ -12,12 +12,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/text_count.h"
 #include "mpi_test_util.h"
 
 namespace infinipipe {
 namespace {
 
-using test::count_occurrences;
+using testing::text_count;
 
 // The job failed (exit code 1) well inside the 60 s in which a fault must end it.
 void expect_failed_in_time(const testing::ShellResult& r) {
@@ -29,8 +30,8 @@ TEST(JobFault, CleanRunExitsZero) {
   MPI_TEST_LAUNCHER();
   testing::ShellResult r = test::run_scenario(4, "clean");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "scenario finished"), 1) << r.output;  // rank 0 only
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe:"), 0) << r.output;
+  EXPECT_EQ(text_count(r.output, "scenario finished"), 1) << r.output;  // rank 0 only
+  EXPECT_EQ(text_count(r.output, "infinipipe:"), 0) << r.output;
 }
 
 // kill -9 of one rank: OpenMPI notices the dead process and ends the job; the survivors say
@@ -42,8 +43,8 @@ TEST(JobFault, KilledRankEndsTheJob) {
   EXPECT_LT(r.seconds, 60) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("signal 9"), std::string::npos) << r.output;
-  EXPECT_GE(count_occurrences(r.output, "was stopped during"), 1) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "scenario finished"), 0) << r.output;
+  EXPECT_GE(text_count(r.output, "was stopped during"), 1) << r.output;
+  EXPECT_EQ(text_count(r.output, "scenario finished"), 0) << r.output;
 }
 
 // The same from outside: `kill -9` of rank 2's process while the pipeline runs; the job must
@@ -95,12 +96,12 @@ TEST(JobFault, HungRankTimesOutNamingThePeer) {
       "infinipipe: error: rank 0 (stage 0, replica 0) waited 3 s for the send of the activation "
       "of chunk 3 to rank 1 (stage 1, replica 0) during forward of chunk 3 (iteration 2): rank 1 "
       "does not answer, so it has died or is stuck outside communication.";
-  int n2 = count_occurrences(r.output, from2), n0 = count_occurrences(r.output, from0);
+  int n2 = text_count(r.output, from2), n0 = text_count(r.output, from0);
   EXPECT_LE(n2, 1) << r.output;
   EXPECT_LE(n0, 1) << r.output;
   EXPECT_GE(n2 + n0, 1) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe: error: rank 3 "), 0) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe: error"), n2 + n0) << r.output;
+  EXPECT_EQ(text_count(r.output, "infinipipe: error: rank 3 "), 0) << r.output;
+  EXPECT_EQ(text_count(r.output, "infinipipe: error"), n2 + n0) << r.output;
 }
 
 // A rank hung before a collective: the others ask every member of the group, and name the one
@@ -111,13 +112,13 @@ TEST(JobFault, HungRankBeforeACollectiveIsNamed) {
       3, "hang_collective",
       "SCENARIO_P2P_TIMEOUT=2 SCENARIO_ASK_TIMEOUT=1 SCENARIO_WATCHDOG_TIMEOUT=50");
   expect_failed_in_time(r);
-  EXPECT_GE(count_occurrences(r.output,
-                              "for the reduction of the loss of iteration 1: rank 2 does not "
-                              "answer, so it has died or is stuck outside communication."),
+  EXPECT_GE(text_count(r.output,
+                       "for the reduction of the loss of iteration 1: rank 2 does not "
+                       "answer, so it has died or is stuck outside communication."),
             1)
       << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "rank 0 does not answer"), 0) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "rank 1 does not answer"), 0) << r.output;
+  EXPECT_EQ(text_count(r.output, "rank 0 does not answer"), 0) << r.output;
+  EXPECT_EQ(text_count(r.output, "rank 1 does not answer"), 0) << r.output;
 }
 
 // A rank stuck outside any MPI wait: only its watchdog can see it.
@@ -126,9 +127,9 @@ TEST(JobFault, WatchdogAbortsAStuckRank) {
   testing::ShellResult r = test::run_scenario(
       4, "hang", "SCENARIO_P2P_TIMEOUT=40 SCENARIO_WATCHDOG_TIMEOUT=2 SCENARIO_WATCHDOG_RANK=1");
   expect_failed_in_time(r);
-  EXPECT_EQ(count_occurrences(r.output,
-                              "infinipipe: error on rank 1 (stage 1, replica 0): no progress for 2 "
-                              "s during forward of chunk 2 (iteration 2)"),
+  EXPECT_EQ(text_count(r.output,
+                       "infinipipe: error on rank 1 (stage 1, replica 0): no progress for 2 "
+                       "s during forward of chunk 2 (iteration 2)"),
             1)
       << r.output;
 }
@@ -137,20 +138,20 @@ TEST(JobFault, ErrorOnOneRankReachesTheTerminalOnce) {
   MPI_TEST_LAUNCHER();
   testing::ShellResult r = test::run_scenario(4, "error", "SCENARIO_P2P_TIMEOUT=30");
   expect_failed_in_time(r);
-  EXPECT_EQ(count_occurrences(
-                r.output,
-                "infinipipe: error on rank 3 (stage 3, replica 0): bad data in shard 3: re-run "
-                "prepare"),
-            1)
+  EXPECT_EQ(
+      text_count(r.output,
+                 "infinipipe: error on rank 3 (stage 3, replica 0): bad data in shard 3: re-run "
+                 "prepare"),
+      1)
       << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe: error"), 1) << r.output;
+  EXPECT_EQ(text_count(r.output, "infinipipe: error"), 1) << r.output;
 }
 
 TEST(JobFault, SameConfigErrorOnEveryRankPrintedOnce) {
   MPI_TEST_LAUNCHER();
   testing::ShellResult r = test::run_scenario(4, "config");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe: error"), 1) << r.output;
+  EXPECT_EQ(text_count(r.output, "infinipipe: error"), 1) << r.output;
   EXPECT_NE(r.output.find("the job has 4 ranks but --pipeline-model-parallel-size 3"),
             std::string::npos)
       << r.output;

@@ -13,18 +13,13 @@
 
 #include "ckpt/checkpoint.h"
 #include "common/shell_run.h"
+#include "common/text_count.h"
 #include "dist_test_util.h"
 
 namespace infinipipe {
 namespace {
 
 namespace fs = std::filesystem;
-
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
 
 class DistCli : public ::testing::Test {
  protected:
@@ -99,8 +94,8 @@ TEST_F(DistCli, TrainsOnPpTimesDpRanksAndOneProcessResumes) {
   const testing::ShellResult j =
       testing::shell_run(mpirun(4, fmt::format("--pp 2 --dp 2 --train-iters 3 --save {}", ck)));
   ASSERT_EQ(j.exit_code, 0) << j.output;
-  EXPECT_EQ(count(j.output, "iter 3/3"), 1) << "rank 0 alone reports:\n" << j.output;
-  EXPECT_EQ(count(j.output, "done: 3 iterations"), 1) << j.output;
+  EXPECT_EQ(testing::text_count(j.output, "iter 3/3"), 1) << "rank 0 alone reports:\n" << j.output;
+  EXPECT_EQ(testing::text_count(j.output, "done: 3 iterations"), 1) << j.output;
   ASSERT_EQ(checkpoint_find_latest(ck).value_or(-1), 3) << j.output;
   for (const char* f : {"metrics.jsonl", "metrics-rank00001.jsonl", "metrics-rank00003.jsonl"}) {
     EXPECT_TRUE(fs::exists(fs::path(ck) / f)) << f;
@@ -119,7 +114,7 @@ TEST_F(DistCli, TrainsOnPpTimesDpRanksAndOneProcessResumes) {
 TEST_F(DistCli, WorldSizeThatDoesNotFitExitsTwoOnce) {
   const testing::ShellResult j = testing::shell_run(mpirun(3, "--pp 2 --train-iters 1"));
   EXPECT_EQ(j.exit_code, 2) << j.output;
-  EXPECT_EQ(count(j.output, "infinipipe: error"), 1) << j.output;
+  EXPECT_EQ(testing::text_count(j.output, "infinipipe: error"), 1) << j.output;
   EXPECT_NE(j.output.find("(3,1)"), std::string::npos) << j.output;
 }
 

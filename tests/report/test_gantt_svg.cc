@@ -31,15 +31,15 @@ TEST_F(Gantt, DrawsEveryActionRecomputeAndMemory) {
   std::string svg = gantt_svg(r);
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
-  size_t actions = 0;
-  for (const auto& list : p.actions) actions += list.size();
+  int actions = 0;
+  for (const auto& list : p.actions) actions += static_cast<int>(list.size());
   EXPECT_EQ(text_count(svg, "<title>"), actions);
   EXPECT_EQ(text_count(svg, "<title>backward chunk"), actions / 2);
   // Chunk 1's backward on each of the 4 ranks carries a hatched recompute segment.
-  EXPECT_EQ(text_count(svg, "fill=\"url(#recompute)\"/>\n"), 4u);
-  EXPECT_EQ(text_count(svg, ", recompute 2 layers"), 4u);
-  EXPECT_EQ(text_count(svg, "<polyline"), 4u);         // one memory curve per rank
-  EXPECT_EQ(text_count(svg, "stroke-dasharray"), 4u);  // the budget line in each panel
+  EXPECT_EQ(text_count(svg, "fill=\"url(#recompute)\"/>\n"), 4);
+  EXPECT_EQ(text_count(svg, ", recompute 2 layers"), 4);
+  EXPECT_EQ(text_count(svg, "<polyline"), 4);         // one memory curve per rank
+  EXPECT_EQ(text_count(svg, "stroke-dasharray"), 4);  // the budget line in each panel
   EXPECT_EQ(text_count(svg, "<text"), text_count(svg, "</text>"));
   EXPECT_EQ(text_count(svg, "<title>"), text_count(svg, "</title>"));
   // Same chunk, same hue: forward light, backward dark.

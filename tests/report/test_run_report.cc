@@ -156,7 +156,7 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
   const RunCompare c = run_compare(t, cost, cfg);
   const std::string html = run_html(c, t.metrics);
   EXPECT_EQ(run_html_chart_count(c), 8);
-  EXPECT_EQ(text_count(html, "<svg class=\"chart\""), 8u);
+  EXPECT_EQ(text_count(html, "<svg class=\"chart\""), 8);
   for (const char* name : {"gantt-planned", "gantt-measured", "memory-rank0", "memory-rank3",
                            "loss", "tokens-per-s"}) {
     EXPECT_NE(html.find(fmt::format("data-chart=\"{}\"", name)), std::string::npos) << name;
@@ -167,7 +167,7 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
   EXPECT_EQ(text_count(html, "http"), text_count(html, "http://www.w3.org/2000/svg"));
   EXPECT_NE(html.find("<table>"), std::string::npos);
   // Both Gantt charts draw every action of their step.
-  const size_t actions = 2 * p.chunks.size() * 4;
+  const int actions = 2 * static_cast<int>(p.chunks.size()) * 4;
   EXPECT_GE(text_count(html, "<title>forward chunk") + text_count(html, "<title>backward chunk"),
             2 * actions);
 }
@@ -227,8 +227,8 @@ TEST(LineChart, DrawsEachSeriesAndSaysWhenEmpty) {
   const std::string svg = line_chart_svg({{"a", "#f00", {{0, 1}, {1, 2}, {2, 1.5}}, false, false},
                                           {"b", "#00f", {{0, 3}}, true, true}},
                                          o);
-  EXPECT_EQ(text_count(svg, "<polyline"), 2u);
-  EXPECT_EQ(text_count(svg, "<circle"), 1u);  // b's lone point
+  EXPECT_EQ(text_count(svg, "<polyline"), 2);
+  EXPECT_EQ(text_count(svg, "<circle"), 1);  // b's lone point
   EXPECT_EQ(svg.find("no data"), std::string::npos);
   EXPECT_NE(line_chart_svg({{"a", "#f00", {}, false, false}}, o).find("no data"),
             std::string::npos);
