@@ -1,7 +1,7 @@
-// Planner latency over batch size × pipeline degree (512 … 8192 sequences, pp 4 … 32),
+// Planner latency over batch size × pipeline degree (issue 6: 512 … 8192 sequences, pp 4 … 32),
 // with the time of each phase of the EPP planner measured on the winning setting: sequence
-// processor, pipeline grouping (Eq. 14), schedule, recompute problem + greedy solve, exact
-// recompute solve, validation. Llama-7B, 48K maximum length, GitHub-like lengths, A800 preset,
+// processor, pipeline grouping (Eq. 14), schedule, checkpoint problem + greedy solve, exact
+// checkpoint solve, validation. Llama-7B, 48K maximum length, GitHub-like lengths, A800 preset,
 // Ulysses 8 inside a stage (as bench_planner). One core, one run per point; prints markdown.
 // Usage: bench_planner_grid [--quick] [--model=7b48k|30b96k]   (quick: 512, 1024 × pp 4, 8)
 #include <algorithm>
@@ -16,8 +16,8 @@
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
-#include "plan/planner.h"
 #include "plan/recompute.h"
+#include "plan/planner.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "plan/sequence_processor.h"
@@ -34,7 +34,7 @@ double since(Clock::time_point t0) {
 }
 
 // Llama-7B at 48K (memory does not bind: no recompute) or Llama-30B at 96K (memory binds:
-// slicing, several pipelines and the exact recompute solve all run), as examples/llama*.yaml.
+// slicing, several pipelines and the exact checkpoint solve all run), as examples/llama*.yaml.
 Config grid_config(int64_t pp, bool big) {
   Config cfg;
   cfg.model.num_layers = big ? 60 : 32;
@@ -62,29 +62,32 @@ std::string ms(double s) {
   return buf;
 }
 
-void grid_point(int64_t n, int64_t pp, bool big) {
-  const Config cfg = grid_config(pp, big);
-  const auto cm = cost::CostModel::from_config(cfg);
-  const auto lengths = data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
+// Seconds of each phase of the EPP planner, once on the winning setting of a plan.
+struct PhaseSeconds {
+  double processor = 0, grouping = 0, schedule = 0, greedy = 0, exact = 0, predict = 0,
+         validate = 0, pack = 0;
+  plan::RecomputeSolution exact_solution;
+  bool valid = false;
 
-  auto t0 = Clock::now();
-  plan::PlanResult r;
-  try {
-    r = plan::make_plan_detailed(cfg, cm, lengths, Schedule::epp);
-  } catch (const std::exception& e) {
-    std::printf("| %lld | %lld | failed: %s |||||||||||\n", (long long)n, (long long)pp, e.what());
-    return;
+  // Candidates × the per-candidate phases + the once-only ones; the rest of the whole plan is
+  // the K=1 packing, candidates' own bookkeeping and the tuned baselines' shared helpers.
+  double attributed(int32_t candidates) const {
+    return candidates * (processor + grouping + schedule + greedy + predict) + pack + exact +
+           validate;
   }
-  const double total = since(t0);
+};
 
-  // The phases, once each on the winner's setting (the K search runs the first four per
-  // candidate, with the greedy recompute solve; the exact solve and validation run once).
-  const int32_t ipp = static_cast<int32_t>(pp);
-  const cost::StageShape ref = plan::processor_reference_stage(cm.model(), pp);
-  t0 = Clock::now();
+// The phases, once each on the winner's setting (the K search runs the first four per
+// candidate, with the greedy recompute solve; the exact solve and validation run once).
+PhaseSeconds phases_time(const Config& cfg, const cost::CostModel& cm,
+                         const std::vector<int64_t>& lengths, const plan::PlanResult& r) {
+  PhaseSeconds t;
+  const int32_t ipp = static_cast<int32_t>(cfg.parallel.pipeline_parallel);
+  const cost::StageShape ref = plan::processor_reference_stage(cm.model(), ipp);
+  auto t0 = Clock::now();
   const plan::ProcessorResult pr = plan::sequence_process(lengths, std::max(1, r.knobs.slices), cm,
                                                           ref, cfg.parallel.min_tail_slice);
-  const double t_proc = since(t0);
+  t.processor = since(t0);
 
   const int64_t budget = plan::planner_budget(cfg, cm);
   const plan::MemoryContext mem{budget, cfg.parallel.data_parallel, plan::plan_zero_shard(cfg)};
@@ -92,41 +95,44 @@ void grid_point(int64_t n, int64_t pp, bool big) {
   const int64_t act_budget = budget - cm.static_bytes(first, mem.dp, mem.zero_shard);
   t0 = Clock::now();
   const auto groups = plan::epp_group_pipelines(pr.chunks, ipp, cm, first, act_budget);
-  const double t_group = since(t0);
+  t.grouping = since(t0);
 
   plan::Plan p = r.plan;
   t0 = Clock::now();
   plan::schedule_build(p, Schedule::epp);
-  const double t_sched = since(t0);
+  t.schedule = since(t0);
 
   t0 = Clock::now();
   const plan::RecomputeProblem pb =
       plan::recompute_problem(p, cm, mem, plan::RecomputeTie::diagonal);
   const plan::RecomputeSolution greedy = plan::recompute_solve_greedy(pb);
-  const double t_greedy = since(t0);
+  t.greedy = since(t0);
   t0 = Clock::now();
-  const plan::RecomputeSolution exact = plan::recompute_solve_exact(pb);
-  const double t_exact = since(t0);
+  t.exact_solution = plan::recompute_solve_exact(pb);
+  t.exact = since(t0);
 
   // What every candidate also pays: predicted action times and the memory trace.
   t0 = Clock::now();
   plan::plan_predict(p, cm, cfg);
   const plan::MemoryTrace trace = plan::schedule_memory_trace(p, cm, cfg);
-  const double t_predict = since(t0);
+  t.predict = since(t0);
 
   t0 = Clock::now();
-  const plan::ValidationResult v = plan::validate(r.plan, cm, cfg);
-  const double t_valid = since(t0);
-  // Candidates × the per-candidate phases + the once-only ones; the rest of the whole plan is
-  // the K=1 packing, candidates' own bookkeeping and the tuned baselines' shared helpers.
+  t.valid = plan::validate(r.plan, cm, cfg).ok();
+  t.validate = since(t0);
   t0 = Clock::now();
   const auto packed = plan::pack_micro_batches(
       lengths, *std::max_element(lengths.begin(), lengths.end()));  // the K=1 candidate's chunks
-  const double t_pack = since(t0);
-  const double attributed =
-      r.knobs.candidates * (t_proc + t_group + t_sched + t_greedy + t_predict) + t_pack + t_exact +
-      t_valid;
+  t.pack = since(t0);
+  (void)groups;
+  (void)greedy;
+  (void)trace;
+  (void)packed;
+  return t;
+}
 
+// How far the exact checkpoint solve is from its lower bound.
+std::string exact_gap(const plan::RecomputeSolution& exact) {
   char gap[48];
   if (!exact.feasible)
     std::snprintf(gap, sizeof gap, "infeasible");
@@ -136,19 +142,33 @@ void grid_point(int64_t n, int64_t pp, bool big) {
     std::snprintf(gap, sizeof gap, "gap %.1f%%%s",
                   100.0 * (exact.cost - exact.lower_bound) / exact.cost,
                   exact.proven ? "" : ", not proven");
+  return gap;
+}
+
+void grid_point(int64_t n, int64_t pp, bool big) {
+  const Config cfg = grid_config(pp, big);
+  const auto cm = cost::CostModel::from_config(cfg);
+  const auto lengths = data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
+
+  const auto t0 = Clock::now();
+  plan::PlanResult r;
+  try {
+    r = plan::make_plan_detailed(cfg, cm, lengths, Schedule::epp);
+  } catch (const std::exception& e) {
+    std::printf("| %lld | %lld | failed: %s |||||||||||\n", (long long)n, (long long)pp, e.what());
+    return;
+  }
+  const double total = since(t0);
+  const PhaseSeconds t = phases_time(cfg, cm, lengths, r);
   std::printf(
       "| %lld | %lld | %s | %d | %zu (K=%d, %d pipeline%s) | %s | %s | %s | %s | %s | %s (%s) | "
       "%s%s | %.0f%% |\n",
       (long long)n, (long long)pp, ms(total).c_str(), r.knobs.candidates, r.plan.chunks.size(),
-      r.knobs.slices, r.knobs.pipelines, r.knobs.pipelines > 1 ? "s" : "", ms(t_proc).c_str(),
-      ms(t_group).c_str(), ms(t_sched).c_str(), ms(t_greedy).c_str(), ms(t_predict).c_str(),
-      ms(t_exact).c_str(), gap, ms(t_valid).c_str(), v.ok() ? "" : " INVALID",
-      100.0 * std::min(1.0, attributed / total));
+      r.knobs.slices, r.knobs.pipelines, r.knobs.pipelines > 1 ? "s" : "", ms(t.processor).c_str(),
+      ms(t.grouping).c_str(), ms(t.schedule).c_str(), ms(t.greedy).c_str(), ms(t.predict).c_str(),
+      ms(t.exact).c_str(), exact_gap(t.exact_solution).c_str(), ms(t.validate).c_str(),
+      t.valid ? "" : " INVALID", 100.0 * std::min(1.0, t.attributed(r.knobs.candidates) / total));
   std::fflush(stdout);
-  (void)groups;
-  (void)greedy;
-  (void)trace;
-  (void)packed;
 }
 
 }  // namespace
@@ -180,8 +200,7 @@ int main(int argc, char** argv) {
         big ? "Llama-30B 96K (memory binds)" : "Llama-7B 48K (memory does not bind)");
     std::printf(
         "| sequences | pp | whole plan | candidates | chunks | processor | grouping | schedule | "
-        "recompute problem + greedy | predict + memory | recompute exact | validate | attributed "
-        "|\n");
+        "ckpt problem + greedy | predict + memory | ckpt exact | validate | attributed |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     std::fflush(stdout);
     for (int64_t n : seqs)

@@ -160,92 +160,113 @@ void checkpoint_save_shard(const std::string& dir, int64_t iteration,
 
 namespace {
 
-void commit_checked(const std::string& dir, const CheckpointMeta& meta) {
-  const fs::path iter_dir = checkpoint_iter_dir(dir, meta.iteration);
-  auto manifest_of = [&](int64_t rank) {
-    const fs::path p = iter_dir / checkpoint_manifest_file(rank);
-    if (!fs::exists(p)) {
-      fail(
-          "checkpoint {}: rank {} has not finished its shard ({} is missing); every rank must "
-          "call checkpoint_save_shard before the commit",
-          iter_dir.string(), rank, p.filename().string());
-    }
-    Json m = checkpoint_read_json(p.string());
-    if (m.value("iteration", int64_t(-1)) != meta.iteration || !m.contains("files")) {
-      fail("{}: manifest of another iteration or damaged", p.string());
-    }
-    return m;
-  };
-  const Json first = manifest_of(0);
-  const int64_t num_ranks = first.value("num_ranks", int64_t(0));
-  if (num_ranks < 1) fail("{}: bad num_ranks in the rank 0 manifest", iter_dir.string());
+// Rank `rank`'s manifest of this iteration; Error if the rank has not finished its shard.
+Json manifest_read(const fs::path& iter_dir, int64_t iteration, int64_t rank) {
+  const fs::path p = iter_dir / checkpoint_manifest_file(rank);
+  if (!fs::exists(p)) {
+    fail(
+        "checkpoint {}: rank {} has not finished its shard ({} is missing); every rank must "
+        "call checkpoint_save_shard before the commit",
+        iter_dir.string(), rank, p.filename().string());
+  }
+  Json m = checkpoint_read_json(p.string());
+  if (m.value("iteration", int64_t(-1)) != iteration || !m.contains("files")) {
+    fail("{}: manifest of another iteration or damaged", p.string());
+  }
+  return m;
+}
 
+// Every rank's manifest merged: the files (checked on disk), which shard holds each tensor, the
+// ranks' states, and the names a committed iteration directory keeps.
+struct ShardsMerged {
+  int64_t num_ranks = 0;
   Json files = Json::object();
   Json model_map = Json::object(), optim_map = Json::object();
   Json rank_states = Json::array();
   std::set<std::string> keep = {kCkptState};
-  std::string kind;
+  std::string kind;  // the optimizer's
   int64_t model_bytes = 0;
-  for (int64_t r = 0; r < num_ranks; r++) {
-    const Json m = r == 0 ? first : manifest_of(r);
-    if (m.value("num_ranks", int64_t(0)) != num_ranks) {
-      fail(
-          "checkpoint {}: rank {} wrote its shard for {} ranks, rank 0 for {}; remove the "
-          "directory and save again",
-          iter_dir.string(), r, m.value("num_ranks", int64_t(0)), num_ranks);
-    }
-    const std::string k = m.value("optimizer", "none");
-    if (r > 0 && k != kind)
-      fail("checkpoint {}: ranks saved different optimizers ({} and {})", iter_dir.string(), kind,
-           k);
-    kind = k;
-    for (const auto& [file, entry] : m.at("files").items()) {
-      const fs::path p = iter_dir / file;
-      if (!checkpoint_plain_file_name(file) || fs::is_symlink(p)) {
-        fail(
-            "checkpoint {}: rank {} lists '{}', which is not a plain file inside the folder; "
-            "remove the folder and save again",
-            iter_dir.string(), r, file);
-      }
-      std::error_code ec;
-      const auto size = fs::file_size(p, ec);
-      if (ec || int64_t(size) != entry.value("bytes", int64_t(-1))) {
-        fail("checkpoint {}: shard file {} of rank {} is missing or has the wrong size",
-             iter_dir.string(), file, r);
-      }
-      files[file] = entry;
-      keep.insert(file);
-    }
-    auto add_all = [&](Json& map, const char* list, const char* file_key) {
-      for (const Json& name : m.value(list, Json::array())) {
-        const std::string n = name.get<std::string>();
-        if (map.contains(n)) {
-          fail(
-              "checkpoint {}: tensor {} was saved by two ranks ({} and {}); each parameter must "
-              "belong to exactly one shard",
-              iter_dir.string(), n, map[n].get<std::string>(), m.at(file_key).get<std::string>());
-        }
-        map[n] = m.at(file_key);
-      }
-    };
-    add_all(model_map, "model_tensors", "model_file");
-    add_all(optim_map, "optimizer_tensors", "optimizer_file");
-    model_bytes += m.value("model_bytes", int64_t(0));
-    rank_states.push_back(m.value("rank_state", Json::object()));
-    keep.insert(checkpoint_manifest_file(r));
-  }
+};
 
-  files[kCkptConfig] = write_json(iter_dir / kCkptConfig, checkpoint_hf_config(meta.model));
-  files[kCkptModelIndex] =
-      write_json(iter_dir / kCkptModelIndex,
-                 {{"metadata", {{"total_size", model_bytes}}}, {"weight_map", model_map}});
-  files[kCkptOptimIndex] = write_json(iter_dir / kCkptOptimIndex,
-                                      {{"metadata", Json::object()}, {"weight_map", optim_map}});
-  keep.insert({kCkptConfig, kCkptModelIndex, kCkptOptimIndex});
+// Adds rank r's manifest m to `out`; Error if it disagrees with the others.
+void manifest_merge(const fs::path& iter_dir, const Json& m, int64_t r, ShardsMerged& out) {
+  if (m.value("num_ranks", int64_t(0)) != out.num_ranks) {
+    fail(
+        "checkpoint {}: rank {} wrote its shard for {} ranks, rank 0 for {}; remove the "
+        "directory and save again",
+        iter_dir.string(), r, m.value("num_ranks", int64_t(0)), out.num_ranks);
+  }
+  const std::string k = m.value("optimizer", "none");
+  if (r > 0 && k != out.kind)
+    fail("checkpoint {}: ranks saved different optimizers ({} and {})", iter_dir.string(), out.kind,
+         k);
+  out.kind = k;
+  for (const auto& [file, entry] : m.at("files").items()) {
+    const fs::path p = iter_dir / file;
+    if (!checkpoint_plain_file_name(file) || fs::is_symlink(p)) {
+      fail(
+          "checkpoint {}: rank {} lists '{}', which is not a plain file inside the folder; "
+          "remove the folder and save again",
+          iter_dir.string(), r, file);
+    }
+    std::error_code ec;
+    const auto size = fs::file_size(p, ec);
+    if (ec || int64_t(size) != entry.value("bytes", int64_t(-1))) {
+      fail("checkpoint {}: shard file {} of rank {} is missing or has the wrong size",
+           iter_dir.string(), file, r);
+    }
+    out.files[file] = entry;
+    out.keep.insert(file);
+  }
+  auto add_all = [&](Json& map, const char* list, const char* file_key) {
+    for (const Json& name : m.value(list, Json::array())) {
+      const std::string n = name.get<std::string>();
+      if (map.contains(n)) {
+        fail(
+            "checkpoint {}: tensor {} was saved by two ranks ({} and {}); each parameter must "
+            "belong to exactly one shard",
+            iter_dir.string(), n, map[n].get<std::string>(), m.at(file_key).get<std::string>());
+      }
+      map[n] = m.at(file_key);
+    }
+  };
+  add_all(out.model_map, "model_tensors", "model_file");
+  add_all(out.optim_map, "optimizer_tensors", "optimizer_file");
+  out.model_bytes += m.value("model_bytes", int64_t(0));
+  out.rank_states.push_back(m.value("rank_state", Json::object()));
+  out.keep.insert(checkpoint_manifest_file(r));
+}
+
+ShardsMerged shards_merge(const fs::path& iter_dir, int64_t iteration) {
+  ShardsMerged out;
+  const Json first = manifest_read(iter_dir, iteration, 0);
+  out.num_ranks = first.value("num_ranks", int64_t(0));
+  if (out.num_ranks < 1) fail("{}: bad num_ranks in the rank 0 manifest", iter_dir.string());
+  for (int64_t r = 0; r < out.num_ranks; r++) {
+    manifest_merge(iter_dir, r == 0 ? first : manifest_read(iter_dir, iteration, r), r, out);
+  }
+  return out;
+}
+
+// The Hugging Face config and the model's and optimizer's tensor indexes.
+void indexes_write(const fs::path& iter_dir, const ModelConfig& model, ShardsMerged& merged) {
+  merged.files[kCkptConfig] = write_json(iter_dir / kCkptConfig, checkpoint_hf_config(model));
+  merged.files[kCkptModelIndex] = write_json(
+      iter_dir / kCkptModelIndex,
+      {{"metadata", {{"total_size", merged.model_bytes}}}, {"weight_map", merged.model_map}});
+  merged.files[kCkptOptimIndex] = write_json(
+      iter_dir / kCkptOptimIndex, {{"metadata", Json::object()}, {"weight_map", merged.optim_map}});
+  merged.keep.insert({kCkptConfig, kCkptModelIndex, kCkptOptimIndex});
+}
+
+void commit_checked(const std::string& dir, const CheckpointMeta& meta) {
+  const fs::path iter_dir = checkpoint_iter_dir(dir, meta.iteration);
+  ShardsMerged merged = shards_merge(iter_dir, meta.iteration);
+  indexes_write(iter_dir, meta.model, merged);
 
   // Files of an earlier, abandoned attempt at this iteration (other layout, temporaries).
   for (const auto& entry : fs::directory_iterator(iter_dir)) {
-    if (!keep.count(entry.path().filename().string())) fs::remove_all(entry.path());
+    if (!merged.keep.count(entry.path().filename().string())) fs::remove_all(entry.path());
   }
 
   const Json state = {
@@ -253,12 +274,12 @@ void commit_checked(const std::string& dir, const CheckpointMeta& meta) {
       {"version", kCkptFormatVersion},
       {"iteration", meta.iteration},
       {"consumed_samples", meta.consumed_samples},
-      {"num_ranks", num_ranks},
-      {"optimizer", kind},
+      {"num_ranks", merged.num_ranks},
+      {"optimizer", merged.kind},
       {"rng", meta.rng},
       {"config", meta.config},
-      {"rank_states", rank_states},
-      {"files", files},
+      {"rank_states", merged.rank_states},
+      {"files", merged.files},
   };
   write_json(iter_dir / kCkptState, state);  // the checkpoint exists from here on
 

@@ -149,6 +149,127 @@ std::vector<int64_t> parse_ints(const std::string& path, const std::string& name
   return out;
 }
 
+constexpr const char* kNotSafetensors = "the file is truncated or is not a safetensors file";
+
+// The JSON header of the open file fd (file_size bytes): its 8-byte little-endian length, then
+// the text, which must fit in the file and start with '{'.
+std::string header_text_read(int fd, const std::string& path, uint64_t file_size) {
+  const char* hint = kNotSafetensors;
+  if (file_size < 8)
+    fail("{}: only {} bytes, too short for a safetensors header; {}", path, file_size, hint);
+  unsigned char size_le[8];
+  if (::pread(fd, size_le, 8, 0) != 8) fail("cannot read {}: {}", path, std::strerror(errno));
+  uint64_t n = 0;
+  for (int i = 0; i < 8; i++) n |= static_cast<uint64_t>(size_le[i]) << (8 * i);
+  if (n > kMaxHeader)
+    fail("{}: header size {} is larger than the 100 MiB limit; {}", path, n, hint);
+  if (n > file_size - 8) {
+    fail("{}: header size {} goes beyond the end of the file ({} bytes); {}", path, n, file_size,
+         hint);
+  }
+  std::string text(n, '\0');
+  if (n > 0 && ::pread(fd, text.data(), n, 8) != static_cast<ssize_t>(n)) {
+    fail("cannot read the header of {}: {}", path, std::strerror(errno));
+  }
+  if (n == 0 || text[0] != '{') fail("{}: the header does not start with '{{'; {}", path, hint);
+  return text;
+}
+
+// The header as a JSON object whose names are unique.
+Json header_json_parse(const std::string& path, const std::string& text) {
+  // The spec forbids duplicate names; nlohmann would silently keep the last one.
+  std::set<std::string> seen;
+  std::string duplicate;
+  Json::parser_callback_t on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::key && depth == 1) {
+      const std::string key = parsed.get<std::string>();
+      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
+    }
+    return true;
+  };
+  Json header = Json::parse(text, on_event, /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object()) {
+    fail("{}: the header is not a valid JSON object; {}", path, kNotSafetensors);
+  }
+  if (!duplicate.empty()) fail("{}: the header names tensor {} twice", path, duplicate);
+  return header;
+}
+
+void metadata_parse(const std::string& path, const Json& v,
+                    std::map<std::string, std::string>& out) {
+  if (!v.is_object()) fail("{}: __metadata__ is not an object of strings", path);
+  for (auto m = v.begin(); m != v.end(); ++m) {
+    if (!m.value().is_string()) {
+      fail("{}: __metadata__ entry {} is not a string (the format allows only strings)", path,
+           m.key());
+    }
+    out[m.key()] = m.value().get<std::string>();
+  }
+}
+
+// One tensor's entry: a known dtype, a shape whose bytes are its data_offsets' span, inside the
+// data buffer of data_size bytes.
+SafetensorsInfo tensor_entry_parse(const std::string& path, const std::string& name, const Json& v,
+                                   int64_t data_size) {
+  if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+      !v.contains("data_offsets") || !v["dtype"].is_string()) {
+    fail("{}: tensor {} lacks dtype, shape or data_offsets", path, name);
+  }
+  SafetensorsInfo t;
+  t.name = name;
+  t.dtype = v["dtype"].get<std::string>();
+  t.shape = parse_ints(path, name, "shape", v["shape"]);
+  const std::vector<int64_t> off = parse_ints(path, name, "data_offsets", v["data_offsets"]);
+  if (off.size() != 2 || off[0] > off[1]) {
+    fail("{}: tensor {} has data_offsets {} (need [begin, end] with begin <= end)", path, name,
+         v["data_offsets"].dump());
+  }
+  t.begin = off[0];
+  t.end = off[1];
+  const int64_t esize = dtype_size(t.dtype);
+  if (esize == 0) fail("{}: tensor {} has unknown dtype {}", path, name, t.dtype);
+  const int64_t numel = t.numel();
+  int64_t bytes = 0;
+  if (numel < 0 || __builtin_mul_overflow(numel, esize, &bytes)) {
+    fail("{}: tensor {} has shape {}, whose size overflows", path, name, v["shape"].dump());
+  }
+  if (bytes != t.end - t.begin) {
+    fail("{}: tensor {} has {} bytes of data, but dtype {} and shape {} need {}", path, name,
+         t.end - t.begin, t.dtype, v["shape"].dump(), bytes);
+  }
+  if (t.end > data_size) {
+    fail("{}: tensor {} ends at byte {} of a {}-byte data buffer; {}", path, name, t.end, data_size,
+         kNotSafetensors);
+  }
+  return t;
+}
+
+// The tensors must tile the buffer exactly: no overlap (aliasing) and no holes (polyglots).
+void tensors_tiling_check(const std::string& path, const std::vector<SafetensorsInfo>& tensors,
+                          int64_t data_size) {
+  std::vector<const SafetensorsInfo*> by_offset;
+  for (const SafetensorsInfo& t : tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const auto* a, const auto* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  int64_t covered = 0;
+  const SafetensorsInfo* prev = nullptr;
+  for (const SafetensorsInfo* t : by_offset) {
+    if (t->begin < covered) {
+      fail("{}: tensors {} and {} overlap (bytes {} and {})", path, prev->name, t->name,
+           prev->begin, t->begin);
+    }
+    if (t->begin > covered)
+      fail("{}: bytes {}..{} of the data belong to no tensor", path, covered, t->begin);
+    covered = t->end;
+    prev = t;
+  }
+  if (covered != data_size) {
+    fail("{}: the data buffer has {} bytes but the tensors describe {}; {}", path, data_size,
+         covered, kNotSafetensors);
+  }
+}
+
 }  // namespace
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
@@ -169,113 +290,20 @@ void SafetensorsReader::parse() {
   if (::fstat(fd_, &st) != 0) fail("cannot stat {}: {}", path, std::strerror(errno));
   if (!S_ISREG(st.st_mode)) fail("{} is not a regular file", path);
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  const char* hint = "the file is truncated or is not a safetensors file";
-  if (file_size < 8)
-    fail("{}: only {} bytes, too short for a safetensors header; {}", path, file_size, hint);
+  const std::string text = header_text_read(fd_, path, file_size);
+  const Json header = header_json_parse(path, text);
 
-  unsigned char size_le[8];
-  if (::pread(fd_, size_le, 8, 0) != 8) fail("cannot read {}: {}", path, std::strerror(errno));
-  uint64_t n = 0;
-  for (int i = 0; i < 8; i++) n |= static_cast<uint64_t>(size_le[i]) << (8 * i);
-  if (n > kMaxHeader)
-    fail("{}: header size {} is larger than the 100 MiB limit; {}", path, n, hint);
-  if (n > file_size - 8) {
-    fail("{}: header size {} goes beyond the end of the file ({} bytes); {}", path, n, file_size,
-         hint);
-  }
-  std::string text(n, '\0');
-  if (n > 0 && ::pread(fd_, text.data(), n, 8) != static_cast<ssize_t>(n)) {
-    fail("cannot read the header of {}: {}", path, std::strerror(errno));
-  }
-  if (n == 0 || text[0] != '{') fail("{}: the header does not start with '{{'; {}", path, hint);
-
-  // The spec forbids duplicate names; nlohmann would silently keep the last one.
-  std::set<std::string> seen;
-  std::string duplicate;
-  Json::parser_callback_t on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::key && depth == 1) {
-      const std::string key = parsed.get<std::string>();
-      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
-  Json header = Json::parse(text, on_event, /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object()) {
-    fail("{}: the header is not a valid JSON object; {}", path, hint);
-  }
-  if (!duplicate.empty()) fail("{}: the header names tensor {} twice", path, duplicate);
-
+  const uint64_t n = text.size();
   data_start_ = static_cast<int64_t>(8 + n);
   const int64_t data_size = static_cast<int64_t>(file_size - 8 - n);
   for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const Json& v = it.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) fail("{}: __metadata__ is not an object of strings", path);
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) {
-          fail("{}: __metadata__ entry {} is not a string (the format allows only strings)", path,
-               m.key());
-        }
-        metadata_[m.key()] = m.value().get<std::string>();
-      }
-      continue;
+    if (it.key() == "__metadata__") {
+      metadata_parse(path, it.value(), metadata_);
+    } else {
+      tensors_.push_back(tensor_entry_parse(path, it.key(), it.value(), data_size));
     }
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
-        !v.contains("data_offsets") || !v["dtype"].is_string()) {
-      fail("{}: tensor {} lacks dtype, shape or data_offsets", path, name);
-    }
-    SafetensorsInfo t;
-    t.name = name;
-    t.dtype = v["dtype"].get<std::string>();
-    t.shape = parse_ints(path, name, "shape", v["shape"]);
-    const std::vector<int64_t> off = parse_ints(path, name, "data_offsets", v["data_offsets"]);
-    if (off.size() != 2 || off[0] > off[1]) {
-      fail("{}: tensor {} has data_offsets {} (need [begin, end] with begin <= end)", path, name,
-           v["data_offsets"].dump());
-    }
-    t.begin = off[0];
-    t.end = off[1];
-    const int64_t esize = dtype_size(t.dtype);
-    if (esize == 0) fail("{}: tensor {} has unknown dtype {}", path, name, t.dtype);
-    const int64_t numel = t.numel();
-    int64_t bytes = 0;
-    if (numel < 0 || __builtin_mul_overflow(numel, esize, &bytes)) {
-      fail("{}: tensor {} has shape {}, whose size overflows", path, name, v["shape"].dump());
-    }
-    if (bytes != t.end - t.begin) {
-      fail("{}: tensor {} has {} bytes of data, but dtype {} and shape {} need {}", path, name,
-           t.end - t.begin, t.dtype, v["shape"].dump(), bytes);
-    }
-    if (t.end > data_size) {
-      fail("{}: tensor {} ends at byte {} of a {}-byte data buffer; {}", path, name, t.end,
-           data_size, hint);
-    }
-    tensors_.push_back(std::move(t));
   }
-
-  // The tensors must tile the buffer exactly: no overlap (aliasing) and no holes (polyglots).
-  std::vector<const SafetensorsInfo*> by_offset;
-  for (const SafetensorsInfo& t : tensors_) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(), [](const auto* a, const auto* b) {
-    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
-  });
-  int64_t covered = 0;
-  const SafetensorsInfo* prev = nullptr;
-  for (const SafetensorsInfo* t : by_offset) {
-    if (t->begin < covered) {
-      fail("{}: tensors {} and {} overlap (bytes {} and {})", path, prev->name, t->name,
-           prev->begin, t->begin);
-    }
-    if (t->begin > covered)
-      fail("{}: bytes {}..{} of the data belong to no tensor", path, covered, t->begin);
-    covered = t->end;
-    prev = t;
-  }
-  if (covered != data_size) {
-    fail("{}: the data buffer has {} bytes but the tensors describe {}; {}", path, data_size,
-         covered, hint);
-  }
+  tensors_tiling_check(path, tensors_, data_size);
   std::sort(tensors_.begin(), tensors_.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
 }

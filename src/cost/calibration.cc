@@ -98,6 +98,87 @@ const json& section(const json& j, const char* key, const std::string& where) {
   return j.at(key);
 }
 
+void metadata_read(const json& j, const std::string& where, Calibration& c) {
+  const json& meta = section(j, "metadata", where);
+  c.machine = get<std::string>(meta, "machine", where, "metadata");
+  c.date = get<std::string>(meta, "date", where, "metadata");
+  c.notes = get<std::string>(meta, "notes", where, "metadata");
+  c.ulysses_degree = get<int64_t>(meta, "ulysses_degree", where, "metadata");
+  c.bf16 = get<bool>(meta, "bf16", where, "metadata");
+  c.fit_residual_forward = get<double>(meta, "fit_residual_forward", where, "metadata");
+  c.fit_residual_backward = get<double>(meta, "fit_residual_backward", where, "metadata");
+  if (c.ulysses_degree < 1)
+    fail("calibration {}: metadata.ulysses_degree must be >= 1, got {}", where, c.ulysses_degree);
+}
+
+void model_read(const json& j, const std::string& where, Calibration& c) {
+  const json& model = section(j, "model", where);
+  ModelConfig& m = c.model;
+  m.num_layers = get<int64_t>(model, "num_layers", where, "model");
+  m.hidden_size = get<int64_t>(model, "hidden_size", where, "model");
+  m.num_attention_heads = get<int64_t>(model, "num_attention_heads", where, "model");
+  m.num_query_groups = get<int64_t>(model, "num_query_groups", where, "model");
+  m.ffn_hidden_size = get<int64_t>(model, "ffn_hidden_size", where, "model");
+  m.vocab_size = get<int64_t>(model, "vocab_size", where, "model");
+  m.seq_length = get<int64_t>(model, "seq_length", where, "model");
+  m.tie_embeddings = get<bool>(model, "tie_embeddings", where, "model");
+  try {
+    m.validate();
+  } catch (const Error& e) {
+    fail("calibration {}: its model is invalid: {}", where, e.what());
+  }
+}
+
+void device_read(const json& j, const std::string& where, Calibration& c) {
+  const json& dev = section(j, "device", where);
+  DeviceSpec& d = c.device;
+  d.name = get<std::string>(dev, "name", where, "device");
+  d.peak_flops = get<double>(dev, "peak_flops", where, "device");
+  d.memory_bytes = get<int64_t>(dev, "memory_bytes", where, "device");
+  d.memory_bandwidth = get<double>(dev, "memory_bandwidth", where, "device");
+  d.intra_node_bandwidth = get<double>(dev, "intra_node_bandwidth", where, "device");
+  d.inter_node_bandwidth = get<double>(dev, "inter_node_bandwidth", where, "device");
+  d.latency_s = get<double>(dev, "latency_s", where, "device");
+  d.matmul_efficiency = get<double>(dev, "matmul_efficiency", where, "device");
+  d.attention_efficiency = get<double>(dev, "attention_efficiency", where, "device");
+  d.half_efficiency_tokens = get<double>(dev, "half_efficiency_tokens", where, "device");
+  d.chunk_overhead_s = get<double>(dev, "chunk_overhead_s", where, "device");
+  d.backward_factor = get<double>(dev, "backward_factor", where, "device");
+  d.sources = get<std::string>(dev, "sources", where, "device");
+  if (dev.contains("sgemm_flops")) {  // files from before the profiler measured it lack it
+    d.sgemm_flops = get<double>(dev, "sgemm_flops", where, "device");
+    if (!std::isfinite(d.sgemm_flops) || d.sgemm_flops < 0)
+      fail("calibration {}: device.sgemm_flops = {} must be >= 0 and finite", where, d.sgemm_flops);
+  }
+  if (d.memory_bytes <= 0)
+    fail("calibration {}: device.memory_bytes must be > 0, got {}", where, d.memory_bytes);
+}
+
+// file_version: the version the file was written in (its keys' names).
+void coefficients_read(const json& j, const std::string& where, int file_version,
+                       Calibration& c) {
+  const json& co = section(j, "coefficients", where);
+  for (const DoubleField& f : kCoeffFields) {
+    double v = get<double>(co, coeff_key(f, file_version), where, "coefficients");
+    if (!std::isfinite(v) || v < 0 || (v == 0 && must_be_positive(f.key)))
+      fail("calibration {}: coefficients.{} = {} must be {} and finite", where, f.key, v,
+           must_be_positive(f.key) ? "> 0" : ">= 0");
+    c.coeffs.*f.ptr = v;
+  }
+  // Files from before the LM head had its own backward factor charged it the layers' one.
+  c.coeffs.lm_head_backward_factor = c.coeffs.backward_factor;
+  for (const DoubleField& f : kOptionalCoeffFields) {
+    if (!co.contains(f.key)) continue;
+    double v = get<double>(co, f.key, where, "coefficients");
+    if (!std::isfinite(v) || v < 0)
+      fail("calibration {}: coefficients.{} = {} must be >= 0 and finite", where, f.key, v);
+    c.coeffs.*f.ptr = v;
+  }
+  c.coeffs.logits_block_tokens = get<int64_t>(co, "logits_block_tokens", where, "coefficients");
+  if (c.coeffs.logits_block_tokens <= 0)
+    fail("calibration {}: coefficients.logits_block_tokens must be > 0", where);
+}
+
 }  // namespace
 
 std::string calibration_to_json(const Calibration& cal) {
@@ -166,76 +247,10 @@ Calibration calibration_from_json(const std::string& text, const std::string& wh
         "profile` again",
         where, c.version, kCalibrationVersionOldRecomputeKey, kCalibrationVersion);
   c.version = kCalibrationVersion;  // saved again, it is written in the current form
-  const json& meta = section(j, "metadata", where);
-  c.machine = get<std::string>(meta, "machine", where, "metadata");
-  c.date = get<std::string>(meta, "date", where, "metadata");
-  c.notes = get<std::string>(meta, "notes", where, "metadata");
-  c.ulysses_degree = get<int64_t>(meta, "ulysses_degree", where, "metadata");
-  c.bf16 = get<bool>(meta, "bf16", where, "metadata");
-  c.fit_residual_forward = get<double>(meta, "fit_residual_forward", where, "metadata");
-  c.fit_residual_backward = get<double>(meta, "fit_residual_backward", where, "metadata");
-  if (c.ulysses_degree < 1)
-    fail("calibration {}: metadata.ulysses_degree must be >= 1, got {}", where, c.ulysses_degree);
-
-  const json& model = section(j, "model", where);
-  ModelConfig& m = c.model;
-  m.num_layers = get<int64_t>(model, "num_layers", where, "model");
-  m.hidden_size = get<int64_t>(model, "hidden_size", where, "model");
-  m.num_attention_heads = get<int64_t>(model, "num_attention_heads", where, "model");
-  m.num_query_groups = get<int64_t>(model, "num_query_groups", where, "model");
-  m.ffn_hidden_size = get<int64_t>(model, "ffn_hidden_size", where, "model");
-  m.vocab_size = get<int64_t>(model, "vocab_size", where, "model");
-  m.seq_length = get<int64_t>(model, "seq_length", where, "model");
-  m.tie_embeddings = get<bool>(model, "tie_embeddings", where, "model");
-  try {
-    m.validate();
-  } catch (const Error& e) {
-    fail("calibration {}: its model is invalid: {}", where, e.what());
-  }
-
-  const json& dev = section(j, "device", where);
-  DeviceSpec& d = c.device;
-  d.name = get<std::string>(dev, "name", where, "device");
-  d.peak_flops = get<double>(dev, "peak_flops", where, "device");
-  d.memory_bytes = get<int64_t>(dev, "memory_bytes", where, "device");
-  d.memory_bandwidth = get<double>(dev, "memory_bandwidth", where, "device");
-  d.intra_node_bandwidth = get<double>(dev, "intra_node_bandwidth", where, "device");
-  d.inter_node_bandwidth = get<double>(dev, "inter_node_bandwidth", where, "device");
-  d.latency_s = get<double>(dev, "latency_s", where, "device");
-  d.matmul_efficiency = get<double>(dev, "matmul_efficiency", where, "device");
-  d.attention_efficiency = get<double>(dev, "attention_efficiency", where, "device");
-  d.half_efficiency_tokens = get<double>(dev, "half_efficiency_tokens", where, "device");
-  d.chunk_overhead_s = get<double>(dev, "chunk_overhead_s", where, "device");
-  d.backward_factor = get<double>(dev, "backward_factor", where, "device");
-  d.sources = get<std::string>(dev, "sources", where, "device");
-  if (dev.contains("sgemm_flops")) {  // files from before the profiler measured it lack it
-    d.sgemm_flops = get<double>(dev, "sgemm_flops", where, "device");
-    if (!std::isfinite(d.sgemm_flops) || d.sgemm_flops < 0)
-      fail("calibration {}: device.sgemm_flops = {} must be >= 0 and finite", where, d.sgemm_flops);
-  }
-  if (d.memory_bytes <= 0)
-    fail("calibration {}: device.memory_bytes must be > 0, got {}", where, d.memory_bytes);
-
-  const json& co = section(j, "coefficients", where);
-  for (const DoubleField& f : kCoeffFields) {
-    double v = get<double>(co, coeff_key(f, file_version), where, "coefficients");
-    if (!std::isfinite(v) || v < 0 || (v == 0 && must_be_positive(f.key)))
-      fail("calibration {}: coefficients.{} = {} must be {} and finite", where, f.key, v,
-           must_be_positive(f.key) ? "> 0" : ">= 0");
-    c.coeffs.*f.ptr = v;
-  }
-  // Files from before the LM head had its own backward factor charged it the layers' one.
-  c.coeffs.lm_head_backward_factor = c.coeffs.backward_factor;
-  for (const DoubleField& f : kOptionalCoeffFields) {
-    if (!co.contains(f.key)) continue;
-    double v = get<double>(co, f.key, where, "coefficients");
-    if (!std::isfinite(v) || v < 0)
-      fail("calibration {}: coefficients.{} = {} must be >= 0 and finite", where, f.key, v);
-    c.coeffs.*f.ptr = v;
-  }
-  c.coeffs.logits_block_tokens = get<int64_t>(co, "logits_block_tokens", where, "coefficients");
-  if (c.coeffs.logits_block_tokens <= 0)
-    fail("calibration {}: coefficients.logits_block_tokens must be > 0", where);
+  metadata_read(j, where, c);
+  model_read(j, where, c);
+  device_read(j, where, c);
+  coefficients_read(j, where, file_version, c);
   return c;
 }
 

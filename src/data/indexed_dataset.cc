@@ -128,34 +128,30 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
 }
 
-IndexedDataset IndexedDataset::open(const std::string& prefix) {
-  IndexedDataset ds;
-  ds.prefix_ = prefix;
-  const std::string idx_path = prefix + ".idx";
-  const std::string bin_path = prefix + ".bin";
-  for (const std::string& path : {idx_path, bin_path}) {
-    if (::access(path.c_str(), F_OK) != 0) {
-      fail("cannot open {}: {} (a dataset is given by its prefix: PREFIX.bin and PREFIX.idx)", path,
-           std::strerror(errno));
-    }
-  }
-  ds.idx_ = std::make_shared<MappedFile>(idx_path);
-  ds.bin_ = std::make_shared<MappedFile>(bin_path);
-  const auto idx = ds.idx_->bytes();
-  const int64_t idx_size = static_cast<int64_t>(idx.size());
-  const int64_t bin_size = static_cast<int64_t>(ds.bin_->bytes().size());
-  const char* rebuild =
-      "rebuild it with `infinipipe data prepare` or Megatron's preprocess_data.py";
+namespace {
 
+constexpr const char* kRebuild =
+    "rebuild it with `infinipipe data prepare` or Megatron's preprocess_data.py";
+
+// What a version-1 index header promises, checked against the index's size.
+struct IdxHeader {
+  TokenDType dtype = TokenDType::uint16;
+  int64_t n_seq = 0;
+  int64_t n_doc = 0;
+};
+
+IdxHeader idx_header_check(std::span<const std::byte> idx, const std::string& idx_path) {
+  const int64_t idx_size = static_cast<int64_t>(idx.size());
+  IdxHeader h;
   if (idx_size < kHeaderBytes) {
     fail("{} is truncated: {} bytes, but the header alone takes {}; {}", idx_path, idx_size,
-         kHeaderBytes, rebuild);
+         kHeaderBytes, kRebuild);
   }
   if (std::memcmp(idx.data(), kMagic, sizeof(kMagic)) != 0) {
     fail(
         "{} is not a Megatron indexed dataset index (its first bytes are not \"MMIDIDX\\0\\0\"); "
         "pass the prefix of a .bin/.idx pair or {}",
-        idx_path, rebuild);
+        idx_path, kRebuild);
   }
   const std::byte* p = idx.data() + 9;
   const uint64_t version = load<uint64_t>(p);
@@ -172,7 +168,7 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
         "float32, uint16); the file is damaged",
         idx_path, code);
   }
-  ds.dtype_ = static_cast<TokenDType>(code);
+  h.dtype = static_cast<TokenDType>(code);
   const uint64_t seq_count = load<uint64_t>(p + 9);
   const uint64_t doc_entries = load<uint64_t>(p + 17);
   if (doc_entries == 0) {
@@ -187,7 +183,7 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
     fail(
         "{} is truncated: its header promises {} sequences and {} documents, which need more "
         "than its {} bytes; {}",
-        idx_path, seq_count, doc_entries - 1, idx_size, rebuild);
+        idx_path, seq_count, doc_entries - 1, idx_size, kRebuild);
   }
   const int64_t n_seq = static_cast<int64_t>(seq_count);
   const int64_t n_doc = static_cast<int64_t>(doc_entries) - 1;
@@ -198,18 +194,20 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
         "{} or {} bytes in all, found {}); the file is damaged",
         idx_path, idx_size - needed, needed, needed + n_seq, idx_size);
   }
-  ds.num_sequences_ = n_seq;
-  ds.num_documents_ = n_doc;
-  ds.lengths_ = idx.data() + kHeaderBytes;
-  ds.pointers_ = ds.lengths_ + 4 * n_seq;
-  ds.doc_index_ = ds.pointers_ + 8 * n_seq;
+  h.n_seq = n_seq;
+  h.n_doc = n_doc;
+  return h;
+}
 
-  int64_t prev = load<int64_t>(ds.doc_index_);
+// document_indices: 0 first, non-decreasing, the number of sequences last.
+void doc_index_check(const std::byte* doc_index, int64_t n_doc, int64_t n_seq,
+                     const std::string& idx_path) {
+  int64_t prev = load<int64_t>(doc_index);
   if (prev != 0) {
     fail("{}: document_indices[0] is {}, but must be 0; the file is damaged", idx_path, prev);
   }
   for (int64_t d = 1; d <= n_doc; ++d) {
-    const int64_t cur = load<int64_t>(ds.doc_index_ + 8 * d);
+    const int64_t cur = load<int64_t>(doc_index + 8 * d);
     if (cur < prev || cur > n_seq) {
       fail(
           "{}: document_indices[{}] is {}, but must lie in [{}, {}] (non-decreasing, at most "
@@ -224,20 +222,58 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
         "damaged",
         idx_path, prev, n_seq);
   }
-  const int64_t item = token_dtype_size(ds.dtype_);
+}
+
+// Every sequence's length and pointer lie inside the .bin (bin_size bytes); returns the tokens
+// of all sequences.
+int64_t sequences_check(const std::byte* lengths, const std::byte* pointers, int64_t n_seq,
+                        TokenDType dtype, int64_t bin_size, const std::string& idx_path,
+                        const std::string& bin_path) {
+  int64_t num_tokens = 0;
+  const int64_t item = token_dtype_size(dtype);
   for (int64_t s = 0; s < n_seq; ++s) {
-    const int64_t len = load<int32_t>(ds.lengths_ + 4 * s);
-    const int64_t ptr = load<int64_t>(ds.pointers_ + 8 * s);
+    const int64_t len = load<int32_t>(lengths + 4 * s);
+    const int64_t ptr = load<int64_t>(pointers + 8 * s);
     if (len < 0)
       fail("{}: sequence {} has negative length {}; the file is damaged", idx_path, s, len);
     if (ptr < 0 || ptr > bin_size || len > (bin_size - ptr) / item) {
       fail(
           "{}: sequence {} ({} tokens of {} at byte {}) lies outside {} ({} bytes); the .bin is "
           "truncated or does not belong to this .idx",
-          idx_path, s, len, token_dtype_name(ds.dtype_), ptr, bin_path, bin_size);
+          idx_path, s, len, token_dtype_name(dtype), ptr, bin_path, bin_size);
     }
-    ds.num_tokens_ += len;
+    num_tokens += len;
   }
+  return num_tokens;
+}
+
+}  // namespace
+
+IndexedDataset IndexedDataset::open(const std::string& prefix) {
+  IndexedDataset ds;
+  ds.prefix_ = prefix;
+  const std::string idx_path = prefix + ".idx";
+  const std::string bin_path = prefix + ".bin";
+  for (const std::string& path : {idx_path, bin_path}) {
+    if (::access(path.c_str(), F_OK) != 0) {
+      fail("cannot open {}: {} (a dataset is given by its prefix: PREFIX.bin and PREFIX.idx)", path,
+           std::strerror(errno));
+    }
+  }
+  ds.idx_ = std::make_shared<MappedFile>(idx_path);
+  ds.bin_ = std::make_shared<MappedFile>(bin_path);
+  const auto idx = ds.idx_->bytes();
+  const int64_t bin_size = static_cast<int64_t>(ds.bin_->bytes().size());
+  const IdxHeader h = idx_header_check(idx, idx_path);
+  ds.dtype_ = h.dtype;
+  ds.num_sequences_ = h.n_seq;
+  ds.num_documents_ = h.n_doc;
+  ds.lengths_ = idx.data() + kHeaderBytes;
+  ds.pointers_ = ds.lengths_ + 4 * h.n_seq;
+  ds.doc_index_ = ds.pointers_ + 8 * h.n_seq;
+  doc_index_check(ds.doc_index_, h.n_doc, h.n_seq, idx_path);
+  ds.num_tokens_ =
+      sequences_check(ds.lengths_, ds.pointers_, h.n_seq, ds.dtype_, bin_size, idx_path, bin_path);
   return ds;
 }
 

@@ -248,38 +248,27 @@ std::string chunk_label(const std::vector<cost::SliceShape>& chunk) {
   return fmt::format("{} x {} packed", chunk.size(), chunk[0].len);
 }
 
-}  // namespace
-
-ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const ProfileLog& log) {
-  check_grid(grid);
-  const auto t_start = Clock::now();
-  ModelConfig m = cfg.model;
+// The model to time: the configured one, with RoPE's table long enough for every grid point
+// (positions only bound its check, not weights).
+ModelConfig profile_model(const ModelConfig& model, const ProfileGrid& grid) {
+  ModelConfig m = model;
   int64_t reach = m.max_positions();
   for (int64_t len : grid.lens)
     for (int64_t ctx : grid.contexts) reach = std::max(reach, len + ctx);
-  m.max_position_embeddings = reach;  // positions only bound RoPE's table check, not weights
+  m.max_position_embeddings = reach;
+  return m;
+}
 
-  // Threads only for the timing: the memory coefficients below use the process's own setting.
-  struct ThreadsGuard {
-    int saved = omp_get_max_threads();
-    ~ThreadsGuard() { omp_set_num_threads(saved); }
-  } threads_guard;
-  if (grid.threads > 0) omp_set_num_threads(static_cast<int>(grid.threads));
-  const int threads = omp_get_max_threads();
-
-  ProfileReport rep;
-  rep.threads = threads;
-  const double sgemm = profile_sgemm_flops(grid.sgemm_size, std::max<int64_t>(3, grid.repeats));
-  log(fmt::format("  sgemm {0} x {0} x {0}: {1:.1f} GFLOP/s on {2} thread(s)", grid.sgemm_size,
-                  sgemm / 1e9, threads));
-  // Middle-stage chunks: every (len, context) on one layer; interior points of each context row
-  // alternate between the fit and the held-out set, so held-out points are interpolations.
-  ChunkTimer one(m, StageRange{0, 1, false, false});
+// Middle-stage chunks: every (len, context) on one layer; interior points of each context row
+// alternate between the fit and the held-out set, so held-out points are interpolations. Then
+// packed chunks on one layer, and single slices on two layers.
+void middle_samples_time(const ModelConfig& m, const ProfileGrid& grid, ChunkTimer& one,
+                         const ProfileLog& log, std::vector<ProfileSample>& out) {
   for (int64_t ctx : grid.contexts) {
     for (size_t i = 0; i < grid.lens.size(); ++i) {
       ProfileSample s = time_chunk(one, {{ctx, grid.lens[i], true}}, 1, grid.repeats);
       s.held_out = i % 2 == 1 && i + 1 < grid.lens.size();
-      rep.samples.push_back(s);
+      out.push_back(s);
       log(fmt::format("  1 layer  {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms  recompute {:8.3f} ms{}",
                       chunk_label(s.chunk), s.forward_s * 1e3, s.backward_s * 1e3,
                       s.recompute_s * 1e3, s.held_out ? "  (held out)" : ""));
@@ -290,7 +279,7 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
     std::vector<cost::SliceShape> chunk(static_cast<size_t>(n), cost::SliceShape{0, len, true});
     ProfileSample s = time_chunk(one, chunk, 1, grid.repeats);
     s.held_out = i % 2 == 1;
-    rep.samples.push_back(s);
+    out.push_back(s);
     log(fmt::format("  1 layer  {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms{}", chunk_label(chunk),
                     s.forward_s * 1e3, s.backward_s * 1e3, s.held_out ? "  (held out)" : ""));
   }
@@ -298,23 +287,16 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
     ChunkTimer two(m, StageRange{0, 2, false, false});
     for (int64_t len : grid.two_layer_lens) {
       ProfileSample s = time_chunk(two, {{0, len, true}}, 2, grid.repeats);
-      rep.samples.push_back(s);
+      out.push_back(s);
       log(fmt::format("  2 layers {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms", chunk_label(s.chunk),
                       s.forward_s * 1e3, s.backward_s * 1e3));
     }
   }
+}
 
-  // Forward fit on the fit set.
-  std::vector<cost::TimingSample> train;
-  for (const ProfileSample& s : rep.samples)
-    if (!s.held_out) train.push_back({s.chunk, s.num_layers, s.forward_s});
-  rep.fit = cost::fit_layer_time(train);
-
-  cost::DeviceSpec dev = cost::device_preset(cfg.cluster.device, false);
-  if (cfg.cluster.device_memory > 0) dev.memory_bytes = cfg.cluster.device_memory;
-  cost::Coefficients c = cost::CostModel::derive_coefficients(m, dev, 1, false);
-  cost::apply_layer_fit(rep.fit, 1, c);
-  // Backward = β1 + κ_b·(forward − β1); recompute = κ_r × the layers' forward compute.
+// Backward = β1 + κ_b·(forward − β1); recompute = κ_r × the layers' forward compute; both fitted
+// on the fit set.
+void backward_recompute_fit(const ProfileReport& rep, cost::Coefficients& c) {
   std::vector<double> fwd_compute, bwd_compute, rec_base, rec;
   for (const ProfileSample& s : rep.samples) {
     if (s.held_out) continue;
@@ -331,54 +313,54 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
   }
   if (!fwd_compute.empty()) c.backward_factor = cost::fit_ratio(fwd_compute, bwd_compute);
   if (!rec.empty()) c.recompute_factor = cost::fit_ratio(rec_base, rec);
+}
 
-  // Embedding and LM head: a first / last stage of one layer against the middle stage, forward
-  // and backward (the engine's loss computes the head's gradient in forward, so its backward
-  // factor comes out near 0).
-  {
-    ChunkTimer first(m, StageRange{0, 1, true, false}), last(m, StageRange{0, 1, false, true});
-    std::vector<double> tok, emb, head_base, head, head_bwd;
-    const double half = c.half_efficiency_tokens;
-    for (int64_t len : grid.edge_lens) {
-      const std::vector<cost::SliceShape> chunk = {{0, len, true}};
-      const ProfileSample mid = time_chunk(one, chunk, 1, grid.repeats);
-      const ProfileSample tail = time_chunk(last, chunk, 1, grid.repeats);
-      const double e = time_chunk(first, chunk, 1, grid.repeats).forward_s - mid.forward_s;
-      const double h = tail.forward_s - mid.forward_s;
-      const double hb = tail.backward_s - mid.backward_s;
-      const double t = static_cast<double>(len);
-      log(fmt::format(
-          "  edges    len {:<16} embedding {:8.3f} ms  LM head + loss {:8.3f} ms fwd, {:8.3f} ms "
-          "bwd",
-          len, e * 1e3, h * 1e3, hb * 1e3));
-      if (e > 0) {
-        tok.push_back(t);
-        emb.push_back(e);
-      }
-      if (h > 0) {
-        head_base.push_back(t + half);  // T / eff(T)
-        head.push_back(h);
-        head_bwd.push_back(hb);  // noise around 0 is kept: it averages out
-      }
+// Embedding and LM head: a first / last stage of one layer against the middle stage, forward
+// and backward (the engine's loss computes the head's gradient in forward, so its backward
+// factor comes out near 0).
+void edges_fit(const ModelConfig& m, const ProfileGrid& grid, ChunkTimer& one,
+               const ProfileLog& log, cost::Coefficients& c) {
+  ChunkTimer first(m, StageRange{0, 1, true, false}), last(m, StageRange{0, 1, false, true});
+  std::vector<double> tok, emb, head_base, head, head_bwd;
+  const double half = c.half_efficiency_tokens;
+  for (int64_t len : grid.edge_lens) {
+    const std::vector<cost::SliceShape> chunk = {{0, len, true}};
+    const ProfileSample mid = time_chunk(one, chunk, 1, grid.repeats);
+    const ProfileSample tail = time_chunk(last, chunk, 1, grid.repeats);
+    const double e = time_chunk(first, chunk, 1, grid.repeats).forward_s - mid.forward_s;
+    const double h = tail.forward_s - mid.forward_s;
+    const double hb = tail.backward_s - mid.backward_s;
+    const double t = static_cast<double>(len);
+    log(fmt::format(
+        "  edges    len {:<16} embedding {:8.3f} ms  LM head + loss {:8.3f} ms fwd, {:8.3f} ms "
+        "bwd",
+        len, e * 1e3, h * 1e3, hb * 1e3));
+    if (e > 0) {
+      tok.push_back(t);
+      emb.push_back(e);
     }
-    c.embedding_per_token = tok.empty() ? 0 : cost::fit_ratio(tok, emb);
-    if (!head.empty()) {
-      c.lm_head_per_token = cost::fit_ratio(head_base, head);
-      // Least squares through the origin; fit_ratio wants positive times, these may be ~0.
-      double num = 0, den = 0;
-      for (size_t i = 0; i < head.size(); ++i) {
-        num += head[i] * head_bwd[i];
-        den += head[i] * head[i];
-      }
-      c.lm_head_backward_factor = std::max(num / den, 0.0);
+    if (h > 0) {
+      head_base.push_back(t + half);  // T / eff(T)
+      head.push_back(h);
+      head_bwd.push_back(hb);  // noise around 0 is kept: it averages out
     }
   }
+  c.embedding_per_token = tok.empty() ? 0 : cost::fit_ratio(tok, emb);
+  if (!head.empty()) {
+    c.lm_head_per_token = cost::fit_ratio(head_base, head);
+    // Least squares through the origin; fit_ratio wants positive times, these may be ~0.
+    double num = 0, den = 0;
+    for (size_t i = 0; i < head.size(); ++i) {
+      num += head[i] * head_bwd[i];
+      den += head[i] * head[i];
+    }
+    c.lm_head_backward_factor = std::max(num / den, 0.0);
+  }
+}
 
-  omp_set_num_threads(threads_guard.saved);
-  c = profile_memory_coefficients(m, cfg.training.optimizer, c);
-
-  // Errors of the fitted model: RMS over the fit set, median / max over the held-out set.
-  const cost::CostModel cm(m, dev, c, 1, false);
+// Errors of the fitted model: median / max over the held-out set into rep; returns the RMS
+// relative backward error over the fit set.
+double fit_errors(const cost::CostModel& cm, ProfileReport& rep) {
   std::vector<double> pf, mf, pb, mb, pr, mr;
   double bwd_sq = 0;
   int64_t bwd_n = 0;
@@ -400,7 +382,14 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
   rep.heldout_forward = profile_relative_error(pf, mf);
   rep.heldout_backward = profile_relative_error(pb, mb);
   rep.heldout_recompute = profile_relative_error(pr, mr);
+  return bwd_n > 0 ? std::sqrt(bwd_sq / static_cast<double>(bwd_n)) : 0;
+}
 
+// The calibration file's contents: where and when, the fitted device and coefficients, and how
+// well they fit.
+void calibration_fill(const Config& cfg, const ProfileGrid& grid, cost::DeviceSpec dev,
+                      const cost::Coefficients& c, double backward_residual, double sgemm,
+                      ProfileReport& rep) {
   cost::Calibration& cal = rep.calibration;
   cal.machine = machine_name();
   cal.date = utc_now();
@@ -408,7 +397,7 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
   cal.ulysses_degree = 1;
   cal.bf16 = false;
   cal.fit_residual_forward = rep.fit.rms_relative_residual;
-  cal.fit_residual_backward = bwd_n > 0 ? std::sqrt(bwd_sq / static_cast<double>(bwd_n)) : 0;
+  cal.fit_residual_backward = backward_residual;
   dev.chunk_overhead_s = c.beta1;
   dev.half_efficiency_tokens = c.half_efficiency_tokens;
   dev.backward_factor = c.backward_factor;
@@ -419,9 +408,50 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
       "infinipipe profile: {} chunk timings ({} held out), {} threads, {} repeats; sgemm {} "
       "measured {:.1f} GFLOP/s; held-out forward error "
       "median {:.1f}% max {:.1f}%, backward median {:.1f}% max {:.1f}%",
-      rep.samples.size(), rep.heldout_forward.count, threads, grid.repeats, grid.sgemm_size,
+      rep.samples.size(), rep.heldout_forward.count, rep.threads, grid.repeats, grid.sgemm_size,
       sgemm / 1e9, rep.heldout_forward.median * 100, rep.heldout_forward.max * 100,
       rep.heldout_backward.median * 100, rep.heldout_backward.max * 100);
+}
+
+}  // namespace
+
+ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const ProfileLog& log) {
+  check_grid(grid);
+  const auto t_start = Clock::now();
+  const ModelConfig m = profile_model(cfg.model, grid);
+
+  // Threads only for the timing: the memory coefficients below use the process's own setting.
+  struct ThreadsGuard {
+    int saved = omp_get_max_threads();
+    ~ThreadsGuard() { omp_set_num_threads(saved); }
+  } threads_guard;
+  if (grid.threads > 0) omp_set_num_threads(static_cast<int>(grid.threads));
+
+  ProfileReport rep;
+  rep.threads = omp_get_max_threads();
+  const double sgemm = profile_sgemm_flops(grid.sgemm_size, std::max<int64_t>(3, grid.repeats));
+  log(fmt::format("  sgemm {0} x {0} x {0}: {1:.1f} GFLOP/s on {2} thread(s)", grid.sgemm_size,
+                  sgemm / 1e9, rep.threads));
+  ChunkTimer one(m, StageRange{0, 1, false, false});
+  middle_samples_time(m, grid, one, log, rep.samples);
+
+  // Forward fit on the fit set.
+  std::vector<cost::TimingSample> train;
+  for (const ProfileSample& s : rep.samples)
+    if (!s.held_out) train.push_back({s.chunk, s.num_layers, s.forward_s});
+  rep.fit = cost::fit_layer_time(train);
+
+  cost::DeviceSpec dev = cost::device_preset(cfg.cluster.device, false);
+  if (cfg.cluster.device_memory > 0) dev.memory_bytes = cfg.cluster.device_memory;
+  cost::Coefficients c = cost::CostModel::derive_coefficients(m, dev, 1, false);
+  cost::apply_layer_fit(rep.fit, 1, c);
+  backward_recompute_fit(rep, c);
+  edges_fit(m, grid, one, log, c);
+
+  omp_set_num_threads(threads_guard.saved);
+  c = profile_memory_coefficients(m, cfg.training.optimizer, c);
+  const double backward_residual = fit_errors(cost::CostModel(m, dev, c, 1, false), rep);
+  calibration_fill(cfg, grid, dev, c, backward_residual, sgemm, rep);
   rep.seconds = seconds_since(t_start);
   return rep;
 }

@@ -146,114 +146,121 @@ sim::StepResult measured_step(const RunTrace& trace, const plan::Plan& plan, int
   return r;
 }
 
-RunCompare run_compare(const RunTrace& trace, const cost::CostModel& cost, const Config& cfg) {
-  RunCompare c;
-  c.dir = trace.dir;
-  c.pp = trace.pp();
-  c.dp = trace.dp();
-  c.one_process = trace.one_process();
-  c.serial_steps = c.one_process && c.pp > 1;
-  c.schedule = trace.files.empty() ? "" : trace.files.front().schedule;
+namespace {
 
-  // Actions traced per (iteration, replica): complete when every planned action is there.
-  std::map<std::pair<int64_t, int32_t>, size_t> traced;
-  for (const TracedAction& a : trace.actions) ++traced[{a.iteration, a.replica}];
+// Predicted next to measured times gathered over the compared iterations, by action kind, by
+// rank, over all actions, and per iteration.
+struct CompareTally {
   std::map<std::string, Pairs> kinds;
   Pairs all, steps;
-  std::vector<Pairs> ranks(static_cast<size_t>(c.pp));
-  c.stages.resize(static_cast<size_t>(c.pp));
-  for (int32_t k = 0; k < c.pp; ++k) c.stages[static_cast<size_t>(k)].rank = k;
-  std::vector<int32_t> stage_iterations(static_cast<size_t>(c.pp), 0);
+  std::vector<Pairs> ranks;
+  std::vector<int32_t> stage_iterations;  // iterations added to each rank's sums
+};
 
-  for (const auto& [key, plan] : trace.plans) {
-    const auto [iteration, replica] = key;
-    size_t planned = 0;
-    for (const auto& list : plan.actions) planned += list.size();
-    auto it = traced.find(key);
-    if (it == traced.end() || it->second != planned) continue;  // a rank did not finish it
-    if (plan.pp != c.pp) {
-      fail("the plan of iteration {} is for pp {}, the traces for pp {}; the directory mixes runs",
-           iteration, plan.pp, c.pp);
-    }
-    const sim::StepResult pred = sim::simulate(plan, cost, cfg);
-    sim::StepResult meas = measured_step(trace, plan, iteration, replica, cost, cfg);
-    recompute_share_apply(meas, pred);
-    double serial = 0;
-    for (const TracedAction& a : trace.actions) {
-      if (a.iteration != iteration || a.replica != replica) continue;
-      const double m = a.end_s - a.start_s;
-      kinds[action_class(a.kind, a.recompute_layers)].add(a.predicted_s, m);
-      all.add(a.predicted_s, m);
-      ranks[static_cast<size_t>(a.rank)].add(a.predicted_s, m);
-      serial += a.predicted_s;
-    }
-    IterationCompare ic;
-    ic.iteration = iteration;
-    ic.replica = replica;
-    ic.predicted_step_s = c.serial_steps ? serial : pred.step_time;
-    ic.measured_step_s = meas.step_time;
-    ic.bubble_predicted = pred.bubble_ratio_mean;
-    ic.bubble_measured = meas.bubble_ratio_mean;
-    const std::vector<double> ip = idle_in_span(pred), im = idle_in_span(meas);
-    ic.idle_predicted = mean(ip);
-    ic.idle_measured = mean(im);
-    steps.add(ic.predicted_step_s, ic.measured_step_s);
-    for (int32_t k = 0; k < c.pp; ++k) {
-      StageCompare& s = c.stages[static_cast<size_t>(k)];
-      const size_t kk = static_cast<size_t>(k);
-      s.bubble_predicted += pred.bubble_ratio[kk];
-      s.bubble_measured += meas.bubble_ratio[kk];
-      s.idle_predicted += ip[kk];
-      s.idle_measured += im[kk];
-      ++stage_iterations[kk];
-      if (kk < plan.predicted_peak_bytes.size()) {
-        s.peak_predicted = std::max(s.peak_predicted, plan.predicted_peak_bytes[kk]);
-      }
-    }
-    for (const TracedIteration& ti : trace.iterations) {
-      if (ti.iteration != iteration || ti.replica != replica) continue;
-      const int64_t peak = ti.metrics.value("measured_peak_bytes", int64_t{0});
-      if (c.one_process) {
-        c.process_peak_measured = std::max(c.process_peak_measured, peak);
-      } else {
-        StageCompare& s = c.stages[static_cast<size_t>(ti.stage)];
-        s.peak_measured = std::max(s.peak_measured, peak);
-      }
-      if (ti.world_rank == (c.one_process ? 0 : replica)) {  // stage 0 of the replica
-        ic.loss = ti.metrics.value("loss", 0.0);
-        ic.tokens_per_s = ti.metrics.value("tokens_per_s", 0.0);
-        ic.has_metrics = true;
-      }
-    }
-    c.iterations.push_back(ic);
-    if (replica == 0) {
-      c.shown_iteration = iteration;
-      c.shown_predicted = pred;
-      c.shown_measured = meas;
+// Files each traced action of (iteration, replica); returns the sum of their predicted times
+// (the step a run that executes the stages one after another predicts).
+double actions_tally(const RunTrace& trace, int64_t iteration, int32_t replica,
+                     CompareTally& tally) {
+  double serial = 0;
+  for (const TracedAction& a : trace.actions) {
+    if (a.iteration != iteration || a.replica != replica) continue;
+    const double m = a.end_s - a.start_s;
+    tally.kinds[action_class(a.kind, a.recompute_layers)].add(a.predicted_s, m);
+    tally.all.add(a.predicted_s, m);
+    tally.ranks[static_cast<size_t>(a.rank)].add(a.predicted_s, m);
+    serial += a.predicted_s;
+  }
+  return serial;
+}
+
+// Adds one iteration's bubbles, idle shares and predicted peaks to each rank's sums.
+void stages_add(const plan::Plan& plan, const sim::StepResult& pred, const sim::StepResult& meas,
+                RunCompare& c, CompareTally& tally) {
+  const std::vector<double> ip = idle_in_span(pred), im = idle_in_span(meas);
+  for (int32_t k = 0; k < c.pp; ++k) {
+    StageCompare& s = c.stages[static_cast<size_t>(k)];
+    const size_t kk = static_cast<size_t>(k);
+    s.bubble_predicted += pred.bubble_ratio[kk];
+    s.bubble_measured += meas.bubble_ratio[kk];
+    s.idle_predicted += ip[kk];
+    s.idle_measured += im[kk];
+    ++tally.stage_iterations[kk];
+    if (kk < plan.predicted_peak_bytes.size()) {
+      s.peak_predicted = std::max(s.peak_predicted, plan.predicted_peak_bytes[kk]);
     }
   }
-  if (c.iterations.empty()) {
-    fail(
-        "{}: no iteration was traced completely (every rank's actions of one plan); let the run "
-        "finish at least one iteration with --trace",
-        trace.dir);
+}
+
+// The iteration's metrics lines: measured peaks (per stage, or the process's), and the loss and
+// throughput its replica's stage 0 reported.
+void iteration_metrics_read(const RunTrace& trace, RunCompare& c, IterationCompare& ic) {
+  for (const TracedIteration& ti : trace.iterations) {
+    if (ti.iteration != ic.iteration || ti.replica != ic.replica) continue;
+    const int64_t peak = ti.metrics.value("measured_peak_bytes", int64_t{0});
+    if (c.one_process) {
+      c.process_peak_measured = std::max(c.process_peak_measured, peak);
+    } else {
+      StageCompare& s = c.stages[static_cast<size_t>(ti.stage)];
+      s.peak_measured = std::max(s.peak_measured, peak);
+    }
+    if (ti.world_rank == (c.one_process ? 0 : ic.replica)) {  // stage 0 of the replica
+      ic.loss = ti.metrics.value("loss", 0.0);
+      ic.tokens_per_s = ti.metrics.value("tokens_per_s", 0.0);
+      ic.has_metrics = true;
+    }
   }
+}
+
+// One completely traced iteration of one replica, simulated next to measured.
+void iteration_compare(const RunTrace& trace, const plan::Plan& plan, int64_t iteration,
+                       int32_t replica, const cost::CostModel& cost, const Config& cfg,
+                       RunCompare& c, CompareTally& tally) {
+  if (plan.pp != c.pp) {
+    fail("the plan of iteration {} is for pp {}, the traces for pp {}; the directory mixes runs",
+         iteration, plan.pp, c.pp);
+  }
+  const sim::StepResult pred = sim::simulate(plan, cost, cfg);
+  sim::StepResult meas = measured_step(trace, plan, iteration, replica, cost, cfg);
+  recompute_share_apply(meas, pred);
+  const double serial = actions_tally(trace, iteration, replica, tally);
+  IterationCompare ic;
+  ic.iteration = iteration;
+  ic.replica = replica;
+  ic.predicted_step_s = c.serial_steps ? serial : pred.step_time;
+  ic.measured_step_s = meas.step_time;
+  ic.bubble_predicted = pred.bubble_ratio_mean;
+  ic.bubble_measured = meas.bubble_ratio_mean;
+  ic.idle_predicted = mean(idle_in_span(pred));
+  ic.idle_measured = mean(idle_in_span(meas));
+  tally.steps.add(ic.predicted_step_s, ic.measured_step_s);
+  stages_add(plan, pred, meas, c, tally);
+  iteration_metrics_read(trace, c, ic);
+  c.iterations.push_back(ic);
+  if (replica == 0) {
+    c.shown_iteration = iteration;
+    c.shown_predicted = pred;
+    c.shown_measured = meas;
+  }
+}
+
+// The statistics of the tally, and each rank's sums turned into means over its iterations.
+void compare_finish(const CompareTally& tally, RunCompare& c) {
   std::sort(c.iterations.begin(), c.iterations.end(),
             [](const IterationCompare& a, const IterationCompare& b) {
               return std::tie(a.iteration, a.replica) < std::tie(b.iteration, b.replica);
             });
   for (const char* k : {"forward", "backward", "recompute"}) {
-    auto it = kinds.find(k);
-    if (it != kinds.end())
+    auto it = tally.kinds.find(k);
+    if (it != tally.kinds.end())
       c.by_kind.push_back(error_stats(k, it->second.predicted, it->second.measured));
   }
-  c.by_kind.push_back(error_stats("all actions", all.predicted, all.measured));
-  c.step = error_stats("iteration", steps.predicted, steps.measured);
+  c.by_kind.push_back(error_stats("all actions", tally.all.predicted, tally.all.measured));
+  c.step = error_stats("iteration", tally.steps.predicted, tally.steps.measured);
   for (int32_t k = 0; k < c.pp; ++k) {
     StageCompare& s = c.stages[static_cast<size_t>(k)];
-    const double n = std::max(1, stage_iterations[static_cast<size_t>(k)]);
-    s.time = error_stats(fmt::format("rank {}", k), ranks[static_cast<size_t>(k)].predicted,
-                         ranks[static_cast<size_t>(k)].measured);
+    const double n = std::max(1, tally.stage_iterations[static_cast<size_t>(k)]);
+    s.time = error_stats(fmt::format("rank {}", k), tally.ranks[static_cast<size_t>(k)].predicted,
+                         tally.ranks[static_cast<size_t>(k)].measured);
     s.bubble_predicted /= n;
     s.bubble_measured /= n;
     s.idle_predicted /= n;
@@ -263,6 +270,41 @@ RunCompare run_compare(const RunTrace& trace, const cost::CostModel& cost, const
     c.idle_predicted += s.idle_predicted / c.pp;
     c.idle_measured += s.idle_measured / c.pp;
   }
+}
+
+}  // namespace
+
+RunCompare run_compare(const RunTrace& trace, const cost::CostModel& cost, const Config& cfg) {
+  RunCompare c;
+  c.dir = trace.dir;
+  c.pp = trace.pp();
+  c.dp = trace.dp();
+  c.one_process = trace.one_process();
+  c.serial_steps = c.one_process && c.pp > 1;
+  c.schedule = trace.files.empty() ? "" : trace.files.front().schedule;
+  c.stages.resize(static_cast<size_t>(c.pp));
+  for (int32_t k = 0; k < c.pp; ++k) c.stages[static_cast<size_t>(k)].rank = k;
+  CompareTally tally;
+  tally.ranks.resize(static_cast<size_t>(c.pp));
+  tally.stage_iterations.assign(static_cast<size_t>(c.pp), 0);
+
+  // Actions traced per (iteration, replica): complete when every planned action is there.
+  std::map<std::pair<int64_t, int32_t>, size_t> traced;
+  for (const TracedAction& a : trace.actions) ++traced[{a.iteration, a.replica}];
+  for (const auto& [key, plan] : trace.plans) {
+    size_t planned = 0;
+    for (const auto& list : plan.actions) planned += list.size();
+    auto it = traced.find(key);
+    if (it == traced.end() || it->second != planned) continue;  // a rank did not finish it
+    iteration_compare(trace, plan, key.first, key.second, cost, cfg, c, tally);
+  }
+  if (c.iterations.empty()) {
+    fail(
+        "{}: no iteration was traced completely (every rank's actions of one plan); let the run "
+        "finish at least one iteration with --trace",
+        trace.dir);
+  }
+  compare_finish(tally, c);
   return c;
 }
 

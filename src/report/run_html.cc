@@ -97,16 +97,8 @@ std::vector<std::pair<double, double>> memory_points(const std::vector<sim::Memo
   return out;
 }
 
-}  // namespace
-
-int run_html_chart_count(const RunCompare& c) {
-  return 4 + c.pp;  // two Gantt charts, memory per rank, loss, tokens/s
-}
-
-std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& metrics) {
-  const sim::StepResult& pred = c.shown_predicted;
-  const sim::StepResult& meas = c.shown_measured;
-  const double span = std::max(pred.step_time, meas.step_time);
+// The page's head, title and summary line.
+std::string html_head(const RunCompare& c) {
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   h += fmt::format("<title>infinipipe report: {}</title>\n<style>{}</style></head>\n<body>\n",
                    svg_escape(c.dir), kStyle);
@@ -118,8 +110,15 @@ std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& met
       svg_escape(c.schedule), c.pp, c.dp, c.iterations.size() / static_cast<size_t>(c.dp),
       c.one_process ? " in one process" : "", 100 * c.by_kind.back().median_abs_rel,
       100 * c.step.median_abs_rel);
+  return h;
+}
 
-  h += fmt::format("<h2>Iteration {} (replica 0): planned and measured</h2>\n", c.shown_iteration);
+// The shown iteration's planned and measured Gantt charts, on one time scale (span).
+std::string html_gantts(const RunCompare& c, double span) {
+  const sim::StepResult& pred = c.shown_predicted;
+  const sim::StepResult& meas = c.shown_measured;
+  std::string h =
+      fmt::format("<h2>Iteration {} (replica 0): planned and measured</h2>\n", c.shown_iteration);
   h += "<p class=\"note\">Both charts share one time scale. Colour = chunk, darker = backward, "
        "hatched = recompute (in the measured chart at the predicted share of the backward).</p>\n";
   GanttOptions go;
@@ -131,8 +130,14 @@ std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& met
   go.title = fmt::format("measured: step {}, bubble {:.1f}%", svg_format_seconds(meas.step_time),
                          100 * meas.bubble_ratio_mean);
   h += "<figure>" + chart(gantt_svg(meas, go), "gantt-measured") + "</figure>\n";
+  return h;
+}
 
-  h += "<h2>Memory over time per stage</h2>\n";
+// Predicted and measured memory over the shown iteration, one chart per rank.
+std::string html_memory(const RunCompare& c, double span) {
+  const sim::StepResult& pred = c.shown_predicted;
+  const sim::StepResult& meas = c.shown_measured;
+  std::string h = "<h2>Memory over time per stage</h2>\n";
   if (c.one_process && c.pp > 1) {
     h += "<p class=\"note\">One process holds every stage: each measured curve is the whole "
          "process's tracker.</p>\n";
@@ -155,9 +160,12 @@ std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& met
     h += "<figure>" + chart(line_chart_svg({p, m}, o), fmt::format("memory-rank{}", k)) +
          "</figure>\n";
   }
-  h += "</div>\n";
+  return h + "</div>\n";
+}
 
-  // The last record of each iteration (a metrics file may hold an earlier run's lines too).
+// Loss and tokens/s per iteration, from the last record of each iteration (a metrics file may
+// hold an earlier run's lines too).
+std::string html_training(const std::vector<nlohmann::json>& metrics) {
   std::map<int64_t, std::pair<double, double>> by_iter;
   for (const nlohmann::json& r : metrics) {
     if (!r.is_object() || !r.contains("iteration")) continue;
@@ -170,7 +178,7 @@ std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& met
     loss.points.push_back({static_cast<double>(it), v.first});
     rate.points.push_back({static_cast<double>(it), v.second});
   }
-  h += "<h2>Training</h2>\n<div class=\"charts\">\n";
+  std::string h = "<h2>Training</h2>\n<div class=\"charts\">\n";
   LineChartOptions o;
   o.title = "loss per iteration";
   o.x_label = "iteration";
@@ -182,10 +190,12 @@ std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& met
   o.y_label = "tokens/s";
   o.y_from_zero = true;
   h += "<figure>" + chart(line_chart_svg({rate}, o), "tokens-per-s") + "</figure>\n</div>\n";
+  return h;
+}
 
-  h += "<h2>Predicted vs measured</h2>\n" + markdown_html(run_compare_tables(c));
-  // The render check: counts charts whose SVG drew something with a non-empty box.
-  h += fmt::format(
+// The render check: counts charts whose SVG drew something with a non-empty box.
+std::string html_render_check(int expected_charts) {
+  return fmt::format(
       "<div id=\"render-check\" data-expected=\"{}\">charts: not rendered</div>\n<script>\n"
       "(function() {{\n"
       "  var svgs = document.querySelectorAll('svg.chart'), ok = [];\n"
@@ -198,7 +208,23 @@ std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& met
       "  document.getElementById('render-check').textContent =\n"
       "      'charts rendered: ' + ok.length + ' of ' + svgs.length + ' [' + ok.join(' ') + ']';\n"
       "}})();\n</script>\n</body></html>\n",
-      run_html_chart_count(c));
+      expected_charts);
+}
+
+}  // namespace
+
+int run_html_chart_count(const RunCompare& c) {
+  return 4 + c.pp;  // two Gantt charts, memory per rank, loss, tokens/s
+}
+
+std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& metrics) {
+  const double span = std::max(c.shown_predicted.step_time, c.shown_measured.step_time);
+  std::string h = html_head(c);
+  h += html_gantts(c, span);
+  h += html_memory(c, span);
+  h += html_training(metrics);
+  h += "<h2>Predicted vs measured</h2>\n" + markdown_html(run_compare_tables(c));
+  h += html_render_check(run_html_chart_count(c));
   return h;
 }
 

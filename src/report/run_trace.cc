@@ -122,9 +122,10 @@ void run_trace_parse(const json& j, const std::string& path, RunTrace& out) {
   out.files.push_back(std::move(info));
 }
 
-RunTrace run_trace_load(const std::string& dir) {
-  RunTrace out;
-  out.dir = dir;
+namespace {
+
+// DIR's trace-rank*.json, sorted; Error if it has none.
+std::vector<fs::path> trace_files_list(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     fail(
@@ -142,16 +143,22 @@ RunTrace run_trace_load(const std::string& dir) {
     fail("{} holds no trace-rank*.json; {}", dir, kRerun);
   }
   std::sort(traces.begin(), traces.end());
-  for (const fs::path& p : traces) {
-    json j;
-    try {
-      j = json::parse(text_read(p));
-    } catch (const json::parse_error& e) {
-      fail("{} is not valid JSON ({}); was the run killed while writing it? {}", p.string(),
-           e.what(), kRerun);
-    }
-    run_trace_parse(j, p.string(), out);
+  return traces;
+}
+
+void trace_file_read(const fs::path& p, RunTrace& out) {
+  json j;
+  try {
+    j = json::parse(text_read(p));
+  } catch (const json::parse_error& e) {
+    fail("{} is not valid JSON ({}); was the run killed while writing it? {}", p.string(), e.what(),
+         kRerun);
   }
+  run_trace_parse(j, p.string(), out);
+}
+
+// The trace files come from one run, and every rank's is there.
+void trace_files_check(const RunTrace& out) {
   const TraceFileInfo& f0 = out.files.front();
   for (const TraceFileInfo& f : out.files) {
     if (f.pp != f0.pp || f.dp != f0.dp || f.one_process != f0.one_process) {
@@ -165,8 +172,13 @@ RunTrace run_trace_load(const std::string& dir) {
     fail(
         "{} has {} trace files, but the run had pp {} x dp {} = {} ranks; a rank's trace is "
         "missing (copy the whole directory, or re-run)",
-        dir, out.files.size(), f0.pp, f0.dp, f0.pp * f0.dp);
+        out.dir, out.files.size(), f0.pp, f0.dp, f0.pp * f0.dp);
   }
+}
+
+// DIR/plans/iter-N-replicaR.json, one per traced (iteration, replica).
+void plans_read(const std::string& dir, RunTrace& out) {
+  std::error_code ec;
   const fs::path plans = fs::path(dir) / "plans";
   if (fs::is_directory(plans, ec)) {
     for (const auto& entry : fs::directory_iterator(plans, ec)) {
@@ -192,28 +204,45 @@ RunTrace run_trace_load(const std::string& dir) {
           kRerun);
     }
   }
-  const fs::path cfg = fs::path(dir) / "config.yaml";
-  if (fs::exists(cfg, ec)) out.config_yaml = text_read(cfg);
+}
+
+// DIR/metrics.jsonl when there is one, else rank 0's iterations from the traces.
+void metrics_read(const std::string& dir, RunTrace& out) {
+  std::error_code ec;
   const fs::path metrics = fs::path(dir) / "metrics.jsonl";
-  if (fs::exists(metrics, ec)) {
-    std::istringstream lines(text_read(metrics));
-    std::string line;
-    for (int64_t n = 1; std::getline(lines, line); ++n) {
-      if (line.empty()) continue;
-      try {
-        out.metrics.push_back(json::parse(line));
-      } catch (const json::parse_error&) {
-        // A killed run can leave its last line half written; anything else is damage.
-        if (lines.peek() != EOF) {
-          fail("{} line {} is not valid JSON; remove the line or the file", metrics.string(), n);
-        }
-      }
-    }
-  } else {
+  if (!fs::exists(metrics, ec)) {
     for (const TracedIteration& it : out.iterations) {
       if (it.world_rank == 0) out.metrics.push_back(it.metrics);
     }
+    return;
   }
+  std::istringstream lines(text_read(metrics));
+  std::string line;
+  for (int64_t n = 1; std::getline(lines, line); ++n) {
+    if (line.empty()) continue;
+    try {
+      out.metrics.push_back(json::parse(line));
+    } catch (const json::parse_error&) {
+      // A killed run can leave its last line half written; anything else is damage.
+      if (lines.peek() != EOF) {
+        fail("{} line {} is not valid JSON; remove the line or the file", metrics.string(), n);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+RunTrace run_trace_load(const std::string& dir) {
+  RunTrace out;
+  out.dir = dir;
+  for (const fs::path& p : trace_files_list(dir)) trace_file_read(p, out);
+  trace_files_check(out);
+  plans_read(dir, out);
+  std::error_code ec;
+  const fs::path cfg = fs::path(dir) / "config.yaml";
+  if (fs::exists(cfg, ec)) out.config_yaml = text_read(cfg);
+  metrics_read(dir, out);
   return out;
 }
 

@@ -28,19 +28,6 @@ json json_read(const fs::path& p) {
   return json::parse(in);
 }
 
-// Any command line (run_cli runs the infinipipe binary only).
-CliResult shell(const std::string& cmd) {
-  CliResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 bool have(const std::string& program) {
   return std::system(fmt::format("command -v {} >/dev/null 2>&1", program).c_str()) == 0;
 }
@@ -49,7 +36,7 @@ class ReportCli : public CliDirTest {
  protected:
   void SetUp() override {
     CliDirTest::SetUp();
-    const CliResult r = run_cli(fmt::format(
+    const ShellResult r = run_cli(fmt::format(
         "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
@@ -61,8 +48,8 @@ class ReportCli : public CliDirTest {
   }
   // The report's JSON, after checking what every run's report must hold.
   json report_check(int pp) {
-    const CliResult r = run_cli(fmt::format("report {} --json {}", (dir_ / "run").string(),
-                                            (dir_ / "report.json").string()));
+    const ShellResult r = run_cli(fmt::format("report {} --json {}", (dir_ / "run").string(),
+                                              (dir_ / "report.json").string()));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("## Time per action kind"), std::string::npos) << r.output;
     EXPECT_TRUE(fs::exists(dir_ / "run" / "report.html"));
@@ -87,7 +74,7 @@ class ReportCli : public CliDirTest {
 };
 
 TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {
-  const CliResult t = run_cli("train " + train_args(3));
+  const ShellResult t = run_cli("train " + train_args(3));
   ASSERT_EQ(t.exit_code, 0) << t.output;
   EXPECT_TRUE(fs::exists(dir_ / "run" / "metrics.jsonl"));  // metrics go next to the traces
   report_check(1);
@@ -101,8 +88,8 @@ TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {
       "--headless --no-sandbox --disable-gpu --disable-background-networking "
       "--disable-dev-shm-usage --user-data-dir=" +
       (dir_ / "chromium-profile").string();
-  const CliResult dom = shell(fmt::format("timeout 60 chromium {} --dump-dom file://{}", flags,
-                                          fs::absolute(html).string()));
+  const ShellResult dom = infinipipe::testing::shell_run(fmt::format(
+      "timeout 60 chromium {} --dump-dom file://{}", flags, fs::absolute(html).string()));
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
   // 1 rank: two Gantt charts, one memory chart, loss and tokens/s.
   EXPECT_NE(dom.output.find("charts rendered: 5 of 5"), std::string::npos) << dom.output;
@@ -113,9 +100,9 @@ TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {
   }
   // A screenshot that is not blank: a PNG of a white page compresses far smaller than charts.
   const fs::path png = dir_ / "page.png";
-  const CliResult shot =
-      shell(fmt::format("timeout 60 chromium {} --window-size=1400,1200 --screenshot={} file://{}",
-                        flags, png.string(), fs::absolute(html).string()));
+  const ShellResult shot = infinipipe::testing::shell_run(
+      fmt::format("timeout 60 chromium {} --window-size=1400,1200 --screenshot={} file://{}", flags,
+                  png.string(), fs::absolute(html).string()));
   if (shot.exit_code == 0 && fs::exists(png)) {
     EXPECT_GT(fs::file_size(png), 20000u);
   }
@@ -123,7 +110,7 @@ TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {
 
 TEST_F(ReportCli, TwoRankPipelineReportsEveryStageWithItsMeasuredPeak) {
   if (!have("mpirun")) GTEST_SKIP() << "mpirun is not installed";
-  const CliResult t = shell(fmt::format(
+  const ShellResult t = infinipipe::testing::shell_run(fmt::format(
       "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 env OMP_NUM_THREADS=1 {} "
       "train {} --pp 2",
       INFINIPIPE_BINARY, train_args(2)));
@@ -136,7 +123,7 @@ TEST_F(ReportCli, TwoRankPipelineReportsEveryStageWithItsMeasuredPeak) {
 }
 
 TEST_F(ReportCli, BadRunDirectoryExitsOneNamingIt) {
-  CliResult r = run_cli("report " + (dir_ / "nope").string());
+  ShellResult r = run_cli("report " + (dir_ / "nope").string());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;

@@ -1,26 +1,12 @@
 // Runs the real `infinipipe` binary and captures what a user would see.
 #pragma once
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <string>
 
-struct CliResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+#include "common/shell_run.h"
 
-inline CliResult run_cli(const std::string& args) {
-  std::string cmd = std::string(INFINIPIPE_BINARY) + " " + args + " 2>&1";
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+using infinipipe::testing::ShellResult;
+
+inline ShellResult run_cli(const std::string& args) {
+  return infinipipe::testing::shell_run(std::string(INFINIPIPE_BINARY) + " " + args);
 }

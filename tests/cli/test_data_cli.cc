@@ -16,12 +16,12 @@ std::string temp_dir() {
 
 TEST(DataCli, SynthThenStats) {
   std::string dir = temp_dir();
-  CliResult s = run_cli(
+  ShellResult s = run_cli(
       "data synth --distribution github --num-documents 200 --seq-length 4096 "
       "--seed 7 --output " +
       dir + "/corpus");
   ASSERT_EQ(s.exit_code, 0) << s.output;
-  CliResult st = run_cli("data stats --data-path " + dir + "/corpus --seq-length 4096");
+  ShellResult st = run_cli("data stats --data-path " + dir + "/corpus --seq-length 4096");
   ASSERT_EQ(st.exit_code, 0) << st.output;
   EXPECT_NE(st.output.find("p50"), std::string::npos) << st.output;
   EXPECT_NE(st.output.find("2K-4K"), std::string::npos) << st.output;
@@ -29,14 +29,14 @@ TEST(DataCli, SynthThenStats) {
 }
 
 TEST(DataCli, StatsWithoutSourceIsUsageError) {
-  CliResult r = run_cli("data stats --seq-length 4096");
+  ShellResult r = run_cli("data stats --seq-length 4096");
   EXPECT_EQ(r.exit_code, 2) << r.output;
 }
 
 TEST(DataCli, PrepareNamesTheBadLine) {
   std::string dir = temp_dir();
   std::ofstream(dir + "/in.jsonl") << "{\"text\": \"hello\"}\n{\"text\": oops}\n";
-  CliResult r = run_cli("data prepare --input " + dir + "/in.jsonl --output " + dir + "/out");
+  ShellResult r = run_cli("data prepare --input " + dir + "/in.jsonl --output " + dir + "/out");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("in.jsonl:2"), std::string::npos) << r.output;
   std::ifstream left(dir + "/out.bin");
@@ -60,7 +60,7 @@ TEST(DataCli, PrepareTokenizerFlagsAreChecked) {
 }
 
 TEST(DataCli, MissingDatasetIsClear) {
-  CliResult r = run_cli("data stats --data-path /nonexistent/corpus --seq-length 4096");
+  ShellResult r = run_cli("data stats --data-path /nonexistent/corpus --seq-length 4096");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("/nonexistent/corpus"), std::string::npos) << r.output;
 }

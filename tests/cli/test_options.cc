@@ -106,18 +106,18 @@ TEST(Options, ShownYamlRoundTrips) {
 }
 
 TEST(Cli, HelpListsSubcommands) {
-  CliResult r = run_cli("--help");
+  ShellResult r = run_cli("--help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("config"), std::string::npos);
 }
 
 TEST(Cli, ConfigCheckExitCodes) {
   std::string good = write_temp("num-layers: 8\npipeline-model-parallel-size: 2\n");
-  CliResult ok = run_cli("config check " + good);
+  ShellResult ok = run_cli("config check " + good);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find(": ok"), std::string::npos);
   std::string bad = write_temp("num-layers: 30\npp: 4\nvpp: 2\nschedule: interleaved\n");
-  CliResult no = run_cli("config check " + bad);
+  ShellResult no = run_cli("config check " + bad);
   EXPECT_EQ(no.exit_code, 2) << no.output;
   EXPECT_NE(no.output.find("use 32 layers"), std::string::npos) << no.output;
   std::remove(good.c_str());
@@ -125,7 +125,7 @@ TEST(Cli, ConfigCheckExitCodes) {
 }
 
 TEST(Cli, ConfigShowAndUsageErrors) {
-  CliResult r = run_cli("config show --pp 2 --num-layers 4");
+  ShellResult r = run_cli("config show --pp 2 --num-layers 4");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pipeline-model-parallel-size: 2"), std::string::npos);
   EXPECT_EQ(run_cli("config show --num-layer 4").exit_code, 2);

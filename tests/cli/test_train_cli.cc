@@ -27,7 +27,7 @@ class TrainCliTest : public CliDirTest {
 };
 
 TEST_F(TrainCliTest, WithoutDataPathExitsTwoSayingHowToMakeData) {
-  const CliResult r = run_cli("train " + tiny() + "--train-iters 2");
+  const ShellResult r = run_cli("train " + tiny() + "--train-iters 2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--data-path"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("infinipipe data synth"), std::string::npos) << r.output;
@@ -36,7 +36,7 @@ TEST_F(TrainCliTest, WithoutDataPathExitsTwoSayingHowToMakeData) {
 TEST_F(TrainCliTest, TrainsSavesAndRefusesADamagedCheckpoint) {
   const std::string corpus = (dir_ / "corpus").string();
   const std::string ck = (dir_ / "ck").string();
-  CliResult r =
+  ShellResult r =
       run_cli(fmt::format("data synth --num-documents 40 --seq-length 128 --output {}", corpus));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_cli(fmt::format("train {} --train-iters 2 --data-path {} --save {}", tiny(), corpus, ck));
@@ -58,7 +58,7 @@ TEST_F(TrainCliTest, TrainsSavesAndRefusesADamagedCheckpoint) {
 }
 
 TEST_F(TrainCliTest, PipelineParallelIsRefusedWithExitTwo) {
-  const CliResult r = run_cli("train " + tiny() + "--train-iters 1 --data-path x --pp 2");
+  const ShellResult r = run_cli("train " + tiny() + "--train-iters 1 --data-path x --pp 2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("one process"), std::string::npos) << r.output;
 }

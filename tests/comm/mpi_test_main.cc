@@ -1,9 +1,7 @@
 // main() of test_comm (replaces gtest_main): under mpirun it brings MPI up for the tests, keeps
 // the output of ranks other than 0 to their failures, or runs a fault scenario instead.
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -11,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/mpi_test_ranks.h"
+#include "common/text_count.h"
 #include "mpi_test_util.h"
 
 namespace infinipipe::test {
@@ -35,47 +34,26 @@ Comm& test_comm() {
   return *g_comm;
 }
 
-JobResult run_job(int np, const std::string& args, const std::string& env, double timeout_s) {
+testing::ShellResult run_job(int np, const std::string& args, const std::string& env,
+                             double timeout_s) {
   std::string cmd = fmt::format(
       "timeout -s KILL {} mpirun --allow-run-as-root --oversubscribe --bind-to none -np {} "
-      "env OMP_NUM_THREADS=1 {} {} {} 2>&1",
+      "env OMP_NUM_THREADS=1 {} {} {}",
       static_cast<int>(timeout_s), np, env, test_binary_path(), args);
-  return run_command(cmd);
-}
-
-JobResult run_command(const std::string& cmd) {
-  JobResult res;
-  auto start = std::chrono::steady_clock::now();
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    res.output = "popen failed for: " + cmd;
-    return res;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) res.output.append(buf, n);
-  int status = pclose(pipe);
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return res;
+  return testing::shell_run(cmd);
 }
 
 void relaunch_current_test(int np) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string filter = fmt::format("{}.{}", info->test_suite_name(), info->name());
-  JobResult r = run_job(np, "--gtest_filter=" + filter);
+  testing::ShellResult r = run_job(np, "--gtest_filter=" + filter);
   EXPECT_EQ(r.exit_code, 0) << "mpirun -np " << np << " of " << filter << " failed:\n" << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "[  SKIPPED ]"), 0) << r.output;
+  EXPECT_EQ(testing::text_count(r.output, "[  SKIPPED ]"), 0) << r.output;
 }
 
-JobResult run_scenario(int np, const std::string& name, const std::string& env, double timeout_s) {
+testing::ShellResult run_scenario(int np, const std::string& name, const std::string& env,
+                                  double timeout_s) {
   return run_job(np, "", "INFINIPIPE_MPI_SCENARIO=" + name + " " + env, timeout_s);
-}
-
-int count_occurrences(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
 }
 
 }  // namespace infinipipe::test

@@ -11,32 +11,24 @@
 #include <gtest/gtest.h>
 
 #include "comm/mpi_comm.h"
+#include "common/shell_run.h"
 
 namespace infinipipe::test {
 
 bool under_mpirun();
 Comm& test_comm();  // the process's Comm, made by main() under mpirun
 
-struct JobResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr of every rank and of mpirun
-  double seconds = 0;
-};
-
 // Runs `mpirun -np np <this binary> args` (with extra environment assignments "K=V ...") under
 // a hard timeout of timeout_s seconds.
-JobResult run_job(int np, const std::string& args, const std::string& env = "",
-                  double timeout_s = 90);
+testing::ShellResult run_job(int np, const std::string& args, const std::string& env = "",
+                             double timeout_s = 90);
 // Runs the current test under mpirun -np np and records a failure (with the output) unless
 // every rank passed.
 void relaunch_current_test(int np);
 // Runs scenario `name` of scenarios.cc on np ranks.
-JobResult run_scenario(int np, const std::string& name, const std::string& env = "",
-                       double timeout_s = 90);
-int count_occurrences(const std::string& text, const std::string& needle);
+testing::ShellResult run_scenario(int np, const std::string& name, const std::string& env = "",
+                                  double timeout_s = 90);
 std::string test_binary_path();  // this test binary, for scripts that launch it
-// Runs a shell command, capturing stdout and stderr.
-JobResult run_command(const std::string& cmd);
 
 }  // namespace infinipipe::test
 

@@ -14,12 +14,13 @@
 #include <gtest/gtest.h>
 
 #include "common/test_temp.h"
+#include "common/text_count.h"
 #include "mpi_test_util.h"
 
 namespace infinipipe {
 namespace {
 
-using test::count_occurrences;
+using testing::text_count;
 
 // How often `pattern` matches in `text`. Durations in messages are measured, so they are matched
 // by pattern: a loaded machine may report 4 s where 3 s were configured.
@@ -30,30 +31,30 @@ int count_matches(const std::string& text, const std::string& pattern) {
 }
 
 // The job failed (exit code 1) well inside the 60 s in which a fault must end it.
-void expect_failed_in_time(const test::JobResult& r) {
+void expect_failed_in_time(const testing::ShellResult& r) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_LT(r.seconds, 30) << r.output;
 }
 
 TEST(JobFault, CleanRunExitsZero) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(4, "clean");
+  testing::ShellResult r = test::run_scenario(4, "clean");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "scenario finished"), 1) << r.output;  // rank 0 only
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe:"), 0) << r.output;
+  EXPECT_EQ(text_count(r.output, "scenario finished"), 1) << r.output;  // rank 0 only
+  EXPECT_EQ(text_count(r.output, "infinipipe:"), 0) << r.output;
 }
 
 // kill -9 of one rank: OpenMPI notices the dead process and ends the job; the survivors say
 // what they were doing when they were stopped.
 TEST(JobFault, KilledRankEndsTheJob) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(4, "kill");
+  testing::ShellResult r = test::run_scenario(4, "kill");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_LT(r.seconds, 60) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("signal 9"), std::string::npos) << r.output;
-  EXPECT_GE(count_occurrences(r.output, "was stopped during"), 1) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "scenario finished"), 0) << r.output;
+  EXPECT_GE(text_count(r.output, "was stopped during"), 1) << r.output;
+  EXPECT_EQ(text_count(r.output, "scenario finished"), 0) << r.output;
 }
 
 // The same from outside: `kill -9` of rank 2's process while the pipeline runs; the job must
@@ -62,7 +63,7 @@ TEST(JobFault, KillNineFromOutsideEndsTheJobInTime) {
   MPI_TEST_LAUNCHER();
   const std::string pid_file = test::test_temp_path("rank2.pid").string();
   std::remove(pid_file.c_str());
-  test::JobResult r;
+  testing::ShellResult r;
   std::thread job([&] {
     r = test::run_scenario(4, "run", "SCENARIO_PID_RANK=2 SCENARIO_PID_FILE=" + pid_file,
                            /*timeout_s=*/90);
@@ -97,7 +98,7 @@ TEST(JobFault, KillNineFromOutsideEndsTheJobInTime) {
 // rank 2 is itself waiting and leaves the report to it.
 TEST(JobFault, HungRankTimesOutNamingThePeer) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(
+  testing::ShellResult r = test::run_scenario(
       4, "hang", "SCENARIO_P2P_TIMEOUT=2 SCENARIO_ASK_TIMEOUT=1 SCENARIO_WATCHDOG_TIMEOUT=50");
   expect_failed_in_time(r);
   // At least the 2 s of the timeout and the 1 s of the question.
@@ -115,31 +116,31 @@ TEST(JobFault, HungRankTimesOutNamingThePeer) {
   EXPECT_LE(n2, 1) << r.output;
   EXPECT_LE(n0, 1) << r.output;
   EXPECT_GE(n2 + n0, 1) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe: error: rank 3 "), 0) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe: error"), n2 + n0) << r.output;
+  EXPECT_EQ(text_count(r.output, "infinipipe: error: rank 3 "), 0) << r.output;
+  EXPECT_EQ(text_count(r.output, "infinipipe: error"), n2 + n0) << r.output;
 }
 
 // A rank hung before a collective: the others ask every member of the group, and name the one
 // that does not answer instead of blaming the group as a whole.
 TEST(JobFault, HungRankBeforeACollectiveIsNamed) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(
+  testing::ShellResult r = test::run_scenario(
       3, "hang_collective",
       "SCENARIO_P2P_TIMEOUT=2 SCENARIO_ASK_TIMEOUT=1 SCENARIO_WATCHDOG_TIMEOUT=50");
   expect_failed_in_time(r);
-  EXPECT_GE(count_occurrences(r.output,
-                              "for the reduction of the loss of iteration 1: rank 2 does not "
-                              "answer, so it has died or is stuck outside communication."),
+  EXPECT_GE(text_count(r.output,
+                       "for the reduction of the loss of iteration 1: rank 2 does not "
+                       "answer, so it has died or is stuck outside communication."),
             1)
       << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "rank 0 does not answer"), 0) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "rank 1 does not answer"), 0) << r.output;
+  EXPECT_EQ(text_count(r.output, "rank 0 does not answer"), 0) << r.output;
+  EXPECT_EQ(text_count(r.output, "rank 1 does not answer"), 0) << r.output;
 }
 
 // A rank stuck outside any MPI wait: only its watchdog can see it.
 TEST(JobFault, WatchdogAbortsAStuckRank) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(
+  testing::ShellResult r = test::run_scenario(
       4, "hang", "SCENARIO_P2P_TIMEOUT=40 SCENARIO_WATCHDOG_TIMEOUT=2 SCENARIO_WATCHDOG_RANK=1");
   expect_failed_in_time(r);
   EXPECT_EQ(count_matches(r.output,
@@ -152,22 +153,22 @@ TEST(JobFault, WatchdogAbortsAStuckRank) {
 
 TEST(JobFault, ErrorOnOneRankReachesTheTerminalOnce) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(4, "error", "SCENARIO_P2P_TIMEOUT=30");
+  testing::ShellResult r = test::run_scenario(4, "error", "SCENARIO_P2P_TIMEOUT=30");
   expect_failed_in_time(r);
-  EXPECT_EQ(count_occurrences(
-                r.output,
-                "infinipipe: error on rank 3 (stage 3, replica 0): bad data in shard 3: re-run "
-                "prepare"),
-            1)
+  EXPECT_EQ(
+      text_count(r.output,
+                 "infinipipe: error on rank 3 (stage 3, replica 0): bad data in shard 3: re-run "
+                 "prepare"),
+      1)
       << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe: error"), 1) << r.output;
+  EXPECT_EQ(text_count(r.output, "infinipipe: error"), 1) << r.output;
 }
 
 TEST(JobFault, SameConfigErrorOnEveryRankPrintedOnce) {
   MPI_TEST_LAUNCHER();
-  test::JobResult r = test::run_scenario(4, "config");
+  testing::ShellResult r = test::run_scenario(4, "config");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_EQ(count_occurrences(r.output, "infinipipe: error"), 1) << r.output;
+  EXPECT_EQ(text_count(r.output, "infinipipe: error"), 1) << r.output;
   EXPECT_NE(r.output.find("the job has 4 ranks but --pipeline-model-parallel-size 3"),
             std::string::npos)
       << r.output;

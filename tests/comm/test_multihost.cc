@@ -18,8 +18,8 @@ TEST(JobMultiHost, TwoNetworkNamespacesOverTcp) {
   MPI_TEST_LAUNCHER();
   std::string bin = test::test_binary_path();
   std::string dir = bin.substr(0, bin.find_last_of('/'));
-  test::JobResult r = test::run_command(std::string("bash ") + INFINIPIPE_SOURCE_DIR +
-                                        "/scripts/multihost-check.sh " + dir);
+  testing::ShellResult r = testing::shell_run(std::string("bash ") + INFINIPIPE_SOURCE_DIR +
+                                              "/scripts/multihost-check.sh " + dir);
   if (r.exit_code == 77) GTEST_SKIP() << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "common/error_text.h"
 #include "core/error.h"
 #include "data_test_util.h"
 
@@ -13,14 +14,7 @@ namespace {
 
 using test::ScratchDir;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_text;
 
 TEST(LengthsFromText, ParsesLengthsCommentsAndBlankLines) {
   ScratchDir dir;
@@ -34,14 +28,14 @@ TEST(LengthsFromText, ErrorsNameTheLine) {
   const std::string path = dir.file("bad.txt");
   for (const std::string bad : {"12x", "-5", "0", "1.5", "99999999999999999999", "a b"}) {
     test::write_text(path, "100\n# ok\n" + bad + "\n200\n");
-    const std::string msg = error_of([&] { lengths_from_text(path); });
+    const std::string msg = error_text([&] { lengths_from_text(path); });
     EXPECT_NE(msg.find(path + ":3:"), std::string::npos) << msg;
     EXPECT_NE(msg.find("positive integer"), std::string::npos) << msg;
   }
   test::write_text(path, "# nothing\n\n");
-  EXPECT_NE(error_of([&] { lengths_from_text(path); }).find("no sequence lengths"),
+  EXPECT_NE(error_text([&] { lengths_from_text(path); }).find("no sequence lengths"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { lengths_from_text(dir.file("missing.txt")); }).find("cannot open"),
+  EXPECT_NE(error_text([&] { lengths_from_text(dir.file("missing.txt")); }).find("cannot open"),
             std::string::npos);
 }
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "common/error_text.h"
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
 #include "data/indexed_dataset.h"
@@ -27,14 +28,7 @@ PrepareOptions prepare_options(std::string input, std::string output, std::strin
   return o;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_text;
 
 TEST(ByteTokenizer, RoundTrip) {
   const std::string text = "h\xc3\xa9llo\n\x01\xff";
@@ -96,18 +90,18 @@ TEST(Prepare, BadLinesNameTheLineAndLeaveNoOutput) {
   for (const auto& [line, what] : cases) {
     test::write_text(input, "{\"text\": \"fine\"}\n\n" + line + "\n{\"text\": \"fine\"}\n");
     const std::string msg =
-        error_of([&] { prepare_jsonl(prepare_options(input, dir.file("out"), "text", true)); });
+        error_text([&] { prepare_jsonl(prepare_options(input, dir.file("out"), "text", true)); });
     EXPECT_NE(msg.find(input + ":3:"), std::string::npos) << msg;
     EXPECT_NE(msg.find(what), std::string::npos) << msg;
     EXPECT_EQ(dir.list(), std::vector<std::string>{"in.jsonl"});
   }
   test::write_text(input, "\n{\"text\": \"\"}\n");
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_text([&] {
               prepare_jsonl(prepare_options(input, dir.file("out"), "text", false));
             }).find("no documents"),
             std::string::npos);
   EXPECT_NE(
-      error_of([&] {
+      error_text([&] {
         prepare_jsonl(prepare_options(dir.file("nope.jsonl"), dir.file("out"), "text", false));
       }).find("cannot open"),
       std::string::npos);

@@ -1,14 +1,13 @@
 // main() of test_dist (replaces gtest_main): under mpirun it brings MPI up for the tests and keeps
 // the output of ranks other than 0 to their failures.
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "common/mpi_test_ranks.h"
+#include "common/shell_run.h"
 #include "dist_test_util.h"
 
 namespace infinipipe::disttest {
@@ -30,20 +29,12 @@ Comm& test_comm() {
 void relaunch_current_test(int np) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string filter = fmt::format("{}.{}", info->test_suite_name(), info->name());
-  const std::string cmd = fmt::format(
+  const testing::ShellResult r = testing::shell_run(fmt::format(
       "timeout -s KILL 240 mpirun --allow-run-as-root --oversubscribe --bind-to none -np {} "
-      "env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive {} --gtest_filter={} 2>&1",
-      np, test::test_self_exe_path("./test_dist"), filter);
-  std::string output;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr) << cmd;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output.append(buf, n);
-  const int status = pclose(pipe);
-  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  EXPECT_EQ(rc, 0) << "mpirun -np " << np << " of " << filter << " failed:\n" << output;
-  EXPECT_EQ(output.find("[  SKIPPED ]"), std::string::npos) << output;
+      "env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive {} --gtest_filter={}",
+      np, test::test_self_exe_path("./test_dist"), filter));
+  EXPECT_EQ(r.exit_code, 0) << "mpirun -np " << np << " of " << filter << " failed:\n" << r.output;
+  EXPECT_EQ(r.output.find("[  SKIPPED ]"), std::string::npos) << r.output;
 }
 
 }  // namespace infinipipe::disttest

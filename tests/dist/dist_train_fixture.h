@@ -18,8 +18,9 @@
 #include <fmt/format.h>
 
 #include "comm/mpi_groups.h"
+#include "common/synth_corpus.h"
+#include "common/tensor_close.h"
 #include "common/tiny_train.h"
-#include "data/synth.h"
 #include "dist_test_util.h"
 #include "runtime/train.h"
 
@@ -42,13 +43,7 @@ class DistTrainFixture : public ::testing::Test {
     if (comm.rank() == 0) {
       std::filesystem::remove_all(dir_);
       std::filesystem::create_directories(dir_);
-      data::SynthOptions so;
-      so.distribution = "github";
-      so.num_documents = 100;
-      so.seq_length = 256;
-      so.seed = 5;
-      so.output = (dir_ / "corpus").string();
-      data::synth_corpus_write(so);
+      testing::synth_corpus_write_small((dir_ / "corpus").string(), 100);
     }
     comm.barrier("the test's setup");
   }
@@ -111,14 +106,8 @@ class DistTrainFixture : public ::testing::Test {
   static void expect_weights_match(const Run& got, const Run& want, const std::string& what) {
     ASSERT_FALSE(got.weights.empty()) << what;
     for (const auto& [name, g] : got.weights) {
-      const auto& w = want.weights.at(name);
-      ASSERT_EQ(g.size(), w.size()) << what << ": " << name;
-      double diff = 0, norm = 0;
-      for (size_t i = 0; i < w.size(); ++i) {
-        diff += (double(g[i]) - w[i]) * (double(g[i]) - w[i]);
-        norm += double(w[i]) * w[i];
-      }
-      EXPECT_LE(std::sqrt(diff / norm), 1e-5) << what << ": weights of " << name;
+      EXPECT_TRUE(testing::tensor_close(g, want.weights.at(name), 1e-5))
+          << what << ": weights of " << name;
     }
   }
 

@@ -13,35 +13,14 @@
 
 #include "ckpt/checkpoint.h"
 #include "common/test_temp.h"
+#include "common/shell_run.h"
+#include "common/text_count.h"
 #include "dist_test_util.h"
 
 namespace infinipipe {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Job {
-  int rc = -1;
-  std::string output;
-};
-
-Job shell(const std::string& cmd) {
-  Job j;
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return j;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) j.output.append(buf, n);
-  const int status = pclose(pipe);
-  j.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return j;
-}
-
-int count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
 
 class DistCli : public ::testing::Test {
  protected:
@@ -50,9 +29,10 @@ class DistCli : public ::testing::Test {
     dir_ = test::test_temp_path("distcli");
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    const Job j = shell(fmt::format("{} data synth --output {} --seq-length 256", INFINIPIPE_BINARY,
-                                    (dir_ / "corpus").string()));
-    ASSERT_EQ(j.rc, 0) << j.output;
+    const testing::ShellResult j =
+        testing::shell_run(fmt::format("{} data synth --output {} --seq-length 256",
+                                       INFINIPIPE_BINARY, (dir_ / "corpus").string()));
+    ASSERT_EQ(j.exit_code, 0) << j.output;
   }
   void TearDown() override {
     if (!dir_.empty()) fs::remove_all(dir_);
@@ -62,8 +42,8 @@ class DistCli : public ::testing::Test {
   // to rank 1 (found by its environment among the launcher's children) and waits for the job.
   // The output ends with "CKPT=<yes|no> HIT=<pid> RC=<job's exit code> AFTER=<seconds from the
   // signal to the end>"; without a checkpoint nothing is signalled.
-  Job signal_rank1_after_checkpoint(const std::string& job, const std::string& ck,
-                                    const std::string& signal) const {
+  testing::ShellResult signal_rank1_after_checkpoint(const std::string& job, const std::string& ck,
+                                                     const std::string& signal) const {
     const std::string script_path = (dir_ / "signal.sh").string();
     std::FILE* f = std::fopen(script_path.c_str(), "w");
     if (f == nullptr) return {1, "cannot write " + script_path};
@@ -86,11 +66,11 @@ echo "CKPT=$C HIT=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
 )SH",
                job, ck, signal);
     std::fclose(f);
-    return shell("bash " + script_path);
+    return testing::shell_run("bash " + script_path);
   }
 
   // The job ended non-zero within `seconds` of the signal, and rank 1 was found and named.
-  static void expect_ended_naming_rank1(const Job& j, int seconds) {
+  static void expect_ended_naming_rank1(const testing::ShellResult& j, int seconds) {
     ASSERT_NE(j.output.find("CKPT=yes"), std::string::npos)
         << "no checkpoint appeared within 60 s:\n"
         << j.output;
@@ -117,29 +97,30 @@ echo "CKPT=$C HIT=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
 
 TEST_F(DistCli, TrainsOnPpTimesDpRanksAndOneProcessResumes) {
   const std::string ck = (dir_ / "ck").string();
-  const Job j = shell(mpirun(4, fmt::format("--pp 2 --dp 2 --train-iters 3 --save {}", ck)));
-  ASSERT_EQ(j.rc, 0) << j.output;
-  EXPECT_EQ(count(j.output, "iter 3/3"), 1) << "rank 0 alone reports:\n" << j.output;
-  EXPECT_EQ(count(j.output, "done: 3 iterations"), 1) << j.output;
+  const testing::ShellResult j =
+      testing::shell_run(mpirun(4, fmt::format("--pp 2 --dp 2 --train-iters 3 --save {}", ck)));
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  EXPECT_EQ(testing::text_count(j.output, "iter 3/3"), 1) << "rank 0 alone reports:\n" << j.output;
+  EXPECT_EQ(testing::text_count(j.output, "done: 3 iterations"), 1) << j.output;
   ASSERT_EQ(checkpoint_find_latest(ck).value_or(-1), 3) << j.output;
   for (const char* f : {"metrics.jsonl", "metrics-rank00001.jsonl", "metrics-rank00003.jsonl"}) {
     EXPECT_TRUE(fs::exists(fs::path(ck) / f)) << f;
   }
 
-  const Job r = shell(fmt::format(
+  const testing::ShellResult r = testing::shell_run(fmt::format(
       "{} train --num-layers 4 --hidden-size 64 --num-attention-heads 4 --num-query-groups 2 "
       "--seq-length 256 --global-batch-size 8 --device cpu --data-path {} --train-iters 4 --load "
       "{}",
       INFINIPIPE_BINARY, (dir_ / "corpus").string(), ck));
-  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("iter 4/4"), std::string::npos) << r.output;
 }
 
 TEST_F(DistCli, WorldSizeThatDoesNotFitExitsTwoOnce) {
-  const Job j = shell(mpirun(3, "--pp 2 --train-iters 1"));
-  EXPECT_EQ(j.rc, 2) << j.output;
-  EXPECT_EQ(count(j.output, "infinipipe: error"), 1) << j.output;
+  const testing::ShellResult j = testing::shell_run(mpirun(3, "--pp 2 --train-iters 1"));
+  EXPECT_EQ(j.exit_code, 2) << j.output;
+  EXPECT_EQ(testing::text_count(j.output, "infinipipe: error"), 1) << j.output;
   EXPECT_NE(j.output.find("(3,1)"), std::string::npos) << j.output;
 }
 
@@ -150,17 +131,17 @@ TEST_F(DistCli, KilledRankEndsTheJobAndLoadResumes) {
   const std::string job = mpirun(2, fmt::format("--pp 2 --train-iters 100000 --quiet --save {} "
                                                 "--save-interval 2",
                                                 ck));
-  const Job j = signal_rank1_after_checkpoint(job, ck, "9");
+  const testing::ShellResult j = signal_rank1_after_checkpoint(job, ck, "9");
   expect_ended_naming_rank1(j, 60);
 
   const auto latest = checkpoint_find_latest(ck);
   ASSERT_TRUE(latest.has_value()) << j.output;
-  const Job r = shell(fmt::format(
+  const testing::ShellResult r = testing::shell_run(fmt::format(
       "{} train --num-layers 4 --hidden-size 64 --num-attention-heads 4 --num-query-groups 2 "
       "--seq-length 256 --global-batch-size 8 --device cpu --data-path {} --train-iters {} "
       "--load {}",
       INFINIPIPE_BINARY, (dir_ / "corpus").string(), *latest + 1, ck));
-  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(fmt::format("at iteration {}", *latest)), std::string::npos) << r.output;
 }
 
@@ -169,15 +150,15 @@ TEST_F(DistCli, TimeoutFlagsAreValidated) {
       "{} train --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 256 "
       "--device cpu --data-path {} --train-iters 1 ",
       INFINIPIPE_BINARY, (dir_ / "corpus").string());
-  Job j = shell(one + "--p2p-timeout 0");
-  EXPECT_EQ(j.rc, 2) << j.output;
+  testing::ShellResult j = testing::shell_run(one + "--p2p-timeout 0");
+  EXPECT_EQ(j.exit_code, 2) << j.output;
   EXPECT_NE(j.output.find("p2p-timeout must be a positive number of seconds"), std::string::npos)
       << j.output;
-  j = shell(one + "--p2p-timeout 10 --watchdog-timeout 5");
-  EXPECT_EQ(j.rc, 2) << j.output;
+  j = testing::shell_run(one + "--p2p-timeout 10 --watchdog-timeout 5");
+  EXPECT_EQ(j.exit_code, 2) << j.output;
   EXPECT_NE(j.output.find("must exceed p2p-timeout"), std::string::npos) << j.output;
-  j = shell(one + "--watchdog-timeout -1");
-  EXPECT_EQ(j.rc, 2) << j.output;
+  j = testing::shell_run(one + "--watchdog-timeout -1");
+  EXPECT_EQ(j.exit_code, 2) << j.output;
   EXPECT_NE(j.output.find("watchdog-timeout must be 0"), std::string::npos) << j.output;
 }
 

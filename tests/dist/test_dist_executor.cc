@@ -6,9 +6,7 @@
 #include <omp.h>
 
 #include <cmath>
-#include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,10 @@
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_groups.h"
 #include "comm/mpi_p2p.h"
+#include "common/plan_engines.h"
+#include "common/random_tokens.h"
+#include "common/reference_run.h"
+#include "common/tensor_close.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "dist_test_util.h"
@@ -49,45 +51,6 @@ Config dist_config(int64_t pp, int64_t dp, Schedule schedule, int64_t layers) {
   return c;
 }
 
-std::vector<std::vector<int32_t>> random_tokens(const std::vector<int64_t>& lengths) {
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<int32_t> tok(0, 256);
-  std::vector<std::vector<int32_t>> out;
-  for (int64_t n : lengths) {
-    std::vector<int32_t> s(static_cast<size_t>(n));
-    for (auto& t : s) t = tok(rng);
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-struct Reference {
-  double loss = 0;
-  std::map<std::string, std::vector<float>> grads;
-};
-
-// One engine, every sequence whole in its own chunk, no recompute, no plan.
-Reference reference_run(const Config& cfg, const std::vector<std::vector<int32_t>>& seqs) {
-  MemoryTracker tracker;
-  StageEngine engine(cfg.model, StageRange::whole(cfg.model), kSeed, tracker);
-  const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kLengths));
-  double loss_sum = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    ChunkInput in;
-    in.chunk_id = static_cast<int32_t>(i);
-    in.slices.push_back(
-        {static_cast<int64_t>(i), 0, static_cast<int64_t>(seqs[i].size()), seqs[i]});
-    loss_sum += engine.forward(in, nullptr, 0, scale).loss_sum;
-    engine.backward(static_cast<int32_t>(i), nullptr);
-  }
-  Reference ref;
-  ref.loss = loss_sum * scale;
-  for (const ParamRef& p : engine.params().params()) {
-    ref.grads[p.name].assign(p.grad, p.grad + p.numel);
-  }
-  return ref;
-}
-
 // The smallest budget the planner accepts, as its error reports it.
 int64_t least_budget(Config cfg, const cost::CostModel& cm, const std::vector<int64_t>& lengths) {
   cfg.training.memory_budget = 1;
@@ -100,16 +63,62 @@ int64_t least_budget(Config cfg, const cost::CostModel& cm, const std::vector<in
   return 0;
 }
 
+// This replica's share of the global batch: its sequences' lengths and tokens.
+struct ReplicaShare {
+  std::vector<int64_t> lengths;
+  std::vector<std::vector<int32_t>> seqs;
+};
+
+ReplicaShare replica_share(const std::vector<int32_t>& indices,
+                           const std::vector<std::vector<int32_t>>& seqs) {
+  ReplicaShare share;
+  for (int32_t i : indices) {
+    share.lengths.push_back(kLengths[static_cast<size_t>(i)]);
+    share.seqs.push_back(seqs[static_cast<size_t>(i)]);
+  }
+  return share;
+}
+
+// Every replica plans under the same budget: a little above the largest least budget of any.
+int64_t tight_budget(const Config& cfg, const cost::CostModel& cm,
+                     const std::vector<std::vector<int32_t>>& split) {
+  int64_t least = 0;
+  for (const auto& share : split) {
+    std::vector<int64_t> ls;
+    for (int32_t i : share) ls.push_back(kLengths[static_cast<size_t>(i)]);
+    least = std::max(least, least_budget(cfg, cm, ls));
+  }
+  return least + least / 50;
+}
+
+// With dp > 1 every bucket is reported, in order, on the executor's clock. All start inside the
+// rank's last backward (the final ones as its last part, the embedding or layer 0, ends), none in
+// finish(), and the first well before that backward ends (exec_end).
+void expect_buckets_overlap(const DistGradReducer& grads,
+                            const std::vector<obs::EventTiming>& buckets, double exec_end,
+                            const std::string& what) {
+  const int nb = grads.buckets().num_buckets();
+  ASSERT_GT(nb, 2) << what;
+  ASSERT_EQ(buckets.size(), static_cast<size_t>(nb)) << what;
+  for (const obs::EventTiming& e : buckets) {
+    EXPECT_EQ(e.category, "allreduce") << what;
+    EXPECT_LE(e.start_s, e.end_s) << what << ": " << e.name;
+    EXPECT_GT(e.start_s, 0) << what << ": " << e.name;
+  }
+  EXPECT_EQ(grads.buckets().last_started_early(), nb) << what;
+  EXPECT_LT(buckets.front().start_s, exec_end) << what << ": no overlap with backward";
+}
+
 // Runs the global batch on this rank's (stage, replica) and checks loss and gradients against the
 // single-engine reference. tight: plans under (a little above) the least budget, so the
-// recompute optimiser recomputes.
+// recompute solver recomputes.
 void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) {
   Comm& comm = disttest::test_comm();
   const int64_t layers = pp * (schedule == Schedule::interleaved ? 2 : 1);
   Config cfg = dist_config(pp, dp, schedule, std::max<int64_t>(layers, 2));
   const auto cm = cost::CostModel::from_config(cfg);
-  const auto seqs = random_tokens(kLengths);
-  const Reference ref = reference_run(cfg, seqs);
+  const auto seqs = testing::random_tokens(kLengths, 256, 11);
+  const testing::LossGrads ref = testing::reference_run(cfg.model, seqs, kSeed);
   const std::string what = fmt::format("pp {} dp {} {}{}", pp, dp, schedule_name(schedule),
                                        tight ? " under a tight budget" : "");
 
@@ -117,24 +126,12 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
   const RankLayout& l = groups.layout();
   const auto split = dist_replica_split(kLengths, dp, cm);
   ASSERT_EQ(split.size(), static_cast<size_t>(dp));
-  std::vector<int64_t> lengths;
-  std::vector<std::vector<int32_t>> mine;
-  for (int32_t i : split[static_cast<size_t>(l.replica)]) {
-    lengths.push_back(kLengths[static_cast<size_t>(i)]);
-    mine.push_back(seqs[static_cast<size_t>(i)]);
-  }
+  const ReplicaShare mine = replica_share(split[static_cast<size_t>(l.replica)], seqs);
   if (tight) {
-    // Every replica plans under the same budget: the largest least budget of any replica.
-    int64_t least = 0;
-    for (const auto& share : split) {
-      std::vector<int64_t> ls;
-      for (int32_t i : share) ls.push_back(kLengths[static_cast<size_t>(i)]);
-      least = std::max(least, least_budget(cfg, cm, ls));
-    }
-    ASSERT_GT(least, 0);
-    cfg.training.memory_budget = least + least / 50;
+    cfg.training.memory_budget = tight_budget(cfg, cm, split);
+    ASSERT_GT(cfg.training.memory_budget, 0);
   }
-  const plan::Plan plan = plan::make_plan(cfg, cm, lengths);
+  const plan::Plan plan = plan::make_plan(cfg, cm, mine.lengths);
   int64_t recompute = 0;
   for (const auto& list : plan.actions)
     for (const plan::Action& a : list) recompute += a.recompute_layers;
@@ -143,27 +140,19 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
   }
 
   MemoryTracker tracker;
-  std::vector<std::unique_ptr<StageEngine>> owned;
-  std::vector<StageEngine*> engines(plan.stages.size(), nullptr);
-  for (size_t s = 0; s < plan.stages.size(); ++s) {
-    const plan::StageSpec& st = plan.stages[s];
-    if (plan.rank_of_stage(static_cast<int32_t>(s)) != l.stage) continue;
-    owned.push_back(std::make_unique<StageEngine>(
-        cfg.model, StageRange{st.first_layer, st.num_layers, st.has_embedding, st.has_lm_head},
-        kSeed, tracker));
-    engines[s] = owned.back().get();
-  }
-  ASSERT_FALSE(owned.empty());
+  const testing::PlanEngines engines =
+      testing::plan_engines(cfg.model, plan, kSeed, tracker, l.stage);
+  ASSERT_FALSE(engines.owned.empty());
 
   P2p p2p(groups, comm.options().p2p_timeout_s);
   // Small buckets, so several start while backward still runs (overlap) and the model's
   // gradients are spread over many of them.
-  DistGradReducer grads(groups, engines, 30.0, kBucketBytes);
+  DistGradReducer grads(groups, engines.by_stage, 30.0, kBucketBytes);
   const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kLengths));
-  const obs::StepStats stats = dist_execute_plan(plan, engines, p2p, cfg.model.hidden_size, tracker,
-                                                 mine, scale, nullptr, 0, &grads);
+  const obs::StepStats stats = dist_execute_plan(plan, engines.by_stage, p2p, cfg.model.hidden_size,
+                                                 tracker, mine.seqs, scale, nullptr, 0, &grads);
   EXPECT_EQ(stats.timings.size(), plan.actions[static_cast<size_t>(l.stage)].size());
-  for (const auto& e : owned) EXPECT_EQ(e->num_stashed_chunks(), 0u) << what;
+  for (const auto& e : engines.owned) EXPECT_EQ(e->num_stashed_chunks(), 0u) << what;
 
   const double loss_sum = allreduce_sum(comm.world(), stats.loss_sum, 30.0, "the test's loss sum");
   const int64_t tokens =
@@ -171,39 +160,20 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
   EXPECT_EQ(tokens, batch_predicted_tokens(kLengths)) << what;
   EXPECT_NEAR(loss_sum * scale, ref.loss, 1e-5 * std::fabs(ref.loss)) << what;
 
-  std::vector<ParamRef> params;
-  for (const auto& e : owned)
-    for (const ParamRef& p : e->params().params()) params.push_back(p);
   const double exec_end = stats.timings.empty() ? 0 : stats.timings.back().end_s;
   std::vector<obs::EventTiming> buckets;  // the all-reduce's events (the link adds p2p waits)
   grads.finish("the test's gradient all-reduce", buckets);
   if (dp > 1) {
-    // Every bucket is reported, in order, on the executor's clock. All start inside the rank's
-    // last backward (the final ones as its last part, the embedding or layer 0, ends), none in
-    // finish(), and the first well before that backward ends.
-    const int nb = grads.buckets().num_buckets();
-    ASSERT_GT(nb, 2) << what;
-    ASSERT_EQ(buckets.size(), static_cast<size_t>(nb)) << what;
-    for (const obs::EventTiming& e : buckets) {
-      EXPECT_EQ(e.category, "allreduce") << what;
-      EXPECT_LE(e.start_s, e.end_s) << what << ": " << e.name;
-      EXPECT_GT(e.start_s, 0) << what << ": " << e.name;
-    }
-    EXPECT_EQ(grads.buckets().last_started_early(), nb) << what;
-    EXPECT_LT(buckets.front().start_s, exec_end) << what << ": no overlap with backward";
+    expect_buckets_overlap(grads, buckets, exec_end, what);
   } else {
     EXPECT_TRUE(buckets.empty()) << what;
   }
-  for (const ParamRef& p : params) {
-    const auto& want = ref.grads.at(p.name);
-    ASSERT_EQ(want.size(), static_cast<size_t>(p.numel)) << p.name;
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      diff += (double(p.grad[i]) - want[i]) * (double(p.grad[i]) - want[i]);
-      norm += double(want[i]) * want[i];
+  for (const auto& e : engines.owned) {
+    for (const ParamRef& p : e->params().params()) {
+      EXPECT_TRUE(
+          testing::tensor_close({p.grad, static_cast<size_t>(p.numel)}, ref.grads.at(p.name), 1e-5))
+          << what << ": gradient of " << p.name;
     }
-    ASSERT_GT(norm, 0) << what << ": " << p.name << " got no gradient";
-    EXPECT_LE(std::sqrt(diff / norm), 1e-5) << what << ": gradient of " << p.name;
   }
 }
 

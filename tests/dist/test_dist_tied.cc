@@ -19,7 +19,6 @@
 
 #include "ckpt/checkpoint.h"
 #include "comm/mpi_groups.h"
-#include "data/synth.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
 #include "runtime/train.h"

@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "comm/mpi_groups.h"
-#include "data/synth.h"
+#include "common/synth_corpus.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
 #include "runtime/train.h"
@@ -73,13 +73,7 @@ class DistTrain : public disttest_fixture::DistTrainFixture {
     Comm& comm = disttest::test_comm();
     const std::string corpus = (dir_ / "long").string();
     if (comm.rank() == 0) {
-      data::SynthOptions so;
-      so.distribution = "github";
-      so.num_documents = 200;
-      so.seq_length = 1024;
-      so.seed = 5;
-      so.output = corpus;
-      data::synth_corpus_write(so);
+      testing::synth_corpus_write_small(corpus, 200, 1024);
     }
     comm.barrier("the long corpus");
     ProcessGroups groups(comm, pp, dp);

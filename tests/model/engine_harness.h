@@ -4,7 +4,6 @@
 
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -34,19 +33,6 @@ struct BatchResult {
   std::map<std::string, std::vector<float>> grads;  // summed over stages (tied copies)
   int64_t peak_activation_bytes = 0;
 };
-
-inline std::vector<std::vector<int32_t>> random_sequences(const std::vector<int64_t>& lengths,
-                                                          int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 1));
-  std::vector<std::vector<int32_t>> seqs;
-  for (int64_t n : lengths) {
-    std::vector<int32_t> s(static_cast<size_t>(n));
-    for (auto& t : s) t = tok(rng);
-    seqs.push_back(s);
-  }
-  return seqs;
-}
 
 inline ChunkInput chunk_make(int32_t id, const ChunkSpec& spec,
                              const std::vector<std::vector<int32_t>>& seqs) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "common/random_tokens.h"
 #include "core/error.h"
 #include "engine_harness.h"
 #include "grad_check.h"
@@ -52,7 +53,7 @@ void expect_same(const BatchResult& a, const BatchResult& b, const char* what) {
 TEST(Engine, MatchesReferenceModel) {
   ModelConfig cfg = tiny_config();
   const std::vector<int64_t> lengths = {40, 9, 23};
-  auto seqs = random_sequences(lengths, cfg.vocab_size, 11);
+  auto seqs = random_tokens(lengths, static_cast<int32_t>(cfg.vocab_size - 1), 11);
   std::vector<ChunkSpec> chunks;
   for (size_t i = 0; i < lengths.size(); ++i) chunks.push_back({{{int64_t(i), 0, lengths[i]}}, 0});
   BatchResult res = batch_run(cfg, seqs, chunks, {StageRange::whole(cfg)}, 5);
@@ -82,7 +83,7 @@ TEST(Engine, TiedEmbeddingsMatchReference) {
   ModelConfig cfg = tiny_config();
   cfg.tie_embeddings = true;
   cfg.num_layers = 1;
-  auto seqs = random_sequences({20, 12}, cfg.vocab_size, 12);
+  auto seqs = random_tokens({20, 12}, static_cast<int32_t>(cfg.vocab_size - 1), 12);
   BatchResult res =
       batch_run(cfg, seqs, {{{{0, 0, 20}, {1, 0, 12}}, 0}}, {StageRange::whole(cfg)}, 5);
   MemoryTracker tr;
@@ -97,7 +98,7 @@ TEST(Engine, TiedEmbeddingsMatchReference) {
 
 TEST(Engine, InvariantUnderPackingSlicingAndRecompute) {
   ModelConfig cfg = tiny_config();
-  auto seqs = random_sequences(kLengths, cfg.vocab_size, 21);
+  auto seqs = random_tokens(kLengths, static_cast<int32_t>(cfg.vocab_size - 1), 21);
   const std::vector<StageRange> one = {StageRange::whole(cfg)};
   const BatchResult base = batch_run(cfg, seqs, whole_chunks(), one, 9);
   EXPECT_EQ(base.predicted, 300 + 41 + 7 + 130 - 4);
@@ -139,7 +140,7 @@ TEST(Engine, InvariantUnderPackingSlicingAndRecompute) {
 
 TEST(Engine, StageSplitEqualsSingleStage) {
   ModelConfig cfg = tiny_config();
-  auto seqs = random_sequences(kLengths, cfg.vocab_size, 31);
+  auto seqs = random_tokens(kLengths, static_cast<int32_t>(cfg.vocab_size - 1), 31);
   const BatchResult base = batch_run(cfg, seqs, whole_chunks(), {StageRange::whole(cfg)}, 4);
   const std::vector<ChunkSpec> sliced = {
       {{{0, 0, 120}}, 1}, {{{0, 120, 180}, {2, 0, 7}}, 2}, {{{1, 0, 41}, {3, 0, 130}}, 0}};
@@ -159,7 +160,7 @@ TEST(Engine, StageSplitEqualsSingleStage) {
 
 TEST(Engine, StashMatchesBreakdownAndIsFreed) {
   ModelConfig cfg = tiny_config();
-  auto seqs = random_sequences({200, 50}, cfg.vocab_size, 41);
+  auto seqs = random_tokens({200, 50}, static_cast<int32_t>(cfg.vocab_size - 1), 41);
   const StashBreakdown b = StageEngine::stash_breakdown(cfg);
   const int64_t L = cfg.num_layers;
   MemoryTracker tr;
@@ -193,7 +194,7 @@ TEST(Engine, StashMatchesBreakdownAndIsFreed) {
 
 TEST(Engine, OutOfOrderAndBadInputsAreClearErrors) {
   ModelConfig cfg = tiny_config();
-  auto seqs = random_sequences({60, 10}, cfg.vocab_size, 51);
+  auto seqs = random_tokens({60, 10}, static_cast<int32_t>(cfg.vocab_size - 1), 51);
   MemoryTracker tr;
   StageEngine e(cfg, StageRange::whole(cfg), 1, tr);
   // A slice whose earlier slice did not run here.

@@ -5,39 +5,26 @@
 #include <sstream>
 
 #include "common/test_temp.h"
+#include "common/text_count.h"
 #include "core/error.h"
 #include "plan/schedule.h"
 #include "plan/test_plan_util.h"
 #include "plan/validate.h"
 #include "report/gantt_svg.h"
+#include "report_test_plan.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::report {
 namespace {
 
-size_t count(const std::string& s, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
-  return n;
-}
+using testing::text_count;
 
 class Gantt : public ::testing::Test {
  protected:
   Config cfg = plan::testing::small_config(4);
   cost::CostModel cost = cost::CostModel::from_config(cfg);
-  plan::Plan p = plan::testing::plan_from_chunks(cfg, {3000, 200, 300, 400},
-                                                 {{{0, 0, 1000}},
-                                                  {{0, 1000, 1000}},
-                                                  {{0, 2000, 1000}, {1, 0, 200}},
-                                                  {{2, 0, 300}, {3, 0, 400}}});
-  void SetUp() override {
-    plan::schedule_epp(p);
-    for (auto& list : p.actions)
-      for (auto& a : list)
-        if (a.chunk == 1) a.recompute_layers = 2;  // chunk 1 recomputes two layers everywhere
-    plan::plan_predict(p, cost, cfg);
-    p.memory_budget = p.predicted_peak_bytes[0] + (1 << 20);
-  }
+  plan::Plan p = testing::report_test_plan(cfg, cost, 2);
+  void SetUp() override { p.memory_budget = p.predicted_peak_bytes[0] + (1 << 20); }
 };
 
 TEST_F(Gantt, DrawsEveryActionRecomputeAndMemory) {
@@ -45,17 +32,17 @@ TEST_F(Gantt, DrawsEveryActionRecomputeAndMemory) {
   std::string svg = gantt_svg(r);
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
-  size_t actions = 0;
-  for (const auto& list : p.actions) actions += list.size();
-  EXPECT_EQ(count(svg, "<title>"), actions);
-  EXPECT_EQ(count(svg, "<title>backward chunk"), actions / 2);
+  int actions = 0;
+  for (const auto& list : p.actions) actions += static_cast<int>(list.size());
+  EXPECT_EQ(text_count(svg, "<title>"), actions);
+  EXPECT_EQ(text_count(svg, "<title>backward chunk"), actions / 2);
   // Chunk 1's backward on each of the 4 ranks carries a hatched recompute segment.
-  EXPECT_EQ(count(svg, "fill=\"url(#recompute)\"/>\n"), 4u);
-  EXPECT_EQ(count(svg, ", recompute 2 layers"), 4u);
-  EXPECT_EQ(count(svg, "<polyline"), 4u);         // one memory curve per rank
-  EXPECT_EQ(count(svg, "stroke-dasharray"), 4u);  // the budget line in each panel
-  EXPECT_EQ(count(svg, "<text"), count(svg, "</text>"));
-  EXPECT_EQ(count(svg, "<title>"), count(svg, "</title>"));
+  EXPECT_EQ(text_count(svg, "fill=\"url(#recompute)\"/>\n"), 4);
+  EXPECT_EQ(text_count(svg, ", recompute 2 layers"), 4);
+  EXPECT_EQ(text_count(svg, "<polyline"), 4);         // one memory curve per rank
+  EXPECT_EQ(text_count(svg, "stroke-dasharray"), 4);  // the budget line in each panel
+  EXPECT_EQ(text_count(svg, "<text"), text_count(svg, "</text>"));
+  EXPECT_EQ(text_count(svg, "<title>"), text_count(svg, "</title>"));
   // Same chunk, same hue: forward light, backward dark.
   EXPECT_NE(svg.find("hsl(138,65%,72%)"), std::string::npos);  // chunk 1 forward
   EXPECT_NE(svg.find("hsl(138,65%,36%)"), std::string::npos);  // chunk 1 backward

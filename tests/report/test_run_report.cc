@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/error_text.h"
+#include "common/text_count.h"
 #include "core/error.h"
 #include "plan/plan_json.h"
 #include "plan/schedule.h"
@@ -21,21 +23,18 @@
 #include "report/run_compare.h"
 #include "report/run_html.h"
 #include "report/run_trace.h"
+#include "report_test_plan.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::report {
 namespace {
 
+using testing::text_count;
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr double kStretch = 1.25;
-
-size_t count(const std::string& s, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
-  return n;
-}
 
 void write(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
@@ -45,19 +44,10 @@ class RunReport : public ::testing::Test {
  protected:
   Config cfg = plan::testing::small_config(4);
   cost::CostModel cost = cost::CostModel::from_config(cfg);
-  plan::Plan p = plan::testing::plan_from_chunks(cfg, {3000, 200, 300, 400},
-                                                 {{{0, 0, 1000}},
-                                                  {{0, 1000, 1000}},
-                                                  {{0, 2000, 1000}, {1, 0, 200}},
-                                                  {{2, 0, 300}, {3, 0, 400}}});
+  plan::Plan p = testing::report_test_plan(cfg, cost, 1);
   fs::path dir;
 
   void SetUp() override {
-    plan::schedule_epp(p);
-    for (auto& list : p.actions)
-      for (auto& a : list)
-        if (a.chunk == 1) a.recompute_layers = 1;
-    plan::plan_predict(p, cost, cfg);
     dir = fs::path(::testing::TempDir()) /
           fmt::format("infinipipe_report_{}_{}", getpid(),
                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -166,7 +156,7 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
   const RunCompare c = run_compare(t, cost, cfg);
   const std::string html = run_html(c, t.metrics);
   EXPECT_EQ(run_html_chart_count(c), 8);
-  EXPECT_EQ(count(html, "<svg class=\"chart\""), 8u);
+  EXPECT_EQ(text_count(html, "<svg class=\"chart\""), 8);
   for (const char* name : {"gantt-planned", "gantt-measured", "memory-rank0", "memory-rank3",
                            "loss", "tokens-per-s"}) {
     EXPECT_NE(html.find(fmt::format("data-chart=\"{}\"", name)), std::string::npos) << name;
@@ -174,11 +164,11 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
   EXPECT_NE(html.find("id=\"render-check\""), std::string::npos);
   EXPECT_EQ(html.find("<script src"), std::string::npos);  // nothing from the network
   EXPECT_EQ(html.find("<link"), std::string::npos);
-  EXPECT_EQ(count(html, "http"), count(html, "http://www.w3.org/2000/svg"));
+  EXPECT_EQ(text_count(html, "http"), text_count(html, "http://www.w3.org/2000/svg"));
   EXPECT_NE(html.find("<table>"), std::string::npos);
   // Both Gantt charts draw every action of their step.
-  const size_t actions = 2 * p.chunks.size() * 4;
-  EXPECT_GE(count(html, "<title>forward chunk") + count(html, "<title>backward chunk"),
+  const int actions = 2 * static_cast<int>(p.chunks.size()) * 4;
+  EXPECT_GE(text_count(html, "<title>forward chunk") + text_count(html, "<title>backward chunk"),
             2 * actions);
 }
 
@@ -192,12 +182,7 @@ TEST_F(RunReport, MetricsFileGivesTheCurvesAndToleratesACutLastLine) {
 }
 
 std::string error_of(const std::string& dir) {
-  try {
-    run_trace_load(dir);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::error_text([&] { run_trace_load(dir); });
 }
 
 TEST_F(RunReport, BadRunDirectoriesAreErrorsNamingTheFile) {
@@ -242,8 +227,8 @@ TEST(LineChart, DrawsEachSeriesAndSaysWhenEmpty) {
   const std::string svg = line_chart_svg({{"a", "#f00", {{0, 1}, {1, 2}, {2, 1.5}}, false, false},
                                           {"b", "#00f", {{0, 3}}, true, true}},
                                          o);
-  EXPECT_EQ(count(svg, "<polyline"), 2u);
-  EXPECT_EQ(count(svg, "<circle"), 1u);  // b's lone point
+  EXPECT_EQ(text_count(svg, "<polyline"), 2);
+  EXPECT_EQ(text_count(svg, "<circle"), 1);  // b's lone point
   EXPECT_EQ(svg.find("no data"), std::string::npos);
   EXPECT_NE(line_chart_svg({{"a", "#f00", {}, false, false}}, o).find("no data"),
             std::string::npos);

@@ -8,12 +8,15 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "common/plan_engines.h"
+#include "common/random_tokens.h"
+#include "common/reference_run.h"
+#include "common/tensor_close.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "plan/budget_error.h"
@@ -40,26 +43,12 @@ Config tiny_config(int64_t pp = 1) {
   return c;
 }
 
-std::vector<std::vector<int32_t>> random_tokens(const std::vector<int64_t>& lengths,
-                                                uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> tok(0, 256);
-  std::vector<std::vector<int32_t>> out;
-  for (int64_t n : lengths) {
-    std::vector<int32_t> s(static_cast<size_t>(n));
-    for (auto& t : s) t = tok(rng);
-    out.push_back(std::move(s));
-  }
-  return out;
-}
+using testing::LossGrads;
+using testing::random_tokens;
+using testing::reference_run;
 
-struct Outcome {
-  double loss = 0;
-  std::map<std::string, std::vector<float>> grads;  // summed over stages (tied copies)
-};
-
-Outcome grads_collect(double loss, const std::vector<std::unique_ptr<StageEngine>>& engines) {
-  Outcome o;
+LossGrads grads_collect(double loss, const std::vector<std::unique_ptr<StageEngine>>& engines) {
+  LossGrads o;
   o.loss = loss;
   for (const auto& e : engines) {
     for (const ParamRef& p : e->params().params()) {
@@ -71,40 +60,12 @@ Outcome grads_collect(double loss, const std::vector<std::unique_ptr<StageEngine
   return o;
 }
 
-// The reference: one engine for the whole model, each sequence whole in its own chunk, no
-// recompute, straight through the engine (no executor, no plan).
-Outcome reference_run(const Config& cfg, const std::vector<std::vector<int32_t>>& seqs) {
+LossGrads plan_run(const Config& cfg, const plan::Plan& p,
+                   const std::vector<std::vector<int32_t>>& seqs) {
   MemoryTracker tracker;
-  std::vector<std::unique_ptr<StageEngine>> engines;
-  engines.push_back(
-      std::make_unique<StageEngine>(cfg.model, StageRange::whole(cfg.model), 7, tracker));
-  int64_t predicted = 0;
-  for (const auto& s : seqs) predicted += static_cast<int64_t>(s.size()) - 1;
-  const double scale = 1.0 / static_cast<double>(predicted);
-  double loss_sum = 0;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    ChunkInput in;
-    in.chunk_id = static_cast<int32_t>(i);
-    in.slices.push_back(
-        {static_cast<int64_t>(i), 0, static_cast<int64_t>(seqs[i].size()), seqs[i]});
-    loss_sum += engines[0]->forward(in, nullptr, 0, scale).loss_sum;
-    engines[0]->backward(static_cast<int32_t>(i), nullptr);
-  }
-  return grads_collect(loss_sum * scale, engines);
-}
-
-Outcome plan_run(const Config& cfg, const plan::Plan& p,
-                 const std::vector<std::vector<int32_t>>& seqs) {
-  MemoryTracker tracker;
-  std::vector<std::unique_ptr<StageEngine>> engines;
-  std::vector<StageEngine*> ptrs;
-  for (const plan::StageSpec& s : p.stages) {
-    const StageRange r{s.first_layer, s.num_layers, s.has_embedding, s.has_lm_head};
-    engines.push_back(std::make_unique<StageEngine>(cfg.model, r, 7, tracker));
-    ptrs.push_back(engines.back().get());
-  }
+  const testing::PlanEngines engines = testing::plan_engines(cfg.model, p, 7, tracker);
   const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(p.seq_lengths));
-  const std::vector<obs::StepStats> stats = execute_plan_local(p, ptrs, seqs, scale);
+  const std::vector<obs::StepStats> stats = execute_plan_local(p, engines.by_stage, seqs, scale);
   double loss_sum = 0;
   int64_t covered = 0;
   for (size_t r = 0; r < stats.size(); ++r) {
@@ -114,23 +75,16 @@ Outcome plan_run(const Config& cfg, const plan::Plan& p,
     for (const obs::ActionTiming& t : stats[r].timings) EXPECT_LE(t.start_s, t.end_s);
   }
   EXPECT_EQ(covered, batch_predicted_tokens(p.seq_lengths));
-  for (const auto& e : engines) EXPECT_EQ(e->num_stashed_chunks(), 0u) << "stash left behind";
-  return grads_collect(loss_sum * scale, engines);
+  for (const auto& e : engines.owned) EXPECT_EQ(e->num_stashed_chunks(), 0u) << "stash left behind";
+  return grads_collect(loss_sum * scale, engines.owned);
 }
 
-void expect_same_maths(const Outcome& got, const Outcome& want, const std::string& what) {
+void expect_same_maths(const LossGrads& got, const LossGrads& want, const std::string& what) {
   EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::fabs(want.loss)) << what;
   ASSERT_EQ(got.grads.size(), want.grads.size()) << what;
   for (const auto& [name, w] : want.grads) {
-    const auto& g = got.grads.at(name);
-    ASSERT_EQ(g.size(), w.size());
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      diff += (double(g[i]) - w[i]) * (double(g[i]) - w[i]);
-      norm += double(w[i]) * w[i];
-    }
-    ASSERT_GT(norm, 0) << what << ": " << name << " got no gradient";
-    EXPECT_LE(std::sqrt(diff / norm), 1e-5) << what << ": gradient of " << name;
+    EXPECT_TRUE(testing::tensor_close(got.grads.at(name), w, 1e-5))
+        << what << ": gradient of " << name;
   }
 }
 
@@ -193,8 +147,8 @@ class Executor : public ::testing::Test {
 TEST_F(Executor, EppPlansUnderTightBudgetsMatchWholeSequences) {
   Config cfg = tiny_config();
   const auto cm = cost::CostModel::from_config(cfg);
-  const auto seqs = random_tokens(kLengths, 11);
-  const Outcome want = reference_run(cfg, seqs);
+  const auto seqs = random_tokens(kLengths, 256, 11);
+  const LossGrads want = reference_run(cfg.model, seqs, 7);
   const int64_t least = least_budget(cfg, cm, kLengths);
   ASSERT_GT(least, 0);
   // From the smallest budget up: every plan gives the same maths, and at least one of them has
@@ -216,13 +170,13 @@ TEST_F(Executor, EppPlansUnderTightBudgetsMatchWholeSequences) {
 }
 
 TEST_F(Executor, EveryScheduleAtOneStageMatchesWholeSequences) {
-  const auto seqs = random_tokens(kLengths, 12);
+  const auto seqs = random_tokens(kLengths, 256, 12);
   for (Schedule sched : {Schedule::one_f_one_b, Schedule::gpipe, Schedule::seq1f1b}) {
     Config cfg = tiny_config();
     cfg.parallel.schedule = sched;
     if (sched == Schedule::seq1f1b) cfg.parallel.seq1f1b_slices = 3;
     const auto cm = cost::CostModel::from_config(cfg);
-    const Outcome want = reference_run(cfg, seqs);
+    const LossGrads want = reference_run(cfg.model, seqs, 7);
     const plan::Plan p = plan::make_plan(cfg, cm, kLengths);
     EXPECT_EQ(p.schedule, schedule_name(sched));
     if (sched == Schedule::seq1f1b) {
@@ -240,12 +194,12 @@ TEST_F(Executor, EveryScheduleAtOneStageMatchesWholeSequences) {
 // Two pipeline stages in one process through the local link: what the distributed runtime will
 // run over MPI, one rank per stage.
 TEST_F(Executor, TwoStagePlansInProcessMatchWholeSequences) {
-  const auto seqs = random_tokens(kLengths, 13);
+  const auto seqs = random_tokens(kLengths, 256, 13);
   for (Schedule sched : {Schedule::epp, Schedule::one_f_one_b, Schedule::seq1f1b}) {
     Config cfg = tiny_config(2);
     cfg.parallel.schedule = sched;
     const auto cm = cost::CostModel::from_config(cfg);
-    const Outcome want = reference_run(cfg, seqs);
+    const LossGrads want = reference_run(cfg.model, seqs, 7);
     const plan::Plan p = plan::make_plan(cfg, cm, kLengths);
     ASSERT_EQ(p.actions.size(), 2u);
     expect_same_maths(plan_run(cfg, p, seqs), want, std::string("pp=2 ") + schedule_name(sched));
@@ -256,11 +210,11 @@ TEST_F(Executor, TwoStagePlansInProcessMatchWholeSequences) {
 // built by hand has them, with the slices of one sequence in 3 unequal pieces.
 TEST_F(Executor, HandMadeHybridChunksMatchWholeSequences) {
   const std::vector<int64_t> lengths{200, 30, 7, 120, 2};
-  const auto seqs = random_tokens(lengths, 14);
+  const auto seqs = random_tokens(lengths, 256, 14);
   for (int64_t pp : {1, 2}) {
     Config cfg = tiny_config(pp);
     const auto cm = cost::CostModel::from_config(cfg);
-    const Outcome want = reference_run(cfg, seqs);
+    const LossGrads want = reference_run(cfg.model, seqs, 7);
     plan::Plan p;
     p.schedule = "epp";
     p.pp = static_cast<int32_t>(pp);
@@ -320,23 +274,16 @@ TEST_F(Executor, BrokenActionOrderIsAnErrorNotAHang) {
   cfg.parallel.schedule = Schedule::one_f_one_b;
   const auto cm = cost::CostModel::from_config(cfg);
   const std::vector<int64_t> lengths{20, 30};
-  const auto seqs = random_tokens(lengths, 3);
+  const auto seqs = random_tokens(lengths, 256, 3);
   plan::Plan p = plan::make_plan(cfg, cm, lengths);
   // Stage 0 first waits for a gradient that needs its own forward: a deadlock, not a hang.
   auto& first = p.actions[0];
   std::stable_partition(first.begin(), first.end(),
                         [](const plan::Action& a) { return a.kind == plan::ActionKind::backward; });
   MemoryTracker tracker;
-  std::vector<std::unique_ptr<StageEngine>> engines;
-  std::vector<StageEngine*> ptrs;
-  for (const plan::StageSpec& s : p.stages) {
-    engines.push_back(std::make_unique<StageEngine>(
-        cfg.model, StageRange{s.first_layer, s.num_layers, s.has_embedding, s.has_lm_head}, 7,
-        tracker));
-    ptrs.push_back(engines.back().get());
-  }
+  const testing::PlanEngines engines = testing::plan_engines(cfg.model, p, 7, tracker);
   try {
-    execute_plan_local(p, ptrs, seqs, 0.01);
+    execute_plan_local(p, engines.by_stage, seqs, 0.01);
     FAIL() << "a deadlocked plan ran";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot progress"), std::string::npos) << e.what();

@@ -18,9 +18,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/synth_corpus.h"
 #include "common/tiny_train.h"
 #include "core/error.h"
-#include "data/synth.h"
 #include "obs/trace.h"
 #include "plan/plan_json.h"
 #include "runtime/train.h"
@@ -54,14 +54,9 @@ class TraceTest : public ::testing::Test {
     omp_set_num_threads(threads_);
   }
   TrainOptions options(int64_t iters, Schedule schedule) {
-    data::SynthOptions so;
-    so.distribution = "github";
-    so.num_documents = 64;
-    so.seq_length = 256;
-    so.seed = 5;
-    so.output = (dir_ / "corpus").string();
-    data::synth_corpus_write(so);
-    TrainOptions o = testing::tiny_train_options(2, iters, so.output);
+    const std::string corpus = (dir_ / "corpus").string();
+    testing::synth_corpus_write_small(corpus, 64);
+    TrainOptions o = testing::tiny_train_options(2, iters, corpus);
     Config& c = o.config;
     c.model.num_query_groups = 0;  // plain multi-head attention
     c.parallel.schedule = schedule;

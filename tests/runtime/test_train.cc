@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "common/synth_corpus.h"
 #include "common/tiny_train.h"
 #include "core/error.h"
-#include "data/synth.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -36,13 +36,7 @@ class TrainTest : public ::testing::Test {
                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    data::SynthOptions so;
-    so.distribution = "github";
-    so.num_documents = 200;
-    so.seq_length = 256;
-    so.seed = 5;
-    so.output = (dir_ / "corpus").string();
-    data::synth_corpus_write(so);
+    testing::synth_corpus_write_small((dir_ / "corpus").string(), 200);
   }
   void TearDown() override {
     fs::remove_all(dir_);

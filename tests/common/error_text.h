@@ -1,0 +1,21 @@
+// The message of the Error a call throws, for tests that check what a person is told.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/error.h"
+
+namespace infinipipe::testing {
+
+// fn's Error message, or "" when fn throws none.
+inline std::string error_text(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace infinipipe::testing
