@@ -33,7 +33,7 @@ class CheckpointFaultCliTest : public CliDirTest {
  protected:
   void SetUp() override {
     CliDirTest::SetUp();
-    const CliResult r = run_cli(fmt::format(
+    const ShellResult r = run_cli(fmt::format(
         "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
@@ -44,28 +44,18 @@ class CheckpointFaultCliTest : public CliDirTest {
         INFINIPIPE_BINARY, (dir_ / "corpus").string(), extra);
   }
   // Runs `body` (sh) in a private mount namespace with a tmpfs mounted at $M.
-  CliResult in_tmpfs(const std::string& body) const {
+  ShellResult in_tmpfs(const std::string& body) const {
     const fs::path script = dir_ / "fault.sh";
     std::ofstream(script) << fmt::format(
         "exec 2>&1\nM={}\nmkdir -p $M\nmount -t tmpfs -o size=32m none $M || exit {}\n{}\n",
         (dir_ / "mnt").string(), kCannotMount, body);
     return shell(fmt::format("unshare -m sh {} || exit $?", script.string()));
   }
-  static CliResult shell(const std::string& cmd) {
-    CliResult r;
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-    const int status = pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-  }
+  static ShellResult shell(const std::string& cmd) { return infinipipe::testing::shell_run(cmd); }
 };
 
 TEST_F(CheckpointFaultCliTest, ReadOnlySaveFolderFailsBeforeTraining) {
-  CliResult r;
+  ShellResult r;
   if (::geteuid() != 0) {
     const fs::path ro = dir_ / "ro";
     fs::create_directories(ro);
@@ -91,7 +81,7 @@ TEST_F(CheckpointFaultCliTest, ReadOnlySaveFolderFailsBeforeTraining) {
 // still 1 and that checkpoint still verifying.
 TEST_F(CheckpointFaultCliTest, DiskFullDuringSaveKeepsThePreviousCheckpoint) {
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
-  const CliResult r =
+  const ShellResult r =
       in_tmpfs(train("--train-iters 1 --save $M/ck --quiet") + " || exit 78\n" +
                "AVAIL=$(df -B1 --output=avail $M | tail -1)\n"
                "head -c $((AVAIL - 131072)) /dev/zero > $M/filler\n" +
@@ -115,17 +105,17 @@ TEST_F(CheckpointFaultCliTest, DiskFullDuringSaveKeepsThePreviousCheckpoint) {
 // whatever was half-written, --load resumes from a complete checkpoint that verifies.
 TEST_F(CheckpointFaultCliTest, KilledDuringASaveResumesFromACompleteCheckpoint) {
   const std::string ck = (dir_ / "ck").string();
-  const CliResult k = shell(fmt::format(
+  const ShellResult k = shell(fmt::format(
       "exec 2>&1\n{} &\nP=$!\n"
       "for i in $(seq 6000); do [ -e {}/iter_0000004 ] && break; sleep 0.005; done\n"
       "kill -9 $P\nwait $P\necho KILLED_RC=$?\n",
       train(fmt::format("--train-iters 100000 --save-interval 2 --quiet --save {}", ck)), ck));
   ASSERT_NE(k.output.find("KILLED_RC=137"), std::string::npos) << k.output;
-  const CliResult v = run_cli(fmt::format("checkpoint verify {}", ck));
+  const ShellResult v = run_cli(fmt::format("checkpoint verify {}", ck));
   EXPECT_EQ(v.exit_code, 0) << v.output;
-  const CliResult list = run_cli(fmt::format("checkpoint list {}", ck));
+  const ShellResult list = run_cli(fmt::format("checkpoint list {}", ck));
   EXPECT_NE(list.output.find("iter_0000002  complete"), std::string::npos) << list.output;
-  const CliResult r = shell(train(fmt::format("--train-iters 5 --load {}", ck)));
+  const ShellResult r = shell(train(fmt::format("--train-iters 5 --load {}", ck)));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
 }
@@ -135,7 +125,7 @@ TEST_F(CheckpointFaultCliTest, KilledDuringASaveResumesFromACompleteCheckpoint) 
 // resume from it and `checkpoint verify` fails naming the tensor, instead of training on.
 TEST_F(CheckpointFaultCliTest, PoisonedMomentIsRefusedByLoadAndVerify) {
   const fs::path ck = dir_ / "ck";
-  CliResult r = shell(train(fmt::format("--train-iters 1 --quiet --save {}", ck.string())));
+  ShellResult r = shell(train(fmt::format("--train-iters 1 --quiet --save {}", ck.string())));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path iter = ck / "iter_0000001";
   const std::string file = (iter / "optimizer.safetensors").string();

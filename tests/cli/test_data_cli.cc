@@ -47,8 +47,8 @@ TEST(DataCli, PrepareNamesTheBadLine) {
 TEST(DataCli, PrepareTokenizerFlagsAreChecked) {
   std::string dir = temp_dir();
   std::ofstream(dir + "/in.jsonl") << "{\"text\": \"hello\", \"title\": \"hi\"}\n";
-  CliResult r = run_cli("data prepare --input " + dir + "/in.jsonl --output " + dir +
-                        "/out --tokenizer-type Llama2Tokenizer");
+  ShellResult r = run_cli("data prepare --input " + dir + "/in.jsonl --output " + dir +
+                          "/out --tokenizer-type Llama2Tokenizer");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--tokenizer-model"), std::string::npos) << r.output;
   r = run_cli("data prepare --input " + dir + "/in.jsonl --output-prefix " + dir +

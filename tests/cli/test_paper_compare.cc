@@ -24,7 +24,7 @@ std::string stable_lines(const std::string& text) {
 }
 
 TEST(PaperCompare, GoldenTable) {
-  const CliResult r = run_cli(
+  const ShellResult r = run_cli(
       "simulate --compare --baselines paper --device a800-80gb --bf16 --num-layers 8 "
       "--hidden-size 2048 --num-attention-heads 16 --ffn-hidden-size 5632 --vocab-size 32000 "
       "--seq-length 16384 --num-devices 16 --devices-per-node 8 --pp 2 --ulysses-degree 8 "
@@ -43,14 +43,14 @@ TEST(PaperCompare, GoldenTable) {
 }
 
 TEST(PaperCompare, PaperFlagsNeedPaperBaselines) {
-  const CliResult r = run_cli("simulate --compare --megatron-tp 4 --num-layers 4");
+  const ShellResult r = run_cli("simulate --compare --megatron-tp 4 --num-layers 4");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--baselines"), std::string::npos) << r.output;
 }
 
 // A baseline setting given by flag that cannot run fails the command, naming the flag.
 TEST(PaperCompare, ImpossibleFlagIsAnError) {
-  const CliResult r = run_cli(
+  const ShellResult r = run_cli(
       "simulate --compare --baselines paper --num-layers 4 --hidden-size 512 "
       "--num-attention-heads 8 --num-devices 16 --devices-per-node 8 --pp 2 --ulysses-degree 8 "
       "--global-batch-size 4 --megatron-tp 3 --lengths " +
@@ -61,7 +61,7 @@ TEST(PaperCompare, ImpossibleFlagIsAnError) {
 }
 
 TEST(CostCli, PrintsTheLinksAndTheirSources) {
-  const CliResult r = run_cli(
+  const ShellResult r = run_cli(
       "cost --device a800-80gb --bf16 --num-devices 16 --devices-per-node 8 "
       "--pp 2 --ulysses-degree 8 --inter-node-latency 2e-5");
   ASSERT_EQ(r.exit_code, 0) << r.output;

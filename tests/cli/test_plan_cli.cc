@@ -31,13 +31,13 @@ std::string least_bytes(const std::string& output) {
 class PlanCli : public CliDirTest {};
 
 TEST_F(PlanCli, TooSmallBudgetWithoutRecomputeExitsTwoNamingABudgetThatFits) {
-  const CliResult r = run_cli(kSmall + "--memory-budget 320MiB");
+  const ShellResult r = run_cli(kSmall + "--memory-budget 320MiB");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("too small"), std::string::npos) << r.output;
   const std::string least = least_bytes(r.output);
   ASSERT_FALSE(least.empty()) << r.output;
   EXPECT_GT(std::stoll(least), int64_t{320} << 20) << r.output;
-  const CliResult ok =
+  const ShellResult ok =
       run_cli(kSmall + "--memory-budget " + least + " --out " + (dir_ / "plan.json").string());
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("no recompute"), std::string::npos) << ok.output;

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint.h"
-#include "common/test_temp.h"
 #include "common/shell_run.h"
+#include "common/test_temp.h"
 #include "common/text_count.h"
 #include "dist_test_util.h"
 
@@ -179,9 +179,9 @@ TEST_F(DistCli, P2pTimeoutFlagBoundsAHang) {
 TEST_F(DistCli, SaveFailingOnOneRankEndsEveryRank) {
   const fs::path ck = dir_ / "ck";
   fs::create_directories(ck / "iter_0000002" / "model-00002-of-00002.safetensors" / "taken");
-  const Job j =
-      shell(mpirun(2, fmt::format("--pp 2 --train-iters 2 --quiet --save {}", ck.string())));
-  EXPECT_NE(j.rc, 0) << j.output;
+  const testing::ShellResult j = testing::shell_run(
+      mpirun(2, fmt::format("--pp 2 --train-iters 2 --quiet --save {}", ck.string())));
+  EXPECT_NE(j.exit_code, 0) << j.output;
   EXPECT_NE(j.output.find("error on rank 1"), std::string::npos) << j.output;
   EXPECT_NE(j.output.find("cannot rename"), std::string::npos) << j.output;
   EXPECT_FALSE(fs::exists(ck / "latest")) << j.output;
