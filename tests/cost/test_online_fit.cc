@@ -244,5 +244,49 @@ TEST(OnlineFit, BadInputIsAClearError) {
   EXPECT_EQ(fit.num_samples(false) + fit.num_samples(true), 0);
 }
 
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("infinipipe_online_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+TEST(OnlineFit, WhatWasLearnedLoadsBackAsACalibration) {
+  const CostModel truth = model_with(true_coefficients());
+  const CostModel prior(model(), device_preset("cpu", false), 1, false);
+  OnlineFit fit(prior);
+  ActionSource src(8);
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 300; ++i) fit.update(measured(src, truth, 0.03, rng));
+  const Calibration cal = online_fit_calibration(fit, "test-box", "2026-12-01T10:00:00Z", "unit");
+  EXPECT_DOUBLE_EQ(cal.fit_residual_forward, fit.residual(false));
+  EXPECT_DOUBLE_EQ(cal.fit_residual_backward, fit.residual(true));
+  EXPECT_GT(cal.fit_residual_forward, 0.0);
+  const std::string path = temp_path("cal.json");
+  save_calibration(cal, path);
+  const Calibration back = load_calibration(path);
+  const Coefficients want = fit.coefficients();
+  const OnlineFit reloaded(CostModel(model(), back.device, back.coeffs, 1, false));
+  for (int t = 0; t < kNumOnlineTerms; ++t) {
+    const OnlineTerm term = static_cast<OnlineTerm>(t);
+    EXPECT_EQ(reloaded.term(term), fit.term(term)) << online_term_name(term);
+  }
+  EXPECT_EQ(back.coeffs.p2p_bandwidth_intra, want.p2p_bandwidth_intra);
+  EXPECT_EQ(back.coeffs.act_bytes_per_token_layer, want.act_bytes_per_token_layer);
+  EXPECT_EQ(back.device.chunk_overhead_s, want.beta1);
+  EXPECT_DOUBLE_EQ(back.fit_residual_backward, fit.residual(true));
+  EXPECT_EQ(back.notes, "unit");
+  // --calibration FILE plans with exactly these coefficients.
+  Config cfg;
+  cfg.model = model();
+  cfg.cluster.calibration = path;
+  const CostModel planned = CostModel::from_config(cfg);
+  ActionSource probe(10);
+  for (int i = 0; i < 20; ++i) {
+    const ActionSample s = probe.next();
+    EXPECT_NEAR(true_time(planned, s), fit.predict(s), 1e-12 * fit.predict(s));
+  }
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace infinipipe::cost
