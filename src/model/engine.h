@@ -118,6 +118,14 @@ class StageEngine {
   // owned: the caller's input buffer to take instead of copying (null: copy).
   ForwardOutput forward_run(const ChunkInput& chunk, const Tensor* input_activation,
                             Tensor* input_owned, int64_t recompute_layers, double loss_scale);
+  void forward_check(const ChunkInput& chunk, const Tensor* input_activation,
+                     int64_t recompute_layers) const;
+  void forward_check_slice(int32_t chunk_id, const SliceInput& s) const;
+  Chunk& chunk_open(const ChunkInput& chunk, int64_t recompute_layers,
+                    std::vector<int32_t>& targets);
+  Tensor forward_input(const Chunk& c, const Tensor* input_activation, Tensor* input_owned);
+  void head_forward_backward(Chunk& c, const Tensor& x, const std::vector<int32_t>& targets,
+                             double loss_scale, ForwardOutput& result);
   Tensor backward_run(int32_t chunk_id, const Tensor* grad_output, Tensor* owned,
                       const BackwardPartDone& part_done);
   Tensor layer_forward(Chunk& c, int64_t l, bool keep_all, bool want_output);

@@ -25,9 +25,11 @@ ForwardOutput StageEngine::forward(const ChunkInput& chunk, Tensor&& input_activ
                      &input_activation, recompute_layers, loss_scale);
 }
 
-ForwardOutput StageEngine::forward_run(const ChunkInput& chunk, const Tensor* input_activation,
-                                       Tensor* input_owned, int64_t recompute_layers,
-                                       double loss_scale) {
+// A chunk may run here when it is not stashed already, recomputes at most the stage's layers,
+// brings an input of shape (N, C) unless the stage embeds, and each of its slices continues its
+// sequence's live slices (invariant 2 of docs/architecture.md).
+void StageEngine::forward_check(const ChunkInput& chunk, const Tensor* input_activation,
+                                int64_t recompute_layers) const {
   const int64_t C = cfg_.hidden_size, L = range_.num_layers;
   const int32_t id = chunk.chunk_id;
   if (chunks_.count(id) != 0) {
@@ -43,33 +45,10 @@ ForwardOutput StageEngine::forward_run(const ChunkInput& chunk, const Tensor* in
   }
   std::set<int64_t> seen;
   for (const SliceInput& s : chunk.slices) {
-    const int64_t ntok = static_cast<int64_t>(s.tokens.size());
-    if (s.len <= 0 || s.offset < 0 || (ntok != s.len && ntok != s.len + 1)) {
-      fail(
-          "engine: chunk {}: slice of sequence {} has offset {}, length {} and {} tokens; it "
-          "needs length ≥ 1 and length or length + 1 tokens",
-          id, s.seq_id, s.offset, s.len, ntok);
-    }
-    if (s.offset + s.len > cfg_.max_positions()) {
-      fail_config(
-          "engine: sequence {} reaches position {}, beyond max-position-embeddings {}; "
-          "raise --seq-length or --max-position-embeddings",
-          s.seq_id, s.offset + s.len, cfg_.max_positions());
-    }
+    forward_check_slice(id, s);
     if (!seen.insert(s.seq_id).second) {
       fail("engine: chunk {} holds two slices of sequence {}; a chunk takes one slice per sequence",
            id, s.seq_id);
-    }
-    auto it = sequences_.find(s.seq_id);
-    const int64_t end =
-        it == sequences_.end() ? 0 : it->second.back().offset + it->second.back().len;
-    const bool closed = it != sequences_.end() && it->second.back().is_final;
-    if (s.offset != end || closed) {
-      fail(
-          "engine: chunk {}: slice [{}, {}) of sequence {} does not follow the live slices of "
-          "that sequence on this stage (they end at {}{}); run a sequence's slice forwards in "
-          "order, each once",
-          id, s.offset, s.offset + s.len, s.seq_id, end, closed ? ", with its final slice" : "");
     }
   }
   const int64_t N = chunk.num_tokens();
@@ -81,15 +60,46 @@ ForwardOutput StageEngine::forward_run(const ChunkInput& chunk, const Tensor* in
           id, N, C);
     }
   }
+}
 
+void StageEngine::forward_check_slice(int32_t id, const SliceInput& s) const {
+  const int64_t ntok = static_cast<int64_t>(s.tokens.size());
+  if (s.len <= 0 || s.offset < 0 || (ntok != s.len && ntok != s.len + 1)) {
+    fail(
+        "engine: chunk {}: slice of sequence {} has offset {}, length {} and {} tokens; it "
+        "needs length ≥ 1 and length or length + 1 tokens",
+        id, s.seq_id, s.offset, s.len, ntok);
+  }
+  if (s.offset + s.len > cfg_.max_positions()) {
+    fail_config(
+        "engine: sequence {} reaches position {}, beyond max-position-embeddings {}; "
+        "raise --seq-length or --max-position-embeddings",
+        s.seq_id, s.offset + s.len, cfg_.max_positions());
+  }
+  auto it = sequences_.find(s.seq_id);
+  const int64_t end = it == sequences_.end() ? 0 : it->second.back().offset + it->second.back().len;
+  const bool closed = it != sequences_.end() && it->second.back().is_final;
+  if (s.offset != end || closed) {
+    fail(
+        "engine: chunk {}: slice [{}, {}) of sequence {} does not follow the live slices of "
+        "that sequence on this stage (they end at {}{}); run a sequence's slice forwards in "
+        "order, each once",
+        id, s.offset, s.offset + s.len, s.seq_id, end, closed ? ", with its final slice" : "");
+  }
+}
+
+// The chunk's stash, opened: its slices' positions and tokens (charged as activations), and
+// each slice registered as its sequence's newest live slice. targets: (N) each token's label,
+// -1 where it predicts nothing.
+StageEngine::Chunk& StageEngine::chunk_open(const ChunkInput& chunk, int64_t recompute_layers,
+                                            std::vector<int32_t>& targets) {
   auto owned = std::make_unique<Chunk>();
   Chunk& c = *owned;
-  c.id = id;
-  c.N = N;
+  c.id = chunk.chunk_id;
+  c.N = chunk.num_tokens();
   c.recompute_layers = recompute_layers;
-  c.layers.resize(static_cast<size_t>(L));
-  std::vector<int32_t> targets;
-  targets.reserve(static_cast<size_t>(N));
+  c.layers.resize(static_cast<size_t>(range_.num_layers));
+  targets.reserve(static_cast<size_t>(c.N));
   for (const SliceInput& s : chunk.slices) {
     c.row0.push_back(static_cast<int64_t>(c.pos.size()));
     for (int64_t i = 0; i < s.len; ++i) {
@@ -105,53 +115,75 @@ ForwardOutput StageEngine::forward_run(const ChunkInput& chunk, const Tensor* in
   c.index_bytes =
       static_cast<int64_t>(c.pos.size() * sizeof(int64_t) + c.tokens.size() * sizeof(int32_t));
   tracker_.charge(kAct, c.index_bytes);
-  chunks_[id] = std::move(owned);
+  chunks_[c.id] = std::move(owned);
   for (size_t s = 0; s < c.slices.size(); ++s) {
     const SliceInput& in = chunk.slices[s];
     auto& refs = sequences_[in.seq_id];
     if (!refs.empty()) refs.back().next_seen = true;
-    refs.push_back({id, c.row0[s], in.offset, in.len, in.is_final()});
+    refs.push_back({c.id, c.row0[s], in.offset, in.len, in.is_final()});
   }
+  return c;
+}
 
+// The first layer's input (N, C): the tokens embedded, the received activation taken, or a copy.
+Tensor StageEngine::forward_input(const Chunk& c, const Tensor* input_activation,
+                                  Tensor* input_owned) {
+  const int64_t N = c.N, C = cfg_.hidden_size;
+  if (range_.has_embedding) {
+    Tensor x(tracker_, kAct, {N, C}, false);
+    embedding_forward(x.data(), c.tokens.data(), params_->embedding()->value.data(), N, C,
+                      cfg_.vocab_size);
+    return x;
+  }
+  if (input_owned != nullptr) return std::move(*input_owned);
+  Tensor x(tracker_, kAct, {N, C}, false);
+  std::memcpy(x.data(), input_activation->data(), static_cast<size_t>(x.bytes()));
+  return x;
+}
+
+// The last stage's loss and its grad now (fused), back through the final norm: only the grad of
+// the last layer's output is kept, for backward.
+void StageEngine::head_forward_backward(Chunk& c, const Tensor& x,
+                                        const std::vector<int32_t>& targets, double loss_scale,
+                                        ForwardOutput& result) {
+  const int64_t N = c.N, C = cfg_.hidden_size, V = cfg_.vocab_size;
+  Param* norm = params_->final_norm();
+  Param* head = params_->lm_head();
+  Tensor ln(tracker_, kWs, {N, C}, false), rstd(tracker_, kWs, {N}, false);
+  rmsnorm_forward(ln.data(), rstd.data(), x.data(), norm->value.data(), N, C,
+                  static_cast<float>(cfg_.norm_epsilon));  // ln = rmsnorm(x)
+  Tensor dln(tracker_, kWs, {N, C}, false);
+  Tensor ws(tracker_, kWs, {kClassifierBlock, V}, false);
+  // loss = Σ cross-entropy(ln · headᵀ, targets); dln and dhead scaled by loss_scale
+  result.loss_sum = classifier_forward_backward(dln.data(), head->grad.data(), ln.data(),
+                                                head->value.data(), targets.data(), N, C, V,
+                                                static_cast<float>(loss_scale), ws.data());
+  for (int32_t t : targets) result.predicted_tokens += t >= 0 ? 1 : 0;
+  c.dx_head = Tensor(tracker_, kAct, {N, C}, true);
+  rmsnorm_backward(c.dx_head.data(), norm->grad.data(), dln.data(), x.data(), norm->value.data(),
+                   rstd.data(), N, C);  // dx = rmsnorm'(dln)
+}
+
+ForwardOutput StageEngine::forward_run(const ChunkInput& chunk, const Tensor* input_activation,
+                                       Tensor* input_owned, int64_t recompute_layers,
+                                       double loss_scale) {
+  forward_check(chunk, input_activation, recompute_layers);
+  std::vector<int32_t> targets;
+  Chunk& c = chunk_open(chunk, recompute_layers, targets);
   ForwardOutput result;
   try {
-    Tensor x;
-    if (range_.has_embedding) {
-      x = Tensor(tracker_, kAct, {N, C}, false);
-      embedding_forward(x.data(), c.tokens.data(), params_->embedding()->value.data(), N, C,
-                        cfg_.vocab_size);
-    } else if (input_owned != nullptr) {
-      x = std::move(*input_owned);
-    } else {
-      x = Tensor(tracker_, kAct, {N, C}, false);
-      std::memcpy(x.data(), input_activation->data(), static_cast<size_t>(x.bytes()));
-    }
-    for (int64_t l = 0; l < L; ++l) {
-      c.layers[static_cast<size_t>(l)].x = std::move(x);
-      x = layer_forward(c, l, l >= recompute_layers, true);
+    Tensor x = forward_input(c, input_activation, input_owned);  // (N, C)
+    for (int64_t l = 0; l < range_.num_layers; ++l) {
+      c.layers[static_cast<size_t>(l)].x = std::move(x);     // layer l's input, always stashed
+      x = layer_forward(c, l, l >= recompute_layers, true);  // (N, C)
     }
     if (range_.has_lm_head) {
-      // Loss and its grad now (fused), back through the final norm: only dx is kept.
-      const int64_t V = cfg_.vocab_size;
-      Tensor ln(tracker_, kWs, {N, C}, false), rstd(tracker_, kWs, {N}, false);
-      Param* norm = params_->final_norm();
-      Param* head = params_->lm_head();
-      rmsnorm_forward(ln.data(), rstd.data(), x.data(), norm->value.data(), N, C,
-                      static_cast<float>(cfg_.norm_epsilon));
-      Tensor dln(tracker_, kWs, {N, C}, false);
-      Tensor ws(tracker_, kWs, {kClassifierBlock, V}, false);
-      result.loss_sum = classifier_forward_backward(dln.data(), head->grad.data(), ln.data(),
-                                                    head->value.data(), targets.data(), N, C, V,
-                                                    static_cast<float>(loss_scale), ws.data());
-      for (int32_t t : targets) result.predicted_tokens += t >= 0 ? 1 : 0;
-      c.dx_head = Tensor(tracker_, kAct, {N, C}, true);
-      rmsnorm_backward(c.dx_head.data(), norm->grad.data(), dln.data(), x.data(),
-                       norm->value.data(), rstd.data(), N, C);
+      head_forward_backward(c, x, targets, loss_scale, result);
     } else {
-      result.activation = std::move(x);
+      result.activation = std::move(x);  // (N, C) to the next stage
     }
   } catch (...) {
-    chunk_drop(id, true);
+    chunk_drop(c.id, true);
     throw;
   }
   return result;

@@ -4,9 +4,10 @@
 // resume the model, the optimizer and the data position, so a resumed run continues bit for bit.
 // Under mpirun (TrainOptions::groups) the rank holds its stage's layers, its dp replica runs its
 // share of the batch, and gradients, norm and loss are reduced so the maths stay those of one
-// process (DESIGN.md invariant 1).
+// process (invariant 1 of docs/architecture.md).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <future>
@@ -96,23 +97,57 @@ class Trainer {
   const cost::CostModel& cost_model() const { return cm_; }
 
  private:
-  void model_build();
-  void checkpoint_load(const std::string& dir);
-  std::vector<ParamRef> params_local();  // params() plus this rank's tied copy, if any
-  std::vector<OptimTensor> optim_tensors();
-  Param* tied_remote_copy();  // the last stage's copy when the embedding lives on another rank
-  void tied_grads_sum();
-  void tied_values_copy();
+  using Clock = std::chrono::steady_clock;
+  static double seconds_since(Clock::time_point t);
+
+  // A global batch: the documents that predict something (an empty document is left out), their
+  // lengths truncated to seq-length, and their tokens once read (empty until then).
+  struct Batch {
+    std::vector<int64_t> documents;
+    std::vector<int64_t> lengths;
+    std::vector<std::vector<int32_t>> sequences;
+  };
   // A plan of this rank's share and the planner's seconds for it.
   struct Planned {
     plan::PlanResult result;
     double seconds = 0;
   };
-  std::vector<int64_t> replica_lengths(std::span<const int64_t> lengths) const;
+
+  // Construction (train.cc).
+  void model_build();
+  void reducers_build();
+  void optimizer_build(const OptimizerOptions& oo);
+  void dataset_open();
+  std::vector<ParamRef> params_local();  // params() plus this rank's tied copy, if any
+  std::vector<OptimTensor> optim_tensors();
+  Param* tied_remote_copy();  // the last stage's copy when the embedding lives on another rank
+
+  // Saved state (train_checkpoint.cc).
+  void checkpoint_load(const std::string& dir);
+
+  // Batches (train_batch.cc).
+  Batch batch_lengths_read(std::span<const int64_t> documents) const;
+  void batch_tokens_read(Batch& batch) const;
+  Batch batch_next(int64_t iteration);
+  Batch replica_share(const Batch& batch) const;
+
+  // Planning (train_plan.cc).
+  Planned plan_now(std::span<const int64_t> lengths) const;
   Planned plan_take(std::span<const int64_t> lengths);
   void plan_ahead_start();
   plan::PlanResult plan_replica(std::span<const int64_t> lengths, double& planner_seconds);
   void plan_broadcast(void* data, int count, MPI_Datatype type, const std::string& what);
+
+  // One iteration's parts, in order (train_step.cc).
+  Clock::time_point step_plan(std::span<const int64_t> lengths, obs::IterationMetrics& m);
+  void step_execute(const Batch& share, int64_t predicted, obs::IterationMetrics& m);
+  void step_loss_reduce(int64_t predicted, obs::IterationMetrics& m);
+  void step_plan_wait_trace(Clock::time_point t_plan, const obs::IterationMetrics& m);
+  void step_optimize(obs::IterationMetrics& m);
+  void step_metrics_fill(const Batch& batch, int64_t predicted, Clock::time_point t_start,
+                         obs::IterationMetrics& m) const;
+  void tied_grads_sum();
+  void tied_values_copy();
   double grad_norm_clip();
   void optimizer_step(double lr);
 

@@ -1,0 +1,58 @@
+// The Trainer's batches: which documents form the next global batch, their lengths and tokens,
+// and the share of them this rank's replica trains.
+#include <algorithm>
+#include <utility>
+
+#include "core/error.h"
+#include "runtime/dist_step.h"
+#include "runtime/train.h"
+
+namespace infinipipe::runtime {
+
+// One sequence per document, truncated to seq-length; an empty document predicts nothing.
+Trainer::Batch Trainer::batch_lengths_read(std::span<const int64_t> documents) const {
+  Batch batch;
+  for (int64_t doc : documents) {
+    const int64_t n = std::min(dataset_->document_length(doc), cfg_.model.seq_length);
+    if (n == 0) continue;
+    batch.documents.push_back(doc);
+    batch.lengths.push_back(n);
+  }
+  return batch;
+}
+
+void Trainer::batch_tokens_read(Batch& batch) const {
+  batch.sequences.clear();
+  for (size_t i = 0; i < batch.documents.size(); ++i)
+    batch.sequences.push_back(dataset_->document_tokens(batch.documents[i], batch.lengths[i]));
+}
+
+// The sampler's next global batch, lengths only; Error if it predicts no token.
+Trainer::Batch Trainer::batch_next(int64_t iteration) {
+  Batch batch = batch_lengths_read(sampler_->next());
+  if (batch_predicted_tokens(batch.lengths) == 0) {
+    fail(
+        "iteration {}: the global batch (documents {}..{} of the data order) predicts no token "
+        "(every document has at most one token); check --data-path {}",
+        iteration, sampler_->consumed_samples() - cfg_.training.global_batch_size,
+        sampler_->consumed_samples() - 1, cfg_.training.data_path);
+  }
+  return batch;
+}
+
+// This rank's replica's share of a global batch, in the order the replica split gives: all of it
+// in one process or with dp = 1. Sequences come along when they were read.
+Trainer::Batch Trainer::replica_share(const Batch& batch) const {
+  if (!groups_ || groups_->layout().dp == 1) return batch;
+  const auto split = dist_replica_split(batch.lengths, groups_->layout().dp, cm_);
+  Batch share;
+  for (int32_t i : split[static_cast<size_t>(groups_->layout().replica)]) {
+    const size_t k = static_cast<size_t>(i);
+    share.documents.push_back(batch.documents[k]);
+    share.lengths.push_back(batch.lengths[k]);
+    if (!batch.sequences.empty()) share.sequences.push_back(batch.sequences[k]);
+  }
+  return share;
+}
+
+}  // namespace infinipipe::runtime

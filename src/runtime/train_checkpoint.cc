@@ -1,0 +1,78 @@
+// The Trainer's saved state: resume from a checkpoint, save one (every rank its shard).
+#include <deque>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "comm/mpi_comm.h"
+#include "core/error.h"
+#include "runtime/train.h"
+
+namespace infinipipe::runtime {
+
+void Trainer::checkpoint_load(const std::string& dir) {
+  CheckpointReader reader(dir);
+  reader.check_model(cfg_.model);
+  // Every engine's parameters, tied copies included, so all of them get the saved values.
+  std::vector<ParamRef> all;
+  for (auto& e : engines_) {
+    for (ParamRef& p : e->params().params()) all.push_back(p);
+  }
+  const std::vector<CheckpointTarget> targets = checkpoint_targets(all);
+  reader.load_params(targets);
+  // A tied copy on this rank is trained here too: it takes the embedding's state.
+  const std::vector<CheckpointTarget> unique = checkpoint_targets(params_local());
+  if (dist_optimizer_) {
+    reader.load_optimizer(dist_optimizer_->load_slices(unique), *optimizer_);
+  } else {
+    reader.load_optimizer(unique, *optimizer_);
+  }
+  iteration_ = reader.iteration();
+  start_consumed_ = reader.consumed_samples();
+  resumed_ = true;
+}
+
+void Trainer::save() {
+  const std::string& dir = cfg_.training.save;
+  if (dir.empty()) fail_config("saving needs --save DIR");
+  CheckpointShard shard;
+  // With data parallelism the replicas hold the same values: replica 0 writes them, the others
+  // write a shard without tensors (the optimizer only names its kind: state goes per tensor).
+  if (!groups_ || groups_->layout().replica == 0) shard.params = checkpoint_tensors(params());
+  shard.optimizer = optimizer_.get();
+  std::deque<std::vector<float>> gathered;  // split tensors' states, whole, while they are written
+  if (dist_optimizer_) {
+    // The tied copy's state is the embedding's, saved by the first stage.
+    const float* copy = tied_copy_values().data();
+    shard.optimizer_states = dist_optimizer_->states_for_save(
+        optim_tensors(), *optimizer_,
+        [copy](const OptimTensor& t) { return copy == nullptr || t.value.data() != copy; },
+        gathered);
+  }
+  CheckpointMeta meta;
+  meta.iteration = iteration_;
+  meta.consumed_samples = consumed_samples();
+  meta.model = cfg_.model;
+  // Training draws no random numbers: the data order is the sampler's seeded shuffle, fully
+  // determined by (seed, consumed samples), and the initialisation only by the seed.
+  meta.rng = {{"generator", "none"},
+              {"data_order_seed", cfg_.training.seed},
+              {"consumed_samples", meta.consumed_samples}};
+  meta.config = {{"format", "yaml"}, {"yaml", config_yaml_}};
+  if (!groups_) {
+    checkpoint_save(dir, meta, shard);
+    return;
+  }
+  // Every rank writes its shard; `latest` moves only after all finished (one commit, rank 0),
+  // and nobody goes on before it did.
+  Comm& comm = groups_->comm();
+  shard.rank = comm.rank();
+  shard.num_ranks = comm.size();
+  checkpoint_save_shard(dir, iteration_, shard);
+  comm.barrier(fmt::format("saving the checkpoint of iteration {}", iteration_));
+  if (comm.rank() == 0) checkpoint_commit(dir, meta);
+  comm.barrier(fmt::format("committing the checkpoint of iteration {}", iteration_));
+}
+
+}  // namespace infinipipe::runtime
