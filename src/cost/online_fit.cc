@@ -153,6 +153,7 @@ void OnlineFit::update(const ActionSample& s) {
   for (int i = 0; i < kNumOnlineTerms; ++i) {
     if (g[i] == 0) continue;
     covered_[i] = true;
+    ++term_count_[i];
     // A term with no prior value gets the scale at which it alone would explain this sample.
     if (scale_[i] == 0) scale_[i] = y / std::abs(g[i]);
     x[i] = g[i] * scale_[i] / y;
@@ -208,9 +209,53 @@ CostModel OnlineFit::cost_model() const {
                    prior_.bf16());
 }
 
-Calibration online_fit_calibration(const OnlineFit& fit, const std::string& machine,
-                                   const std::string& date, const std::string& notes) {
-  const CostModel& prior = fit.prior();
+std::array<double, kNumOnlineTerms> online_terms_get(const Coefficients& c) {
+  std::array<double, kNumOnlineTerms> out{};
+  for (const TermField& f : kTerms) out[idx(f.term)] = c.*f.ptr;
+  return out;
+}
+
+void online_terms_set(std::span<const double> terms, Coefficients& c) {
+  if (terms.size() != kNumOnlineTerms)
+    fail("online cost fit: expected {} time terms, got {}", kNumOnlineTerms, terms.size());
+  for (const TermField& f : kTerms) c.*f.ptr = terms[idx(f.term)];
+}
+
+std::array<double, kOnlineShareSize> online_fit_share(const OnlineFit& fit) {
+  std::array<double, kOnlineShareSize> s{};
+  for (const TermField& f : kTerms) {
+    const double n = static_cast<double>(fit.term_samples(f.term));
+    s[idx(f.term)] = fit.term(f.term) * n;
+    s[kNumOnlineTerms + idx(f.term)] = n;
+  }
+  for (int k = 0; k < 2; ++k) {
+    const double n = static_cast<double>(fit.num_samples(k == 1));
+    s[2 * kNumOnlineTerms + 2 * k] = fit.residual(k == 1) * fit.residual(k == 1) * n;
+    s[2 * kNumOnlineTerms + 2 * k + 1] = n;
+  }
+  return s;
+}
+
+OnlinePooled online_fit_pool(const CostModel& prior,
+                             const std::array<double, kOnlineShareSize>& summed) {
+  OnlinePooled p;
+  p.coeffs = prior.coefficients();
+  for (const TermField& f : kTerms) {
+    const double n = summed[kNumOnlineTerms + idx(f.term)];
+    if (n > 0) p.coeffs.*f.ptr = summed[idx(f.term)] / n;
+  }
+  const auto rms = [&](int k) {
+    const double n = summed[2 * kNumOnlineTerms + 2 * k + 1];
+    return n > 0 ? std::sqrt(summed[2 * kNumOnlineTerms + 2 * k] / n) : 0.0;
+  };
+  p.residual_forward = rms(0);
+  p.residual_backward = rms(1);
+  return p;
+}
+
+Calibration online_calibration(const CostModel& prior, const OnlinePooled& fitted,
+                               const std::string& machine, const std::string& date,
+                               const std::string& notes) {
   Calibration cal;
   cal.machine = machine;
   cal.date = date;
@@ -218,9 +263,9 @@ Calibration online_fit_calibration(const OnlineFit& fit, const std::string& mach
   cal.model = prior.model();
   cal.ulysses_degree = prior.ulysses_degree();
   cal.bf16 = prior.bf16();
-  cal.fit_residual_forward = fit.residual(false);
-  cal.fit_residual_backward = fit.residual(true);
-  cal.coeffs = fit.coefficients();
+  cal.fit_residual_forward = fitted.residual_forward;
+  cal.fit_residual_backward = fitted.residual_backward;
+  cal.coeffs = fitted.coeffs;
   // The device record carries the fitted overhead, efficiency curve and backward factor, as a
   // profiled file does.
   cal.device = prior.device();
@@ -228,6 +273,13 @@ Calibration online_fit_calibration(const OnlineFit& fit, const std::string& mach
   cal.device.half_efficiency_tokens = cal.coeffs.half_efficiency_tokens;
   cal.device.backward_factor = cal.coeffs.backward_factor;
   return cal;
+}
+
+Calibration online_fit_calibration(const OnlineFit& fit, const std::string& machine,
+                                   const std::string& date, const std::string& notes) {
+  return online_calibration(fit.prior(),
+                            {fit.coefficients(), fit.residual(false), fit.residual(true)}, machine,
+                            date, notes);
 }
 
 }  // namespace infinipipe::cost

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,8 @@ class OnlineFit {
   // Whether any sample so far depended on the term; uncovered terms keep their prior exactly.
   bool covered(OnlineTerm t) const { return covered_[static_cast<int>(t)]; }
   int64_t num_samples(bool backward) const { return count_[backward ? 1 : 0]; }
+  // Samples that depended on the term.
+  int64_t term_samples(OnlineTerm t) const { return term_count_[static_cast<int>(t)]; }
   // Relative RMS of the errors the fit made predicting each sample before learning from it,
   // weighted by the forgetting factor (0 before any sample of that kind).
   double residual(bool backward) const;
@@ -93,13 +96,38 @@ class OnlineFit {
   Vec scale_{};  // unit of each term in the recursion: its prior, or set by its first sample
   std::array<Vec, kNumOnlineTerms> cov_{};  // covariance, in units of scale_
   std::array<bool, kNumOnlineTerms> covered_{};
+  std::array<int64_t, kNumOnlineTerms> term_count_{};
   std::array<int64_t, 2> count_{};
   std::array<double, 2> residual_sq_{}, residual_weight_{};
 };
 
-// The fit's coefficients as a calibration file `profile` would write (load with --calibration):
+// The fitted terms of a set of coefficients, in OnlineTerm order, and back: how they travel (with
+// a plan, between ranks).
+std::array<double, kNumOnlineTerms> online_terms_get(const Coefficients& c);
+void online_terms_set(std::span<const double> terms, Coefficients& c);  // Error unless 9 values
+
+// A pipeline's ranks each fit their own stages' actions; the planner needs one set of
+// coefficients. A rank's share is flat so one all-reduce sums the shares of a pipeline:
+// per term, value × samples that covered it, then those samples; per action kind, squared
+// residual × samples, then samples.
+inline constexpr int kOnlineShareSize = 2 * kNumOnlineTerms + 4;
+std::array<double, kOnlineShareSize> online_fit_share(const OnlineFit& fit);
+// The pipeline's fit from its ranks' summed shares: each term the sample-weighted mean over the
+// ranks that covered it, the prior's where none did; residuals pooled the same way.
+struct OnlinePooled {
+  Coefficients coeffs;
+  double residual_forward = 0, residual_backward = 0;
+};
+OnlinePooled online_fit_pool(const CostModel& prior,
+                             const std::array<double, kOnlineShareSize>& summed);
+
+// Fitted coefficients as a calibration file `profile` would write (load with --calibration):
 // the prior's model, device and memory terms, the fitted time terms, and the fit's residuals per
 // action kind. `machine`, `date` and `notes` fill the metadata.
+Calibration online_calibration(const CostModel& prior, const OnlinePooled& fitted,
+                               const std::string& machine, const std::string& date,
+                               const std::string& notes);
+// The same for one rank's fit.
 Calibration online_fit_calibration(const OnlineFit& fit, const std::string& machine,
                                    const std::string& date, const std::string& notes);
 

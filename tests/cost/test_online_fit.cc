@@ -244,6 +244,43 @@ TEST(OnlineFit, BadInputIsAClearError) {
   EXPECT_EQ(fit.num_samples(false) + fit.num_samples(true), 0);
 }
 
+TEST(OnlineFit, APipelinePoolsItsRanksFitsTermByTerm) {
+  const CostModel truth = model_with(true_coefficients());
+  const CostModel prior(model(), device_preset("cpu", false), 1, false);
+  // Rank 0 runs a middle stage, rank 1 the last one (LM head); nobody the embedding.
+  OnlineFit middle(prior), last(prior);
+  std::mt19937_64 rng(11);
+  ActionSource src(12);
+  for (int i = 0; i < 200; ++i) {
+    ActionSample s = measured(src, truth, 0.03, rng);
+    s.stage = i % 3 == 0 ? StageShape{2, false, true} : StageShape{2, false, false};
+    s.recompute_layers = std::min<int64_t>(s.recompute_layers, 2);
+    s.seconds = true_time(truth, s);
+    (s.stage.has_lm_head ? last : middle).update(s);
+  }
+  std::array<double, kOnlineShareSize> sum = online_fit_share(middle);
+  const std::array<double, kOnlineShareSize> b = online_fit_share(last);
+  for (int i = 0; i < kOnlineShareSize; ++i) sum[i] += b[i];
+  const OnlinePooled p = online_fit_pool(prior, sum);
+  const double n0 = static_cast<double>(middle.term_samples(OnlineTerm::alpha2));
+  const double n1 = static_cast<double>(last.term_samples(OnlineTerm::alpha2));
+  EXPECT_GT(n0, 0);
+  EXPECT_GT(n1, 0);
+  EXPECT_NEAR(
+      p.coeffs.alpha2,
+      (n0 * middle.term(OnlineTerm::alpha2) + n1 * last.term(OnlineTerm::alpha2)) / (n0 + n1),
+      1e-15);
+  EXPECT_EQ(p.coeffs.lm_head_per_token, last.term(OnlineTerm::lm_head_per_token));
+  EXPECT_NE(p.coeffs.lm_head_per_token, prior.coefficients().lm_head_per_token);
+  EXPECT_EQ(p.coeffs.embedding_per_token, prior.coefficients().embedding_per_token);
+  EXPECT_GT(p.residual_forward, 0.0);
+  // The time terms travel as 9 numbers and come back the same.
+  Coefficients c = prior.coefficients();
+  online_terms_set(online_terms_get(p.coeffs), c);
+  EXPECT_EQ(online_terms_get(c), online_terms_get(p.coeffs));
+  EXPECT_THROW(online_terms_set(std::vector<double>(3, 1.0), c), Error);
+}
+
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
           ("infinipipe_online_" + std::to_string(::getpid()) + "_" + name))
