@@ -125,6 +125,8 @@ class ChunkTimer {
   std::vector<std::pair<int32_t, int64_t>> prefixes_;  // (chunk id, tokens)
 };
 
+}  // namespace
+
 std::string machine_name() {
   std::string model;
   std::ifstream in("/proc/cpuinfo");
@@ -147,8 +149,6 @@ std::string utc_now() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
-
-}  // namespace
 
 ProfileGrid profile_grid_default(bool quick) {
   ProfileGrid g;

@@ -48,6 +48,8 @@ Trainer::Trainer(const TrainOptions& opts)
     : cfg_(opts.config),
       config_yaml_(opts.config_yaml),
       cm_(obs::engine_cost_model(opts.config)),
+      plan_cm_(cm_),
+      last_plan_cm_(cm_),
       groups_(opts.groups),
       watchdog_(opts.watchdog) {
   train_check_config(cfg_, groups_ ? groups_->layout().world_size() : 1);
@@ -60,6 +62,10 @@ Trainer::Trainer(const TrainOptions& opts)
   optimizer_build(oo);
   if (!cfg_.training.load.empty()) checkpoint_load(cfg_.training.load);
   if (cfg_.training.train_iters > iteration_) dataset_open();
+  if (cfg_.training.cost_model_update == CostModelUpdate::online) {
+    fit_.emplace(cm_);
+    pooled_.coeffs = cm_.coefficients();
+  }
 }
 
 // What a distributed rank reduces beyond its pipeline: the dp gradient all-reduce, the tied
