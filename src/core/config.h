@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace infinipipe {
 
@@ -71,6 +72,10 @@ struct ParallelConfig {
   // Megatron's distributed optimizer (ZeRO-1): each data-parallel replica keeps the optimizer
   // state of 1/dp of its stage's parameters, updates that part and all-gathers the weights.
   bool use_distributed_optimizer = false;
+  // Layers of each (virtual) stage, model order, when the model already lives on its ranks:
+  // `train` sets it from the layout it built, so plans keep that layout whatever cost model plans
+  // them. Not a flag; empty = the planner splits the layers by cost.
+  std::vector<int64_t> stage_layers;
 
   int64_t world_size() const { return pipeline_parallel * data_parallel * ulysses_degree; }
   void validate() const;

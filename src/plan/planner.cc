@@ -227,7 +227,7 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
 PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
                     std::span<const int64_t> lengths) {
   const int32_t pp = static_cast<int32_t>(cfg.parallel.pipeline_parallel);
-  const auto stages = stage_layout_by_cost(cm, pp, 1);
+  const auto stages = stage_layout_planned(cfg, cm, pp, 1);
   const cost::StageShape ref = processor_reference_stage(cm.model(), pp);
   const int64_t budget = planner_budget(cfg, cm);
   const MemoryContext mem = plan_memory_context(cfg, budget);

@@ -120,6 +120,9 @@ void Trainer::model_build() {
                           ? static_cast<int32_t>(cfg_.parallel.virtual_stages)
                           : 1;
   layout_ = plan::stage_layout_by_cost(cm_, pp, vpp);
+  // Plans keep this layout when the refitted cost model would split the layers otherwise.
+  cfg_.parallel.stage_layers.clear();
+  for (const plan::StageSpec& s : layout_) cfg_.parallel.stage_layers.push_back(s.num_layers);
   const int32_t my_stage = groups_ ? groups_->layout().stage : 0;
   const uint64_t seed = static_cast<uint64_t>(cfg_.training.seed);
   for (size_t i = 0; i < layout_.size(); ++i) {
