@@ -237,6 +237,19 @@ const std::vector<OptionSpec>& option_specs() {
                 training.memory_budget),
       FLAG_OPT("bf16", "plan with bf16 activations and matmuls", training.bf16),
       INT_OPT("log-interval", {}, "iterations between log lines", training.log_interval),
+      OptionSpec{"cost-model-update",
+                 {},
+                 Kind::choice,
+                 "train: online (refit the time terms from measured actions and plan the next "
+                 "batches with them) | off",
+                 [](Config& c, const std::string& v) {
+                   c.training.cost_model_update = pick<CostModelUpdate>(
+                       "cost-model-update", v,
+                       {{"online", CostModelUpdate::online}, {"off", CostModelUpdate::off}});
+                 },
+                 [](const Config& c) {
+                   return std::string(cost_model_update_name(c.training.cost_model_update));
+                 }},
       // cluster
       TEXT_OPT("device", "device preset: cpu, a800-80gb, h100-80gb, h200-141gb", cluster.device),
       INT_OPT("num-devices", {}, "devices in the cluster being planned for", cluster.num_devices),

@@ -130,6 +130,10 @@ const char* recompute_granularity_name(RecomputeGranularity g) {
   return "?";
 }
 
+const char* cost_model_update_name(CostModelUpdate u) {
+  return u == CostModelUpdate::online ? "online" : "off";
+}
+
 const char* recompute_method_name(RecomputeMethod m) {
   return m == RecomputeMethod::uniform ? "uniform" : "block";
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace infinipipe {
 
@@ -45,6 +46,11 @@ enum class RecomputeMethod { uniform, block };
 const char* recompute_granularity_name(RecomputeGranularity g);
 const char* recompute_method_name(RecomputeMethod m);
 
+// `train`: whether each rank refits the cost model's time terms from the action times it measures
+// and the planner plans the next batches with them (docs/cost-model.md, "Online refit").
+enum class CostModelUpdate { online, off };
+const char* cost_model_update_name(CostModelUpdate u);
+
 struct ParallelConfig {
   int64_t pipeline_parallel = 1;         // pp
   int64_t data_parallel = 1;             // dp
@@ -66,6 +72,10 @@ struct ParallelConfig {
   // Megatron's distributed optimizer (ZeRO-1): each data-parallel replica keeps the optimizer
   // state of 1/dp of its stage's parameters, updates that part and all-gathers the weights.
   bool use_distributed_optimizer = false;
+  // Layers of each (virtual) stage, model order, when the model already lives on its ranks:
+  // `train` sets it from the layout it built, so plans keep that layout whatever cost model plans
+  // them. Not a flag; empty = the planner splits the layers by cost.
+  std::vector<int64_t> stage_layers;
 
   int64_t world_size() const { return pipeline_parallel * data_parallel * ulysses_degree; }
   void validate() const;
@@ -98,6 +108,7 @@ struct TrainingConfig {
   int64_t memory_budget = 0;  // bytes per rank the plan must fit; 0 = device memory
   bool bf16 = false;  // plan bf16 activations and matmuls (GPU presets); CPU training is fp32
   int64_t log_interval = 1;
+  CostModelUpdate cost_model_update = CostModelUpdate::online;
 
   int64_t decay_iters() const { return lr_decay_iters > 0 ? lr_decay_iters : train_iters; }
   void validate() const;

@@ -127,6 +127,8 @@ class ChunkTimer {
   std::vector<std::pair<int32_t, int64_t>> prefixes_;  // (chunk id, tokens)
 };
 
+}  // namespace
+
 std::string machine_name() {
   std::string model;
   std::ifstream in("/proc/cpuinfo");
@@ -149,8 +151,6 @@ std::string utc_now() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
-
-}  // namespace
 
 double profile_sgemm_flops(int64_t n, int64_t repeats) {
   if (n < 1 || repeats < 1)

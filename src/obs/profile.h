@@ -31,6 +31,10 @@ struct ProfileGrid {
 // The default grid (about a minute or two for examples/cpu-small.yaml) or a quick one (seconds).
 ProfileGrid profile_grid_default(bool quick);
 
+// For a calibration's metadata: "host (CPU model, N CPUs online)" and the time now, ISO 8601 UTC.
+std::string machine_name();
+std::string utc_now();
+
 // One measured chunk on a middle stage of `num_layers` layers.
 struct ProfileSample {
   std::vector<cost::SliceShape> chunk;

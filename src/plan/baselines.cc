@@ -250,7 +250,7 @@ PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
   for (int32_t vpp : vpps) {
     std::vector<StageSpec> stages;
     try {
-      stages = stage_layout_by_cost(cm, pp, vpp);
+      stages = stage_layout_planned(cfg, cm, pp, vpp);
     } catch (const ConfigError& e) {
       search.last_config_error = e.what();
       continue;
@@ -284,7 +284,7 @@ PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
 PlanResult tune_seq1f1b(const Config& cfg, const cost::CostModel& cm,
                         std::span<const int64_t> lengths) {
   const int32_t pp = static_cast<int32_t>(cfg.parallel.pipeline_parallel);
-  const auto stages = stage_layout_by_cost(cm, pp, 1);
+  const auto stages = stage_layout_planned(cfg, cm, pp, 1);
   const cost::StageShape ref = processor_reference_stage(cm.model(), pp);
   std::vector<int32_t> ks;
   if (cfg.parallel.seq1f1b_slices > 0) {

@@ -269,7 +269,7 @@ struct EppSearch {
   const cost::CostModel& cm;
   std::span<const int64_t> lengths;
   int32_t fixed_r;  // static recompute count, -1 = adaptive
-  std::vector<StageSpec> stages = stage_layout_by_cost(cm, pp(), 1);
+  std::vector<StageSpec> stages = stage_layout_planned(cfg, cm, pp(), 1);
 
   PlanKnobs knobs;
   Candidate best;

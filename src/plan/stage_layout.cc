@@ -124,4 +124,10 @@ std::vector<StageSpec> stage_layout_by_cost(const cost::CostModel& cost, int32_t
   return specs_from_counts(counts, pp);
 }
 
+std::vector<StageSpec> stage_layout_planned(const Config& cfg, const cost::CostModel& cost,
+                                            int32_t pp, int32_t vpp) {
+  if (cfg.parallel.stage_layers.empty()) return stage_layout_by_cost(cost, pp, vpp);
+  return stage_layout_forced(cfg.parallel.stage_layers, cost.model().num_layers, pp, vpp);
+}
+
 }  // namespace infinipipe::plan

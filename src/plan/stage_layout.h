@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "core/config.h"
 #include "cost/cost_model.h"
 #include "plan/plan.h"
 
@@ -22,5 +23,10 @@ std::vector<StageSpec> stage_layout_forced(std::span<const int64_t> layers_per_s
 // the model's seq_length) over the stages, every stage at least one layer. vpp > 1: uniform.
 std::vector<StageSpec> stage_layout_by_cost(const cost::CostModel& cost, int32_t pp, int32_t vpp,
                                             std::span<const cost::SliceShape> reference = {});
+
+// The layout a plan uses: cfg.parallel.stage_layers when set (the trainer's, fixed while the cost
+// model is refitted), else stage_layout_by_cost.
+std::vector<StageSpec> stage_layout_planned(const Config& cfg, const cost::CostModel& cost,
+                                            int32_t pp, int32_t vpp);
 
 }  // namespace infinipipe::plan

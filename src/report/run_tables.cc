@@ -34,24 +34,46 @@ constexpr const char* kErrorHeader =
     "| {} | n | predicted | measured | median abs err | mean abs err | bias |\n"
     "|---|---|---|---|---|---|---|\n";
 
+// JSON has no NaN: an undefined ratio is null, as the tables print "n/a" or nothing.
+nlohmann::json number_or_null(double x) {
+  return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json();
+}
+
+double step_rel_error(const IterationCompare& i) {
+  return i.predicted_step_s > 0 ? (i.measured_step_s - i.predicted_step_s) / i.predicted_step_s
+                                : NAN;
+}
+
+// The measured peak's error against the prediction; NaN without a per-stage measurement.
+double peak_rel_error(const StageCompare& st) {
+  return st.peak_measured >= 0 && st.peak_predicted > 0
+             ? static_cast<double>(st.peak_measured - st.peak_predicted) /
+                   static_cast<double>(st.peak_predicted)
+             : NAN;
+}
+
+size_t traced_iterations(const RunCompare& c) {
+  std::set<int64_t> distinct;
+  for (const IterationCompare& i : c.iterations) distinct.insert(i.iteration);
+  return distinct.size();
+}
+
 nlohmann::json error_json(const ErrorStats& e) {
   return {{"label", e.label},
           {"count", e.count},
           {"predicted_s", e.predicted_s},
           {"measured_s", e.measured_s},
-          {"median_abs_rel_error", e.median_abs_rel},
-          {"mean_abs_rel_error", e.mean_abs_rel},
-          {"mean_rel_error", e.mean_rel}};
+          {"median_abs_rel_error", number_or_null(e.median_abs_rel)},
+          {"mean_abs_rel_error", number_or_null(e.mean_abs_rel)},
+          {"mean_rel_error", number_or_null(e.mean_rel)}};
 }
 
 }  // namespace
 
 std::string run_compare_tables(const RunCompare& c) {
-  std::set<int64_t> distinct;
-  for (const IterationCompare& i : c.iterations) distinct.insert(i.iteration);
   std::string s =
       fmt::format("# {}: {} schedule, pp {} x dp {}, {} iteration(s) traced{}\n\n", c.dir,
-                  c.schedule, c.pp, c.dp, distinct.size(),
+                  c.schedule, c.pp, c.dp, traced_iterations(c),
                   c.one_process ? " in one process" : fmt::format(" on {} ranks", c.pp * c.dp));
   s += "Relative error = (measured - predicted) / predicted; bias > 0: the cost model predicts too "
        "little.\n";
@@ -68,12 +90,9 @@ std::string run_compare_tables(const RunCompare& c) {
   s += "\n| iteration | replica | predicted | measured | error | bubble pred | bubble meas | "
        "loss | tokens/s |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const IterationCompare& i : c.iterations) {
-    const double err = i.predicted_step_s > 0
-                           ? (i.measured_step_s - i.predicted_step_s) / i.predicted_step_s
-                           : NAN;
     s += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", i.iteration, i.replica,
-                     secs(i.predicted_step_s), secs(i.measured_step_s), signed_pct(err),
-                     pct(i.bubble_predicted), pct(i.bubble_measured),
+                     secs(i.predicted_step_s), secs(i.measured_step_s),
+                     signed_pct(step_rel_error(i)), pct(i.bubble_predicted), pct(i.bubble_measured),
                      i.has_metrics ? fmt::format("{:.4f}", i.loss) : "",
                      i.has_metrics ? fmt::format("{:.0f}", i.tokens_per_s) : "");
   }
@@ -88,10 +107,7 @@ std::string run_compare_tables(const RunCompare& c) {
                      pct(st.bubble_predicted), pct(st.bubble_measured), pct(st.idle_predicted),
                      pct(st.idle_measured), format_bytes(st.peak_predicted),
                      has ? format_bytes(st.peak_measured) : "(process)",
-                     has && st.peak_predicted > 0
-                         ? signed_pct(static_cast<double>(st.peak_measured - st.peak_predicted) /
-                                      static_cast<double>(st.peak_predicted))
-                         : "");
+                     std::isfinite(peak_rel_error(st)) ? signed_pct(peak_rel_error(st)) : "");
   }
   s += fmt::format("| all | {} | {} | {} | {} | | | |\n", pct(c.bubble_predicted),
                    pct(c.bubble_measured), pct(c.idle_predicted), pct(c.idle_measured));
@@ -116,7 +132,8 @@ nlohmann::json run_compare_to_json(const RunCompare& c) {
                       {"idle_in_span_predicted", st.idle_predicted},
                       {"idle_in_span_measured", st.idle_measured},
                       {"peak_predicted_bytes", st.peak_predicted},
-                      {"peak_measured_bytes", st.peak_measured}});
+                      {"peak_measured_bytes", st.peak_measured},
+                      {"peak_rel_error", number_or_null(peak_rel_error(st))}});
   }
   for (const IterationCompare& i : c.iterations) {
     iterations.push_back(
@@ -124,6 +141,7 @@ nlohmann::json run_compare_to_json(const RunCompare& c) {
          {"replica", i.replica},
          {"predicted_step_s", i.predicted_step_s},
          {"measured_step_s", i.measured_step_s},
+         {"step_rel_error", number_or_null(step_rel_error(i))},
          {"bubble_predicted", i.bubble_predicted},
          {"bubble_measured", i.bubble_measured},
          {"idle_in_span_predicted", i.idle_predicted},
@@ -131,12 +149,15 @@ nlohmann::json run_compare_to_json(const RunCompare& c) {
          {"loss", i.has_metrics ? nlohmann::json(i.loss) : nlohmann::json()},
          {"tokens_per_s", i.has_metrics ? nlohmann::json(i.tokens_per_s) : nlohmann::json()}});
   }
-  return {{"dir", c.dir},
+  return {{"format", "infinipipe-report"},
+          {"version", 1},
+          {"dir", c.dir},
           {"schedule", c.schedule},
           {"pp", c.pp},
           {"dp", c.dp},
           {"one_process", c.one_process},
           {"serial_steps", c.serial_steps},
+          {"traced_iterations", traced_iterations(c)},
           {"by_kind", kinds},
           {"stages", stages},
           {"step", error_json(c.step)},

@@ -48,6 +48,8 @@ Trainer::Trainer(const TrainOptions& opts)
     : cfg_(opts.config),
       config_yaml_(opts.config_yaml),
       cm_(obs::engine_cost_model(opts.config)),
+      plan_cm_(cm_),
+      last_plan_cm_(cm_),
       groups_(opts.groups),
       watchdog_(opts.watchdog) {
   train_check_config(cfg_, groups_ ? groups_->layout().world_size() : 1);
@@ -60,6 +62,10 @@ Trainer::Trainer(const TrainOptions& opts)
   optimizer_build(oo);
   if (!cfg_.training.load.empty()) checkpoint_load(cfg_.training.load);
   if (cfg_.training.train_iters > iteration_) dataset_open();
+  if (cfg_.training.cost_model_update == CostModelUpdate::online) {
+    fit_.emplace(cm_);
+    pooled_.coeffs = cm_.coefficients();
+  }
 }
 
 // What a distributed rank reduces beyond its pipeline: the dp gradient all-reduce, the tied
@@ -114,6 +120,9 @@ void Trainer::model_build() {
                           ? static_cast<int32_t>(cfg_.parallel.virtual_stages)
                           : 1;
   layout_ = plan::stage_layout_by_cost(cm_, pp, vpp);
+  // Plans keep this layout when the refitted cost model would split the layers otherwise.
+  cfg_.parallel.stage_layers.clear();
+  for (const plan::StageSpec& s : layout_) cfg_.parallel.stage_layers.push_back(s.num_layers);
   const int32_t my_stage = groups_ ? groups_->layout().stage : 0;
   const uint64_t seed = static_cast<uint64_t>(cfg_.training.seed);
   for (size_t i = 0; i < layout_.size(); ++i) {

@@ -1,12 +1,14 @@
 // The training loop of one rank: each iteration takes the next global batch of
 // documents, plans it (EPP by default) under the memory budget, executes the plan, clips the
 // gradient norm, steps the optimizer with the scheduled lr, and reports. Checkpoints save and
-// resume the model, the optimizer and the data position, so a resumed run continues bit for bit.
+// resume the model, the optimizer and the data position, so a resumed run continues bit for bit
+// (with --cost-model-update off: online, plans follow the measured times of each run).
 // Under mpirun (TrainOptions::groups) the rank holds its stage's layers, its dp replica runs its
 // share of the batch, and gradients, norm and loss are reduced so the maths stay those of one
 // process (invariant 1 of docs/architecture.md).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include "comm/mpi_watchdog.h"
 #include "core/config.h"
 #include "cost/cost_model.h"
+#include "cost/online_fit.h"
 #include "data/batch_sampler.h"
 #include "data/indexed_dataset.h"
 #include "model/engine.h"
@@ -95,6 +98,13 @@ class Trainer {
   const plan::Plan& last_plan() const { return last_plan_; }
   const std::vector<obs::StepStats>& last_stats() const { return last_stats_; }
   const cost::CostModel& cost_model() const { return cm_; }
+  // The cost model the last plan was made with: the prior (cost_model()), or with
+  // --cost-model-update online its time terms refitted from the actions measured so far. The
+  // terms travel with the plan, so every rank of a pipeline holds the same.
+  const cost::CostModel& plan_cost_model() const { return last_plan_cm_; }
+  // --cost-model-update online: what this rank's pipeline learned so far, as a calibration file
+  // (docs/cost-model.md, "Online refit"); nullopt when off.
+  std::optional<cost::Calibration> online_calibration() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -107,10 +117,11 @@ class Trainer {
     std::vector<int64_t> lengths;
     std::vector<std::vector<int32_t>> sequences;
   };
-  // A plan of this rank's share and the planner's seconds for it.
+  // A plan of this rank's share, the planner's seconds for it and the time terms it planned with.
   struct Planned {
     plan::PlanResult result;
     double seconds = 0;
+    std::array<double, cost::kNumOnlineTerms> terms{};
   };
 
   // Construction (train.cc).
@@ -132,11 +143,16 @@ class Trainer {
   Batch replica_share(const Batch& batch) const;
 
   // Planning (train_plan.cc).
-  Planned plan_now(std::span<const int64_t> lengths) const;
+  Planned plan_now(std::span<const int64_t> lengths, const cost::CostModel& cm) const;
   Planned plan_take(std::span<const int64_t> lengths);
   void plan_ahead_start();
   plan::PlanResult plan_replica(std::span<const int64_t> lengths, double& planner_seconds);
   void plan_broadcast(void* data, int count, MPI_Datatype type, const std::string& what);
+  void plan_cost_set(const std::array<double, cost::kNumOnlineTerms>& terms);  // last_plan_cm_
+
+  // The online refit (train_cost.cc): this rank's measured actions into its fit, the pipeline's
+  // fits pooled into the coefficients the next plans use.
+  void cost_model_update(int64_t iteration);
 
   // One iteration's parts, in order (train_step.cc).
   Clock::time_point step_plan(std::span<const int64_t> lengths, obs::IterationMetrics& m);
@@ -153,7 +169,11 @@ class Trainer {
 
   Config cfg_;
   std::string config_yaml_;
-  cost::CostModel cm_;
+  cost::CostModel cm_;  // the prior: stage layout and data-parallel split (identical everywhere)
+  cost::CostModel plan_cm_;       // what the planner plans with next (cm_ refitted when online)
+  cost::CostModel last_plan_cm_;  // what the last plan was planned with
+  std::optional<cost::OnlineFit> fit_;  // this rank's fit (--cost-model-update online)
+  cost::OnlinePooled pooled_;           // the pipeline's pooled fit after the last iteration
   MemoryTracker tracker_;
   std::vector<plan::StageSpec> layout_;
   std::vector<std::unique_ptr<StageEngine>> engines_;
@@ -182,6 +202,11 @@ class Trainer {
   std::vector<int64_t> ahead_lengths_;
   std::future<Planned> ahead_;
 };
+
+// Where `train --cost-model-update online` leaves what it learned, in the --trace and --save
+// directories: a calibration file for --calibration.
+inline constexpr const char* kOnlineCalibrationFile = "calibration.json";
+void online_calibration_write(const Trainer& trainer, const TrainOptions& opts);
 
 // The whole `infinipipe train` run: build or resume, iterate to train_iters with reports and
 // checkpoints every save_interval, save at the end. Returns the metrics of the iterations run.

@@ -13,12 +13,14 @@
 
 namespace infinipipe::runtime {
 
-// Plans `lengths` now, timing the planner.
-Trainer::Planned Trainer::plan_now(std::span<const int64_t> lengths) const {
+// Plans `lengths` now with `cm`, timing the planner.
+Trainer::Planned Trainer::plan_now(std::span<const int64_t> lengths,
+                                   const cost::CostModel& cm) const {
   const auto t = Clock::now();
   Planned p;
-  p.result = plan::make_plan_detailed(cfg_, cm_, lengths, cfg_.parallel.schedule);
+  p.result = plan::make_plan_detailed(cfg_, cm, lengths, cfg_.parallel.schedule);
   p.seconds = seconds_since(t);
+  p.terms = cost::online_terms_get(cm.coefficients());
   return p;
 }
 
@@ -30,18 +32,20 @@ Trainer::Planned Trainer::plan_take(std::span<const int64_t> lengths) {
     if (std::equal(lengths.begin(), lengths.end(), ahead_lengths_.begin(), ahead_lengths_.end()))
       return p;
   }
-  return plan_now(lengths);
+  return plan_now(lengths, plan_cm_);
 }
 
 // Starts planning the next global batch on a thread. The sampler is copied to look ahead, so
-// the position a checkpoint saves stays the consumed one.
+// the position a checkpoint saves stays the consumed one; the cost model too, as the refit
+// changes plan_cm_ while the thread plans.
 void Trainer::plan_ahead_start() {
   data::BatchSampler peek = *sampler_;
   const Batch batch = batch_lengths_read(peek.next());
   if (batch_predicted_tokens(batch.lengths) == 0) return;  // step() reports that batch
   ahead_lengths_ = replica_share(batch).lengths;
-  ahead_ = std::async(std::launch::async,
-                      [this, lengths = ahead_lengths_] { return plan_now(lengths); });
+  ahead_ = std::async(std::launch::async, [this, lengths = ahead_lengths_, cm = plan_cm_] {
+    return plan_now(lengths, cm);
+  });
 }
 
 // From the pipeline's first stage to the others, with the p2p deadline: a stage that stopped
@@ -57,23 +61,30 @@ void Trainer::plan_broadcast(void* data, int count, MPI_Datatype type, const std
 }
 
 // One process plans the whole batch. Distributed: the replica's share (balance_replicas), planned
-// by its first pipeline rank and broadcast, so the ranks of a pipeline run the very same plan
-// whatever the planner's search does. planner_seconds: the planner's own time for it.
+// by its first pipeline rank and broadcast with the time terms it was planned with, so the ranks
+// of a pipeline run the very same plan and hold the same cost model whatever the planner's search
+// and the refit do. planner_seconds: the planner's own time for it.
 plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths, double& planner_seconds) {
   const bool plans_here = !groups_ || groups_->layout().stage == 0;
   plan::PlanResult out;
+  std::array<double, cost::kNumOnlineTerms> terms{};
   if (plans_here) {
     Planned p = plan_take(lengths);
     out = std::move(p.result);
     planner_seconds = p.seconds;
+    terms = p.terms;
     knobs_text_ = out.knobs.describe();
   }
-  if (!groups_) return out;
+  if (!groups_) {
+    plan_cost_set(terms);
+    return out;
+  }
   std::string text;
   if (plans_here) {
     nlohmann::json j = {{"plan", plan::plan_to_json(out.plan)},
                         {"knobs", knobs_text_},
-                        {"seconds", planner_seconds}};
+                        {"seconds", planner_seconds},
+                        {"time_terms", terms}};
     text = j.dump();
   }
   int64_t n = static_cast<int64_t>(text.size());
@@ -85,8 +96,16 @@ plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths, double&
     out.plan = plan::plan_from_json(j.at("plan"));
     knobs_text_ = j.at("knobs").get<std::string>();
     planner_seconds = j.at("seconds").get<double>();
+    terms = j.at("time_terms").get<std::array<double, cost::kNumOnlineTerms>>();
   }
+  plan_cost_set(terms);
   return out;
+}
+
+void Trainer::plan_cost_set(const std::array<double, cost::kNumOnlineTerms>& terms) {
+  cost::Coefficients c = cm_.coefficients();
+  cost::online_terms_set(terms, c);
+  last_plan_cm_ = cost::CostModel(cm_.model(), cm_.device(), c, cm_.ulysses_degree(), cm_.bf16());
 }
 
 }  // namespace infinipipe::runtime

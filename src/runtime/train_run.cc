@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_fs.h"
 #include "comm/mpi_comm.h"
+#include "cost/calibration.h"
 #include "obs/trace.h"
 #include "runtime/train.h"
 
@@ -48,6 +50,19 @@ std::string train_metrics_path(const std::string& metrics_file, const std::strin
   if (!log_dir.empty()) return (fs::path(log_dir) / "metrics.jsonl").string();
   if (!save_dir.empty()) return (fs::path(save_dir) / "metrics.jsonl").string();
   return "";
+}
+
+// --cost-model-update online: what the pipeline learned, as calibration.json in the --trace and
+// --save directories (world rank 0's pipeline), after every iteration so a stopped run keeps it.
+void online_calibration_write(const Trainer& trainer, const TrainOptions& opts) {
+  if (opts.groups && opts.groups->comm().rank() != 0) return;
+  const std::optional<cost::Calibration> cal = trainer.online_calibration();
+  if (!cal) return;
+  for (const std::string& dir : {opts.trace_dir, opts.config.training.save}) {
+    if (dir.empty()) continue;
+    std::filesystem::create_directories(dir);
+    cost::save_calibration(*cal, (std::filesystem::path(dir) / kOnlineCalibrationFile).string());
+  }
 }
 
 std::string train_rank_path(const std::string& path, int rank) {
@@ -120,6 +135,7 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
     if (trace) {
       trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());
     }
+    online_calibration_write(trainer, opts);
     metrics.write(obs::metrics_to_json(m));
     if (!opts.timings_path.empty()) {
       timings.write(

@@ -48,6 +48,7 @@ obs::IterationMetrics Trainer::step() {
   const Clock::time_point t_plan = step_plan(share.lengths, m);
   step_execute(share, predicted, m);
   step_loss_reduce(predicted, m);
+  cost_model_update(m.iteration);
   step_plan_wait_trace(t_plan, m);
   step_optimize(m);
   ++iteration_;

@@ -11,12 +11,15 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
+#include "common/report_tables_check.h"
 
 namespace {
 
@@ -54,6 +57,11 @@ class ReportCli : public CliDirTest {
     EXPECT_NE(r.output.find("## Time per action kind"), std::string::npos) << r.output;
     EXPECT_TRUE(fs::exists(dir_ / "run" / "report.html"));
     const json j = json_read(dir_ / "report.json");
+    // The file holds the numbers the tables printed.
+    const std::vector<std::string> problems =
+        infinipipe::test_report::report_tables_mismatches(r.output, j);
+    EXPECT_TRUE(problems.empty()) << fmt::format("{}", fmt::join(problems, "\n")) << "\n"
+                                  << r.output;
     EXPECT_EQ(j.at("pp"), pp);
     EXPECT_EQ(j.at("stages").size(), static_cast<size_t>(pp));
     EXPECT_FALSE(j.at("iterations").empty());

@@ -57,6 +57,34 @@ TEST_F(TrainCliTest, TrainsSavesAndRefusesADamagedCheckpoint) {
   EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
 }
 
+// The refit is on by default and leaves what it learned next to the checkpoints, where
+// --calibration reads it back; off leaves nothing; another word is a usage error.
+TEST_F(TrainCliTest, CostModelUpdateLeavesACalibrationForTheNextRun) {
+  const std::string corpus = (dir_ / "corpus").string();
+  CliResult r =
+      run_cli(fmt::format("data synth --num-documents 40 --seq-length 128 --output {}", corpus));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string online = (dir_ / "online").string(), off = (dir_ / "off").string();
+  r = run_cli(
+      fmt::format("train {} --train-iters 2 --data-path {} --save {}", tiny(), corpus, online));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path cal = dir_ / "online" / "calibration.json";
+  ASSERT_TRUE(fs::exists(cal)) << r.output;
+  r = run_cli(fmt::format("train {} --train-iters 1 --data-path {} --save {} --calibration {}",
+                          tiny(), corpus, (dir_ / "next").string(), cal.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_cli(
+      fmt::format("train {} --train-iters 1 --data-path {} --save {} --cost-model-update off",
+                  tiny(), corpus, off));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "off" / "calibration.json"));
+  r = run_cli("train " + tiny() + "--train-iters 1 --data-path x --cost-model-update sometimes");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("cost-model-update 'sometimes' is not one of: online, off"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST_F(TrainCliTest, PipelineParallelIsRefusedWithExitTwo) {
   const ShellResult r = run_cli("train " + tiny() + "--train-iters 1 --data-path x --pp 2");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -1,6 +1,6 @@
 // The small Llama the Trainer tests train: `num_layers` × hidden 64, 4 heads in 2 query groups,
-// sequences up to 256 tokens, global batch 8 on the CPU, quiet. Not yet validated: callers adjust
-// what their test needs, then call validate().
+// sequences up to 256 tokens, global batch 8 on the CPU, quiet, the cost model not refitted. Not
+// yet validated: callers adjust what their test needs, then call validate().
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,9 @@ inline runtime::TrainOptions tiny_train_options(int64_t num_layers, int64_t iter
   c.training.train_iters = iters;
   c.training.data_path = data_path;
   c.cluster.device = "cpu";
+  // Tests compare runs bit for bit; plans refitted from measured times would differ between
+  // runs (the online refit has its own tests, which turn it on).
+  c.training.cost_model_update = CostModelUpdate::off;
   o.config_yaml = "test: true\n";
   o.quiet = true;
   o.out = nullptr;

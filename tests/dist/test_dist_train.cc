@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -15,8 +16,11 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_allreduce.h"
 #include "comm/mpi_groups.h"
 #include "common/synth_corpus.h"
+#include "cost/online_fit.h"
+#include "data/synth.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
 #include "runtime/train.h"
@@ -128,6 +132,32 @@ TEST_F(DistTrain, Pp2Dp2SgdMatchesOneProcess) {
   DIST_TEST_RANKS(4);
   optimizer_ = Optimizer::sgd;
   expect_matches_one_process(2, 2, Schedule::epp);
+}
+
+// With the online refit each rank fits its own stage; the pipeline plans with the pooled terms,
+// which travel with the plan: both ranks hold the same cost model, not the prior, and the
+// training maths still match one process.
+TEST_F(DistTrain, Pp2OnlineRefitIsSharedByThePipeline) {
+  DIST_TEST_RANKS(2);
+  TrainOptions ref_o = options(1, 1, Schedule::epp, kIters);
+  ref_o.config.training.cost_model_update = CostModelUpdate::online;
+  Trainer ref_t(ref_o);
+  const Run ref = run(ref_t, kIters);
+  ProcessGroups groups(disttest::test_comm(), 2, 1);
+  TrainOptions o = options(2, 1, Schedule::epp, kIters);
+  o.config.training.cost_model_update = CostModelUpdate::online;
+  o.groups = &groups;
+  Trainer t(o);
+  const Run got = run(t, kIters);
+  expect_near_rel(got.losses, ref.losses, "pp 2 online: loss");
+  expect_weights_match(got, ref, "pp 2 online");
+  const std::array<double, cost::kNumOnlineTerms> mine =
+      cost::online_terms_get(t.plan_cost_model().coefficients());
+  std::array<double, cost::kNumOnlineTerms> most = mine;
+  allreduce_max(groups.pp_comm(), most, 30.0, "the planned time terms");
+  EXPECT_EQ(mine, most) << "the ranks of the pipeline planned with different coefficients";
+  EXPECT_NE(mine, cost::online_terms_get(t.cost_model().coefficients()));
+  ASSERT_TRUE(t.online_calibration().has_value());
 }
 
 TEST_F(DistTrain, Pp2ResumeReshards) {

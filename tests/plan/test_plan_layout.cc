@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "plan/planner.h"
 #include "plan/stage_layout.h"
 #include "test_plan_util.h"
 
@@ -45,6 +46,24 @@ TEST(StageLayout, ByCostGivesTheEmbeddingAndHeadStagesFewerLayers) {
         best = std::min(best, std::max({t(0, a), t(1, b), t(2, c), t(3, d)}));
       }
   EXPECT_DOUBLE_EQ(got, best);
+}
+
+// A trainer's model lives on its ranks: plans keep its layout (cfg.parallel.stage_layers)
+// whatever the cost model, which alone would split the layers otherwise.
+TEST(StageLayout, PlansKeepTheGivenLayout) {
+  Config cfg = testing::small_config(4, 1, 32);
+  cfg.model.vocab_size = 128000;
+  const auto cost = cost::CostModel::from_config(cfg);
+  EXPECT_NE(stage_layout_planned(cfg, cost, 4, 1)[3].num_layers, 8);  // by cost
+  cfg.parallel.stage_layers = {8, 8, 8, 8};
+  const auto st = stage_layout_planned(cfg, cost, 4, 1);
+  ASSERT_EQ(st.size(), 4u);
+  for (const auto& s : st) EXPECT_EQ(s.num_layers, 8);
+  EXPECT_TRUE(st[0].has_embedding && st[3].has_lm_head);
+  const Plan p = make_plan(cfg, cost, std::vector<int64_t>{4096, 1000, 500});
+  for (const auto& s : p.stages) EXPECT_EQ(s.num_layers, 8);
+  cfg.parallel.stage_layers = {8, 8, 16};
+  EXPECT_THROW(stage_layout_planned(cfg, cost, 4, 1), ConfigError);
 }
 
 TEST(StageLayout, UniformAndForced) {

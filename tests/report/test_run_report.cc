@@ -11,10 +11,12 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "common/error_text.h"
 #include "common/text_count.h"
+#include "common/report_tables_check.h"
 #include "core/error.h"
 #include "plan/plan_json.h"
 #include "plan/schedule.h"
@@ -148,6 +150,28 @@ TEST_F(RunReport, StretchedRunHasItsErrorEverywhereAndTheSameBubbles) {
   const json j = run_compare_to_json(c);
   EXPECT_EQ(j.at("stages").size(), 4u);
   EXPECT_NEAR(j.at("step").at("median_abs_rel_error").get<double>(), 0.25, 1e-6);
+}
+
+TEST_F(RunReport, JsonHoldsTheNumbersOfTheTables) {
+  fake_run();
+  const RunCompare c = run_compare(run_trace_load(dir.string()), cost, cfg);
+  const std::string tables = run_compare_tables(c);
+  // Through text, as `report --json` writes it.
+  json j = json::parse(run_compare_to_json(c).dump(1));
+  EXPECT_EQ(j.at("format"), "infinipipe-report");
+  EXPECT_EQ(j.at("version"), 1);
+  EXPECT_EQ(j.at("traced_iterations"), 2);
+  const std::vector<std::string> problems = test_report::report_tables_mismatches(tables, j);
+  EXPECT_TRUE(problems.empty()) << fmt::format("{}", fmt::join(problems, "\n")) << "\n" << tables;
+  for (const json& i : j.at("iterations"))
+    EXPECT_NEAR(i.at("step_rel_error").get<double>(), kStretch - 1, 1e-6);
+  for (const json& s : j.at("stages"))
+    EXPECT_NEAR(s.at("peak_rel_error").get<double>(), 0.02, 1e-3);
+  // The check sees a number that differs from the printed one.
+  j["stages"][1]["bubble_measured"] = j["stages"][1]["bubble_measured"].get<double>() + 0.01;
+  j["by_kind"][0]["predicted_s"] = j["by_kind"][0]["predicted_s"].get<double>() * 1.01;
+  j["step"]["mean_rel_error"] = j["step"]["mean_rel_error"].get<double>() + 0.01;
+  EXPECT_EQ(test_report::report_tables_mismatches(tables, j).size(), 3u);
 }
 
 TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {

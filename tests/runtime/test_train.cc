@@ -19,6 +19,11 @@
 #include "common/synth_corpus.h"
 #include "common/tiny_train.h"
 #include "core/error.h"
+#include "cost/calibration.h"
+#include "cost/online_fit.h"
+#include "data/synth.h"
+#include "obs/profile.h"
+#include "plan/plan_json.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -109,6 +114,82 @@ TEST_F(TrainTest, ResumeFromACheckpointIsBitIdentical) {
     EXPECT_EQ(0, std::memcmp(w_saved[i].data(), w_resumed[i].data(), w_saved[i].size() * 4))
         << "parameter " << saved.params()[i].name;
   }
+}
+
+// Plans of a batch-level schedule with a fixed micro-batch size and no recompute do not depend
+// on the cost model, so with the refit on or off the runs execute the very same plans: losses and
+// weights must be bit-identical, while the planner's coefficients moved.
+TEST_F(TrainTest, OnlineCostModelUpdateLeavesTheMathsAlone) {
+  struct Result {
+    std::vector<double> losses;
+    std::vector<plan::Plan> plans;
+    std::vector<std::vector<float>> weights;
+    cost::Coefficients planned_with;
+  };
+  const auto train = [&](CostModelUpdate update) {
+    TrainOptions o = options(4);
+    o.config.parallel.schedule = Schedule::one_f_one_b;
+    o.config.parallel.micro_batch_size = 2;
+    o.config.parallel.recompute_granularity = RecomputeGranularity::none;
+    o.config.training.cost_model_update = update;
+    o.config.validate();
+    Trainer t(o);
+    Result r;
+    for (int i = 0; i < 4; ++i) {
+      r.losses.push_back(t.step().loss);
+      r.plans.push_back(t.last_plan());
+    }
+    r.weights = weights_of(t);
+    r.planned_with = t.plan_cost_model().coefficients();
+    EXPECT_EQ(t.online_calibration().has_value(), update == CostModelUpdate::online);
+    return r;
+  };
+  const Result off = train(CostModelUpdate::off), online = train(CostModelUpdate::online);
+  ASSERT_EQ(off.plans.size(), online.plans.size());
+  for (size_t i = 0; i < off.plans.size(); ++i) {
+    EXPECT_EQ(plan::plan_to_json(off.plans[i]).at("chunks"),
+              plan::plan_to_json(online.plans[i]).at("chunks"))
+        << "iteration " << i + 1 << " ran another plan";
+    EXPECT_EQ(off.losses[i], online.losses[i]) << "iteration " << i + 1;
+  }
+  ASSERT_EQ(off.weights.size(), online.weights.size());
+  for (size_t i = 0; i < off.weights.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(off.weights[i].data(), online.weights[i].data(),
+                             off.weights[i].size() * sizeof(float)))
+        << "parameter " << i;
+  // The refit did run: the last plans were made with other time terms than the prior's.
+  EXPECT_NE(online.planned_with.alpha2, off.planned_with.alpha2);
+  EXPECT_EQ(off.planned_with.alpha2,
+            obs::engine_cost_model(options(4).config).coefficients().alpha2);
+}
+
+// What a run learned is left in its --trace and --save directories as a calibration file that
+// --calibration loads back.
+TEST_F(TrainTest, OnlineRunLeavesACalibrationThatLoadsBack) {
+  TrainOptions o = options(4);
+  o.config.training.cost_model_update = CostModelUpdate::online;
+  o.config.training.save = (dir_ / "save").string();
+  o.trace_dir = (dir_ / "trace").string();
+  train_run(o);
+  const cost::CostModel prior = obs::engine_cost_model(o.config);
+  for (const fs::path& d : {dir_ / "save", dir_ / "trace"}) {
+    const fs::path file = d / kOnlineCalibrationFile;
+    ASSERT_TRUE(fs::exists(file)) << file;
+    const cost::Calibration cal = cost::load_calibration(file.string());
+    EXPECT_NE(cal.coeffs.alpha2, prior.coefficients().alpha2);
+    EXPECT_EQ(cal.coeffs.act_bytes_per_token_layer, prior.coefficients().act_bytes_per_token_layer);
+    EXPECT_GT(cal.fit_residual_forward, 0.0);
+    EXPECT_GT(cal.fit_residual_backward, 0.0);
+    Config next = o.config;
+    next.cluster.calibration = file.string();
+    const cost::CostModel loaded = cost::CostModel::from_config(next);
+    EXPECT_EQ(cost::online_terms_get(loaded.coefficients()), cost::online_terms_get(cal.coeffs));
+  }
+  // Off: nothing learned, nothing written.
+  TrainOptions off = options(1);
+  off.config.training.save = (dir_ / "off").string();
+  train_run(off);
+  EXPECT_FALSE(fs::exists(dir_ / "off" / kOnlineCalibrationFile));
 }
 
 TEST_F(TrainTest, LossFallsOnTheSyntheticCorpus) {

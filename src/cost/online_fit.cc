@@ -1,0 +1,285 @@
+// Recursive least squares on the cost model's time formula (an extended, Gauss-Newton form: the
+// formula is bilinear in the terms, e.g. backward_factor × alpha2, so each sample is linearised
+// at the current values). Residuals are relative, like the offline fit's, so short and long
+// actions count alike; each term is measured in units of its prior, so the covariance is
+// well-scaled whatever the device.
+#include "cost/online_fit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace infinipipe::cost {
+namespace {
+
+using Term = OnlineTerm;
+
+struct TermField {
+  Term term;
+  const char* name;
+  double Coefficients::*ptr;
+};
+constexpr TermField kTerms[kNumOnlineTerms] = {
+    {Term::alpha1, "alpha1", &Coefficients::alpha1},
+    {Term::alpha2, "alpha2", &Coefficients::alpha2},
+    {Term::beta1, "beta1", &Coefficients::beta1},
+    {Term::half_efficiency_tokens, "half_efficiency_tokens", &Coefficients::half_efficiency_tokens},
+    {Term::backward_factor, "backward_factor", &Coefficients::backward_factor},
+    {Term::recompute_factor, "recompute_factor", &Coefficients::recompute_factor},
+    {Term::embedding_per_token, "embedding_per_token", &Coefficients::embedding_per_token},
+    {Term::lm_head_per_token, "lm_head_per_token", &Coefficients::lm_head_per_token},
+    {Term::lm_head_backward_factor, "lm_head_backward_factor",
+     &Coefficients::lm_head_backward_factor},
+};
+
+constexpr int idx(Term t) {
+  return static_cast<int>(t);
+}
+
+// A term near 0 may still move by max_relative_step of this fraction of its scale per sample.
+constexpr double kNearZeroFraction = 0.1;
+// A backward is never free, and a calibration file requires backward_factor > 0.
+constexpr double kMinBackwardFraction = 0.01;
+
+}  // namespace
+
+const char* online_term_name(OnlineTerm t) {
+  return kTerms[idx(t)].name;
+}
+
+OnlineFit::OnlineFit(const CostModel& prior, const OnlineFitOptions& options)
+    : prior_(prior), options_(options) {
+  if (!(options.forgetting > 0 && options.forgetting <= 1))
+    fail_config("online cost fit: forgetting factor must be in (0, 1], got {}", options.forgetting);
+  if (!(options.max_relative_step > 0 && options.max_relative_step < 1))
+    fail_config("online cost fit: max relative step must be in (0, 1), got {}",
+                options.max_relative_step);
+  if (!(options.prior_relative_sd > 0) || !std::isfinite(options.prior_relative_sd))
+    fail_config("online cost fit: prior relative sd must be > 0, got {}",
+                options.prior_relative_sd);
+  const double var = options.prior_relative_sd * options.prior_relative_sd;
+  for (const TermField& f : kTerms) {
+    const int i = idx(f.term);
+    value_[i] = prior.coefficients().*f.ptr;
+    scale_[i] = value_[i] > 0 ? value_[i] : 0.0;
+    cov_[i][i] = var;
+  }
+}
+
+void OnlineFit::check_shape(const ActionSample& s) const {
+  if (s.chunk.empty()) fail("online cost fit: a sample needs a non-empty chunk");
+  for (const SliceShape& sl : s.chunk)
+    if (sl.len <= 0 || sl.context < 0)
+      fail("online cost fit: bad slice (context {}, len {}): len must be > 0 and context >= 0",
+           sl.context, sl.len);
+  if (s.stage.num_layers < 0 || s.recompute_layers < 0 || s.recompute_layers > s.stage.num_layers ||
+      (!s.backward && s.recompute_layers != 0))
+    fail(
+        "online cost fit: recompute layers {} must be within 0..{} (the stage's layers), and 0 "
+        "for a forward",
+        s.recompute_layers, s.stage.num_layers);
+}
+
+// The formulas of CostModel::forward_time / backward_time + recompute_time, written out so each
+// term's derivative is at hand. With n = T + u·t_half (T / efficiency, see layer_seconds):
+//   layer ℓ = α1·P + α2·n, head = H·n, embedding = e·T, A = one layer's all-to-alls (links, fixed)
+//   forward  = β1 + L·ℓ + embedding + head + L·A
+//   backward = β1 + κb·(L·ℓ + embedding) + κh·head + L·A + R·(κr·ℓ + A)
+double OnlineFit::predict_with_gradient(const ActionSample& s, Vec& g) const {
+  g = Vec{};
+  const Vec& v = value_;
+  double pairs2 = 0;
+  for (const SliceShape& sl : s.chunk) {
+    const double c = static_cast<double>(sl.context), l = static_cast<double>(sl.len);
+    pairs2 += (c + l) * (c + l) - c * c;
+  }
+  const double T = static_cast<double>(chunk_tokens(s.chunk));
+  const double u = static_cast<double>(prior_.ulysses_degree());
+  const double L = static_cast<double>(s.stage.num_layers);
+  const double R = static_cast<double>(s.recompute_layers);
+  const double n = T + u * v[idx(Term::half_efficiency_tokens)];
+  const double a1 = v[idx(Term::alpha1)], a2 = v[idx(Term::alpha2)];
+  const double layer = a1 * pairs2 + a2 * n;
+  const double e = s.stage.has_embedding ? v[idx(Term::embedding_per_token)] * T : 0.0;
+  const double H = v[idx(Term::lm_head_per_token)];
+  const double head = s.stage.has_lm_head ? H * n : 0.0;
+  const double A = prior_.ulysses_alltoall_time(static_cast<int64_t>(T));
+  g[idx(Term::beta1)] = 1.0;
+  if (!s.backward) {
+    g[idx(Term::alpha1)] = L * pairs2;
+    g[idx(Term::alpha2)] = L * n;
+    g[idx(Term::half_efficiency_tokens)] = L * a2 * u + (s.stage.has_lm_head ? H * u : 0.0);
+    if (s.stage.has_embedding) g[idx(Term::embedding_per_token)] = T;
+    if (s.stage.has_lm_head) g[idx(Term::lm_head_per_token)] = n;
+    return v[idx(Term::beta1)] + L * layer + e + head + L * A;
+  }
+  const double kb = v[idx(Term::backward_factor)], kr = v[idx(Term::recompute_factor)];
+  const double kh = v[idx(Term::lm_head_backward_factor)];
+  const double m = kb * L + R * kr;  // layer forwards a backward action pays for
+  g[idx(Term::alpha1)] = m * pairs2;
+  g[idx(Term::alpha2)] = m * n;
+  g[idx(Term::half_efficiency_tokens)] = m * a2 * u + (s.stage.has_lm_head ? kh * H * u : 0.0);
+  g[idx(Term::backward_factor)] = L * layer + e;
+  g[idx(Term::recompute_factor)] = R * layer;
+  if (s.stage.has_embedding) g[idx(Term::embedding_per_token)] = kb * T;
+  if (s.stage.has_lm_head) {
+    g[idx(Term::lm_head_per_token)] = kh * n;
+    g[idx(Term::lm_head_backward_factor)] = head;
+  }
+  return v[idx(Term::beta1)] + kb * (L * layer + e) + kh * head + L * A + R * (kr * layer + A);
+}
+
+double OnlineFit::predict(const ActionSample& s) const {
+  check_shape(s);
+  Vec g;
+  return predict_with_gradient(s, g);
+}
+
+void OnlineFit::update(const ActionSample& s) {
+  check_shape(s);
+  if (!(s.seconds > 0) || !std::isfinite(s.seconds))
+    fail("online cost fit: a measured action time must be positive and finite, got {}", s.seconds);
+  Vec g;
+  const double pred = predict_with_gradient(s, g);
+  const double y = s.seconds, lambda = options_.forgetting;
+  const double r = (y - pred) / y;
+  const int kind = s.backward ? 1 : 0;
+  residual_sq_[kind] = lambda * residual_sq_[kind] + r * r;
+  residual_weight_[kind] = lambda * residual_weight_[kind] + 1.0;
+  ++count_[kind];
+
+  Vec x{};  // the relative regressor, in units of each term's scale
+  for (int i = 0; i < kNumOnlineTerms; ++i) {
+    if (g[i] == 0) continue;
+    covered_[i] = true;
+    ++term_count_[i];
+    // A term with no prior value gets the scale at which it alone would explain this sample.
+    if (scale_[i] == 0) scale_[i] = y / std::abs(g[i]);
+    x[i] = g[i] * scale_[i] / y;
+  }
+  Vec px{};
+  double denom = lambda;
+  for (int i = 0; i < kNumOnlineTerms; ++i) {
+    for (int j = 0; j < kNumOnlineTerms; ++j) px[i] += cov_[i][j] * x[j];
+    denom += x[i] * px[i];
+  }
+  Vec step{};
+  for (int i = 0; i < kNumOnlineTerms; ++i) step[i] = px[i] / denom * r * scale_[i];
+  for (int i = 0; i < kNumOnlineTerms; ++i)
+    for (int j = 0; j < kNumOnlineTerms; ++j)
+      cov_[i][j] = (cov_[i][j] - px[i] * px[j] / denom) / lambda;
+  // Forgetting inflates the uncertainty of directions no sample excites; cap each term's at its
+  // prior's (a congruence by a diagonal matrix, so the covariance stays positive semi-definite).
+  const double var = options_.prior_relative_sd * options_.prior_relative_sd;
+  for (int i = 0; i < kNumOnlineTerms; ++i) {
+    if (cov_[i][i] <= var) continue;
+    const double f = std::sqrt(var / cov_[i][i]);
+    for (int j = 0; j < kNumOnlineTerms; ++j) {
+      cov_[i][j] *= f;
+      cov_[j][i] *= f;
+    }
+  }
+  guard_step(step);
+}
+
+// Bounded relative step, then no term below its floor (0, or a small part of a backward).
+void OnlineFit::guard_step(const Vec& step) {
+  for (int i = 0; i < kNumOnlineTerms; ++i) {
+    const double limit =
+        options_.max_relative_step * std::max(std::abs(value_[i]), kNearZeroFraction * scale_[i]);
+    const double floor = i == idx(Term::backward_factor) ? kMinBackwardFraction * scale_[i] : 0.0;
+    value_[i] = std::max(value_[i] + std::clamp(step[i], -limit, limit), floor);
+  }
+}
+
+double OnlineFit::residual(bool backward) const {
+  const int k = backward ? 1 : 0;
+  return residual_weight_[k] > 0 ? std::sqrt(residual_sq_[k] / residual_weight_[k]) : 0.0;
+}
+
+Coefficients OnlineFit::coefficients() const {
+  Coefficients c = prior_.coefficients();
+  for (const TermField& f : kTerms) c.*f.ptr = value_[idx(f.term)];
+  return c;
+}
+
+CostModel OnlineFit::cost_model() const {
+  return CostModel(prior_.model(), prior_.device(), coefficients(), prior_.ulysses_degree(),
+                   prior_.bf16());
+}
+
+std::array<double, kNumOnlineTerms> online_terms_get(const Coefficients& c) {
+  std::array<double, kNumOnlineTerms> out{};
+  for (const TermField& f : kTerms) out[idx(f.term)] = c.*f.ptr;
+  return out;
+}
+
+void online_terms_set(std::span<const double> terms, Coefficients& c) {
+  if (terms.size() != kNumOnlineTerms)
+    fail("online cost fit: expected {} time terms, got {}", kNumOnlineTerms, terms.size());
+  for (const TermField& f : kTerms) c.*f.ptr = terms[idx(f.term)];
+}
+
+std::array<double, kOnlineShareSize> online_fit_share(const OnlineFit& fit) {
+  std::array<double, kOnlineShareSize> s{};
+  for (const TermField& f : kTerms) {
+    const double n = static_cast<double>(fit.term_samples(f.term));
+    s[idx(f.term)] = fit.term(f.term) * n;
+    s[kNumOnlineTerms + idx(f.term)] = n;
+  }
+  for (int k = 0; k < 2; ++k) {
+    const double n = static_cast<double>(fit.num_samples(k == 1));
+    s[2 * kNumOnlineTerms + 2 * k] = fit.residual(k == 1) * fit.residual(k == 1) * n;
+    s[2 * kNumOnlineTerms + 2 * k + 1] = n;
+  }
+  return s;
+}
+
+OnlinePooled online_fit_pool(const CostModel& prior,
+                             const std::array<double, kOnlineShareSize>& summed) {
+  OnlinePooled p;
+  p.coeffs = prior.coefficients();
+  for (const TermField& f : kTerms) {
+    const double n = summed[kNumOnlineTerms + idx(f.term)];
+    if (n > 0) p.coeffs.*f.ptr = summed[idx(f.term)] / n;
+  }
+  const auto rms = [&](int k) {
+    const double n = summed[2 * kNumOnlineTerms + 2 * k + 1];
+    return n > 0 ? std::sqrt(summed[2 * kNumOnlineTerms + 2 * k] / n) : 0.0;
+  };
+  p.residual_forward = rms(0);
+  p.residual_backward = rms(1);
+  return p;
+}
+
+Calibration online_calibration(const CostModel& prior, const OnlinePooled& fitted,
+                               const std::string& machine, const std::string& date,
+                               const std::string& notes) {
+  Calibration cal;
+  cal.machine = machine;
+  cal.date = date;
+  cal.notes = notes;
+  cal.model = prior.model();
+  cal.ulysses_degree = prior.ulysses_degree();
+  cal.bf16 = prior.bf16();
+  cal.fit_residual_forward = fitted.residual_forward;
+  cal.fit_residual_backward = fitted.residual_backward;
+  cal.coeffs = fitted.coeffs;
+  // The device record carries the fitted overhead, efficiency curve and backward factor, as a
+  // profiled file does.
+  cal.device = prior.device();
+  cal.device.chunk_overhead_s = cal.coeffs.beta1;
+  cal.device.half_efficiency_tokens = cal.coeffs.half_efficiency_tokens;
+  cal.device.backward_factor = cal.coeffs.backward_factor;
+  return cal;
+}
+
+Calibration online_fit_calibration(const OnlineFit& fit, const std::string& machine,
+                                   const std::string& date, const std::string& notes) {
+  return online_calibration(fit.prior(),
+                            {fit.coefficients(), fit.residual(false), fit.residual(true)}, machine,
+                            date, notes);
+}
+
+}  // namespace infinipipe::cost

@@ -1,0 +1,50 @@
+// The Trainer's online refit of the cost model (--cost-model-update online): after every
+// iteration each rank feeds the actions it ran into its fit, a pipeline's ranks pool their fits
+// (one all-reduce), and the next plans of that pipeline are made with the pooled coefficients.
+// The stage layout and the data-parallel split keep the prior: every rank computes them alike.
+#include <fmt/format.h>
+
+#include "comm/mpi_allreduce.h"
+#include "obs/profile.h"
+#include "plan/schedule_memory.h"
+#include "runtime/train.h"
+
+namespace infinipipe::runtime {
+
+void Trainer::cost_model_update(int64_t iteration) {
+  if (!fit_) return;
+  for (const obs::StepStats& stats : last_stats_) {
+    for (const obs::ActionTiming& t : stats.timings) {
+      const plan::Action& a = t.action;
+      cost::ActionSample s;
+      s.chunk = last_plan_.chunks[static_cast<size_t>(a.chunk)].shapes();
+      s.stage = plan::stage_shape(last_plan_.stages[static_cast<size_t>(a.stage)]);
+      s.backward = a.kind == plan::ActionKind::backward;
+      s.recompute_layers = s.backward ? a.recompute_layers : 0;
+      s.seconds = t.end_s - t.start_s;
+      // An action shorter than the clock's resolution tells nothing about the coefficients.
+      if (s.seconds > 0) fit_->update(s);
+    }
+  }
+  std::array<double, cost::kOnlineShareSize> share = cost::online_fit_share(*fit_);
+  if (groups_) {
+    allreduce_sum(groups_->pp_comm(), share, p2p_->timeout_s(),
+                  fmt::format("the cost model's refit of iteration {}", iteration));
+  }
+  pooled_ = cost::online_fit_pool(cm_, share);
+  plan_cm_ =
+      cost::CostModel(cm_.model(), cm_.device(), pooled_.coeffs, cm_.ulysses_degree(), cm_.bf16());
+}
+
+std::optional<cost::Calibration> Trainer::online_calibration() const {
+  if (!fit_) return std::nullopt;
+  const std::string notes = fmt::format(
+      "infinipipe train --cost-model-update online: time terms refitted from the actions this "
+      "pipeline measured ({} on this rank), starting from {}; links and memory as the prior",
+      fit_->num_samples(false) + fit_->num_samples(true),
+      cfg_.cluster.calibration.empty() ? "the '" + cfg_.cluster.device + "' preset"
+                                       : "'" + cfg_.cluster.calibration + "'");
+  return cost::online_calibration(cm_, pooled_, obs::machine_name(), obs::utc_now(), notes);
+}
+
+}  // namespace infinipipe::runtime
