@@ -61,7 +61,7 @@ TEST_F(TrainCliTest, TrainsSavesAndRefusesADamagedCheckpoint) {
 // --calibration reads it back; off leaves nothing; another word is a usage error.
 TEST_F(TrainCliTest, CostModelUpdateLeavesACalibrationForTheNextRun) {
   const std::string corpus = (dir_ / "corpus").string();
-  CliResult r =
+  ShellResult r =
       run_cli(fmt::format("data synth --num-documents 40 --seq-length 128 --output {}", corpus));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string online = (dir_ / "online").string(), off = (dir_ / "off").string();
