@@ -10,6 +10,7 @@
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/checkpoint_fs.h"
 #include "ckpt/checkpoint_layout.h"
+#include "ckpt/checkpoint_state.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 
@@ -73,7 +74,7 @@ std::optional<int64_t> checkpoint_find_latest(const std::string& dir) {
   std::optional<int64_t> best;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("iter_", 0) != 0 || !entry.is_directory()) continue;
+    if (name.rfind("iter_", 0) != 0 || !entry.is_directory(ec)) continue;
     const std::optional<int64_t> it = parse_iteration(name.substr(5));
     if (it && (!best || *it > *best) && checkpoint_is_complete(dir, *it)) best = it;
   }
@@ -86,7 +87,7 @@ std::vector<CheckpointEntry> checkpoint_list(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) return out;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("iter_", 0) != 0 || !entry.is_directory()) continue;
+    if (name.rfind("iter_", 0) != 0 || !entry.is_directory(ec)) continue;
     if (const std::optional<int64_t> it = parse_iteration(name.substr(5))) {
       out.push_back({*it, checkpoint_is_complete(dir, *it), false});
     }
@@ -117,32 +118,15 @@ CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration) {
   }
   path_ = checkpoint_iter_dir(dir, iteration);
   const std::string state_path = (fs::path(path_) / kCkptState).string();
-  try {
-    const Json state = checkpoint_read_json(state_path);
-    if (state.value("format", "") != "infinipipe-checkpoint" ||
-        state.value("version", 0) != kCkptFormatVersion) {
-      fail("{}: not an infinipipe checkpoint of format version {}", state_path, kCkptFormatVersion);
-    }
-    iteration_ = state.at("iteration").get<int64_t>();
-    consumed_samples_ = state.at("consumed_samples").get<int64_t>();
-    num_ranks_ = state.at("num_ranks").get<int64_t>();
-    optimizer_kind_ = state.at("optimizer").get<std::string>();
-    rng_ = state.at("rng");
-    config_ = state.at("config");
-    rank_states_ = state.at("rank_states");
-    if (!rank_states_.is_array() || int64_t(rank_states_.size()) != num_ranks_) {
-      fail("{}: rank_states does not hold one entry per writer", state_path);
-    }
-    for (const auto& [file, entry] : state.at("files").items()) {
-      if (file.empty() || file.find('/') != std::string::npos || file.starts_with(".")) {
-        fail("{}: lists a file named '{}' outside the checkpoint directory", state_path, file);
-      }
-      files_[file] = {entry.at("crc32c").get<std::string>(), entry.at("bytes").get<int64_t>()};
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: damaged ({}); move {} away and --load resumes from the previous complete checkpoint",
-         state_path, e.what(), path_);
-  }
+  CheckpointState state = checkpoint_state_from_json(checkpoint_read_json(state_path), state_path);
+  iteration_ = state.iteration;
+  consumed_samples_ = state.consumed_samples;
+  num_ranks_ = state.num_ranks;
+  optimizer_kind_ = std::move(state.optimizer);
+  rng_ = std::move(state.rng);
+  config_ = std::move(state.config);
+  rank_states_ = std::move(state.rank_states);
+  files_ = std::move(state.files);
   auto read_verified = [&](const char* file) {
     verify_file(file);
     return checkpoint_read_json((fs::path(path_) / file).string());
@@ -150,18 +134,7 @@ CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration) {
   const std::string config_path = (fs::path(path_) / kCkptConfig).string();
   model_ = checkpoint_model_from_hf(read_verified(kCkptConfig), config_path);
   auto read_map = [&](const char* file, std::map<std::string, std::string>& map) {
-    const Json index = read_verified(file);
-    try {
-      for (const auto& [name, f] : index.at("weight_map").items()) {
-        map[name] = f.get<std::string>();
-        if (!files_.count(map[name])) {
-          fail("{}/{}: tensor {} is in {}, which state.json does not list", path_, file, name,
-               map[name]);
-        }
-      }
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}/{}: damaged index ({})", path_, file, e.what());
-    }
+    map = checkpoint_index_from_json(read_verified(file), path_ + "/" + file, files_);
   };
   read_map(kCkptModelIndex, model_map_);
   read_map(kCkptOptimIndex, optim_map_);
