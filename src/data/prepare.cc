@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_read.h"
 #include "data/byte_tokenizer.h"
 #include "data/indexed_dataset.h"
 
@@ -29,13 +30,8 @@ PrepareSummary prepare_jsonl(const PrepareOptions& options) {
       ++summary.skipped_blank_lines;
       continue;
     }
-    nlohmann::json doc;
-    try {
-      doc = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      fail("{}:{}: not valid JSON ({}); each line must hold one JSON object", options.input,
-           line_no, e.what());
-    }
+    const nlohmann::json doc = json_parse(line, fmt::format("{}:{}:", options.input, line_no),
+                                          "each line must hold one JSON object");
     if (!doc.is_object()) {
       fail("{}:{}: expected a JSON object with a \"{}\" field, found a {}", options.input, line_no,
            options.json_key, doc.type_name());
