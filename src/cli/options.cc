@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
@@ -330,6 +331,9 @@ void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& or
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
+  } catch (const YAML::DeepRecursion&) {
+    fail_config("{}: lists or maps nest too deeply; a configuration is a flat map of options",
+                origin);
   } catch (const YAML::Exception& e) {
     fail_config("{}: not valid YAML at line {}: {}", origin, e.mark.line + 1, e.msg);
   }

@@ -138,6 +138,11 @@ TEST_F(HostileCli, YamlComplexKeyIsAConfigError) {
                "an option name must be a plain word");
 }
 
+TEST_F(HostileCli, DeeplyNestedYamlIsAConfigError) {
+  expect_clean(run(bin() + " config check " + write("d.yaml", "a: " + deep(100000) + "\n")), 2,
+               "nest too deeply");
+}
+
 TEST_F(HostileCli, TraceAndMetricsWithBadNumbersAreErrors) {
   const std::filesystem::path run_dir = dir_ / "run";
   std::filesystem::create_directories(run_dir);
