@@ -1,7 +1,9 @@
 # The two commands of the README. Each does all set-up on a fresh Debian 12 machine.
 JOBS ?= $(shell nproc)
+# Seconds each libFuzzer target runs in `make fuzz` (`make fuzz-smoke` runs a few).
+FUZZ_SECONDS ?= 60
 
-.PHONY: deps build test demo asan format clean
+.PHONY: deps build test demo asan fuzz fuzz-build fuzz-smoke format clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -21,8 +23,21 @@ asan: deps
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS) --timeout 1200
 
+# libFuzzer targets (fuzz/, docs/reliability.md): clang, ASan + UBSan, in build-fuzz/.
+fuzz-build: deps
+	cmake --preset fuzz
+	cmake --build --preset fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+# What CI affords: every target over its seeds and saved reproducers, then 5 s of fuzzing each.
+fuzz-smoke: fuzz-build
+	ctest --test-dir build-fuzz -L fuzz --output-on-failure
+	FUZZ_SECONDS=5 bash scripts/fuzz.sh
+
 format:
-	find src tests bench -name '*.cc' -o -name '*.h' | xargs clang-format -i
+	find src tests bench fuzz -name '*.cc' -o -name '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

@@ -12,6 +12,7 @@ packages=(
   coinor-libcbc-dev
   libsentencepiece-dev  # SentencePiece tokenizers of `data prepare` (and its trainer, in tests)
   clang-format
+  clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizers of `make fuzz` (fuzz/)
   chromium  # headless check that `infinipipe report`'s HTML renders its charts
   python3
 )

@@ -76,7 +76,7 @@ std::optional<int64_t> checkpoint_find_latest(const std::string& dir) {
   std::optional<int64_t> best;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("iter_", 0) != 0 || !entry.is_directory()) continue;
+    if (name.rfind("iter_", 0) != 0 || !entry.is_directory(ec)) continue;
     const std::optional<int64_t> it = parse_iteration(name.substr(5));
     if (it && (!best || *it > *best) && checkpoint_is_complete(dir, *it)) best = it;
   }
@@ -89,7 +89,7 @@ std::vector<CheckpointEntry> checkpoint_list(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) return out;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("iter_", 0) != 0 || !entry.is_directory()) continue;
+    if (name.rfind("iter_", 0) != 0 || !entry.is_directory(ec)) continue;
     if (const std::optional<int64_t> it = parse_iteration(name.substr(5))) {
       std::string problem = incomplete_reason(dir, *it);
       out.push_back({*it, problem.empty(), false, std::move(problem)});
@@ -125,14 +125,13 @@ CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration) {
   }
   path_ = checkpoint_iter_dir(dir, iteration);
   // checkpoint_state_check has checked every field read here.
-  const Json& state = checked.state;
-  iteration_ = state.at("iteration").get<int64_t>();
-  consumed_samples_ = state.at("consumed_samples").get<int64_t>();
-  num_ranks_ = state.at("num_ranks").get<int64_t>();
-  optimizer_kind_ = state.at("optimizer").get<std::string>();
-  rng_ = state.at("rng");
-  config_ = state.at("config");
-  rank_states_ = state.at("rank_states");
+  iteration_ = checked.iteration;
+  consumed_samples_ = checked.consumed_samples;
+  num_ranks_ = checked.num_ranks;
+  optimizer_kind_ = std::move(checked.optimizer);
+  rng_ = std::move(checked.rng);
+  config_ = std::move(checked.config);
+  rank_states_ = std::move(checked.rank_states);
   files_ = std::move(checked.files);
   model_map_ = std::move(checked.model_map);
   optim_map_ = std::move(checked.optim_map);

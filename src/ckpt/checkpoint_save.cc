@@ -17,6 +17,7 @@
 #include "ckpt/checkpoint_values.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace infinipipe {
 
@@ -37,9 +38,7 @@ std::string checkpoint_manifest_file(int64_t rank) {
 }
 
 Json checkpoint_read_json(const std::string& path) {
-  Json j = Json::parse(fs_read_text(path), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) fail("{}: not valid JSON; the checkpoint is damaged", path);
-  return j;
+  return json_parse(fs_read_text(path), path, "the checkpoint is damaged");
 }
 
 namespace {

@@ -16,6 +16,7 @@
 #include "ckpt/checkpoint_checksum.h"
 #include "ckpt/checkpoint_fs.h"
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace infinipipe {
 
@@ -142,11 +143,18 @@ std::vector<int64_t> parse_ints(const std::string& path, const std::string& name
   for (const Json& x : v) {
     if (!x.is_number_unsigned() || x.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
       fail("{}: tensor {} has a '{}' entry that is not a non-negative integer: {}", path, name,
-           field, x.dump());
+           field, json_brief(x));
     }
     out.push_back(static_cast<int64_t>(x.get<uint64_t>()));
   }
   return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size() && i < 8; ++i)
+    out += fmt::format("{}{}", i ? ", " : "", shape[i]);
+  return out + (shape.size() > 8 ? ", ...]" : "]");
 }
 
 constexpr const char* kNotSafetensors = "the file is truncated or is not a safetensors file";
@@ -187,6 +195,7 @@ Json header_json_parse(const std::string& path, const std::string& text) {
     }
     return true;
   };
+  json_check_depth(text, path + ": the header");
   Json header = Json::parse(text, on_event, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) {
     fail("{}: the header is not a valid JSON object; {}", path, kNotSafetensors);
@@ -222,7 +231,7 @@ SafetensorsInfo tensor_entry_parse(const std::string& path, const std::string& n
   const std::vector<int64_t> off = parse_ints(path, name, "data_offsets", v["data_offsets"]);
   if (off.size() != 2 || off[0] > off[1]) {
     fail("{}: tensor {} has data_offsets {} (need [begin, end] with begin <= end)", path, name,
-         v["data_offsets"].dump());
+         json_brief(v["data_offsets"]));
   }
   t.begin = off[0];
   t.end = off[1];
@@ -231,11 +240,11 @@ SafetensorsInfo tensor_entry_parse(const std::string& path, const std::string& n
   const int64_t numel = t.numel();
   int64_t bytes = 0;
   if (numel < 0 || __builtin_mul_overflow(numel, esize, &bytes)) {
-    fail("{}: tensor {} has shape {}, whose size overflows", path, name, v["shape"].dump());
+    fail("{}: tensor {} has shape {}, whose size overflows", path, name, shape_text(t.shape));
   }
   if (bytes != t.end - t.begin) {
     fail("{}: tensor {} has {} bytes of data, but dtype {} and shape {} need {}", path, name,
-         t.end - t.begin, t.dtype, v["shape"].dump(), bytes);
+         t.end - t.begin, t.dtype, shape_text(t.shape), bytes);
   }
   if (t.end > data_size) {
     fail("{}: tensor {} ends at byte {} of a {}-byte data buffer; {}", path, name, t.end, data_size,

@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -32,6 +33,10 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const infinipipe::Error& e) {
     fmt::print(stderr, "infinipipe: error: {}\n", e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that cannot be used (a symlink loop, no permission): their files.
+    fmt::print(stderr, "infinipipe: error: {}; check the path and its permissions\n", e.what());
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "infinipipe: internal error: {}\n", e.what());

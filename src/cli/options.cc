@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
@@ -354,6 +355,9 @@ void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& or
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
+  } catch (const YAML::DeepRecursion&) {
+    fail_config("{}: lists or maps nest too deeply; a configuration is a flat map of options",
+                origin);
   } catch (const YAML::Exception& e) {
     fail_config("{}: not valid YAML at line {}: {}", origin, e.mark.line + 1, e.msg);
   }
@@ -361,11 +365,14 @@ void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& or
   if (!root.IsMap())
     fail_config("{}: expected a map of options (e.g. `pipeline-model-parallel-size: 2`)", origin);
   for (const auto& kv : root) {
-    std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar())
+      fail_config("{} (line {}): an option name must be a plain word, not a list or map", origin,
+                  kv.first.Mark().line + 1);
+    std::string key = kv.first.Scalar();
     if (!kv.second.IsScalar())
       fail_config("{}: option '{}' must be a single value, not a list or map", origin, key);
     try {
-      apply_option(cfg, key, kv.second.as<std::string>());
+      apply_option(cfg, key, kv.second.Scalar());
     } catch (const ConfigError& e) {
       fail_config("{} (line {}): {}", origin, kv.first.Mark().line + 1, e.what());
     }
@@ -385,8 +392,9 @@ std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
     std::string key = s.key;
     std::string group = "Configuration";
     if (s.kind == Kind::flag) {
-      cmd->add_flag_function(
-             names, [weak, key](int64_t) { weak.lock()->flags.emplace_back(key, "true"); }, s.help)
+      // The raw text, so `--x=false` is false and `--x=maybe` is refused by to_bool.
+      cmd->add_flag(names, opts->flag_text.emplace_back(), s.help)
+          ->each([weak, key](const std::string& v) { weak.lock()->flags.emplace_back(key, v); })
           ->group(group);
     } else {
       cmd->add_option_function<std::string>(

@@ -2,6 +2,7 @@
 // keys (without dashes) in a `--config FILE.yaml`. Precedence: defaults < file < flags.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +18,9 @@ struct ConfigOptions {
   std::string config_file;
   std::vector<std::pair<std::string, std::string>> flags;  // (key, value) in command-line order
   CLI::App* command = nullptr;                             // to read unmatched arguments
+  // Where CLI11 stores a boolean flag's raw text (`--x`, `--x=false`) before it is copied into
+  // `flags`; one per flag, as CLI11 keeps a reference.
+  std::deque<std::string> flag_text;
 };
 
 // Adds `--config FILE` and every configuration flag to `cmd` (unknown flags are collected

@@ -13,32 +13,65 @@
 namespace infinipipe {
 namespace {
 
-// Divisors of n near `around`, to suggest a fix when n does not divide.
+// Hints search at most this many candidates each way, so no input makes a refusal slow.
+constexpr int64_t kHintSteps = 1 << 16;
+
+// Up to three divisors of n nearest `around`, to suggest a fix when n does not divide.
 std::string nearby_divisors(int64_t n, int64_t around) {
+  around = std::clamp<int64_t>(around, 1, n);
   std::vector<int64_t> ds;
-  for (int64_t d = 1; d <= n; ++d)
-    if (n % d == 0) ds.push_back(d);
-  std::sort(ds.begin(), ds.end(), [&](int64_t a, int64_t b) {
-    return std::llabs(a - around) < std::llabs(b - around) ||
-           (std::llabs(a - around) == std::llabs(b - around) && a < b);
-  });
-  ds.resize(std::min<size_t>(ds.size(), 3));
+  for (int64_t k = 0; k <= kHintSteps && ds.size() < 3; ++k) {
+    for (int64_t d : {around - k, around + k}) {
+      if (d >= 1 && d <= n && n % d == 0 && ds.size() < 3 &&
+          std::find(ds.begin(), ds.end(), d) == ds.end())
+        ds.push_back(d);
+    }
+  }
+  if (ds.empty()) ds.push_back(1);
   std::sort(ds.begin(), ds.end());
   std::string out;
   for (size_t i = 0; i < ds.size(); ++i) out += fmt::format("{}{}", i ? "/" : "", ds[i]);
   return out;
 }
 
-// Pipeline degrees that split num_layers evenly into pp x vpp stages.
+// Pipeline degrees that split num_layers evenly into pp x vpp stages (the first few).
 std::string fitting_pp(int64_t num_layers, int64_t vpp) {
   std::string out;
-  for (int64_t pp = 2; pp <= num_layers / vpp; ++pp)
-    if (num_layers % (pp * vpp) == 0) out += fmt::format("{}{}", out.empty() ? "" : "/", pp);
+  int found = 0;
+  for (int64_t pp = 2; pp <= std::min(num_layers / vpp, kHintSteps) && found < 8; ++pp) {
+    if (num_layers % (pp * vpp) == 0) {
+      out += fmt::format("{}{}", out.empty() ? "" : "/", pp);
+      ++found;
+    }
+  }
   return out.empty() ? "1" : out;
+}
+
+// int64 arithmetic that remembers whether any step overflowed.
+struct Checked {
+  int64_t v = 0;
+  bool ok = true;
+};
+Checked operator*(Checked a, Checked b) {
+  Checked r{0, a.ok && b.ok};
+  r.ok = r.ok && !__builtin_mul_overflow(a.v, b.v, &r.v);
+  return r;
+}
+Checked operator+(Checked a, Checked b) {
+  Checked r{0, a.ok && b.ok};
+  r.ok = r.ok && !__builtin_add_overflow(a.v, b.v, &r.v);
+  return r;
 }
 
 void require_positive(int64_t v, const char* key) {
   if (v <= 0) fail_config("{} must be a positive integer, got {}", key, v);
+}
+
+// A parallel degree beyond a million devices is a typo; the bound keeps products in int64.
+void require_degree(int64_t v, const char* key) {
+  constexpr int64_t kMaxDegree = int64_t{1} << 20;
+  require_positive(v, key);
+  if (v > kMaxDegree) fail_config("{} {} exceeds {} devices", key, v, kMaxDegree);
 }
 
 }  // namespace
@@ -61,8 +94,30 @@ int64_t ModelConfig::params_total() const {
          (tie_embeddings ? 0 : params_embedding());
 }
 
+// The largest products later code forms must fit int64 with room to spare: the bytes of the
+// parameters with their gradients and optimizer state (32 per parameter is more than any
+// optimizer keeps) and the activation bytes of one full sequence through every layer.
+static void check_model_fits_int64(const ModelConfig& m) {
+  if (m.hidden_size > INT64_MAX / 16 || m.ffn_hidden_size > INT64_MAX / 16)
+    fail_config("hidden-size {} or ffn-hidden-size {} is too large to compute with", m.hidden_size,
+                m.ffn_hidden_size);
+  const Checked h{m.hidden_size}, f{m.ffn_size()}, kv{m.kv_heads()}, d{m.head_dim()};
+  const Checked L{m.num_layers}, V{m.vocab_size}, S{m.seq_length}, two{2}, three{3};
+  const Checked layer = two * h + two * h * h + two * h * kv * d + three * h * f;
+  const Checked params_bytes = (L * layer + two * V * h + h) * Checked{32};
+  const Checked activation_bytes = S * (L * (h + f) + V) * Checked{64};
+  if (!params_bytes.ok || !activation_bytes.ok)
+    fail_config(
+        "the model is too large to count in 64-bit integers (its parameter or activation bytes "
+        "overflow): lower hidden-size, ffn-hidden-size, num-layers, vocab-size or seq-length");
+}
+
 void ModelConfig::validate() const {
+  // More layers than any model has; larger counts only make the planner's searches slow.
+  constexpr int64_t kMaxLayers = int64_t{1} << 16;
   require_positive(num_layers, "num-layers");
+  if (num_layers > kMaxLayers)
+    fail_config("num-layers {} exceeds {}: no model has that many layers", num_layers, kMaxLayers);
   require_positive(hidden_size, "hidden-size");
   require_positive(num_attention_heads, "num-attention-heads");
   require_positive(vocab_size, "vocab-size");
@@ -91,6 +146,7 @@ void ModelConfig::validate() const {
   if (!(rotary_base > 1.0)) fail_config("rotary-base must be > 1, got {}", rotary_base);
   if (!(norm_epsilon > 0.0) || norm_epsilon > 1e-1)
     fail_config("norm-epsilon must be in (0, 0.1], got {}", norm_epsilon);
+  check_model_fits_int64(*this);
 }
 
 const char* schedule_name(Schedule s) {
@@ -139,10 +195,10 @@ const char* recompute_method_name(RecomputeMethod m) {
 }
 
 void ParallelConfig::validate() const {
-  require_positive(pipeline_parallel, "pipeline-model-parallel-size");
-  require_positive(data_parallel, "data-parallel-size");
-  require_positive(virtual_stages, "virtual-pipeline-model-parallel-size");
-  require_positive(ulysses_degree, "ulysses-degree");
+  require_degree(pipeline_parallel, "pipeline-model-parallel-size");
+  require_degree(data_parallel, "data-parallel-size");
+  require_degree(virtual_stages, "virtual-pipeline-model-parallel-size");
+  require_degree(ulysses_degree, "ulysses-degree");
   if (virtual_stages > 1 && schedule != Schedule::interleaved)
     fail_config(
         "virtual stages ({} per rank) need --schedule interleaved; schedule {} runs one stage per "
@@ -239,6 +295,9 @@ void ClusterConfig::validate() const {
   for (const Link& l : links)
     if (!(l.value >= 0))
       fail_config("{} must be >= 0 {} (0 = the preset's value), got {}", l.key, l.unit, l.value);
+  if (num_devices > (int64_t{1} << 40) || devices_per_node > (int64_t{1} << 40))
+    fail_config("num-devices {} or devices-per-node {} exceeds 2^40 devices", num_devices,
+                devices_per_node);
   if (num_devices == 0 || devices_per_node == 0) return;  // Config::validate resolves them
   if (devices_per_node > num_devices)
     fail_config("devices-per-node {} exceeds num-devices {}: lower --devices-per-node",
@@ -253,6 +312,8 @@ void ClusterConfig::validate() const {
 void Config::validate() {
   // Megatron asks for virtual stages as layers per virtual stage; resolve it to vpp first.
   if (int64_t per = parallel.layers_per_virtual_stage; per > 0) {
+    require_degree(parallel.pipeline_parallel, "pipeline-model-parallel-size");
+    require_degree(per, "num-layers-per-virtual-pipeline-stage");
     int64_t stages = parallel.pipeline_parallel * per;
     if (stages <= 0 || model.num_layers % stages != 0)
       fail_config(

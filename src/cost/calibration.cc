@@ -7,11 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace infinipipe::cost {
 namespace {
@@ -78,20 +81,41 @@ bool must_be_positive(const std::string& key) {
          key == "alltoall_bandwidth" || key == "backward_factor";
 }
 
+// The largest value a coefficient may take, in its own unit: far beyond any real device, and
+// small enough that the recompute solver's objective stays within what Clp accepts.
+double coefficient_max(const std::string& key) {
+  if (key.find("bandwidth") != std::string::npos) return 1e15;  // bytes/s: a PB/s
+  if (key.find("factor") != std::string::npos || key == "backward_logits_blocks") return 1e3;
+  if (key.find("bytes") != std::string::npos || key.find("tokens") != std::string::npos)
+    return 1e12;
+  return 60.0;  // seconds per token, token pair, chunk or message
+}
+
 template <typename T>
-T get(const json& j, const char* key, const std::string& where, const char* section) {
+T get(const nlohmann::json& j, const char* key, const std::string& where, const char* section) {
   if (!j.contains(key))
     fail("calibration {}: missing field '{}.{}'; write it again with `infinipipe profile`", where,
          section, key);
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    fail("calibration {}: field '{}.{}' has the wrong type ({})", where, section, key,
-         j.at(key).type_name());
+  const std::string field = fmt::format("calibration {}: field '{}.{}'", where, section, key);
+  const nlohmann::json& v = j.at(key);
+  const bool right_type = std::is_same_v<T, bool>          ? v.is_boolean()
+                          : std::is_same_v<T, std::string> ? v.is_string()
+                          : std::is_integral_v<T>          ? v.is_number_integer()
+                                                           : v.is_number();
+  if (!right_type) fail("{} has the wrong type ({}: {})", field, v.type_name(), json_brief(v));
+  if constexpr (std::is_same_v<T, bool>) {
+    return json_bool(v, field);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return json_string(v, field);
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(
+        json_int(v, field, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+  } else {
+    return json_number(v, field);
   }
 }
 
-const json& section(const json& j, const char* key, const std::string& where) {
+const nlohmann::json& section(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.contains(key) || !j.at(key).is_object())
     fail("calibration {}: missing object '{}'; write it again with `infinipipe profile`", where,
          key);
@@ -132,18 +156,25 @@ void model_read(const json& j, const std::string& where, Calibration& c) {
 void device_read(const json& j, const std::string& where, Calibration& c) {
   const json& dev = section(j, "device", where);
   DeviceSpec& d = c.device;
+  // Device figures only scale times; a negative or beyond-exascale one is damage.
+  const auto device_number = [&](const char* key) {
+    const double v = get<double>(dev, key, where, "device");
+    if (v < 0 || v > 1e18)
+      fail("calibration {}: device.{} = {} must be between 0 and 1e18", where, key, v);
+    return v;
+  };
   d.name = get<std::string>(dev, "name", where, "device");
-  d.peak_flops = get<double>(dev, "peak_flops", where, "device");
+  d.peak_flops = device_number("peak_flops");
   d.memory_bytes = get<int64_t>(dev, "memory_bytes", where, "device");
-  d.memory_bandwidth = get<double>(dev, "memory_bandwidth", where, "device");
-  d.intra_node_bandwidth = get<double>(dev, "intra_node_bandwidth", where, "device");
-  d.inter_node_bandwidth = get<double>(dev, "inter_node_bandwidth", where, "device");
-  d.latency_s = get<double>(dev, "latency_s", where, "device");
-  d.matmul_efficiency = get<double>(dev, "matmul_efficiency", where, "device");
-  d.attention_efficiency = get<double>(dev, "attention_efficiency", where, "device");
-  d.half_efficiency_tokens = get<double>(dev, "half_efficiency_tokens", where, "device");
-  d.chunk_overhead_s = get<double>(dev, "chunk_overhead_s", where, "device");
-  d.backward_factor = get<double>(dev, "backward_factor", where, "device");
+  d.memory_bandwidth = device_number("memory_bandwidth");
+  d.intra_node_bandwidth = device_number("intra_node_bandwidth");
+  d.inter_node_bandwidth = device_number("inter_node_bandwidth");
+  d.latency_s = device_number("latency_s");
+  d.matmul_efficiency = device_number("matmul_efficiency");
+  d.attention_efficiency = device_number("attention_efficiency");
+  d.half_efficiency_tokens = device_number("half_efficiency_tokens");
+  d.chunk_overhead_s = device_number("chunk_overhead_s");
+  d.backward_factor = device_number("backward_factor");
   d.sources = get<std::string>(dev, "sources", where, "device");
   if (dev.contains("sgemm_flops")) {  // files from before the profiler measured it lack it
     d.sgemm_flops = get<double>(dev, "sgemm_flops", where, "device");
@@ -160,9 +191,10 @@ void coefficients_read(const json& j, const std::string& where, int file_version
   const json& co = section(j, "coefficients", where);
   for (const DoubleField& f : kCoeffFields) {
     double v = get<double>(co, coeff_key(f, file_version), where, "coefficients");
-    if (!std::isfinite(v) || v < 0 || (v == 0 && must_be_positive(f.key)))
-      fail("calibration {}: coefficients.{} = {} must be {} and finite", where, f.key, v,
-           must_be_positive(f.key) ? "> 0" : ">= 0");
+    if (!std::isfinite(v) || v < 0 || (v == 0 && must_be_positive(f.key)) ||
+        v > coefficient_max(f.key))
+      fail("calibration {}: coefficients.{} = {} must be {} and at most {:g}", where, f.key, v,
+           must_be_positive(f.key) ? "> 0" : ">= 0", coefficient_max(f.key));
     c.coeffs.*f.ptr = v;
   }
   // Files from before the LM head had its own backward factor charged it the layers' one.
@@ -170,8 +202,9 @@ void coefficients_read(const json& j, const std::string& where, int file_version
   for (const DoubleField& f : kOptionalCoeffFields) {
     if (!co.contains(f.key)) continue;
     double v = get<double>(co, f.key, where, "coefficients");
-    if (!std::isfinite(v) || v < 0)
-      fail("calibration {}: coefficients.{} = {} must be >= 0 and finite", where, f.key, v);
+    if (!std::isfinite(v) || v < 0 || v > coefficient_max(f.key))
+      fail("calibration {}: coefficients.{} = {} must be >= 0 and at most {:g}", where, f.key, v,
+           coefficient_max(f.key));
     c.coeffs.*f.ptr = v;
   }
   c.coeffs.logits_block_tokens = get<int64_t>(co, "logits_block_tokens", where, "coefficients");
@@ -229,12 +262,8 @@ std::string calibration_to_json(const Calibration& cal) {
 }
 
 Calibration calibration_from_json(const std::string& text, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail("calibration {} is not valid JSON: {}", where, e.what());
-  }
+  const nlohmann::json j =
+      json_parse(text, "calibration " + where, "write it again with `infinipipe profile`");
   if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
     fail("calibration {}: not an infinipipe calibration file (expected \"format\": \"{}\")", where,
          kFormat);

@@ -39,7 +39,11 @@ std::vector<int64_t> BatchSampler::next() {
 }
 
 void BatchSampler::set_consumed_samples(int64_t consumed) {
-  if (consumed < 0) fail("consumed_samples must not be negative, got {}", consumed);
+  // Far beyond any run, and far enough from INT64_MAX that counting on cannot overflow.
+  constexpr int64_t kMaxConsumed = int64_t{1} << 53;
+  if (consumed < 0 || consumed > kMaxConsumed)
+    fail("consumed_samples {} is outside [0, 2^53]; the checkpoint that supplied it is damaged",
+         consumed);
   consumed_samples_ = consumed;
 }
 

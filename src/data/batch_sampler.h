@@ -19,7 +19,7 @@ class BatchSampler {
   std::vector<int64_t> next();
 
   int64_t consumed_samples() const { return consumed_samples_; }
-  void set_consumed_samples(int64_t consumed);  // throws Error if negative
+  void set_consumed_samples(int64_t consumed);  // throws Error outside [0, 2^53]
   int64_t epoch() const { return consumed_samples_ / num_documents_; }
 
   int64_t num_documents() const { return num_documents_; }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_read.h"
 #include "data/indexed_dataset.h"
 #include "data/tokenizer.h"
 
@@ -39,10 +40,10 @@ LineResult line_tokenize(const std::string& line, const PrepareOptions& o, const
   }
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    r.error = fmt::format("{}:{}: not valid JSON ({}); each line must hold one JSON object",
-                          o.input, line_no, e.what());
+    doc = json_parse(line, fmt::format("{}:{}:", o.input, line_no),
+                     "each line must hold one JSON object");
+  } catch (const Error& e) {
+    r.error = e.what();
     return r;
   }
   if (!doc.is_object()) {

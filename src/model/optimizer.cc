@@ -159,7 +159,10 @@ void ParamOptimizer::set_state(const std::string& name, int64_t numel, OptimStat
     fail("optimizer state for {} has moments of {} and {} elements, expected {} ({})", name,
          state.exp_avg.size(), state.exp_avg_sq.size(), want, optimizer_name(opts_.kind));
   }
-  if (state.step < 0) fail("optimizer state for {} has a negative step count {}", name, state.step);
+  // 2^53 steps is beyond any run; a larger count is damage and would overflow when stepped.
+  if (state.step < 0 || state.step > (int64_t{1} << 53))
+    fail("optimizer state for {} has step count {}, outside [0, 2^53]; the checkpoint is damaged",
+         name, state.step);
   auto it = states_.find(name);
   if (it != states_.end()) {
     account(-state_size_bytes(it->second));

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace infinipipe::plan {
 namespace {
@@ -13,32 +14,31 @@ using nlohmann::json;
 
 constexpr const char* kFormatTag = "infinipipe-plan";
 
+// Longest sequence a plan may name: far beyond any context, small enough that sums of a
+// file's worth of them cannot overflow int64.
+constexpr int64_t kMaxSeqLength = int64_t{1} << 36;
+
 const json& field(const json& j, const char* key, const std::string& where) {
-  if (!j.is_object()) fail("plan JSON: {} must be an object, got {}", where, j.type_name());
-  auto it = j.find(key);
-  if (it == j.end()) fail("plan JSON: {} lacks the field \"{}\"", where, key);
-  return *it;
+  return json_field(j, key, "plan JSON: " + where);
 }
 
-int64_t as_int(const json& v, const std::string& where) {
-  if (!v.is_number_integer()) fail("plan JSON: {} must be an integer, got {}", where, v.dump());
-  return v.get<int64_t>();
+int64_t as_int(const json& v, const std::string& where, int64_t lo = INT64_MIN,
+               int64_t hi = INT64_MAX) {
+  const int64_t x = json_int(v, "plan JSON: " + where);
+  if (x < lo || x > hi) fail("plan JSON: {} = {} is outside [{}, {}]", where, x, lo, hi);
+  return x;
 }
 
 int32_t as_int32(const json& v, const std::string& where, int64_t lo, int64_t hi) {
-  int64_t x = as_int(v, where);
-  if (x < lo || x > hi) fail("plan JSON: {} = {} is outside [{}, {}]", where, x, lo, hi);
-  return static_cast<int32_t>(x);
+  return static_cast<int32_t>(as_int(v, where, lo, hi));
 }
 
 double as_double(const json& v, const std::string& where) {
-  if (!v.is_number()) fail("plan JSON: {} must be a number, got {}", where, v.dump());
-  return v.get<double>();
+  return json_number(v, "plan JSON: " + where);
 }
 
 bool as_bool(const json& v, const std::string& where) {
-  if (!v.is_boolean()) fail("plan JSON: {} must be true or false, got {}", where, v.dump());
-  return v.get<bool>();
+  return json_bool(v, "plan JSON: " + where);
 }
 
 const json& as_array(const json& v, const std::string& where, size_t size = SIZE_MAX) {
@@ -97,9 +97,7 @@ namespace {
 void lengths_from_json(Plan& p, const json& j) {
   const json& lens = as_array(field(j, "seq_lengths", "the plan"), "seq_lengths");
   for (size_t i = 0; i < lens.size(); ++i) {
-    int64_t l = as_int(lens[i], fmt::format("seq_lengths[{}]", i));
-    if (l <= 0) fail("plan JSON: seq_lengths[{}] = {} must be positive", i, l);
-    p.seq_lengths.push_back(l);
+    p.seq_lengths.push_back(as_int(lens[i], fmt::format("seq_lengths[{}]", i), 1, kMaxSeqLength));
   }
 }
 
@@ -119,9 +117,9 @@ void chunks_from_json(Plan& p, const json& j) {
       Slice sl;
       sl.seq = as_int32(s[0], sw + ".seq", 0, nseq - 1);
       sl.seq_len = p.seq_lengths[sl.seq];
-      sl.offset = as_int(s[1], sw + ".offset");
-      sl.len = as_int(s[2], sw + ".len");
-      if (sl.offset < 0 || sl.len <= 0 || sl.offset + sl.len > sl.seq_len)
+      sl.offset = as_int(s[1], sw + ".offset", 0, kMaxSeqLength);
+      sl.len = as_int(s[2], sw + ".len", 1, kMaxSeqLength);
+      if (sl.offset + sl.len > sl.seq_len)
         fail("plan JSON: {} = [{}, {}, {}] is not a token range inside sequence {} of length {}",
              sw, sl.seq, sl.offset, sl.len, sl.seq, sl.seq_len);
       ch.slices.push_back(sl);
@@ -147,10 +145,8 @@ void stages_from_json(Plan& p, const json& j) {
     StageSpec st;
     st.index = as_int32(field(o, "index", where), where + ".index", s, s);
     st.rank = as_int32(field(o, "rank", where), where + ".rank", s % p.pp, s % p.pp);
-    st.first_layer = as_int(field(o, "first_layer", where), where + ".first_layer");
-    st.num_layers = as_int(field(o, "num_layers", where), where + ".num_layers");
-    if (st.first_layer < 0 || st.num_layers < 0)
-      fail("plan JSON: {} has a negative layer range", where);
+    st.first_layer = as_int(field(o, "first_layer", where), where + ".first_layer", 0, INT32_MAX);
+    st.num_layers = as_int(field(o, "num_layers", where), where + ".num_layers", 0, INT32_MAX);
     st.has_embedding = as_bool(field(o, "has_embedding", where), where + ".has_embedding");
     st.has_lm_head = as_bool(field(o, "has_lm_head", where), where + ".has_lm_head");
     p.stages.push_back(st);
@@ -174,7 +170,7 @@ void actions_from_json(Plan& p, const json& j) {
       else if (a[0] == "B")
         act.kind = ActionKind::backward;
       else
-        fail("plan JSON: {} kind is {}, expected \"F\" or \"B\"", aw, a[0].dump());
+        fail("plan JSON: {} kind is {}, expected \"F\" or \"B\"", aw, json_brief(a[0]));
       act.chunk = as_int32(a[1], aw + ".chunk", 0, nchunk - 1);
       act.stage = as_int32(a[2], aw + ".stage", 0, nstage - 1);
       if (act.stage % p.pp != r)
@@ -195,8 +191,8 @@ Plan plan_from_json(const json& j) {
   if (!j.is_object()) fail("plan JSON: the top level must be an object, got {}", j.type_name());
   const json& tag = field(j, "format", "the plan");
   if (tag != kFormatTag)
-    fail("plan JSON: \"format\" is {}, expected \"{}\": this is not an infinipipe plan", tag.dump(),
-         kFormatTag);
+    fail("plan JSON: \"format\" is {}, expected \"{}\": this is not an infinipipe plan",
+         json_brief(tag), kFormatTag);
   Plan p;
   p.version = as_int32(field(j, "version", "the plan"), "version", 0, INT32_MAX);
   if (p.version != kPlanFormatVersion)
@@ -204,17 +200,15 @@ Plan plan_from_json(const json& j) {
         "plan JSON: version {} is not supported (this build reads version {}); re-create the "
         "plan with `infinipipe plan`",
         p.version, kPlanFormatVersion);
-  const json& sched = field(j, "schedule", "the plan");
-  if (!sched.is_string()) fail("plan JSON: schedule must be a string, got {}", sched.dump());
-  p.schedule = sched.get<std::string>();
+  p.schedule = json_string(field(j, "schedule", "the plan"), "plan JSON: schedule");
   p.pp = as_int32(field(j, "pp", "the plan"), "pp", 1, 1 << 16);
   p.vpp = as_int32(field(j, "vpp", "the plan"), "vpp", 1, 1 << 10);
-  p.memory_budget = as_int(field(j, "memory_budget", "the plan"), "memory_budget");
+  p.memory_budget = as_int(field(j, "memory_budget", "the plan"), "memory_budget", 0);
   p.predicted_step_time =
       as_double(field(j, "predicted_step_time", "the plan"), "predicted_step_time");
   for (const json& v :
        as_array(field(j, "predicted_peak_bytes", "the plan"), "predicted_peak_bytes"))
-    p.predicted_peak_bytes.push_back(as_int(v, "predicted_peak_bytes[]"));
+    p.predicted_peak_bytes.push_back(as_int(v, "predicted_peak_bytes[]", 0));
 
   lengths_from_json(p, j);
   chunks_from_json(p, j);
@@ -237,15 +231,13 @@ void plan_save(const Plan& plan, const std::string& path) {
 }
 
 Plan plan_load(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read the plan file {}: check the path", path);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    fail("the plan file {} is not valid JSON ({}); re-create it with `infinipipe plan`", path,
-         e.what());
-  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail("cannot read the plan file {}", path);
+  const json j =
+      json_parse(text.str(), "the plan file " + path, "re-create it with `infinipipe plan`");
   try {
     return plan_from_json(j);
   } catch (const Error& e) {

@@ -1,6 +1,7 @@
 #include "plan/stage_layout.h"
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 
 #include "core/error.h"
@@ -95,20 +96,21 @@ std::vector<StageSpec> stage_layout_by_cost(const cost::CostModel& cost, int32_t
     }
     return total >= L;
   };
-  // The optimum is one of the stage times: binary search over the sorted candidates.
-  std::vector<double> cand;
-  for (int32_t s = 0; s < pp; ++s)
-    for (int64_t n = 1; n <= max_per_stage; ++n) cand.push_back(time(s, n));
-  std::sort(cand.begin(), cand.end());
-  size_t lo = 0, hi = cand.size() - 1;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (feasible(cand[mid]))
+  // The optimum is the smallest stage time T at which the split is feasible. Feasibility only
+  // changes at stage times, so bisecting T over the ordered bit patterns of the doubles finds it
+  // exactly in at most 64 steps, without listing pp x L candidates (L may be large).
+  double longest = 0;
+  for (int32_t s = 0; s < pp; ++s) longest = std::max(longest, time(s, max_per_stage));
+  uint64_t lo = 0, hi = std::bit_cast<uint64_t>(longest);  // bits of 0.0 and of the longest
+  if (feasible(0.0)) hi = 0;
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (feasible(std::bit_cast<double>(mid)))
       hi = mid;
     else
-      lo = mid + 1;
+      lo = mid;
   }
-  const double T = cand[lo];
+  const double T = std::bit_cast<double>(hi);
   std::vector<int64_t> counts(pp);
   int64_t total = 0;
   for (int32_t s = 0; s < pp; ++s) total += counts[s] = capacity(s, T);

@@ -4,9 +4,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
+#include "core/json_read.h"
 #include "plan/plan_json.h"
 
 namespace infinipipe::report {
@@ -26,12 +29,31 @@ T field(const json& obj, const char* key, const std::string& path, const char* w
     fail("{}: {} has no \"{}\"; this is not a trace of `infinipipe train --trace`; {}", path, what,
          key, kRerun);
   }
-  try {
-    return obj.at(key).get<T>();
-  } catch (const json::exception&) {
-    fail("{}: \"{}\" of {} has the wrong type ({}); {}", path, key, what, obj.at(key).dump(),
-         kRerun);
+  const json& v = obj.at(key);
+  const std::string where = fmt::format("{}: \"{}\" of {}", path, key, what);
+  if constexpr (std::is_same_v<T, bool>) {
+    return json_bool(v, where);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return json_string(v, where);
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(
+        json_int(v, where, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+  } else {
+    return json_number(v, where);
   }
+}
+
+// The fields of a metrics record the report reads: numbers when present (a record may hold
+// more, and older runs fewer).
+void metrics_record_check(const json& r, const std::string& where) {
+  if (!r.is_object())
+    fail("{}: a metrics record must be a JSON object, got {}", where, json_brief(r));
+  if (r.contains("iteration")) json_int(r["iteration"], where + ": iteration", 0);
+  for (const char* key : {"loss", "tokens_per_s"})
+    if (r.contains(key) && !r[key].is_null())
+      json_number(r[key], fmt::format("{}: {}", where, key));
+  if (r.contains("measured_peak_bytes"))
+    json_int(r["measured_peak_bytes"], where + ": measured_peak_bytes", 0);
 }
 
 std::string text_read(const fs::path& p) {
@@ -103,6 +125,7 @@ void run_trace_parse(const json& j, const std::string& path, RunTrace& out) {
       it.stage = info.stage;
       it.start_s = ts;
       it.end_s = ts + dur;
+      metrics_record_check(args, path + ": an iteration's args");
       it.metrics = args;
       out.iterations.push_back(std::move(it));
     } else {
@@ -147,13 +170,8 @@ std::vector<fs::path> trace_files_list(const std::string& dir) {
 }
 
 void trace_file_read(const fs::path& p, RunTrace& out) {
-  json j;
-  try {
-    j = json::parse(text_read(p));
-  } catch (const json::parse_error& e) {
-    fail("{} is not valid JSON ({}); was the run killed while writing it? {}", p.string(), e.what(),
-         kRerun);
-  }
+  const json j = json_parse(text_read(p), p.string(),
+                            std::string("was the run killed while writing it? ") + kRerun);
   run_trace_parse(j, p.string(), out);
 }
 
@@ -216,22 +234,29 @@ void metrics_read(const std::string& dir, RunTrace& out) {
     }
     return;
   }
-  std::istringstream lines(text_read(metrics));
-  std::string line;
-  for (int64_t n = 1; std::getline(lines, line); ++n) {
-    if (line.empty()) continue;
-    try {
-      out.metrics.push_back(json::parse(line));
-    } catch (const json::parse_error&) {
-      // A killed run can leave its last line half written; anything else is damage.
-      if (lines.peek() != EOF) {
-        fail("{} line {} is not valid JSON; remove the line or the file", metrics.string(), n);
-      }
-    }
-  }
+  out.metrics = run_metrics_parse(text_read(metrics), metrics.string());
 }
 
 }  // namespace
+
+std::vector<json> run_metrics_parse(const std::string& text, const std::string& path) {
+  std::vector<json> records;
+  std::istringstream lines(text);
+  std::string line;
+  for (int64_t n = 1; std::getline(lines, line); ++n) {
+    if (line.empty()) continue;
+    const std::string where = fmt::format("{} line {}", path, n);
+    try {
+      records.push_back(json_parse(line, where, "remove the line or the file"));
+    } catch (const Error&) {
+      // A killed run can leave its last line half written; anything else is damage.
+      if (lines.peek() != EOF) throw;
+      continue;
+    }
+    metrics_record_check(records.back(), where);
+  }
+  return records;
+}
 
 RunTrace run_trace_load(const std::string& dir) {
   RunTrace out;

@@ -74,6 +74,8 @@ struct RunTrace {
 // Parses one trace file's JSON (its events appended to `out`). Error naming `path` on anything
 // that is not an infinipipe trace.
 void run_trace_parse(const nlohmann::json& j, const std::string& path, RunTrace& out);
+// The records of a metrics.jsonl (one JSON object a line; a half-written last line is dropped).
+std::vector<nlohmann::json> run_metrics_parse(const std::string& text, const std::string& path);
 
 // Loads DIR: trace-rank*.json (at least one), plans/*.json, config.yaml. Errors name the file and
 // what to do (a missing directory, no traces, malformed JSON, a trace without its plans).
