@@ -61,8 +61,8 @@ class HostileCli : public CliDirTest {
     return path;
   }
   // Runs `command` with a time limit; a hang shows as exit code 124.
-  CliResult run(const std::string& command) {
-    CliResult r;
+  ShellResult run(const std::string& command) {
+    ShellResult r;
     FILE* p = popen(("timeout 60 " + command + " 2>&1").c_str(), "r");
     if (!p) return r;
     char buf[4096];
@@ -74,7 +74,7 @@ class HostileCli : public CliDirTest {
   }
 };
 
-void expect_clean(const CliResult& r, int exit_code, const std::string& says) {
+void expect_clean(const ShellResult& r, int exit_code, const std::string& says) {
   EXPECT_EQ(r.exit_code, exit_code) << r.output;
   EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
