@@ -186,8 +186,7 @@ void device_read(const json& j, const std::string& where, Calibration& c) {
 }
 
 // file_version: the version the file was written in (its keys' names).
-void coefficients_read(const json& j, const std::string& where, int file_version,
-                       Calibration& c) {
+void coefficients_read(const json& j, const std::string& where, int file_version, Calibration& c) {
   const json& co = section(j, "coefficients", where);
   for (const DoubleField& f : kCoeffFields) {
     double v = get<double>(co, coeff_key(f, file_version), where, "coefficients");

@@ -58,6 +58,9 @@ OnlineFit::OnlineFit(const CostModel& prior, const OnlineFitOptions& options)
   if (!(options.prior_relative_sd > 0) || !std::isfinite(options.prior_relative_sd))
     fail_config("online cost fit: prior relative sd must be > 0, got {}",
                 options.prior_relative_sd);
+  if (!(options.max_factor_from_prior > 1) || !std::isfinite(options.max_factor_from_prior))
+    fail_config("online cost fit: max factor from the prior must be > 1, got {}",
+                options.max_factor_from_prior);
   const double var = options.prior_relative_sd * options.prior_relative_sd;
   for (const TermField& f : kTerms) {
     const int i = idx(f.term);
@@ -189,7 +192,8 @@ void OnlineFit::guard_step(const Vec& step) {
     const double limit =
         options_.max_relative_step * std::max(std::abs(value_[i]), kNearZeroFraction * scale_[i]);
     const double floor = i == idx(Term::backward_factor) ? kMinBackwardFraction * scale_[i] : 0.0;
-    value_[i] = std::max(value_[i] + std::clamp(step[i], -limit, limit), floor);
+    const double v = std::max(value_[i] + std::clamp(step[i], -limit, limit), floor);
+    value_[i] = std::min(v, options_.max_factor_from_prior * scale_[i]);
   }
 }
 

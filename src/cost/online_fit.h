@@ -42,17 +42,27 @@ struct ActionSample {
 };
 
 struct OnlineFitOptions {
-  // Weight of the past per sample: 0.95 remembers about the last 20 actions, an iteration or two
-  // of a rank, and follows a 1.5x change of speed within about 75 actions.
-  double forgetting = 0.95;
+  // Weight of the past per sample: 0.99 remembers about the last 100 actions, four or five
+  // iterations of a demo rank, and follows a 1.5x change of speed within a few hundred. A
+  // shorter memory (0.95, with 10% steps) let the action-to-action noise of ranks sharing cores
+  // (±30%) walk the terms away: in the demo the iteration error went from +40% to -60% over 50
+  // iterations instead of settling.
+  double forgetting = 0.99;
   // No term moves by more than this fraction of its value (or of its scale when near 0) per
   // sample, so one outlier (a rank descheduled mid-action) cannot throw the model off.
-  double max_relative_step = 0.1;
+  double max_relative_step = 0.03;
   // Prior uncertainty of each term, as a multiple of its prior value; also the most the
   // forgetting may let a term's uncertainty grow back to. Calibrations are off by up to 70% on a
   // busy rank and single terms by several times, so the prior is held loosely; the step bound
   // keeps the early updates small.
   double prior_relative_sd = 3.0;
+  // No term grows past this multiple of its prior (terms without one: of the scale their first
+  // sample gave). Several terms move the same predictions (β1 against the per-token terms, κr
+  // against κb), so within the bounded steps a fit can still wander far along such a direction
+  // over hundreds of updates while explaining noise; real ranks run slower than their
+  // calibration by up to about 2x, single terms by several times. Terms may fall to their floor:
+  // the LM head's backward factor is about 0 on this engine, which computes it in forward.
+  double max_factor_from_prior = 4.0;
 };
 
 class OnlineFit {

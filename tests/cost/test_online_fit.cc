@@ -154,8 +154,9 @@ TEST(OnlineFit, FollowsAStepChangeInSpeed) {
   for (int i = 0; i < 300; ++i) fit.update(measured(src, fast, 0.03, rng));
   EXPECT_LT(median_error(fit, fast, 98), 0.03);
   EXPECT_GT(median_error(fit, slow, 98), 0.3);  // 1/1.5: the change is visible
-  // From here every action is 1.5x slower; within 100 updates the fit has followed.
-  for (int i = 0; i < 100; ++i) fit.update(measured(src, slow, 0.03, rng));
+  // From here every action is 1.5x slower; within 400 updates (about 15 iterations of a demo
+  // rank, 4 forgetting horizons) the fit has followed.
+  for (int i = 0; i < 400; ++i) fit.update(measured(src, slow, 0.03, rng));
   EXPECT_LT(median_error(fit, slow, 98), 0.05);
 }
 
@@ -187,6 +188,30 @@ TEST(OnlineFit, GuardBoundsEachStepAndKeepsTermsNonNegative) {
     EXPECT_GT(after.backward_factor, 0.0);
   }
   EXPECT_NO_THROW(fit.cost_model());  // still a valid cost model
+}
+
+// Times far from anything the model can say (a rank 30x slower than its prior, and noisy) push
+// the fit along its collinear directions for thousands of updates; no term may grow past its
+// bound.
+TEST(OnlineFit, NoTermGrowsPastItsFactorOfThePrior) {
+  const CostModel truth = model_with(true_coefficients());
+  const CostModel prior(model(), device_preset("cpu", false), 1, false);
+  OnlineFit fit(prior);
+  ActionSource src(7);
+  std::mt19937_64 rng(8);
+  for (int i = 0; i < 3000; ++i) {
+    ActionSample s = measured(src, truth, 0.5, rng);
+    s.seconds *= 30.0;
+    fit.update(s);
+  }
+  const double k = OnlineFitOptions{}.max_factor_from_prior;
+  const std::array<double, kNumOnlineTerms> p = online_terms_get(prior.coefficients());
+  for (int i = 0; i < kNumOnlineTerms; ++i) {
+    const auto t = static_cast<OnlineTerm>(i);
+    if (p[i] <= 0) continue;
+    EXPECT_LE(fit.term(t), k * p[i] * (1 + 1e-12)) << online_term_name(t);
+    EXPECT_GE(fit.term(t), 0.0) << online_term_name(t);
+  }
 }
 
 TEST(OnlineFit, UncoveredTermsKeepTheirPrior) {
