@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "sim/baseline.h"
 
 namespace infinipipe::sim {
 namespace {
@@ -22,36 +23,6 @@ namespace {
 using cost::CostModel;
 using cost::SliceShape;
 using cost::StageShape;
-
-// Best-fit decreasing: each sequence goes to the fullest micro-batch it still fits in.
-std::vector<std::vector<SliceShape>> pack_micro_batches(std::span<const int64_t> lengths,
-                                                        int64_t capacity) {
-  std::vector<int64_t> sorted(lengths.begin(), lengths.end());
-  std::sort(sorted.begin(), sorted.end(), std::greater<>());
-  std::vector<std::vector<SliceShape>> bins;
-  std::vector<int64_t> used;
-  for (int64_t len : sorted) {
-    int64_t best = -1;
-    for (size_t b = 0; b < bins.size(); ++b)
-      if (used[b] + len <= capacity && (best < 0 || used[b] > used[best]))
-        best = static_cast<int64_t>(b);
-    if (best < 0) {
-      bins.emplace_back();
-      used.push_back(0);
-      best = static_cast<int64_t>(bins.size()) - 1;
-    }
-    bins[best].push_back({0, len});
-    used[best] += len;
-  }
-  return bins;
-}
-
-// Ring all-gather / reduce-scatter of `bytes` (the whole tensor) over n ranks.
-double ring_half_time(double bytes, int64_t n, double bandwidth, double latency) {
-  if (n <= 1) return 0.0;
-  const double k = static_cast<double>(n);
-  return (k - 1) / k * bytes / bandwidth + (k - 1) * latency;
-}
 
 void check_inputs(const Config& cfg, std::span<const int64_t> lengths) {
   if (lengths.empty()) fail_config("ulysses: the global batch has no sequences");
@@ -94,7 +65,7 @@ double zero_time_per_micro_batch(const CostModel& cm, const Config& cfg,
                                    c.p2p_bandwidth_inter * static_cast<double>(std::min(
                                                                n, cfg.cluster.devices_per_node)))
                         : c.p2p_bandwidth_intra;
-  return 3 * ring_half_time(param_bytes, n, bw, c.p2p_latency_s);
+  return 3 * ring_collective_time(param_bytes, n, bw, c.p2p_latency_s);
 }
 
 struct MicroBatch {
@@ -183,7 +154,7 @@ UlyssesResult simulate_ulysses_setting(const CostModel& cm, const Config& cfg,
   const cost::DeviceSpec& d = cm.device();
 
   // Micro-batches, heaviest first, dealt dp at a time into lock-step rounds.
-  const auto bins = pack_micro_batches(lengths, setting.micro_batch_tokens);
+  const auto bins = baseline_pack(lengths, setting.micro_batch_tokens);
   const std::vector<MicroBatch> mbs = micro_batches(g, bins, setting);
   const double zero_per_mb = zero_time_per_micro_batch(cm, cfg, c);
   int64_t peak_act = 0;
