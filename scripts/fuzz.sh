@@ -5,9 +5,13 @@
 # exception) is written to build-fuzz/findings/<target>/ and fails the script: minimise it and
 # commit it under fuzz/regressions/<target>/ with the fix, so ctest replays it from then on.
 # Usage: FUZZ_SECONDS=60 bash scripts/fuzz.sh [target...]
+#        FUZZ_RUNS=20000 bash scripts/fuzz.sh   (that many inputs each, seed 1: the same inputs
+#        on every run of the same build, so a test run cannot fail by chance)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
+limit=(-max_total_time="$seconds")
+[ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS" -seed=1)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(config_yaml megatron_idx safetensors checkpoint_json plan_json calibration_json
@@ -22,7 +26,7 @@ for t in "${targets[@]}"; do
   seeds=(fuzz/corpus/"$t")
   [ -d "fuzz/regressions/$t" ] && seeds+=(fuzz/regressions/"$t")
   log=build-fuzz/findings/$t/last-run.log
-  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 "$bin" -max_total_time="$seconds" \
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 "$bin" "${limit[@]}" \
     -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="build-fuzz/findings/$t/" "build-fuzz/corpus/$t" "${seeds[@]}" >"$log" 2>&1
   rc=$?
