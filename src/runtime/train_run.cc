@@ -73,7 +73,11 @@ std::string train_rank_path(const std::string& path, int rank) {
       .string();
 }
 
-std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
+namespace {
+
+// The run's options as this rank uses them, with its waits' deadlines set and its --save folder
+// checked before any work.
+TrainOptions run_options_prepare(const TrainOptions& options) {
   TrainOptions opts = options;
   const TrainingConfig& tc = opts.config.training;
   // Distributed: rank 0 speaks; the others are quiet and write their own metrics (their
@@ -83,7 +87,6 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
     opts.metrics_path = train_rank_path(opts.metrics_path, opts.groups->comm().rank());
     opts.timings_path = train_rank_path(opts.timings_path, opts.groups->comm().rank());
   }
-  const bool talk = !opts.quiet && opts.out != nullptr;
   if (opts.groups) {
     // The run's --p2p-timeout and --watchdog-timeout, for every wait from here on.
     const ParallelConfig& p = opts.config.parallel;
@@ -95,9 +98,19 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   // Megatron's idiom `--save DIR --load DIR` resumes when DIR has a checkpoint and starts fresh
   // when it has none yet (the first run of a job script).
   if (!tc.load.empty() && tc.load == tc.save && !checkpoint_find_latest(tc.load)) {
-    if (talk) fmt::print(opts.out, "no checkpoint in {} yet: starting from scratch\n", tc.load);
+    if (!opts.quiet && opts.out != nullptr)
+      fmt::print(opts.out, "no checkpoint in {} yet: starting from scratch\n", tc.load);
     opts.config.training.load.clear();
   }
+  return opts;
+}
+
+}  // namespace
+
+std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
+  const TrainOptions opts = run_options_prepare(options);
+  const TrainingConfig& tc = opts.config.training;
+  const bool talk = !opts.quiet && opts.out != nullptr;
   Trainer trainer(opts);
   std::vector<obs::IterationMetrics> out;
   if (talk && trainer.resumed()) {
