@@ -34,7 +34,7 @@ fuzz: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
 
 # What every test run affords: each target over its seeds and saved reproducers, then 20000
-# inputs each from a fixed seed (deterministic for a given build; a few seconds per target).
+# inputs each from seed 1 (bounded by count, not time; a few seconds per target).
 fuzz-smoke: fuzz-build
 	ctest --test-dir build-fuzz -L fuzz --output-on-failure
 	FUZZ_RUNS=20000 bash scripts/fuzz.sh

@@ -5,8 +5,8 @@
 # exception) is written to build-fuzz/findings/<target>/ and fails the script: minimise it and
 # commit it under fuzz/regressions/<target>/ with the fix, so ctest replays it from then on.
 # Usage: FUZZ_SECONDS=60 bash scripts/fuzz.sh [target...]
-#        FUZZ_RUNS=20000 bash scripts/fuzz.sh   (that many inputs each, seed 1: the same inputs
-#        on every run of the same build, so a test run cannot fail by chance)
+#        FUZZ_RUNS=20000 bash scripts/fuzz.sh   (that many inputs each, from seed 1: the same
+#        amount of work on a slow or loaded machine)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
