@@ -15,6 +15,7 @@
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_groups.h"
 #include "comm/mpi_p2p.h"
+#include "common/least_budget.h"
 #include "common/plan_engines.h"
 #include "common/random_tokens.h"
 #include "common/reference_run.h"
@@ -51,17 +52,7 @@ Config dist_config(int64_t pp, int64_t dp, Schedule schedule, int64_t layers) {
   return c;
 }
 
-// The smallest budget the planner accepts, as its error reports it.
-int64_t least_budget(Config cfg, const cost::CostModel& cm, const std::vector<int64_t>& lengths) {
-  cfg.training.memory_budget = 1;
-  try {
-    plan::make_plan(cfg, cm, lengths);
-  } catch (const plan::BudgetError& e) {
-    return e.least_budget();
-  }
-  ADD_FAILURE() << "a 1-byte budget was accepted";
-  return 0;
-}
+using testing::least_budget;
 
 // This replica's share of the global batch: its sequences' lengths and tokens.
 struct ReplicaShare {

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/least_budget.h"
 #include "common/plan_engines.h"
 #include "common/random_tokens.h"
 #include "common/reference_run.h"
@@ -118,17 +119,7 @@ std::string plan_describe(const plan::Plan& p) {
   return out;
 }
 
-// The smallest budget the planner accepts, as its error reports it.
-int64_t least_budget(Config cfg, const cost::CostModel& cm, const std::vector<int64_t>& lengths) {
-  cfg.training.memory_budget = 1;
-  try {
-    plan::make_plan(cfg, cm, lengths);
-  } catch (const plan::BudgetError& e) {
-    return e.least_budget();
-  }
-  ADD_FAILURE() << "a 1-byte budget was accepted";
-  return 0;
-}
+using testing::least_budget;
 
 const std::vector<int64_t> kLengths{256, 40, 17, 200, 5, 96, 2, 130, 64, 31};
 
