@@ -93,6 +93,18 @@ struct CheckpointShard {
   // whole states it saves (of any parameters, not only its `params`); `optimizer` names the kind.
   std::optional<std::vector<CheckpointOptimState>> optimizer_states;
   nlohmann::json rank_state = nlohmann::json::object();  // opaque per-rank state (e.g. its RNG)
+  // The model file's place among the writers that hold model tensors, for its Hugging Face name
+  // model-000(part+1)-of-000(parts); part < 0 means rank of num_ranks. A writer without
+  // tensors (or optimizer state) writes no model (optimizer) file at all.
+  int64_t model_part = -1, model_parts = 0;
+};
+
+// The tokenizer a checkpoint records for Hugging Face users: config.json's bos/eos ids,
+// generation_config.json, tokenizer_config.json and, for SentencePiece, tokenizer.model.
+struct CheckpointTokenizer {
+  nlohmann::json tokenizer_config;  // null: no tokenizer recorded (nor bos/eos)
+  std::string model_file;           // copied byte for byte as tokenizer.model ("" = none)
+  int64_t bos = -1, eos = -1;       // -1: the tokenizer has none
 };
 
 // What the committing process records for the whole run.
@@ -102,6 +114,7 @@ struct CheckpointMeta {
   ModelConfig model;
   nlohmann::json rng = nlohmann::json::object();     // opaque, supplied by the caller
   nlohmann::json config = nlohmann::json::object();  // the resolved run configuration
+  CheckpointTokenizer tokenizer;
 };
 
 std::string checkpoint_iter_dir(const std::string& dir, int64_t iteration);  // DIR/iter_0000007
@@ -151,6 +164,13 @@ class CheckpointReader {
   const nlohmann::json& rank_state(int64_t rank) const;
   const std::string& optimizer_kind() const { return optimizer_kind_; }  // "adamw", "sgd", "none"
   std::vector<std::string> param_names() const;                          // sorted
+  // A parameter's saved values (checked) and shape.
+  std::vector<float> read_param(const std::string& name, std::vector<int64_t>& shape);
+  std::vector<int64_t> param_shape(const std::string& name);
+  // Whether state.json lists `file`, and its bytes (checksum verified), for small files such as
+  // the tokenizer's.
+  bool has_file(const std::string& file) const { return files_.count(file) != 0; }
+  std::string read_file(const std::string& file);
 
   // Verifies every file's checksum, parses every safetensors header, checks that each file holds
   // exactly the tensors the indexes place there and that every value is one a load accepts

@@ -10,8 +10,9 @@
 
 namespace infinipipe {
 
-nlohmann::json checkpoint_hf_config(const ModelConfig& m) {
-  return {
+nlohmann::json checkpoint_hf_config(const ModelConfig& m, const nlohmann::json& tokenizer_ids,
+                                    const std::string& torch_dtype) {
+  nlohmann::json hf = {
       {"architectures", {"LlamaForCausalLM"}},
       {"model_type", "llama"},
       {"hidden_size", m.hidden_size},
@@ -33,8 +34,16 @@ nlohmann::json checkpoint_hf_config(const ModelConfig& m) {
       {"initializer_range", 0.02},
       {"pretraining_tp", 1},
       {"use_cache", true},
-      {"torch_dtype", "float32"},
+      {"torch_dtype", torch_dtype},
   };
+  if (tokenizer_ids.is_object()) hf.update(tokenizer_ids);
+  return hf;
+}
+
+nlohmann::json checkpoint_hf_generation_config(const nlohmann::json& tokenizer_ids) {
+  nlohmann::json g = {{"_from_model_config", true}};
+  if (tokenizer_ids.is_object()) g.update(tokenizer_ids);
+  return g;
 }
 
 ModelConfig checkpoint_model_from_hf(const nlohmann::json& hf, const std::string& path) {

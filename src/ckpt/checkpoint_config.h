@@ -12,8 +12,13 @@
 
 namespace infinipipe {
 
-// config.json for LlamaForCausalLM, torch_dtype float32.
-nlohmann::json checkpoint_hf_config(const ModelConfig& model);
+// config.json for LlamaForCausalLM of `torch_dtype`; with a tokenizer recorded, its
+// bos_token_id / eos_token_id (null when it has none).
+nlohmann::json checkpoint_hf_config(const ModelConfig& model,
+                                    const nlohmann::json& tokenizer_ids = nullptr,
+                                    const std::string& torch_dtype = "float32");
+// generation_config.json: the tokenizer's bos/eos ids ({"bos_token_id", "eos_token_id"}).
+nlohmann::json checkpoint_hf_generation_config(const nlohmann::json& tokenizer_ids);
 // Reads the fields infinipipe needs back from a config.json (Error naming `path` if malformed).
 ModelConfig checkpoint_model_from_hf(const nlohmann::json& hf, const std::string& path);
 // One line per field that changes the weights or the maths, e.g.

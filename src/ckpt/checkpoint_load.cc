@@ -157,6 +157,28 @@ std::vector<std::string> CheckpointReader::param_names() const {
   return names;
 }
 
+std::vector<float> CheckpointReader::read_param(const std::string& name,
+                                               std::vector<int64_t>& shape) {
+  auto it = model_map_.find(name);
+  if (it == model_map_.end()) fail("{}: has no parameter {}", path_, name);
+  SafetensorsReader& r = open_file(it->second);
+  shape = r.info(name).shape;
+  std::vector<float> values = r.read_f32(name);
+  checkpoint_check_loaded(r.path(), name, values);
+  return values;
+}
+
+std::vector<int64_t> CheckpointReader::param_shape(const std::string& name) {
+  auto it = model_map_.find(name);
+  if (it == model_map_.end()) fail("{}: has no parameter {}", path_, name);
+  return open_file(it->second).info(name).shape;
+}
+
+std::string CheckpointReader::read_file(const std::string& file) {
+  verify_file(file);  // listed, and the bytes are the ones saved
+  return fs_read_text((fs::path(path_) / file).string());
+}
+
 int64_t CheckpointReader::verify_all() {
   int64_t bytes = 0;
   for (const auto& [file, entry] : files_) {

@@ -131,10 +131,23 @@ void checkpoint_save_shard(const std::string& dir, int64_t iteration,
   check_for_save(iteration, shard, states);
   prepare_iter_dir(iter_dir);
 
-  const std::string model_file = checkpoint_shard_file("model", shard.rank, shard.num_ranks);
-  const std::string optim_file = checkpoint_shard_file("optimizer", shard.rank, shard.num_ranks);
-  const SafetensorsWritten mw = model.write((iter_dir / model_file).string());
-  const SafetensorsWritten ow = optim.write((iter_dir / optim_file).string());
+  // Only files that hold something are written (a data-parallel replica may hold nothing).
+  const bool own_part = shard.model_part >= 0;
+  const std::string model_file =
+      model.size() == 0 ? ""
+                        : checkpoint_shard_file("model", own_part ? shard.model_part : shard.rank,
+                                                own_part ? shard.model_parts : shard.num_ranks);
+  const std::string optim_file =
+      optim.size() == 0 ? "" : checkpoint_shard_file("optimizer", shard.rank, shard.num_ranks);
+  Json files = Json::object();
+  if (!model_file.empty()) {
+    const SafetensorsWritten w = model.write((iter_dir / model_file).string());
+    files[model_file] = file_entry({w.crc32c, w.bytes});
+  }
+  if (!optim_file.empty()) {
+    const SafetensorsWritten w = optim.write((iter_dir / optim_file).string());
+    files[optim_file] = file_entry({w.crc32c, w.bytes});
+  }
 
   int64_t model_bytes = 0;
   for (const CheckpointTensor& t : shard.params) model_bytes += int64_t(t.data.size()) * 4;
@@ -143,9 +156,7 @@ void checkpoint_save_shard(const std::string& dir, int64_t iteration,
       {"num_ranks", shard.num_ranks},
       {"iteration", iteration},
       {"optimizer", kind},
-      {"files",
-       {{model_file, file_entry({mw.crc32c, mw.bytes})},
-        {optim_file, file_entry({ow.crc32c, ow.bytes})}}},
+      {"files", files},
       {"model_file", model_file},
       {"optimizer_file", optim_file},
       {"model_tensors", model_names},
@@ -214,6 +225,10 @@ void manifest_merge(const fs::path& iter_dir, const Json& m, int64_t r, ShardsMe
       fail("checkpoint {}: shard file {} of rank {} is missing or has the wrong size",
            iter_dir.string(), file, r);
     }
+    if (out.files.contains(file)) {
+      fail("checkpoint {}: file {} was written by two ranks; remove the folder and save again",
+           iter_dir.string(), file);
+    }
     out.files[file] = entry;
     out.keep.insert(file);
   }
@@ -247,21 +262,46 @@ ShardsMerged shards_merge(const fs::path& iter_dir, int64_t iteration) {
   return out;
 }
 
-// The Hugging Face config and the model's and optimizer's tensor indexes.
-void indexes_write(const fs::path& iter_dir, const ModelConfig& model, ShardsMerged& merged) {
-  merged.files[kCkptConfig] = write_json(iter_dir / kCkptConfig, checkpoint_hf_config(model));
+// The Hugging Face files: config.json (with the tokenizer's ids), generation_config.json and
+// the tokenizer's own files, when a tokenizer is recorded.
+void hf_files_write(const fs::path& iter_dir, const CheckpointMeta& meta, ShardsMerged& merged) {
+  const CheckpointTokenizer& tok = meta.tokenizer;
+  Json ids = nullptr;
+  if (!tok.tokenizer_config.is_null()) {
+    ids = {{"bos_token_id", tok.bos >= 0 ? Json(tok.bos) : Json(nullptr)},
+           {"eos_token_id", tok.eos >= 0 ? Json(tok.eos) : Json(nullptr)}};
+  }
+  auto add = [&](const char* name, const Json& j) {
+    merged.files[name] = write_json(iter_dir / name, j);
+    merged.keep.insert(name);
+  };
+  add(kCkptConfig, checkpoint_hf_config(meta.model, ids));
+  if (ids.is_null()) return;
+  add(kCkptGenerationConfig, checkpoint_hf_generation_config(ids));
+  add(kCkptTokenizerConfig, tok.tokenizer_config);
+  if (tok.model_file.empty()) return;
+  const std::string bytes = fs_read_text(tok.model_file);  // never through a link
+  fs_write_atomic((iter_dir / kCkptTokenizerModel).string(), bytes);
+  merged.files[kCkptTokenizerModel] =
+      file_entry({checksum_crc32c(0, bytes.data(), bytes.size()), int64_t(bytes.size())});
+  merged.keep.insert(kCkptTokenizerModel);
+}
+
+// The Hugging Face files and the model's and optimizer's tensor indexes.
+void indexes_write(const fs::path& iter_dir, const CheckpointMeta& meta, ShardsMerged& merged) {
+  hf_files_write(iter_dir, meta, merged);
   merged.files[kCkptModelIndex] = write_json(
       iter_dir / kCkptModelIndex,
       {{"metadata", {{"total_size", merged.model_bytes}}}, {"weight_map", merged.model_map}});
   merged.files[kCkptOptimIndex] = write_json(
       iter_dir / kCkptOptimIndex, {{"metadata", Json::object()}, {"weight_map", merged.optim_map}});
-  merged.keep.insert({kCkptConfig, kCkptModelIndex, kCkptOptimIndex});
+  merged.keep.insert({kCkptModelIndex, kCkptOptimIndex});
 }
 
 void commit_checked(const std::string& dir, const CheckpointMeta& meta) {
   const fs::path iter_dir = checkpoint_iter_dir(dir, meta.iteration);
   ShardsMerged merged = shards_merge(iter_dir, meta.iteration);
-  indexes_write(iter_dir, meta.model, merged);
+  indexes_write(iter_dir, meta, merged);
 
   // Files of an earlier, abandoned attempt at this iteration (other layout, temporaries).
   for (const auto& entry : fs::directory_iterator(iter_dir)) {

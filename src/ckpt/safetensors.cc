@@ -15,6 +15,7 @@
 
 #include "ckpt/checkpoint_checksum.h"
 #include "ckpt/checkpoint_fs.h"
+#include "ckpt/float_convert.h"
 #include "core/error.h"
 #include "core/json_read.h"
 
@@ -71,6 +72,11 @@ void SafetensorsWriter::add(const std::string& name, const char* dtype, int64_t 
 void SafetensorsWriter::add_f32(const std::string& name, std::vector<int64_t> shape,
                                 std::span<const float> data) {
   add(name, "F32", 4, std::move(shape), data.data(), static_cast<int64_t>(data.size()));
+}
+
+void SafetensorsWriter::add_bf16(const std::string& name, std::vector<int64_t> shape,
+                                 std::span<const uint16_t> data) {
+  add(name, "BF16", 2, std::move(shape), data.data(), static_cast<int64_t>(data.size()));
 }
 
 void SafetensorsWriter::add_i64(const std::string& name, std::vector<int64_t> shape,
@@ -371,6 +377,31 @@ std::vector<int64_t> SafetensorsReader::read_i64(const std::string& name) const 
   std::vector<int64_t> out(static_cast<size_t>(t.numel()));
   read_bytes(t, out.data());
   return out;
+}
+
+void SafetensorsReader::read_as_f32(const std::string& name, std::span<float> out) const {
+  const SafetensorsInfo& t = info(name);
+  if (!float_dtype_readable(t.dtype)) {
+    fail("{}: tensor {} has dtype {}; infinipipe reads F32, BF16 and F16 weights", path_, name,
+         t.dtype);
+  }
+  if (t.numel() != static_cast<int64_t>(out.size())) {
+    fail("{}: tensor {} has {} elements, expected {}", path_, name, t.numel(), out.size());
+  }
+  if (t.dtype == "F32") {
+    read_bytes(t, out.data());
+    return;
+  }
+  std::vector<uint8_t> raw(static_cast<size_t>(t.end - t.begin));
+  read_bytes(t, raw.data());
+  convert_to_f32(t.dtype, raw, out);
+}
+
+std::vector<uint8_t> SafetensorsReader::read_raw(const std::string& name) const {
+  const SafetensorsInfo& t = info(name);
+  std::vector<uint8_t> raw(static_cast<size_t>(t.end - t.begin));
+  read_bytes(t, raw.data());
+  return raw;
 }
 
 }  // namespace infinipipe

@@ -35,6 +35,9 @@ class SafetensorsWriter {
  public:
   void add_f32(const std::string& name, std::vector<int64_t> shape, std::span<const float> data);
   void add_i64(const std::string& name, std::vector<int64_t> shape, std::span<const int64_t> data);
+  // Raw bf16 bits (see float_convert.h), for Hugging Face exports.
+  void add_bf16(const std::string& name, std::vector<int64_t> shape,
+                std::span<const uint16_t> data);
   void set_metadata(const std::string& key, const std::string& value);
   size_t size() const { return entries_.size(); }
 
@@ -73,6 +76,11 @@ class SafetensorsReader {
   // Reads an F32 tensor into `out` (sizes must match). Error for another dtype.
   void read_f32(const std::string& name, std::span<float> out) const;
   std::vector<float> read_f32(const std::string& name) const;
+  // Reads an F32, BF16 or F16 tensor converted to fp32 (Hugging Face checkpoints store any of
+  // them). Error for another dtype or a size mismatch.
+  void read_as_f32(const std::string& name, std::span<float> out) const;
+  // The tensor's bytes as stored (little-endian), whatever its dtype.
+  std::vector<uint8_t> read_raw(const std::string& name) const;
   std::vector<int64_t> read_i64(const std::string& name) const;
 
  private:

@@ -1,0 +1,153 @@
+#include "ckpt/hf_folder.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ckpt/checkpoint_config.h"
+#include "ckpt/checkpoint_fs.h"
+#include "ckpt/checkpoint_state.h"
+#include "ckpt/checkpoint_values.h"
+#include "ckpt/hf_config.h"
+#include "ckpt/safetensors.h"
+#include "core/error.h"
+#include "core/json_read.h"
+
+namespace infinipipe {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kWeights = "model.safetensors";
+constexpr const char* kIndex = "model.safetensors.index.json";
+constexpr int64_t kMaxJsonBytes = 64ll << 20;  // real indexes are well under 1 MB
+
+// A small JSON file of the folder: a regular file (no link), bounded, parsed with depth limits.
+Json read_folder_json(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) fail_config("{} is missing", path.string());
+  if (S_ISLNK(st.st_mode)) {
+    fail_config(
+        "{} is a symbolic link; model files are never read through one: copy the folder with "
+        "its files resolved (cp -rL) and load the copy",
+        path.string());
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size > kMaxJsonBytes) {
+    fail_config("{} is not a regular JSON file under {} MiB", path.string(), kMaxJsonBytes >> 20);
+  }
+  return json_parse(fs_read_text(path.string()), path.string(), "the model folder is damaged");
+}
+
+bool regular_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::symlink_status(p, ec));
+}
+
+// tensor -> file of model.safetensors.index.json; every file a plain name in the folder.
+std::map<std::string, std::string> read_index(const fs::path& dir) {
+  const std::string path = (dir / kIndex).string();
+  const Json index = read_folder_json(dir / kIndex);
+  const Json& map = json_field(index, "weight_map", path);
+  if (!map.is_object()) fail_config("{}: weight_map is not an object", path);
+  std::map<std::string, std::string> out;
+  for (const auto& [name, file] : map.items()) {
+    const std::string& f = json_string(file, fmt::format("{}: weight_map[{}]", path, name));
+    if (!checkpoint_plain_file_name(f) || !f.ends_with(".safetensors")) {
+      fail_config(
+          "{}: tensor {} is in '{}', which is not a .safetensors file inside the folder; an "
+          "index may only name files next to it",
+          path, name, f);
+    }
+    if (!regular_file(dir / f)) {
+      fail_config("{}: tensor {} is in {}, which is missing (or not a regular file); copy every "
+                  "shard the index names into the folder",
+                  path, name, f);
+    }
+    out[name] = f;
+  }
+  if (out.empty()) fail_config("{}: weight_map names no tensor", path);
+  return out;
+}
+
+}  // namespace
+
+bool hf_folder_is(const std::string& dir) {
+  const fs::path d(dir);
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(d / "config.json", ec)) &&
+         (fs::exists(fs::symlink_status(d / kWeights, ec)) ||
+          fs::exists(fs::symlink_status(d / kIndex, ec)));
+}
+
+HfModelReader::HfModelReader(const std::string& dir) : path_(dir) {
+  const fs::path d(dir);
+  if (!hf_folder_is(dir)) {
+    fail_config(
+        "{} is not a Hugging Face model folder: it needs config.json and model.safetensors (or "
+        "model.safetensors.index.json with its shards); pytorch_model.bin is not read, save with "
+        "safe_serialization=True",
+        dir);
+  }
+  config_ = read_folder_json(d / "config.json");
+  model_ = hf_config_to_model(config_, (d / "config.json").string());
+  // transformers prefers the single file when both exist.
+  if (fs::exists(fs::symlink_status(d / kWeights))) {
+    if (!regular_file(d / kWeights))
+      fail_config("{} is not a regular file (a symbolic link?)", (d / kWeights).string());
+    for (const auto& t : open_file(kWeights).tensors()) weight_map_[t.name] = kWeights;
+  } else {
+    weight_map_ = read_index(d);
+  }
+}
+
+HfModelReader::~HfModelReader() = default;
+
+std::vector<std::string> HfModelReader::param_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, file] : weight_map_) names.push_back(name);
+  return names;
+}
+
+SafetensorsReader& HfModelReader::open_file(const std::string& file) {
+  auto it = open_.find(file);
+  if (it != open_.end()) return *it->second;
+  auto reader = std::make_unique<SafetensorsReader>((fs::path(path_) / file).string());
+  return *open_.emplace(file, std::move(reader)).first->second;
+}
+
+const SafetensorsInfo& HfModelReader::info(const std::string& name) {
+  const auto it = weight_map_.find(name);
+  if (it == weight_map_.end()) fail("{}: has no tensor {}", path_, name);
+  const SafetensorsInfo* t = open_file(it->second).find(name);
+  if (t == nullptr) {
+    fail_config("{}/{}: has no tensor {}, which its index places there", path_, it->second, name);
+  }
+  return *t;
+}
+
+void HfModelReader::check_model(const ModelConfig& current) const {
+  checkpoint_check_model(model_, current, path_);
+}
+
+void HfModelReader::load_params(std::span<const CheckpointTarget> targets) {
+  for (const CheckpointTarget& t : targets) {
+    if (!weight_map_.count(t.name)) {
+      fail_config("{}: has no tensor {}, which a Llama of its config.json needs", path_, t.name);
+    }
+    const SafetensorsInfo& info = this->info(t.name);
+    if (info.shape != t.shape) {
+      fail_config("{}: tensor {} has shape [{}], its config.json makes it [{}]", path_, t.name,
+                  fmt::join(info.shape, ", "), fmt::join(t.shape, ", "));
+    }
+    SafetensorsReader& r = open_file(weight_map_.at(t.name));
+    r.read_as_f32(t.name, t.data);  // Error naming the dtype when it is not F32, BF16 or F16
+    checkpoint_check_loaded(r.path(), t.name, t.data);
+  }
+}
+
+}  // namespace infinipipe
