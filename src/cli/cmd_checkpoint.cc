@@ -1,11 +1,14 @@
-// `infinipipe checkpoint`: inspect and verify checkpoint directories written by --save.
+// `infinipipe checkpoint`: inspect and verify checkpoint directories written by --save, and
+// export one as a Hugging Face model folder.
 #include <memory>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_export.h"
 #include "cli/commands.h"
+#include "core/config.h"
 #include "core/error.h"
 
 namespace infinipipe::cli {
@@ -15,7 +18,20 @@ namespace {
 struct CheckpointArgs {
   std::string dir;
   int64_t iteration = -1;
+  std::string out;
+  std::string dtype = "fp32";
+  std::string max_shard_size = "5GB";
 };
+
+void run_checkpoint_export(const CheckpointArgs& a) {
+  HfExportOptions o;
+  o.dtype = a.dtype == "bf16" ? HfExportDtype::bf16 : HfExportDtype::fp32;
+  o.max_shard_bytes = parse_bytes(a.max_shard_size, "--max-shard-size");
+  const HfExportResult r = hf_export(a.dir, a.out, o);
+  fmt::print("{}: Hugging Face model of iteration {} ({} tensors, {:.1f} MiB of {}, {} file{})\n",
+             a.out, r.iteration, r.tensors, static_cast<double>(r.bytes) / (1 << 20), a.dtype,
+             r.shards, r.shards == 1 ? "" : "s");
+}
 
 void run_checkpoint_list(const CheckpointArgs& a) {
   const std::vector<CheckpointEntry> entries = checkpoint_list(a.dir);
@@ -58,6 +74,20 @@ void add_checkpoint_command(CLI::App& app) {
   verify->add_option("--iteration", args->iteration,
                      "Iteration to verify (default: the one --load would resume from)");
   verify->callback([args] { run_checkpoint_verify(*args); });
+
+  CLI::App* exp = cmd->add_subcommand(
+      "export",
+      "Write the newest complete checkpoint as one Hugging Face model folder (config.json, "
+      "generation_config.json, safetensors weights, tokenizer files)");
+  exp->add_option("dir", args->dir, "Checkpoint directory (as given to --save)")->required();
+  exp->add_option("out", args->out, "New or empty folder to write (never through a link)")
+      ->required();
+  exp->add_option("--dtype", args->dtype, "Weights' dtype: fp32 (as trained) or bf16 (rounded)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  exp->add_option("--max-shard-size", args->max_shard_size,
+                  "Largest weights file before the model is sharded with an index, e.g. 5GB "
+                  "(transformers' default)");
+  exp->callback([args] { run_checkpoint_export(*args); });
 }
 
 }  // namespace infinipipe::cli

@@ -1,10 +1,17 @@
 // `infinipipe train`: training of the Llama model on a Megatron dataset, every global batch
 // planned by the planner (EPP by default) and run by the executor; in one process, or under
 // `mpirun -np N` with N = pp × dp ranks.
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/checkpoint_config.h"
+#include "ckpt/hf_folder.h"
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -27,9 +34,38 @@ struct TrainArgs {
   bool quiet = false;
 };
 
+// The Hugging Face folder the run starts from (--load, else --pretrained-checkpoint), if any.
+std::string hf_start_folder(const TrainingConfig& tc) {
+  for (const std::string& dir : {tc.load, tc.pretrained_checkpoint}) {
+    if (!dir.empty() && !checkpoint_find_latest(dir) && hf_folder_is(dir)) return dir;
+  }
+  return "";
+}
+
+// The run's configuration. Starting from a Hugging Face folder, its config.json defines the
+// model: model flags may repeat it but not contradict it.
+Config resolve_train_config(const ConfigOptions& options) {
+  const Config user = resolve_config(options, Config{}, false);
+  const std::string folder = hf_start_folder(user.training);
+  if (folder.empty()) return resolve_config(options);
+  Config base;
+  const ModelConfig defaults = base.model;
+  base.model = HfModelReader(folder).model();
+  base.model.seq_length = std::min(defaults.seq_length, base.model.max_position_embeddings);
+  const Config cfg = resolve_config(options, base);
+  const std::vector<std::string> diff = checkpoint_model_diff(base.model, cfg.model);
+  if (!diff.empty()) {
+    fail_config(
+        "{} is a Hugging Face model whose config.json defines the model, and the model flags "
+        "contradict it: {}; drop those flags (the folder sets them) or load another folder",
+        folder, fmt::join(diff, "; "));
+  }
+  return cfg;
+}
+
 void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* watchdog) {
   runtime::TrainOptions opts;
-  opts.config = resolve_config(*a.config);
+  opts.config = resolve_train_config(*a.config);
   runtime::train_check_config(opts.config, groups ? groups->layout().world_size() : 1);
   opts.config_yaml = config_to_yaml(opts.config);
   opts.metrics_path = runtime::train_metrics_path(a.metrics, a.log_dir, opts.config.training.save);
@@ -66,7 +102,7 @@ void run_train(const TrainArgs& a) {
   // Under mpirun: an error on any rank reaches the terminal once and ends the whole job.
   Comm comm;
   const int rc = comm_run_guarded([&] {
-    const Config cfg = resolve_config(*a.config);
+    const Config cfg = resolve_train_config(*a.config);
     ProcessGroups groups(comm, cfg.parallel.pipeline_parallel, cfg.parallel.data_parallel);
     Watchdog watchdog(comm.options().watchdog_timeout());
     run_train_rank(a, &groups, &watchdog);

@@ -230,7 +230,21 @@ const std::vector<OptionSpec>& option_specs() {
           [](const Config& c) { return std::string(optimizer_name(c.training.optimizer)); }},
       INT_OPT("seed", {}, "random seed (initialisation, data order)", training.seed),
       TEXT_OPT("save", "checkpoint directory to write", training.save),
-      TEXT_OPT("load", "checkpoint directory to resume from", training.load),
+      TEXT_OPT("load",
+               "checkpoint directory to resume from, or a Hugging Face Llama folder to start "
+               "from (weights only, iteration 0)",
+               training.load),
+      TEXT_OPT("pretrained-checkpoint",
+               "checkpoint or Hugging Face Llama folder whose weights start the run (iteration "
+               "0, optimizer fresh) when --load holds no checkpoint",
+               training.pretrained_checkpoint),
+      TEXT_OPT("tokenizer-type",
+               "tokenizer the data was prepared with, recorded in saved checkpoints: "
+               "ByteTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | "
+               "Llama2Tokenizer",
+               training.tokenizer_type),
+      TEXT_OPT("tokenizer-model", "the SentencePiece FILE.model of --tokenizer-type",
+               training.tokenizer_model),
       INT_OPT("save-interval", {}, "iterations between checkpoints", training.save_interval),
       TEXT_OPT("data-path", "Megatron indexed dataset prefix (PREFIX.bin/.idx)",
                training.data_path),
@@ -408,8 +422,8 @@ std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
   return opts;
 }
 
-Config resolve_config(const ConfigOptions& opts) {
-  Config cfg;
+Config resolve_config(const ConfigOptions& opts, const Config& base, bool validate) {
+  Config cfg = base;
   // Flags CLI11 did not match: Megatron options at their neutral value are fine, others are
   // refused by apply_option with the nearest known key.
   std::vector<std::string> extras =
@@ -441,7 +455,7 @@ Config resolve_config(const ConfigOptions& opts) {
       fail_config("--{}", e.what());
     }
   }
-  cfg.validate();
+  if (validate) cfg.validate();
   return cfg;
 }
 

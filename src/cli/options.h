@@ -27,8 +27,10 @@ struct ConfigOptions {
 // so resolve_config can suggest the nearest known key).
 std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd);
 
-// Defaults, then the YAML file, then the flags; validates; throws ConfigError on any mistake.
-Config resolve_config(const ConfigOptions& opts);
+// Defaults (`base`), then the YAML file, then the flags; validates unless told not to; throws
+// ConfigError on any mistake.
+Config resolve_config(const ConfigOptions& opts, const Config& base = Config{},
+                      bool validate = true);
 
 // Applies YAML text (a map of keys to scalars) onto `cfg`; `origin` names the source in errors.
 void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin);

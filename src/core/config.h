@@ -103,6 +103,10 @@ struct TrainingConfig {
   int64_t seed = 1234;
   std::string save;           // checkpoint directory to write ("" = none)
   std::string load;           // checkpoint directory to resume from ("" = fresh start)
+  // Weights only (iteration 0, optimizer fresh), when --load holds no checkpoint (Megatron's).
+  std::string pretrained_checkpoint;
+  std::string tokenizer_type = "ByteTokenizer";  // recorded in saved checkpoints
+  std::string tokenizer_model;                   // the SentencePiece .model of tokenizer_type
   int64_t save_interval = 0;  // iterations between checkpoints; 0 = only at the end
   std::string data_path;      // Megatron indexed dataset prefix (PREFIX.bin / PREFIX.idx)
   int64_t memory_budget = 0;  // bytes per rank the plan must fit; 0 = device memory

@@ -60,7 +60,12 @@ Trainer::Trainer(const TrainOptions& opts)
   model_build();
   reducers_build();
   optimizer_build(oo);
-  if (!cfg_.training.load.empty()) checkpoint_load(cfg_.training.load);
+  tokenizer_record();
+  if (!cfg_.training.load.empty()) {
+    checkpoint_load(cfg_.training.load);
+  } else if (!cfg_.training.pretrained_checkpoint.empty()) {
+    weights_load(cfg_.training.pretrained_checkpoint);
+  }
   if (cfg_.training.train_iters > iteration_) dataset_open();
   if (cfg_.training.cost_model_update == CostModelUpdate::online) {
     fit_.emplace(cm_);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.h"
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_groups.h"
 #include "comm/mpi_p2p.h"
@@ -82,6 +83,9 @@ class Trainer {
   int64_t iteration() const { return iteration_; }  // completed iterations
   int64_t consumed_samples() const;
   bool resumed() const { return resumed_; }
+  // The --load (Hugging Face folder) or --pretrained-checkpoint whose weights started this run at
+  // iteration 0 with a fresh optimizer; empty when it resumed or started from the seed.
+  const std::string& weights_from() const { return weights_from_; }
 
   // One iteration on the next global batch.
   obs::IterationMetrics step();
@@ -135,6 +139,8 @@ class Trainer {
 
   // Saved state (train_checkpoint.cc).
   void checkpoint_load(const std::string& dir);
+  void weights_load(const std::string& dir);  // weights only, from either kind of folder
+  void tokenizer_record();                    // --tokenizer-type, checked against the vocab
 
   // Batches (train_batch.cc).
   Batch batch_lengths_read(std::span<const int64_t> documents) const;
@@ -195,6 +201,8 @@ class Trainer {
   int64_t start_consumed_ = 0;  // data position before the dataset is opened
   int64_t iteration_ = 0;
   bool resumed_ = false;
+  std::string weights_from_;
+  CheckpointTokenizer saved_tokenizer_;  // what every checkpoint records of the tokenizer
   plan::Plan last_plan_;
   std::vector<obs::StepStats> last_stats_;
   // The next batch's plan, made on a background thread (which never calls MPI) while this one

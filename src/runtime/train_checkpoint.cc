@@ -5,13 +5,59 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_folder.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
+#include "data/tokenizer.h"
+#include "data/tokenizer_saved.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
 
+void Trainer::tokenizer_record() {
+  const TrainingConfig& tc = cfg_.training;
+  const auto tokenizer = data::tokenizer_open(tc.tokenizer_type, tc.tokenizer_model);
+  if (tokenizer->vocab_size() > cfg_.model.vocab_size) {
+    fail_config(
+        "--tokenizer-type {} has {} tokens, more than the model's --vocab-size {}; raise "
+        "--vocab-size to at least {} or use the tokenizer the data was prepared with",
+        tc.tokenizer_type, tokenizer->vocab_size(), cfg_.model.vocab_size,
+        tokenizer->vocab_size());
+  }
+  saved_tokenizer_.tokenizer_config =
+      data::tokenizer_saved_config(*tokenizer, cfg_.model.max_positions());
+  saved_tokenizer_.model_file = tc.tokenizer_model;
+  saved_tokenizer_.bos = tokenizer->bos();
+  saved_tokenizer_.eos = tokenizer->eos();
+}
+
+// Weights only: every engine's parameters (tied copies included) from a Hugging Face folder or
+// the newest infinipipe checkpoint; the run starts at iteration 0 with a fresh optimizer.
+void Trainer::weights_load(const std::string& dir) {
+  std::vector<ParamRef> all;
+  for (auto& e : engines_) {
+    for (ParamRef& p : e->params().params()) all.push_back(p);
+  }
+  const std::vector<CheckpointTarget> targets = checkpoint_targets(all);
+  if (hf_folder_is(dir)) {
+    HfModelReader reader(dir);
+    reader.check_model(cfg_.model);
+    reader.load_params(targets);
+  } else {
+    CheckpointReader reader(dir);
+    reader.check_model(cfg_.model);
+    reader.load_params(targets);
+  }
+  weights_from_ = dir;
+}
+
 void Trainer::checkpoint_load(const std::string& dir) {
+  // A Hugging Face folder has no optimizer state nor iteration: it starts a run, as
+  // --pretrained-checkpoint does.
+  if (!checkpoint_find_latest(dir) && hf_folder_is(dir)) {
+    weights_load(dir);
+    return;
+  }
   CheckpointReader reader(dir);
   reader.check_model(cfg_.model);
   // Every engine's parameters, tied copies included, so all of them get the saved values.
@@ -37,9 +83,9 @@ void Trainer::save() {
   const std::string& dir = cfg_.training.save;
   if (dir.empty()) fail_config("saving needs --save DIR");
   CheckpointShard shard;
-  // With data parallelism the replicas hold the same values: replica 0 writes them, the others
-  // write a shard without tensors (the optimizer only names its kind: state goes per tensor).
-  if (!groups_ || groups_->layout().replica == 0) shard.params = checkpoint_tensors(params());
+  // With data parallelism the replicas hold the same values: replica 0 writes them.
+  const bool replica0 = !groups_ || groups_->layout().replica == 0;
+  if (replica0) shard.params = checkpoint_tensors(params());
   shard.optimizer = optimizer_.get();
   std::deque<std::vector<float>> gathered;  // split tensors' states, whole, while they are written
   if (dist_optimizer_) {
@@ -60,6 +106,7 @@ void Trainer::save() {
               {"data_order_seed", cfg_.training.seed},
               {"consumed_samples", meta.consumed_samples}};
   meta.config = {{"format", "yaml"}, {"yaml", config_yaml_}};
+  meta.tokenizer = saved_tokenizer_;
   if (!groups_) {
     checkpoint_save(dir, meta, shard);
     return;
@@ -67,9 +114,20 @@ void Trainer::save() {
   // Every rank writes its shard; `latest` moves only after all finished (one commit, rank 0),
   // and nobody goes on before it did.
   Comm& comm = groups_->comm();
-  shard.rank = comm.rank();
-  shard.num_ranks = comm.size();
-  checkpoint_save_shard(dir, iteration_, shard);
+  const RankLayout& layout = groups_->layout();
+  if (dist_optimizer_) {
+    // Every replica saves the whole states of the parameters whose first element it holds; the
+    // model files are replica 0's, one per pipeline rank.
+    shard.rank = comm.rank();
+    shard.num_ranks = comm.size();
+    shard.model_part = layout.stage;
+    shard.model_parts = layout.pp;
+  } else {
+    // Replica 0 of each pipeline rank is the only writer: the others hold nothing of their own.
+    shard.rank = layout.stage;
+    shard.num_ranks = layout.pp;
+  }
+  if (dist_optimizer_ || replica0) checkpoint_save_shard(dir, iteration_, shard);
   comm.barrier(fmt::format("saving the checkpoint of iteration {}", iteration_));
   if (comm.rank() == 0) checkpoint_commit(dir, meta);
   comm.barrier(fmt::format("committing the checkpoint of iteration {}", iteration_));

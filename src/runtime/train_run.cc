@@ -10,6 +10,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_fs.h"
+#include "ckpt/hf_folder.h"
 #include "comm/mpi_comm.h"
 #include "cost/calibration.h"
 #include "obs/trace.h"
@@ -96,10 +97,13 @@ TrainOptions run_options_prepare(const TrainOptions& options) {
   // A folder that cannot take a checkpoint fails now, not after the work of the first interval.
   if (!tc.save.empty()) fs_check_writable_dir(tc.save, "--save");
   // Megatron's idiom `--save DIR --load DIR` resumes when DIR has a checkpoint and starts fresh
-  // when it has none yet (the first run of a job script).
-  if (!tc.load.empty() && tc.load == tc.save && !checkpoint_find_latest(tc.load)) {
-    if (!opts.quiet && opts.out != nullptr)
-      fmt::print(opts.out, "no checkpoint in {} yet: starting from scratch\n", tc.load);
+  // (or from --pretrained-checkpoint) when it has none yet (the first run of a job script).
+  const bool fallback = tc.load == tc.save || !tc.pretrained_checkpoint.empty();
+  if (!tc.load.empty() && fallback && !checkpoint_find_latest(tc.load) && !hf_folder_is(tc.load)) {
+    if (!opts.quiet && opts.out != nullptr) {
+      fmt::print(opts.out, "no checkpoint in {} yet: starting from {}\n", tc.load,
+                 tc.pretrained_checkpoint.empty() ? "scratch" : tc.pretrained_checkpoint);
+    }
     opts.config.training.load.clear();
   }
   return opts;
@@ -116,6 +120,10 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   if (talk && trainer.resumed()) {
     fmt::print(opts.out, "resumed from {} at iteration {} ({} samples consumed)\n", tc.load,
                trainer.iteration(), trainer.consumed_samples());
+  }
+  if (talk && !trainer.weights_from().empty()) {
+    fmt::print(opts.out, "started from the weights of {} (iteration 0, optimizer fresh)\n",
+               trainer.weights_from());
   }
   int64_t last_saved = trainer.resumed() ? trainer.iteration() : -1;
   auto save = [&] {

@@ -1,0 +1,101 @@
+#include "data/tokenizer_saved.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "core/json_read.h"
+
+namespace infinipipe::data {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr int64_t kMaxConfigBytes = 16ll << 20;  // real tokenizer configs are a few KB
+
+// `path` is a regular file, not a symbolic link (ConfigError naming it otherwise).
+bool saved_file_exists(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return false;
+  if (S_ISLNK(st.st_mode)) {
+    fail_config("{} is a symbolic link; saved files are never read through one: copy the folder "
+                "with its files resolved (cp -rL)",
+                path.string());
+  }
+  if (!S_ISREG(st.st_mode)) fail_config("{} is not a regular file", path.string());
+  return true;
+}
+
+Json read_config(const fs::path& path) {
+  if (!saved_file_exists(path)) {
+    fail_config("{} is missing: the folder records no tokenizer (save it with `train --save`, "
+                "which writes one)",
+                path.string());
+  }
+  std::error_code ec;
+  if (static_cast<int64_t>(fs::file_size(path, ec)) > kMaxConfigBytes || ec) {
+    fail_config("{} is unreadable or larger than {} MiB; it is not a tokenizer config",
+                path.string(), kMaxConfigBytes >> 20);
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) fail_config("cannot read {}", path.string());
+  const Json j = json_parse(text.str(), path.string(), "the saved folder is damaged");
+  if (!j.is_object()) fail_config("{}: not a JSON object", path.string());
+  return j;
+}
+
+// The --tokenizer-type the config names, or Llama2Tokenizer for a plain Hugging Face Llama.
+std::string saved_type(const Json& config, const fs::path& path) {
+  if (const auto t = config.find("infinipipe_tokenizer_type"); t != config.end()) {
+    return json_string(*t, path.string() + ": infinipipe_tokenizer_type");
+  }
+  const auto c = config.find("tokenizer_class");
+  if (c != config.end() && c->is_string() &&
+      (*c == "LlamaTokenizer" || *c == "LlamaTokenizerFast")) {
+    return "Llama2Tokenizer";
+  }
+  fail_config("{}: names no infinipipe_tokenizer_type and tokenizer_class {} is not "
+              "LlamaTokenizer; infinipipe opens only its own tokenizer types ({})",
+              path.string(), c == config.end() ? "is missing" : json_brief(*c),
+              fmt::join(tokenizer_types(), ", "));
+}
+
+}  // namespace
+
+bool tokenizer_type_has_model(const std::string& type) {
+  return type == "SentencePieceTokenizer" || type == "GPTSentencePieceTokenizer" ||
+         type == "Llama2Tokenizer";
+}
+
+Json tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length) {
+  const bool sp = tokenizer_type_has_model(tokenizer.type());
+  return {{"tokenizer_class", sp ? Json("LlamaTokenizer") : Json(nullptr)},
+          {"infinipipe_tokenizer_type", tokenizer.type()},
+          {"add_bos_token", tokenizer.type() == "Llama2Tokenizer"},
+          {"add_eos_token", false},
+          {"model_max_length", model_max_length}};
+}
+
+std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir) {
+  const fs::path config_path = fs::path(dir) / kTokenizerConfigFile;
+  const std::string type = saved_type(read_config(config_path), config_path);
+  if (!tokenizer_type_has_model(type)) return tokenizer_open(type, "");
+  const fs::path model = fs::path(dir) / kTokenizerModelFile;
+  if (!saved_file_exists(model)) {
+    fail_config("{} names {}, but {} is missing; copy the SentencePiece model there",
+                config_path.string(), type, model.string());
+  }
+  return tokenizer_open(type, model.string());
+}
+
+}  // namespace infinipipe::data

@@ -1,0 +1,35 @@
+// The tokenizer a saved Hugging Face folder describes (written by `train --save` and
+// `checkpoint export`), so `generate` and others decode with the tokenizer the model was trained
+// with. Convention:
+//   tokenizer_config.json  {"tokenizer_class": "LlamaTokenizer" for the SentencePiece kinds
+//                           (null for ByteTokenizer, which Hugging Face has no class for),
+//                           "infinipipe_tokenizer_type": the --tokenizer-type name,
+//                           "add_bos_token", "add_eos_token", "model_max_length"}
+//   tokenizer.model        the SentencePiece model, byte for byte (SentencePiece kinds only)
+// A plain Hugging Face Llama folder (LlamaTokenizer with tokenizer.model, no infinipipe field)
+// opens as Llama2Tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/tokenizer.h"
+
+namespace infinipipe::data {
+
+inline constexpr const char* kTokenizerConfigFile = "tokenizer_config.json";
+inline constexpr const char* kTokenizerModelFile = "tokenizer.model";
+
+// tokenizer_config.json for `tokenizer` (of the type tokenizer.type()).
+nlohmann::json tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length);
+// Whether the type reads a SentencePiece model (and so saves tokenizer.model).
+bool tokenizer_type_has_model(const std::string& type);
+
+// Opens the tokenizer DIR describes. ConfigError saying what is missing or unsupported: no
+// tokenizer_config.json, an unknown type, a missing tokenizer.model, a symbolic link.
+std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir);
+
+}  // namespace infinipipe::data
