@@ -54,7 +54,7 @@ TEST_F(CheckpointTest, ChecksumDamageIsDetected) {
         << e.what();
   }
   // A truncated file no longer has the size state.json recorded: the directory is incomplete.
-  fs::resize_file(iter_file(5, "optimizer.safetensors"), 8);
+  fs::resize_file(iter_file(5, "model.safetensors"), 8);
   EXPECT_FALSE(checkpoint_is_complete(dir_, 5));
   try {
     CheckpointReader r3(dir_, 5);
@@ -172,7 +172,6 @@ TEST_F(CheckpointTest, CommitRemovesLeftoversOfAnotherLayout) {
   const std::vector<std::string> want = {"config.json",
                                          "model.safetensors",
                                          "model.safetensors.index.json",
-                                         "optimizer.safetensors",
                                          "optimizer.safetensors.index.json",
                                          "shard-rank00000.json",
                                          "state.json"};
@@ -199,8 +198,10 @@ TEST_F(CheckpointTest, ListAndVerifyAll) {
 
   CheckpointReader r(dir_, 1);
   EXPECT_GT(r.verify_all(), 0);
-  // Damage the optimizer file's data (it is not read by load_params): verify_all still finds it.
-  const std::string f = iter_file(2, "optimizer.safetensors");
+  // Damage the weights file's header (no tensor read yet): verify_all finds it. A save without
+  // optimizer state writes no optimizer file (no empty shards).
+  EXPECT_FALSE(fs::exists(iter_file(2, "optimizer.safetensors")));
+  const std::string f = iter_file(2, "model.safetensors");
   std::string bytes = fs_read_text(f);
   bytes[8] ^= 0x01;  // the first header byte
   std::ofstream(f, std::ios::binary | std::ios::trunc) << bytes;
