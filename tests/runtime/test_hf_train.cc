@@ -4,6 +4,7 @@
 // records the tokenizer; --pretrained-checkpoint starts at iteration 0 with the weights only.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sentencepiece_trainer.h>
 
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "common/tiny_train.h"
 #include "core/json_read.h"
 #include "data/indexed_dataset.h"
+#include "data/tokenizer.h"
 #include "data/tokenizer_saved.h"
 #include "model/reference_model.h"
 #include "runtime/train.h"
@@ -163,6 +165,52 @@ TEST_F(HfTrainTest, PretrainedCheckpointGivesTheWeightsAtIterationZero) {
     EXPECT_EQ(0, std::memcmp(want[i].value, got[i].value, size_t(want[i].numel) * 4))
         << want[i].name;
   }
+}
+
+// A SentencePiece tokenizer is saved as Hugging Face's LlamaTokenizer: tokenizer.model byte for
+// byte, its bos/eos ids in config.json, and the folder opens the same tokenizer again.
+TEST_F(HfTrainTest, SentencePieceTokenizerIsSavedByteForByte) {
+  const fs::path text = dir_ / "text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 300; ++i) out << "the pipeline plans batch " << i % 17 << " afresh\n";
+  }
+  const auto status = sentencepiece::SentencePieceTrainer::Train(
+      "--input=" + text.string() + " --model_prefix=" + (dir_ / "sp").string() +
+      " --vocab_size=40 --hard_vocab_limit=false --model_type=unigram --num_threads=1 "
+      "--minloglevel=2");
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  const std::string model = (dir_ / "sp.model").string();
+  TrainOptions o = options(0);
+  o.config.training.tokenizer_type = "Llama2Tokenizer";
+  o.config.training.tokenizer_model = model;
+  o.config.training.save = (dir_ / "ck").string();
+  train_run(o);
+  const fs::path iter = checkpoint_iter_dir(o.config.training.save, 0);
+  auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytes(iter / "tokenizer.model"), bytes(model));
+  const auto original = data::tokenizer_open("Llama2Tokenizer", model);
+  const nlohmann::json config = json_read_file((iter / "config.json").string());
+  EXPECT_EQ(config.at("bos_token_id"), original->bos());
+  EXPECT_EQ(config.at("eos_token_id"), original->eos());
+  const nlohmann::json tok = json_read_file((iter / "tokenizer_config.json").string());
+  EXPECT_EQ(tok.at("tokenizer_class"), "LlamaTokenizer");
+  EXPECT_EQ(tok.at("infinipipe_tokenizer_type"), "Llama2Tokenizer");
+  const auto saved = data::tokenizer_open_saved(iter.string());
+  EXPECT_EQ(saved->type(), "Llama2Tokenizer");
+  EXPECT_EQ(saved->encode("the pipeline plans"), original->encode("the pipeline plans"));
+  // Checksummed like every file of the checkpoint, and exported with the weights.
+  CheckpointReader reader(o.config.training.save);
+  EXPECT_GT(reader.verify_all(), 0);
+  hf_export(o.config.training.save, (dir_ / "out").string(), {});
+  EXPECT_EQ(bytes(dir_ / "out" / "tokenizer.model"), bytes(model));
+  fs::remove(dir_ / "out" / "tokenizer.model");
+  EXPECT_NE(testing::error_text([&] { data::tokenizer_open_saved((dir_ / "out").string()); })
+                .find("tokenizer.model is missing"),
+            std::string::npos);
 }
 
 TEST_F(HfTrainTest, TokenizerLargerThanTheVocabularyIsRefused) {
