@@ -82,8 +82,8 @@ struct CheckpointOptimSlice {
 };
 
 // What one writer (rank) saves: its parameters and, optionally, their optimizer state. Every
-// parameter must be saved by exactly one writer: with data parallelism only one replica (say dp
-// rank 0) lists it; other ranks may write an empty shard to record their rank_state.
+// parameter must be saved by exactly one writer: with data parallelism only one replica (dp rank
+// 0) lists it; a writer with no tensors writes only its manifest (rank_state).
 struct CheckpointShard {
   int64_t rank = 0;       // 0 <= rank < num_ranks
   int64_t num_ranks = 1;  // writers of this checkpoint
