@@ -1,7 +1,8 @@
 // A checkpoint's JSON files: the same input read as state.json, as a safetensors index and as
-// the Hugging Face config.json.
+// the Hugging Face config.json (infinipipe's own and a Hugging Face folder's).
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/checkpoint_state.h"
+#include "ckpt/hf_config.h"
 #include "core/json_read.h"
 #include "fuzz_common.h"
 
@@ -25,6 +26,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     (void)checkpoint_model_from_hf(j, "config.json");
+  } catch (const Error&) {
+  }
+  try {
+    (void)hf_config_to_model(j, "config.json");
   } catch (const Error&) {
   }
   return 0;
