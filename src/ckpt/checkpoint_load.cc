@@ -109,7 +109,9 @@ CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration) {
     if (!found) {
       fail_config(
           "--load {}: no complete checkpoint there (no `latest`, and no iter_NNNNNNN directory "
-          "with a state.json); point --load at a directory written by --save, or drop --load",
+          "with a state.json, and it is not a Hugging Face model folder with config.json and "
+          "model.safetensors); point --load at a directory written by --save or a Hugging Face "
+          "Llama folder, or drop --load",
           dir);
     }
     iteration = *found;
