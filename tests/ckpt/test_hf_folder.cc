@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <random>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_config.h"
@@ -108,6 +109,43 @@ TEST_F(HfFolderTest, HandWrittenShardedBf16FolderReadsExactly) {
     const CheckpointTarget target{name, t.shape, got};
     r.load_params({&target, 1});
     EXPECT_EQ(0, std::memcmp(got.data(), t.values.data(), got.size() * 4)) << name;
+  }
+}
+
+// F16 weights, subnormals included, load as the values their bits mean (computed here from the
+// format's definition, not with the converter under test).
+TEST_F(HfFolderTest, F16FolderReadsExactly) {
+  std::mt19937 rng(5);
+  std::map<std::string, testing::HfTensor> f16;
+  for (const auto& [name, shape] : testing::hf_llama_shapes(model_)) {
+    testing::HfTensor t;
+    t.shape = shape;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    for (int64_t i = 0; i < n; ++i) {
+      // Exponent 0 (subnormal) to 16 (below 2): small weights, every tenth one subnormal.
+      const uint16_t exponent = i % 10 == 0 ? 0 : static_cast<uint16_t>(rng() % 17);
+      const uint16_t bits = static_cast<uint16_t>((rng() % 2) << 15 | exponent << 10 | rng() % 1024);
+      const double mantissa = bits & 0x3ff;
+      const double magnitude = exponent == 0 ? std::ldexp(mantissa, -24)
+                                             : std::ldexp(1024 + mantissa, exponent - 25);
+      t.values.push_back(static_cast<float>((bits & 0x8000) ? -magnitude : magnitude));
+      t.bytes.push_back(static_cast<uint8_t>(bits & 0xff));
+      t.bytes.push_back(static_cast<uint8_t>(bits >> 8));
+    }
+    f16[name] = std::move(t);
+  }
+  fs::create_directories(dir_);
+  std::ofstream(dir_ / "config.json") << testing::hf_llama_config(model_).dump();
+  std::map<std::string, const testing::HfTensor*> all;
+  for (const auto& [name, t] : f16) all[name] = &t;
+  testing::hf_write_safetensors(dir_ / "model.safetensors", all, "F16");
+  HfModelReader r(dir_.string());
+  for (const auto& [name, t] : f16) {
+    std::vector<float> got(t.values.size());
+    const CheckpointTarget target{name, t.shape, got};
+    r.load_params({&target, 1});
+    EXPECT_EQ(got, t.values) << name;
   }
 }
 
