@@ -29,8 +29,8 @@ void refuse_unsupported(const Json& hf, const std::string& path) {
   const auto refuse_unless = [&](const char* key, const Json& neutral, const char* why) {
     const auto it = hf.find(key);
     if (it == hf.end() || it->is_null() || *it == neutral) return;
-    fail_config("{}: {} is {}, which infinipipe does not support: {}", path, key,
-                json_brief(*it), why);
+    fail_config("{}: {} is {}, which infinipipe does not support: {}", path, key, json_brief(*it),
+                why);
   };
   refuse_unless("hidden_act", "silu", "Llama's MLP is SwiGLU with SiLU");
   refuse_unless("attention_bias", false, "infinipipe's attention projections have no bias");

@@ -31,9 +31,10 @@ void prepare_out_dir(const std::string& out) {
   struct stat st {};
   if (::lstat(out.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode)) {
-      fail_config("{} is a symbolic link; an export is never written through one: choose the "
-                  "folder itself or a new path",
-                  out);
+      fail_config(
+          "{} is a symbolic link; an export is never written through one: choose the "
+          "folder itself or a new path",
+          out);
     }
     if (!S_ISDIR(st.st_mode)) fail_config("{} exists and is not a folder; choose a new path", out);
     std::error_code ec;
@@ -75,7 +76,7 @@ std::vector<std::vector<std::string>> plan_shards(CheckpointReader& reader, int6
 int64_t write_shard(CheckpointReader& reader, const std::vector<std::string>& names,
                     HfExportDtype dtype, const fs::path& path) {
   SafetensorsWriter writer;
-  writer.set_metadata("format", "pt");  // transformers refuses safetensors without it
+  writer.set_metadata("format", "pt");                // transformers refuses safetensors without it
   std::vector<std::vector<float>> f32(names.size());  // borrowed by the writer until write()
   std::vector<std::vector<uint16_t>> bf16(names.size());
   int64_t bytes = 0;
@@ -126,10 +127,9 @@ HfExportResult hf_export(const std::string& checkpoint_dir, const std::string& o
   result.shards = static_cast<int64_t>(shards.size());
   Json weight_map = Json::object();
   for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string file =
-        shards.size() == 1
-            ? "model.safetensors"
-            : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+    const std::string file = shards.size() == 1 ? "model.safetensors"
+                                                : fmt::format("model-{:05d}-of-{:05d}.safetensors",
+                                                              s + 1, shards.size());
     result.bytes += write_shard(reader, shards[s], options.dtype, dir / file);
     for (const std::string& name : shards[s]) weight_map[name] = file;
     result.tensors += static_cast<int64_t>(shards[s].size());

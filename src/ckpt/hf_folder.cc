@@ -64,9 +64,10 @@ std::map<std::string, std::string> read_index(const fs::path& dir) {
           path, name, f);
     }
     if (!regular_file(dir / f)) {
-      fail_config("{}: tensor {} is in {}, which is missing (or not a regular file); copy every "
-                  "shard the index names into the folder",
-                  path, name, f);
+      fail_config(
+          "{}: tensor {} is in {}, which is missing (or not a regular file); copy every "
+          "shard the index names into the folder",
+          path, name, f);
     }
     out[name] = f;
   }

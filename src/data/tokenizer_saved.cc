@@ -26,9 +26,10 @@ bool saved_file_exists(const fs::path& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return false;
   if (S_ISLNK(st.st_mode)) {
-    fail_config("{} is a symbolic link; saved files are never read through one: copy the folder "
-                "with its files resolved (cp -rL)",
-                path.string());
+    fail_config(
+        "{} is a symbolic link; saved files are never read through one: copy the folder "
+        "with its files resolved (cp -rL)",
+        path.string());
   }
   if (!S_ISREG(st.st_mode)) fail_config("{} is not a regular file", path.string());
   return true;
@@ -36,9 +37,10 @@ bool saved_file_exists(const fs::path& path) {
 
 Json read_config(const fs::path& path) {
   if (!saved_file_exists(path)) {
-    fail_config("{} is missing: the folder records no tokenizer (save it with `train --save`, "
-                "which writes one)",
-                path.string());
+    fail_config(
+        "{} is missing: the folder records no tokenizer (save it with `train --save`, "
+        "which writes one)",
+        path.string());
   }
   std::error_code ec;
   if (static_cast<int64_t>(fs::file_size(path, ec)) > kMaxConfigBytes || ec) {
@@ -64,10 +66,11 @@ std::string saved_type(const Json& config, const fs::path& path) {
       (*c == "LlamaTokenizer" || *c == "LlamaTokenizerFast")) {
     return "Llama2Tokenizer";
   }
-  fail_config("{}: names no infinipipe_tokenizer_type and tokenizer_class {} is not "
-              "LlamaTokenizer; infinipipe opens only its own tokenizer types ({})",
-              path.string(), c == config.end() ? "is missing" : json_brief(*c),
-              fmt::join(tokenizer_types(), ", "));
+  fail_config(
+      "{}: names no infinipipe_tokenizer_type and tokenizer_class {} is not "
+      "LlamaTokenizer; infinipipe opens only its own tokenizer types ({})",
+      path.string(), c == config.end() ? "is missing" : json_brief(*c),
+      fmt::join(tokenizer_types(), ", "));
 }
 
 }  // namespace

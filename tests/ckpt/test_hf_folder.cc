@@ -43,7 +43,7 @@ TEST(FloatConvert, SixteenBitFormatsToFp32) {
   EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
   EXPECT_EQ(bf16_to_f32(0xc000), -2.0f);
   EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
-  EXPECT_EQ(f16_to_f32(0x7bff), 65504.0f);             // largest normal
+  EXPECT_EQ(f16_to_f32(0x7bff), 65504.0f);               // largest normal
   EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
   EXPECT_EQ(f16_to_f32(0x03ff), std::ldexp(1023.0f, -24));
   EXPECT_EQ(f16_to_f32(0x8000), 0.0f);
@@ -125,10 +125,11 @@ TEST_F(HfFolderTest, F16FolderReadsExactly) {
     for (int64_t i = 0; i < n; ++i) {
       // Exponent 0 (subnormal) to 16 (below 2): small weights, every tenth one subnormal.
       const uint16_t exponent = i % 10 == 0 ? 0 : static_cast<uint16_t>(rng() % 17);
-      const uint16_t bits = static_cast<uint16_t>((rng() % 2) << 15 | exponent << 10 | rng() % 1024);
+      const uint16_t bits =
+          static_cast<uint16_t>((rng() % 2) << 15 | exponent << 10 | rng() % 1024);
       const double mantissa = bits & 0x3ff;
-      const double magnitude = exponent == 0 ? std::ldexp(mantissa, -24)
-                                             : std::ldexp(1024 + mantissa, exponent - 25);
+      const double magnitude =
+          exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
       t.values.push_back(static_cast<float>((bits & 0x8000) ? -magnitude : magnitude));
       t.bytes.push_back(static_cast<uint8_t>(bits & 0xff));
       t.bytes.push_back(static_cast<uint8_t>(bits >> 8));
@@ -201,8 +202,7 @@ TEST_F(HfFolderTest, HostileFoldersAreOneClearError) {
                                       ? "model-00002-of-00002.safetensors"
                                       : "model-00001-of-00002.safetensors";
   EXPECT_NE(with_index(misplaced).find("has no tensor " + some), std::string::npos);
-  EXPECT_NE(with_index({{"weight_map", 3}}).find("weight_map is not an object"),
-            std::string::npos);
+  EXPECT_NE(with_index({{"weight_map", 3}}).find("weight_map is not an object"), std::string::npos);
   std::ofstream(index, std::ios::trunc) << "{\"weight_map\": {";
   EXPECT_NE(load(dir_).find("not valid JSON"), std::string::npos);
   std::ofstream(index, std::ios::trunc) << j.dump();
@@ -227,8 +227,7 @@ TEST_F(HfFolderTest, HostileFoldersAreOneClearError) {
     return load(dir_);
   };
   const std::string norm = "model.layers.1.input_layernorm.weight";
-  EXPECT_NE(one_tensor_changed(norm, {2, 16}, "BF16").find("has shape [2, 16]"),
-            std::string::npos);
+  EXPECT_NE(one_tensor_changed(norm, {2, 16}, "BF16").find("has shape [2, 16]"), std::string::npos);
   EXPECT_NE(one_tensor_changed(norm, {32}, "I16").find("has dtype I16"), std::string::npos);
 
   // A tensor the model needs is absent; a folder without weights or config is not a model.

@@ -48,7 +48,8 @@ TEST_F(HfCliTest, ExportThenTrainFromTheExportedFolder) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("training 2 layers x hidden 64"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("started from the weights of"), std::string::npos) << r.output;
-  r = run_cli(fmt::format("train {} --train-iters 1 --data-path {} --pretrained-checkpoint {} "
+  r =
+      run_cli(fmt::format("train {} --train-iters 1 --data-path {} --pretrained-checkpoint {} "
                           "--hidden-size 128 --num-layers 2",
                           batch, corpus, out));
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -22,7 +22,7 @@ namespace infinipipe::testing {
 
 struct HfTensor {
   std::vector<int64_t> shape;
-  std::vector<float> values;  // exactly representable in the folder's dtype
+  std::vector<float> values;   // exactly representable in the folder's dtype
   std::vector<uint8_t> bytes;  // as stored in the file
 };
 
@@ -119,8 +119,7 @@ inline void hf_write_safetensors(const std::filesystem::path& path,
 
 // Writes the folder: one file (shards == 1) or `shards` files with the index, round robin.
 inline void hf_write_folder(const std::filesystem::path& dir, const nlohmann::json& config,
-                            const std::map<std::string, HfTensor>& tensors, bool bf16,
-                            int shards) {
+                            const std::map<std::string, HfTensor>& tensors, bool bf16, int shards) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "config.json") << config.dump(2);
   std::vector<std::map<std::string, const HfTensor*>> parts(static_cast<size_t>(shards));
@@ -132,8 +131,8 @@ inline void hf_write_folder(const std::filesystem::path& dir, const nlohmann::js
   }
   nlohmann::json map = nlohmann::json::object();
   for (int s = 0; s < shards; ++s) {
-    const std::string file = "model-0000" + std::to_string(s + 1) + "-of-0000" +
-                             std::to_string(shards) + ".safetensors";
+    const std::string file =
+        "model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(shards) + ".safetensors";
     hf_write_safetensors(dir / file, parts[static_cast<size_t>(s)], bf16 ? "BF16" : "F32");
     for (const auto& [name, t] : parts[static_cast<size_t>(s)]) map[name] = file;
   }

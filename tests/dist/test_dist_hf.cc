@@ -41,7 +41,9 @@ void expect_no_empty_shards(const fs::path& iter, const std::set<std::string>& w
     files.insert(name);
     EXPECT_FALSE(SafetensorsReader(e.path().string()).tensors().empty()) << name << " is empty";
   }
-  if (!want_files.empty()) EXPECT_EQ(files, want_files);
+  if (!want_files.empty()) {
+    EXPECT_EQ(files, want_files);
+  }
   for (const char* index : {"model.safetensors.index.json", "optimizer.safetensors.index.json"}) {
     const nlohmann::json j = json_read_file((iter / index).string());
     for (const auto& [tensor, file] : j.at("weight_map").items()) {
@@ -78,10 +80,10 @@ TEST_F(DistHf, Pp2Dp2LoadsAHuggingFaceFolderLikeOneProcessAndSavesNoEmptyShards)
   expect_weights_match(got, ref, "pp 2 dp 2 from the Hugging Face folder");
   t.save();
   if (comm.rank() == 0) {
-    expect_no_empty_shards(checkpoint_iter_dir(ck.string(), 2),
-                           {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-                            "optimizer-00001-of-00002.safetensors",
-                            "optimizer-00002-of-00002.safetensors"});
+    expect_no_empty_shards(
+        checkpoint_iter_dir(ck.string(), 2),
+        {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+         "optimizer-00001-of-00002.safetensors", "optimizer-00002-of-00002.safetensors"});
     EXPECT_EQ(CheckpointReader(ck.string()).num_ranks(), 2);
   }
   comm.barrier("the checks of the saved checkpoint");

@@ -52,8 +52,8 @@ class HfTrainTest : public ::testing::Test {
 };
 
 // Every tensor of `folder` holds the bytes `want` holds, in the same dtype.
-void expect_same_tensors(const fs::path& folder, const std::map<std::string, testing::HfTensor>& want,
-                         const char* dtype) {
+void expect_same_tensors(const fs::path& folder,
+                         const std::map<std::string, testing::HfTensor>& want, const char* dtype) {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(folder)) {
     if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
@@ -208,8 +208,9 @@ TEST_F(HfTrainTest, SentencePieceTokenizerIsSavedByteForByte) {
   hf_export(o.config.training.save, (dir_ / "out").string(), {});
   EXPECT_EQ(bytes(dir_ / "out" / "tokenizer.model"), bytes(model));
   fs::remove(dir_ / "out" / "tokenizer.model");
-  EXPECT_NE(testing::error_text([&] { data::tokenizer_open_saved((dir_ / "out").string()); })
-                .find("tokenizer.model is missing"),
+  EXPECT_NE(testing::error_text([&] {
+              data::tokenizer_open_saved((dir_ / "out").string());
+            }).find("tokenizer.model is missing"),
             std::string::npos);
 }
 
@@ -222,8 +223,7 @@ TEST_F(HfTrainTest, TokenizerLargerThanTheVocabularyIsRefused) {
       << e;
   o.config.model.vocab_size = 257;
   o.config.training.tokenizer_type = "WordPiece";
-  EXPECT_NE(testing::error_text([&] { Trainer t(o); }).find("is not supported"),
-            std::string::npos);
+  EXPECT_NE(testing::error_text([&] { Trainer t(o); }).find("is not supported"), std::string::npos);
 }
 
 }  // namespace
