@@ -117,9 +117,10 @@ void run_generate(GenerateArgs& a) {
       generate(decoder, prompt, a.options, [&](int32_t t) { streamer.push(t); });
   const auto n = static_cast<int64_t>(r.tokens.size());
   fmt::print("\n");
+  std::fflush(stdout);  // the text, then the summary, even when both go to one pipe
   fmt::print(stderr,
              "generate: {} new tokens, stopped at {}; prompt of {} tokens in {:.3f} s, then {:.1f} "
-             "tokens/s ({}, {} tokenizer, {})\n",
+             "tokens/s ({}, tokenizer {}, {})\n",
              n, generate_stop_name(r.stop), P, r.prompt_seconds,
              r.decode_seconds > 0 ? static_cast<double>(n - 1) / r.decode_seconds : 0.0,
              a.options.kv_cache ? "K/V cache" : "no K/V cache: every token reruns the prefix",
