@@ -49,10 +49,9 @@ std::unique_ptr<data::Tokenizer> tokenizer_for(const GenerateArgs& a, const Chec
     fail_config("--tokenizer-model {} needs --tokenizer-type too (the kind of tokenizer it is)",
                 a.tokenizer_model);
   }
-  std::unique_ptr<data::Tokenizer> t = a.tokenizer_type.empty()
-                                           ? data::tokenizer_open_saved(m.path)
-                                           : data::tokenizer_open(a.tokenizer_type,
-                                                                  a.tokenizer_model);
+  std::unique_ptr<data::Tokenizer> t =
+      a.tokenizer_type.empty() ? data::tokenizer_open_saved(m.path)
+                               : data::tokenizer_open(a.tokenizer_type, a.tokenizer_model);
   if (t->vocab_size() > m.config.vocab_size) {
     fail_config(
         "the {} tokenizer has {} tokens, but the model of {} only {}: it is not the tokenizer "
@@ -86,6 +85,20 @@ class TextStreamer {
   int32_t eos_;
   std::string shown_;
 };
+
+// Greedy decoding draws nothing: a sampling flag beside it would be silently ignored.
+void check_no_sampling_flags_when_greedy(const CLI::App& cmd, const SamplingOptions& s) {
+  if (!s.is_greedy()) return;
+  const char* why = s.greedy ? "--greedy" : "--temperature 0";
+  std::vector<const char*> flags{"--top-k", "--top-p", "--seed"};
+  if (s.greedy) flags.push_back("--temperature");  // --temperature 0 is itself the greedy choice
+  for (const char* flag : flags) {
+    if (cmd.count(flag) > 0) {
+      fail_config("{} only applies to sampling, and {} picks the most likely token: drop one", flag,
+                  why);
+    }
+  }
+}
 
 void run_generate(GenerateArgs& a) {
   const std::string text = prompt_text(a);
@@ -134,8 +147,7 @@ void add_generate_command(CLI::App& app) {
       "generate", "Generate text from a checkpoint, streaming it (one process, K/V cache)");
   auto a = std::make_shared<GenerateArgs>();
   SamplingOptions& s = a->options.sampling;
-  cmd->add_option("--load", a->load, "checkpoint directory written by `train --save`")
-      ->required();
+  cmd->add_option("--load", a->load, "checkpoint directory written by `train --save`")->required();
   cmd->add_option("--prompt", a->prompt, "the text to continue");
   cmd->add_option("--prompt-file", a->prompt_file, "a file holding the text to continue");
   cmd->add_option("--max-new-tokens", a->options.max_new_tokens,
@@ -160,7 +172,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--no-kv-cache", a->no_kv_cache,
                 "rerun the whole sequence for every new token (as Hugging Face's "
                 "use_cache=False): the same text, slower; to measure what the cache saves");
-  cmd->callback([a] { run_generate(*a); });
+  cmd->callback([a, cmd] {
+    check_no_sampling_flags_when_greedy(*cmd, a->options.sampling);
+    run_generate(*a);
+  });
 }
 
 }  // namespace infinipipe::cli

@@ -1,8 +1,5 @@
 #include "model/kv_decoder.h"
 
-#include <algorithm>
-#include <cstring>
-
 #include "core/error.h"
 #include "model/attention.h"
 #include "model/kernels.h"
@@ -19,8 +16,7 @@ KvCacheDecoder::KvCacheDecoder(ModelParams& params, MemoryTracker& tracker, int6
     : params_(params), tracker_(tracker), capacity_(capacity) {
   const ModelConfig& cfg = params.config();
   const StageRange& r = params.range();
-  if (r.first_layer != 0 || r.num_layers != cfg.num_layers || !r.has_embedding ||
-      !r.has_lm_head) {
+  if (r.first_layer != 0 || r.num_layers != cfg.num_layers || !r.has_embedding || !r.has_lm_head) {
     fail("decoder: needs the whole model, got layers [{}, {}) of {}{}{}", r.first_layer,
          r.first_layer + r.num_layers, cfg.num_layers, r.has_embedding ? "" : " without embedding",
          r.has_lm_head ? "" : " without LM head");
@@ -50,9 +46,10 @@ void KvCacheDecoder::check_tokens(std::span<const int32_t> tokens) const {
   const int64_t V = params_.config().vocab_size;
   for (const int32_t t : tokens) {
     if (t < 0 || t >= V) {
-      fail_config("decoder: token {} is outside the model's vocabulary of {}; the tokenizer "
-                  "does not match the checkpoint (check --tokenizer-type / --tokenizer-model)",
-                  t, V);
+      fail_config(
+          "decoder: token {} is outside the model's vocabulary of {}; the tokenizer "
+          "does not match the checkpoint (check --tokenizer-type / --tokenizer-model)",
+          t, V);
     }
   }
 }
@@ -96,7 +93,10 @@ void KvCacheDecoder::layer_forward(int64_t l, float* x, const std::vector<int64_
   rope_forward(k, pos.data(), inv_freq_.data(), T, KVH, HS);
   // One segment of every cached position: the queries are its last T.
   const AttnSegment seg{k_cache_[static_cast<size_t>(l)].data(),
-                        v_cache_[static_cast<size_t>(l)].data(), nullptr, nullptr, position_ + T,
+                        v_cache_[static_cast<size_t>(l)].data(),
+                        nullptr,
+                        nullptr,
+                        position_ + T,
                         KV};
   Tensor att(tracker_, kWs, {T, Q}, false), lse(tracker_, kWs, {T, NH}, false);
   Tensor ws(tracker_, kWs, {attention_workspace_floats({T, NH, KVH, HS})}, false);

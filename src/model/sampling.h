@@ -41,7 +41,6 @@ std::vector<double> sampling_distribution(std::span<const float> logits,
                                           const SamplingOptions& opts);
 
 // The next token: argmax when greedy, otherwise a draw from sampling_distribution.
-int32_t sampling_pick(std::span<const float> logits, const SamplingOptions& opts,
-                      SamplingRng& rng);
+int32_t sampling_pick(std::span<const float> logits, const SamplingOptions& opts, SamplingRng& rng);
 
 }  // namespace infinipipe

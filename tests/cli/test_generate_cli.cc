@@ -52,7 +52,8 @@ TEST_F(GenerateCliTest, GreedyTextIsRepeatableAndTheSameWithoutTheCache) {
   EXPECT_GT(text_of(a).size(), 4u);
   EXPECT_NE(a.output.find("K/V cache, tokenizer ByteTokenizer"), std::string::npos) << a.output;
   EXPECT_EQ(text_of(generate("--prompt 'the ' --max-new-tokens 30 --greedy")), text_of(a));
-  const ShellResult uncached = generate("--prompt 'the ' --max-new-tokens 30 --greedy --no-kv-cache");
+  const ShellResult uncached =
+      generate("--prompt 'the ' --max-new-tokens 30 --greedy --no-kv-cache");
   ASSERT_EQ(uncached.exit_code, 0) << uncached.output;
   EXPECT_EQ(text_of(uncached), text_of(a));
   EXPECT_EQ(text_of(generate("--prompt 'the ' --max-new-tokens 30 --top-k 1 --seed 9")),
@@ -66,9 +67,9 @@ TEST_F(GenerateCliTest, ASeedRepeatsItsTextAndThePromptFileIsThePrompt) {
   EXPECT_EQ(text_of(generate("--prompt 'of the' " + flags)), text_of(a));
   EXPECT_NE(text_of(generate("--prompt 'of the' " + flags + " --seed 8")), text_of(a));
   std::ofstream((dir_ / "prompt.txt").string()) << "of the";
-  EXPECT_EQ(text_of(generate(fmt::format("--prompt-file {} {}", (dir_ / "prompt.txt").string(),
-                                         flags))),
-            text_of(a));
+  EXPECT_EQ(
+      text_of(generate(fmt::format("--prompt-file {} {}", (dir_ / "prompt.txt").string(), flags))),
+      text_of(a));
 }
 
 TEST_F(GenerateCliTest, TheTokenizerSavedWithTheCheckpointIsUsed) {
@@ -107,6 +108,11 @@ TEST_F(GenerateCliTest, BadInputsAreOneClearErrorEach) {
   expect_error(generate("--prompt-file /nonexistent/p.txt"), "cannot be read");
   expect_error(generate("--prompt x --tokenizer-model m.model"), "needs --tokenizer-type too");
   expect_error(generate("--prompt x --tokenizer-type Nope"), "--tokenizer-type Nope is not");
+  expect_error(generate("--prompt x --greedy --top-p 0.9"),
+               "--top-p only applies to sampling, and --greedy picks the most likely token");
+  expect_error(generate("--prompt x --greedy --temperature 0.7"), "--temperature only applies");
+  expect_error(generate("--prompt x --temperature 0 --seed 3"),
+               "--seed only applies to sampling, and --temperature 0 picks");
 }
 
 }  // namespace

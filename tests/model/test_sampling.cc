@@ -116,17 +116,22 @@ TEST(Sampling, TheGeneratorIsSplitmix64) {
 }
 
 TEST(Sampling, BadOptionsAreClearErrors) {
-  EXPECT_NE(error_text([] { SamplingOptions{false, -1.0, 0, 1.0}.validate(); })
-                .find("--temperature -1 must be a finite number ≥ 0"),
+  EXPECT_NE(error_text([] {
+              SamplingOptions{false, -1.0, 0, 1.0}.validate();
+            }).find("--temperature -1 must be a finite number ≥ 0"),
             std::string::npos);
-  EXPECT_NE(error_text([] { SamplingOptions{false, NAN, 0, 1.0}.validate(); }).find("--temperature"),
+  EXPECT_NE(error_text([] {
+              SamplingOptions{false, NAN, 0, 1.0}.validate();
+            }).find("--temperature"),
             std::string::npos);
-  EXPECT_NE(error_text([] { SamplingOptions{false, 1.0, -2, 1.0}.validate(); })
-                .find("--top-k -2 must be ≥ 0"),
+  EXPECT_NE(error_text([] {
+              SamplingOptions{false, 1.0, -2, 1.0}.validate();
+            }).find("--top-k -2 must be ≥ 0"),
             std::string::npos);
   for (double p : {0.0, -0.1, 1.5}) {
-    EXPECT_NE(error_text([p] { SamplingOptions{false, 1.0, 0, p}.validate(); })
-                  .find("must lie in (0, 1]"),
+    EXPECT_NE(error_text([p] {
+                SamplingOptions{false, 1.0, 0, p}.validate();
+              }).find("must lie in (0, 1]"),
               std::string::npos)
         << p;
   }
