@@ -1,6 +1,7 @@
 // `infinipipe generate`: text from a checkpoint on one process, the new tokens streamed as they
 // are picked. The weights load whatever pp × dp wrote them; the tokenizer is the one saved with
 // the checkpoint unless --tokenizer-type names another.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -121,8 +122,9 @@ void run_generate(GenerateArgs& a) {
   a.options.seed = static_cast<uint64_t>(a.seed);
   a.options.eos = tok->eos();
   a.options.kv_cache = !a.no_kv_cache;
+  const int64_t positions = model.config.max_positions();  // (min first: no overflow)
   KvCacheDecoder decoder(*model.params, tracker,
-                         std::min(model.config.max_positions(), P + a.options.max_new_tokens));
+                         std::min(positions, P + std::min(a.options.max_new_tokens, positions)));
   fmt::print("{}", text);
   std::fflush(stdout);
   TextStreamer streamer(*tok, prompt, a.options.eos);

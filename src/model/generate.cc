@@ -39,7 +39,7 @@ void generate_check(const KvCacheDecoder& decoder, std::span<const int32_t> prom
         "and one must stay for a new token: shorten the prompt to at most {} tokens",
         P, max_positions, max_positions - 1);
   }
-  const int64_t needed = std::min(max_positions, P + opts.max_new_tokens);
+  const int64_t needed = std::min(max_positions, P + std::min(opts.max_new_tokens, max_positions));
   if (decoder.capacity() < needed) {
     fail("generate: a K/V cache of {} positions for {} needed; this is a bug", decoder.capacity(),
          needed);
