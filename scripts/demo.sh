@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The headline demonstration (`make demo`): a long-tail corpus, the plans EPP makes for it next
-# to every baseline schedule, and a small Llama really training on it with EPP plans over MPI.
+# to every baseline schedule, and a small Llama really training on it with EPP plans over MPI,
+# then generating text.
 # Everything it writes goes to out/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,13 @@ mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \
 
 step "6. Predicted vs measured: the run's traces against its plans"
 $bin report "$out/run"
+
+step "7. Text from the trained model: a prompt from its corpus, continued (K/V cache, streamed)"
+# The corpus's first 60 characters (its tokens are bytes, stored as uint16; 256 ends a document).
+prompt=$(head -c 240 "$out/corpus.bin" | od -A n -t u2 -v |
+  awk '{for (i = 1; i <= NF; i++) if ($i != 256 && k < 60) { printf "%c", $i; k++ }}')
+$bin generate --load "$out/checkpoints" --prompt "$prompt" --max-new-tokens 200 --temperature 0.7 \
+  --seed 1
 
 step "Done"
 echo "written to $out/: compare-llama7b-48k.md, plan.json, gantt.svg, calibration.json, checkpoints/, run/ (a Chrome"

@@ -15,5 +15,6 @@ void add_train_command(CLI::App& app);
 void add_checkpoint_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 
 }  // namespace infinipipe::cli

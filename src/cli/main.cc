@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   infinipipe::cli::add_checkpoint_command(app);
   infinipipe::cli::add_profile_command(app);
   infinipipe::cli::add_report_command(app);
+  infinipipe::cli::add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

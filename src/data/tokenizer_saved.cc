@@ -91,6 +91,8 @@ Json tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length
 
 std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir) {
   const fs::path config_path = fs::path(dir) / kTokenizerConfigFile;
+  // Checkpoints from before tokenizers were saved have no config: all of them used bytes.
+  if (!saved_file_exists(config_path)) return tokenizer_open("ByteTokenizer", "");
   const std::string type = saved_type(read_config(config_path), config_path);
   if (!tokenizer_type_has_model(type)) return tokenizer_open(type, "");
   const fs::path model = fs::path(dir) / kTokenizerModelFile;

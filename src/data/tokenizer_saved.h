@@ -7,7 +7,8 @@
 //                           "add_bos_token", "add_eos_token", "model_max_length"}
 //   tokenizer.model        the SentencePiece model, byte for byte (SentencePiece kinds only)
 // A plain Hugging Face Llama folder (LlamaTokenizer with tokenizer.model, no infinipipe field)
-// opens as Llama2Tokenizer.
+// opens as Llama2Tokenizer; a folder without tokenizer_config.json (saved before checkpoints
+// carried their tokenizer) opens as the byte tokenizer, which all of those used.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +29,8 @@ nlohmann::json tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_
 // Whether the type reads a SentencePiece model (and so saves tokenizer.model).
 bool tokenizer_type_has_model(const std::string& type);
 
-// Opens the tokenizer DIR describes. ConfigError saying what is missing or unsupported: no
-// tokenizer_config.json, an unknown type, a missing tokenizer.model, a symbolic link.
+// Opens the tokenizer DIR describes. ConfigError saying what is missing or unsupported: an
+// unknown type, a missing tokenizer.model, a symbolic link.
 std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir);
 
 }  // namespace infinipipe::data
