@@ -51,7 +51,13 @@ Json read_config(const fs::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   if (!in) fail_config("cannot read {}", path.string());
-  const Json j = json_parse(text.str(), path.string(), "the saved folder is damaged");
+  Json j;
+  try {
+    j = json_parse(text.str(), path.string(), "the saved folder is damaged");
+  } catch (const Error& e) {
+    fail_config("{}; fix or remove the file, or name the tokenizer with --tokenizer-type",
+                e.what());
+  }
   if (!j.is_object()) fail_config("{}: not a JSON object", path.string());
   return j;
 }
@@ -94,13 +100,19 @@ std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir) {
   // Checkpoints from before tokenizers were saved have no config: all of them used bytes.
   if (!saved_file_exists(config_path)) return tokenizer_open("ByteTokenizer", "");
   const std::string type = saved_type(read_config(config_path), config_path);
-  if (!tokenizer_type_has_model(type)) return tokenizer_open(type, "");
   const fs::path model = fs::path(dir) / kTokenizerModelFile;
-  if (!saved_file_exists(model)) {
+  const bool has_model = tokenizer_type_has_model(type);
+  if (has_model && !saved_file_exists(model)) {
     fail_config("{} names {}, but {} is missing; copy the SentencePiece model there",
                 config_path.string(), type, model.string());
   }
-  return tokenizer_open(type, model.string());
+  try {
+    return tokenizer_open(type, has_model ? model.string() : "");
+  } catch (const ConfigError& e) {
+    fail_config("{} (from {}); fix the folder, or name the tokenizer with --tokenizer-type "
+                "(and --tokenizer-model)",
+                e.what(), config_path.string());
+  }
 }
 
 }  // namespace infinipipe::data

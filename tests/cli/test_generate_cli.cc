@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -73,19 +74,22 @@ TEST_F(GenerateCliTest, ASeedRepeatsItsTextAndThePromptFileIsThePrompt) {
 }
 
 TEST_F(GenerateCliTest, TheTokenizerSavedWithTheCheckpointIsUsed) {
-  const fs::path iter = fs::path(ckpt_) / "iter_0000002";
-  std::ofstream((iter / "tokenizer_config.json").string())
-      << R"({"infinipipe_tokenizer_type": "ByteTokenizer"})";
+  const fs::path config = fs::path(ckpt_) / "iter_0000002" / "tokenizer_config.json";
+  std::ifstream in(config.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("ByteTokenizer"), std::string::npos)
+      << text.str();
   ShellResult r = generate("--prompt 'the ' --max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  std::ofstream((iter / "tokenizer_config.json").string())
-      << R"({"infinipipe_tokenizer_type": "SentencePieceTokenizer"})";
+  // The flags override what is saved.
+  r = generate("--prompt 'the ' --max-new-tokens 4 --tokenizer-type SentencePieceTokenizer");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--tokenizer-model"), std::string::npos) << r.output;
+  // The saved file is checksummed with the weights: an edited one is refused, not trusted.
+  std::ofstream(config.string()) << R"({"infinipipe_tokenizer_type": "SentencePieceTokenizer"})";
   r = generate("--prompt 'the ' --max-new-tokens 4");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("tokenizer.model is missing"), std::string::npos) << r.output;
-  // The flags override what is saved.
-  r = generate("--prompt 'the ' --max-new-tokens 4 --tokenizer-type ByteTokenizer");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(GenerateCliTest, BadInputsAreOneClearErrorEach) {
