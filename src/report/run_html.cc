@@ -8,9 +8,11 @@
 
 #include <fmt/format.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "report/chart_svg.h"
 #include "report/gantt_svg.h"
+#include "report/run_html_training.h"
 #include "report/svg_util.h"
 
 namespace infinipipe::report {
@@ -133,11 +135,27 @@ std::string html_gantts(const RunCompare& c, double span) {
   return h;
 }
 
-// Predicted and measured memory over the shown iteration, one chart per rank.
-std::string html_memory(const RunCompare& c, double span) {
+// The memory budget the plans kept to: the simulator's, else the metrics' (0 = unknown).
+int64_t memory_budget(const RunCompare& c, const std::vector<nlohmann::json>& metrics) {
+  if (c.shown_predicted.memory_budget > 0) return c.shown_predicted.memory_budget;
+  for (auto r = metrics.rbegin(); r != metrics.rend(); ++r) {
+    if (r->is_object() && r->contains("memory_budget") && (*r)["memory_budget"].is_number()) {
+      return (*r)["memory_budget"].get<int64_t>();
+    }
+  }
+  return 0;
+}
+
+// Predicted and measured memory over the shown iteration, one chart per rank, under the budget.
+std::string html_memory(const RunCompare& c, double span, int64_t budget) {
   const sim::StepResult& pred = c.shown_predicted;
   const sim::StepResult& meas = c.shown_measured;
   std::string h = "<h2>Memory over time per stage</h2>\n";
+  h += "<p class=\"note\">Measured is what the engine's allocator (its memory tracker: weights, "
+       "gradients, optimizer state, activations, buffers) holds, the quantity the plan predicts; "
+       "the process's resident memory (RSS) is larger (code, libraries, the MPI runtime).";
+  if (budget > 0) h += fmt::format(" The plans keep within the budget of {}.", format_bytes(budget));
+  h += "</p>\n";
   if (c.one_process && c.pp > 1) {
     h += "<p class=\"note\">One process holds every stage: each measured curve is the whole "
          "process's tracker.</p>\n";
@@ -149,6 +167,11 @@ std::string html_memory(const RunCompare& c, double span) {
     LineSeries m{"measured (peak in each action, then after it)", "#d62728", {}, false, true};
     if (kk < pred.memory.size()) p.points = memory_points(pred.memory[kk]);
     if (kk < meas.memory.size()) m.points = memory_points(meas.memory[kk]);
+    std::vector<LineSeries> lines = {p, m};
+    if (budget > 0) {
+      lines.push_back({"budget", "#7f7f7f", {{0.0, double(budget)}, {span, double(budget)}}, true,
+                       false});
+    }
     LineChartOptions o;
     o.title = fmt::format("rank {} memory", k);
     o.x_label = "time in the step";
@@ -157,40 +180,10 @@ std::string html_memory(const RunCompare& c, double span) {
     o.y_format = AxisFormat::bytes;
     o.x_max = span;
     o.width = 700;
-    h += "<figure>" + chart(line_chart_svg({p, m}, o), fmt::format("memory-rank{}", k)) +
+    h += "<figure>" + chart(line_chart_svg(lines, o), fmt::format("memory-rank{}", k)) +
          "</figure>\n";
   }
   return h + "</div>\n";
-}
-
-// Loss and tokens/s per iteration, from the last record of each iteration (a metrics file may
-// hold an earlier run's lines too).
-std::string html_training(const std::vector<nlohmann::json>& metrics) {
-  std::map<int64_t, std::pair<double, double>> by_iter;
-  for (const nlohmann::json& r : metrics) {
-    if (!r.is_object() || !r.contains("iteration")) continue;
-    by_iter[r.value("iteration", int64_t{0})] = {r.value("loss", NAN),
-                                                 r.value("tokens_per_s", NAN)};
-  }
-  LineSeries loss{"loss", "#2ca02c", {}, false, false};
-  LineSeries rate{"tokens/s", "#9467bd", {}, false, false};
-  for (const auto& [it, v] : by_iter) {
-    loss.points.push_back({static_cast<double>(it), v.first});
-    rate.points.push_back({static_cast<double>(it), v.second});
-  }
-  std::string h = "<h2>Training</h2>\n<div class=\"charts\">\n";
-  LineChartOptions o;
-  o.title = "loss per iteration";
-  o.x_label = "iteration";
-  o.x_integer = true;
-  o.y_label = "loss";
-  o.y_from_zero = false;
-  h += "<figure>" + chart(line_chart_svg({loss}, o), "loss") + "</figure>\n";
-  o.title = "tokens/s per iteration";
-  o.y_label = "tokens/s";
-  o.y_from_zero = true;
-  h += "<figure>" + chart(line_chart_svg({rate}, o), "tokens-per-s") + "</figure>\n</div>\n";
-  return h;
 }
 
 // The render check: counts charts whose SVG drew something with a non-empty box.
@@ -214,16 +207,18 @@ std::string html_render_check(int expected_charts) {
 }  // namespace
 
 int run_html_chart_count(const RunCompare& c) {
-  return 4 + c.pp;  // two Gantt charts, memory per rank, loss, tokens/s
+  return 2 + c.pp + kTrainingCharts;  // two Gantt charts, memory per rank, the training curves
 }
 
-std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& metrics) {
+std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& metrics,
+                     const std::string& config_yaml) {
   const double span = std::max(c.shown_predicted.step_time, c.shown_measured.step_time);
   std::string h = html_head(c);
   h += html_gantts(c, span);
-  h += html_memory(c, span);
-  h += html_training(metrics);
+  h += html_memory(c, span, memory_budget(c, metrics));
+  h += html_training(metrics, chart);
   h += "<h2>Predicted vs measured</h2>\n" + markdown_html(run_compare_tables(c));
+  h += html_config(config_yaml);
   h += html_render_check(run_html_chart_count(c));
   return h;
 }
