@@ -58,7 +58,7 @@ void run_report(const ReportArgs& a) {
   if (!a.no_html) {
     const std::string path =
         a.html.empty() ? (std::filesystem::path(a.dir) / "report.html").string() : a.html;
-    report::run_html_save(report::run_html(c, trace.metrics, trace.config_yaml), path);
+    report::run_html_save(report::run_html(c, trace), path);
     fmt::print("{}wrote {}\n", a.json.empty() ? "\n" : "", path);
   }
 }

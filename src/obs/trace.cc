@@ -68,6 +68,16 @@ int32_t lane_of_category(const std::string& category) {
   return trace_lane_host;
 }
 
+// A sample of the "memory" counter of a process.
+nlohmann::json event_memory(double ts, int64_t bytes, int32_t pid) {
+  return {{"name", "memory"},
+          {"ph", "C"},
+          {"ts", us_round(ts)},
+          {"pid", pid},
+          {"tid", trace_lane_compute},
+          {"args", {{"bytes", bytes}}}};
+}
+
 // A flow event binding to the enclosing slice of (pid, compute lane) at `ts`: "s" leaves the
 // sender's action, "f" (bind point "e") enters the receiver's.
 nlohmann::json event_flow(const char* phase, uint64_t id, double ts, int32_t pid) {
@@ -189,21 +199,10 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
       out.push_back(event_complete(fmt::format("{} {}", kind, a.chunk), kind, ts, dur, pid,
                                    trace_lane_compute, std::move(args)));
       action_flows_add(out, a, m.iteration, who.replica, num_stages, ts, dur, pid);
-      if (t.peak_bytes >= 0) {  // the action's peak drawn over its span, then what it left
-        out.push_back({{"name", "memory"},
-                       {"ph", "C"},
-                       {"ts", us_round(ts)},
-                       {"pid", pid},
-                       {"tid", trace_lane_compute},
-                       {"args", {{"bytes", t.peak_bytes}}}});
-      }
+      // The action's peak drawn over its span, then what it left.
+      if (t.peak_bytes >= 0) out.push_back(event_memory(ts, t.peak_bytes, pid));
       if (t.memory_bytes >= 0) {
-        out.push_back({{"name", "memory"},
-                       {"ph", "C"},
-                       {"ts", us_round(t0 + t.end_s * 1e6)},
-                       {"pid", pid},
-                       {"tid", trace_lane_compute},
-                       {"args", {{"bytes", t.memory_bytes}}}});
+        out.push_back(event_memory(t0 + t.end_s * 1e6, t.memory_bytes, pid));
       }
     }
     // Events of one lane may overlap only for all-reduce buckets in flight together: those

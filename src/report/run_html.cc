@@ -11,7 +11,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "report/chart_svg.h"
-#include "report/gantt_svg.h"
+#include "report/run_html_gantt.h"
 #include "report/run_html_training.h"
 #include "report/svg_util.h"
 
@@ -115,26 +115,6 @@ std::string html_head(const RunCompare& c) {
   return h;
 }
 
-// The shown iteration's planned and measured Gantt charts, on one time scale (span).
-std::string html_gantts(const RunCompare& c, double span) {
-  const sim::StepResult& pred = c.shown_predicted;
-  const sim::StepResult& meas = c.shown_measured;
-  std::string h =
-      fmt::format("<h2>Iteration {} (replica 0): planned and measured</h2>\n", c.shown_iteration);
-  h += "<p class=\"note\">Both charts share one time scale. Colour = chunk, darker = backward, "
-       "hatched = recompute (in the measured chart at the predicted share of the backward).</p>\n";
-  GanttOptions go;
-  go.time_span = span;
-  go.memory = false;
-  go.title = fmt::format("planned (simulated): step {}, bubble {:.1f}%",
-                         svg_format_seconds(pred.step_time), 100 * pred.bubble_ratio_mean);
-  h += "<figure>" + chart(gantt_svg(pred, go), "gantt-planned") + "</figure>\n";
-  go.title = fmt::format("measured: step {}, bubble {:.1f}%", svg_format_seconds(meas.step_time),
-                         100 * meas.bubble_ratio_mean);
-  h += "<figure>" + chart(gantt_svg(meas, go), "gantt-measured") + "</figure>\n";
-  return h;
-}
-
 // The memory budget the plans kept to: the simulator's, else the metrics' (0 = unknown).
 int64_t memory_budget(const RunCompare& c, const std::vector<nlohmann::json>& metrics) {
   if (c.shown_predicted.memory_budget > 0) return c.shown_predicted.memory_budget;
@@ -207,18 +187,19 @@ std::string html_render_check(int expected_charts) {
 }  // namespace
 
 int run_html_chart_count(const RunCompare& c) {
-  return 2 + c.pp + kTrainingCharts;  // two Gantt charts, memory per rank, the training curves
+  return 2 + c.pp + kTrainingCharts;  // two Gantt charts, memory per rank, training, RSS
 }
 
-std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& metrics,
-                     const std::string& config_yaml) {
+std::string run_html(const RunCompare& c, const RunTrace& trace) {
+  const std::vector<nlohmann::json>& metrics = trace.metrics;
   const double span = std::max(c.shown_predicted.step_time, c.shown_measured.step_time);
   std::string h = html_head(c);
-  h += html_gantts(c, span);
+  h += html_gantts(c, chart);
   h += html_memory(c, span, memory_budget(c, metrics));
   h += html_training(metrics, chart);
+  h += html_rss(trace.iterations, chart);
   h += "<h2>Predicted vs measured</h2>\n" + markdown_html(run_compare_tables(c));
-  h += html_config(config_yaml);
+  h += html_config(trace.config_yaml);
   h += html_render_check(run_html_chart_count(c));
   return h;
 }

@@ -12,13 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "report/run_compare.h"
+#include "report/run_trace.h"
 
 namespace infinipipe::report {
 
-// `metrics`: IterationMetrics JSON records (RunTrace::metrics); `config_yaml`: the run's resolved
-// configuration, shown at the end ("" = none).
-std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& metrics,
-                     const std::string& config_yaml = "");
+// `trace`: the run `c` compared (its metrics, per-rank iterations and configuration).
+std::string run_html(const RunCompare& c, const RunTrace& trace);
 // The number of charts run_html draws for `c` (what the render check should count).
 int run_html_chart_count(const RunCompare& c);
 // Writes the page (tmp file + rename); Error when the file cannot be written.

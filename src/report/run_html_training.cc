@@ -68,6 +68,41 @@ std::string html_training(const std::vector<nlohmann::json>& metrics,
   return h + "</div>\n";
 }
 
+std::string html_rss(const std::vector<TracedIteration>& iterations,
+                     std::string (*mark)(const std::string& svg, const std::string& name)) {
+  static const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                   "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
+  std::map<int32_t, std::map<int64_t, std::pair<double, double>>> by_rank;  // rss, tracker
+  for (const TracedIteration& it : iterations) {
+    const nlohmann::json& m = it.metrics;
+    const auto rss = m.find("rss_peak_bytes");
+    if (rss == m.end() || !rss->is_number()) continue;
+    const auto tracker = m.find("measured_peak_bytes");
+    by_rank[it.world_rank][it.iteration] = {
+        rss->get<double>(), tracker != m.end() && tracker->is_number() ? tracker->get<double>()
+                                                                       : NAN};
+  }
+  std::vector<LineSeries> series;
+  for (const auto& [rank, points] : by_rank) {
+    const char* colour = kColours[static_cast<size_t>(rank) % std::size(kColours)];
+    LineSeries rss{fmt::format("rank {} RSS", rank), colour, {}, false, false};
+    LineSeries tracker{fmt::format("rank {} tracker", rank), colour, {}, true, false};
+    for (const auto& [it, v] : points) {
+      rss.points.push_back({static_cast<double>(it), v.first});
+      if (std::isfinite(v.second)) tracker.points.push_back({static_cast<double>(it), v.second});
+    }
+    series.push_back(std::move(rss));
+    series.push_back(std::move(tracker));
+  }
+  LineChartOptions o = per_iteration("process memory per traced iteration", "bytes", true);
+  o.y_format = AxisFormat::bytes;
+  return "<h2>Process memory</h2>\n<p class=\"note\">RSS: the peak resident memory of each "
+         "rank's process during the iteration, as the operating system counts it; tracker "
+         "(dashed): the peak the engine's allocator held, which the plans predict.</p>\n"
+         "<figure>" +
+         mark(line_chart_svg(series, o), "rss") + "</figure>\n";
+}
+
 std::string html_config(const std::string& config_yaml) {
   if (config_yaml.empty()) return "";
   return "<h2>Configuration</h2>\n<details><summary>the resolved options of the run "

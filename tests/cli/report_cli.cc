@@ -99,11 +99,11 @@ TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {
   const ShellResult dom = infinipipe::testing::shell_run(fmt::format(
       "timeout 60 chromium {} --dump-dom file://{}", flags, fs::absolute(html).string()));
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
-  // 1 rank: two Gantt charts, one memory chart, loss, tokens/s, lr and gradient norm.
-  EXPECT_NE(dom.output.find("charts rendered: 7 of 7"), std::string::npos) << dom.output;
-  EXPECT_NE(dom.output.find("data-charts=\"7\""), std::string::npos);
+  // 1 rank: two Gantt charts, one memory chart, loss, tokens/s, lr, gradient norm, RSS.
+  EXPECT_NE(dom.output.find("charts rendered: 8 of 8"), std::string::npos) << dom.output;
+  EXPECT_NE(dom.output.find("data-charts=\"8\""), std::string::npos);
   for (const char* name : {"gantt-planned", "gantt-measured", "memory-rank0", "loss",
-                           "tokens-per-s", "lr", "grad-norm"}) {
+                           "tokens-per-s", "lr", "grad-norm", "rss"}) {
     EXPECT_NE(dom.output.find(name), std::string::npos) << name;
   }
   // A screenshot that is not blank: a PNG of a white page compresses far smaller than charts.

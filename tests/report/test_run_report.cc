@@ -180,14 +180,19 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
   fake_run();
   const RunTrace t = run_trace_load(dir.string());
   const RunCompare c = run_compare(t, cost, cfg);
-  const std::string html = run_html(c, t.metrics, "num-layers: 2\n");
-  EXPECT_EQ(run_html_chart_count(c), 10);
-  EXPECT_EQ(text_count(html, "<svg class=\"chart\""), 10);
+  const std::string html = run_html(c, t);
+  EXPECT_EQ(run_html_chart_count(c), 11);
+  EXPECT_EQ(text_count(html, "<svg class=\"chart\""), 11);
   for (const char* name : {"gantt-planned", "gantt-measured", "memory-rank0", "memory-rank3",
-                           "loss", "tokens-per-s", "lr", "grad-norm"}) {
+                           "loss", "tokens-per-s", "lr", "grad-norm", "rss"}) {
     EXPECT_NE(html.find(fmt::format("data-chart=\"{}\"", name)), std::string::npos) << name;
   }
   EXPECT_NE(html.find("id=\"render-check\""), std::string::npos);
+  // Both traced iterations' Gantt charts, the last shown, a selector for the other.
+  EXPECT_EQ(text_count(html, "<div class=\"gantt-iteration\""), 2);
+  EXPECT_EQ(text_count(html, "style=\"display:none\""), 1);
+  EXPECT_EQ(text_count(html, "<option value="), 2);
+  EXPECT_NE(html.find("<option value=\"2\" selected>"), std::string::npos);
   EXPECT_EQ(html.find("<script src"), std::string::npos);  // nothing from the network
   EXPECT_EQ(html.find("<link"), std::string::npos);
   EXPECT_EQ(text_count(html, "http"), text_count(html, "http://www.w3.org/2000/svg"));
@@ -206,7 +211,7 @@ TEST_F(RunReport, TrainingChartsDrawValidationLossOnlyWhereAnEvaluationRan) {
   EXPECT_EQ(h.find("validation loss"), std::string::npos);
   EXPECT_NE(h.find("learning rate per iteration"), std::string::npos);
   EXPECT_NE(h.find("gradient norm per iteration"), std::string::npos);
-  EXPECT_EQ(text_count(h, "<svg"), kTrainingCharts);
+  EXPECT_EQ(text_count(h, "<svg"), kTrainingCharts - 1);  // html_rss draws the last
   metrics[1]["valid_loss"] = 3.75;
   h = html_training(metrics, mark);
   EXPECT_NE(h.find("validation loss"), std::string::npos);
