@@ -93,7 +93,8 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
   // finish in the other rank's file.
   for (const char* f : {"trace-rank00000.json", "trace-rank00001.json"}) {
     std::set<int64_t> iterations;
-    for (const json& e : json_read(run / f).at("traceEvents")) {
+    const json trace = json_read(run / f);
+    for (const json& e : trace.at("traceEvents")) {
       if (e.at("ph") != "X" || e.at("cat") != "iteration") continue;
       iterations.insert(e["args"]["iteration"].get<int64_t>());
       EXPECT_GT(e["args"].at("rss_peak_bytes").get<int64_t>(),
