@@ -126,6 +126,9 @@ int64_t memory_budget(const RunCompare& c, const std::vector<nlohmann::json>& me
   return 0;
 }
 
+// A budget line far above the curves would flatten them to the axis.
+constexpr double kBudgetLineWithin = 4;
+
 // Predicted and measured memory over the shown iteration, one chart per rank, under the budget.
 std::string html_memory(const RunCompare& c, double span, int64_t budget) {
   const sim::StepResult& pred = c.shown_predicted;
@@ -134,7 +137,12 @@ std::string html_memory(const RunCompare& c, double span, int64_t budget) {
   h += "<p class=\"note\">Measured is what the engine's allocator (its memory tracker: weights, "
        "gradients, optimizer state, activations, buffers) holds, the quantity the plan predicts; "
        "the process's resident memory (RSS) is larger (code, libraries, the MPI runtime).";
-  if (budget > 0) h += fmt::format(" The plans keep within the budget of {}.", format_bytes(budget));
+  if (budget > 0) {
+    h += fmt::format(" The plans keep within the budget of {} (the grey dashed line, drawn where "
+                     "it is under {}&times; a chart's highest curve, so small curves stay "
+                     "readable).",
+                     format_bytes(budget), kBudgetLineWithin);
+  }
   h += "</p>\n";
   if (c.one_process && c.pp > 1) {
     h += "<p class=\"note\">One process holds every stage: each measured curve is the whole "
@@ -148,7 +156,11 @@ std::string html_memory(const RunCompare& c, double span, int64_t budget) {
     if (kk < pred.memory.size()) p.points = memory_points(pred.memory[kk]);
     if (kk < meas.memory.size()) m.points = memory_points(meas.memory[kk]);
     std::vector<LineSeries> lines = {p, m};
-    if (budget > 0) {
+    double highest = 0;
+    for (const LineSeries* l : {&p, &m}) {
+      for (const auto& pt : l->points) highest = std::max(highest, pt.second);
+    }
+    if (budget > 0 && double(budget) <= kBudgetLineWithin * highest) {
       lines.push_back({"budget", "#7f7f7f", {{0.0, double(budget)}, {span, double(budget)}}, true,
                        false});
     }

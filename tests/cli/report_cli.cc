@@ -106,6 +106,9 @@ TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {
                            "tokens-per-s", "lr", "grad-norm", "rss"}) {
     EXPECT_NE(dom.output.find(name), std::string::npos) << name;
   }
+  // The device's default budget is far above this tiny model's curves: no line flattens them.
+  EXPECT_EQ(dom.output.find(">budget</text>"), std::string::npos);
+  EXPECT_NE(dom.output.find("within the budget of"), std::string::npos);
   // A screenshot that is not blank: a PNG of a white page compresses far smaller than charts.
   const fs::path png = dir_ / "page.png";
   const ShellResult shot = infinipipe::testing::shell_run(

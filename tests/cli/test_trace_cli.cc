@@ -85,7 +85,7 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
   const fs::path run = dir_ / "run", tb = dir_ / "tb";
   const ShellResult t = infinipipe::testing::shell_run(fmt::format(
       "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 env OMP_NUM_THREADS=1 {} "
-      "train {} --pp 2 --trace {} --trace-iterations 2-3 --tensorboard-dir {}",
+      "train {} --pp 2 --memory-budget 8MiB --trace {} --trace-iterations 2-3 --tensorboard-dir {}",
       INFINIPIPE_BINARY, train_args(4), run.string(), tb.string()));
   ASSERT_EQ(t.exit_code, 0) << t.output;
 
@@ -149,6 +149,12 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
   // 2 ranks: two Gantt charts, two memory charts, loss, tokens/s, lr, gradient norm, RSS.
   EXPECT_NE(dom.output.find("charts rendered: 9 of 9"), std::string::npos) << dom.output;
+  // The budget is within a few times the peaks: each memory chart draws its line.
+  size_t budget_lines = 0;
+  for (size_t at = 0; (at = dom.output.find(">budget</text>", at)) != std::string::npos; ++at) {
+    ++budget_lines;
+  }
+  EXPECT_EQ(budget_lines, 2u);
   for (const char* name : {"memory-rank1", "lr", "grad-norm", "rss", "id=\"config\"",
                            "<option value=\"2\">2</option>", "<option value=\"3\" selected"}) {
     EXPECT_NE(dom.output.find(name), std::string::npos) << name;
