@@ -94,7 +94,7 @@ std::string html_rss(const std::vector<TracedIteration>& iterations,
     series.push_back(std::move(rss));
     series.push_back(std::move(tracker));
   }
-  LineChartOptions o = per_iteration("process memory per traced iteration", "bytes", true);
+  LineChartOptions o = per_iteration("process memory", "bytes", true);
   o.y_format = AxisFormat::bytes;
   return "<h2>Process memory</h2>\n<p class=\"note\">RSS: the peak resident memory of each "
          "rank's process during the iteration, as the operating system counts it; tracker "
