@@ -16,6 +16,7 @@
 #include "report/run_compare.h"
 #include "report/run_html.h"
 #include "report/run_trace.h"
+#include "report/trace_merge.h"
 
 namespace infinipipe::cli {
 
@@ -25,6 +26,7 @@ struct ReportArgs {
   std::string dir;
   std::string html;  // "" = RUN_DIR/report.html
   std::string json;
+  std::string merge_trace;
   bool no_html = false;
 };
 
@@ -49,10 +51,14 @@ void run_report(const ReportArgs& a) {
     if (!out) fail("cannot write {}: check that its directory exists and is writable", a.json);
     fmt::print("\nwrote {}\n", a.json);
   }
+  if (!a.merge_trace.empty()) {
+    report::trace_merge_save(trace, a.merge_trace);
+    fmt::print("\nwrote {} (every rank's trace in one, for Perfetto)\n", a.merge_trace);
+  }
   if (!a.no_html) {
     const std::string path =
         a.html.empty() ? (std::filesystem::path(a.dir) / "report.html").string() : a.html;
-    report::run_html_save(report::run_html(c, trace.metrics), path);
+    report::run_html_save(report::run_html(c, trace), path);
     fmt::print("{}wrote {}\n", a.json.empty() ? "\n" : "", path);
   }
 }
@@ -70,6 +76,9 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--html", args->html,
                   "where to write the HTML page (default RUN_DIR/report.html)");
   cmd->add_option("--json", args->json, "also write the numbers as JSON to this file");
+  cmd->add_option("--merge-trace", args->merge_trace,
+                  "also write every rank's trace merged into this one Chrome trace file "
+                  "(Perfetto: one process per rank, sends linked to their receives)");
   cmd->add_flag("--no-html", args->no_html, "print the tables only");
   cmd->callback([args] { run_report(*args); });
 }

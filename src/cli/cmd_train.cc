@@ -19,6 +19,7 @@
 #include "comm/mpi_groups.h"
 #include "comm/mpi_watchdog.h"
 #include "core/error.h"
+#include "obs/trace.h"
 #include "runtime/train.h"
 
 namespace infinipipe::cli {
@@ -31,6 +32,8 @@ struct TrainArgs {
   std::string log_dir;
   std::string timings;
   std::string trace;
+  std::string trace_iterations;
+  std::string tensorboard_dir;
   bool quiet = false;
 };
 
@@ -71,6 +74,13 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
   opts.metrics_path = runtime::train_metrics_path(a.metrics, a.log_dir, opts.config.training.save);
   opts.timings_path = a.timings;
   opts.trace_dir = a.trace;
+  if (!a.trace_iterations.empty()) {
+    if (a.trace.empty()) {
+      throw ConfigError("--trace-iterations chooses what --trace records: add --trace DIR");
+    }
+    opts.trace_iterations = obs::trace_iterations_parse(a.trace_iterations);
+  }
+  opts.tensorboard_dir = a.tensorboard_dir;
   if (!a.trace.empty() && a.metrics.empty() && a.log_dir.empty()) {
     opts.metrics_path = runtime::train_metrics_path("", a.trace, "");  // next to the traces
   }
@@ -131,8 +141,13 @@ void add_train_command(CLI::App& app) {
                   "predicted time, one line per iteration");
   cmd->add_option("--trace", args->trace,
                   "directory for per-rank Chrome traces (Perfetto, chrome://tracing), the plans "
-                  "and the config of the first 50 iterations: `infinipipe report DIR` compares "
-                  "them with the predictions");
+                  "and the config of the traced iterations (--trace-iterations): `infinipipe "
+                  "report DIR` compares them with the predictions");
+  cmd->add_option("--trace-iterations", args->trace_iterations,
+                  "the iterations --trace records, FIRST-LAST or N (default: 1-50)");
+  cmd->add_option("--tensorboard-dir", args->tensorboard_dir,
+                  "directory for TensorBoard event files: loss, learning rate, gradient norm, "
+                  "throughput, iteration time (and validation loss) of every iteration");
   cmd->add_flag("--quiet,-q", args->quiet, "no per-iteration lines and no progress line");
   cmd->callback([args] { run_train(*args); });
 }

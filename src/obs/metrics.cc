@@ -25,7 +25,7 @@ std::string format_rate(double tokens_per_s) {
 }  // namespace
 
 nlohmann::json metrics_to_json(const IterationMetrics& m) {
-  return {
+  nlohmann::json j = {
       {"iteration", m.iteration},
       {"train_iters", m.train_iters},
       {"consumed_samples", m.consumed_samples},
@@ -50,6 +50,8 @@ nlohmann::json metrics_to_json(const IterationMetrics& m) {
       {"measured_activation_peak_bytes", m.measured_activation_peak_bytes},
       {"memory_budget", m.memory_budget},
   };
+  if (m.rss_peak_bytes >= 0) j["rss_peak_bytes"] = m.rss_peak_bytes;
+  return j;
 }
 
 nlohmann::json action_timings_to_json(int64_t iteration, double predicted_step_seconds,

@@ -39,6 +39,8 @@ struct IterationMetrics {
   int64_t measured_peak_bytes = 0;    // MemoryTracker peak over the iteration, all categories
   int64_t measured_activation_peak_bytes = 0;
   int64_t memory_budget = 0;
+  // This process's peak resident memory during the iteration (obs/process_rss.h; -1 = unknown).
+  int64_t rss_peak_bytes = -1;
 };
 
 nlohmann::json metrics_to_json(const IterationMetrics& m);

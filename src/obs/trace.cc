@@ -59,13 +59,97 @@ std::string lane_name(int32_t tid) {
   }
 }
 
+// The lanes the file's header names; an iteration names any further all-reduce lane it uses.
+constexpr int32_t kTraceLanesNamed = trace_lane_allreduce + 3;
+
 int32_t lane_of_category(const std::string& category) {
   if (category == "p2p_wait") return trace_lane_p2p;
   if (category == "allreduce") return trace_lane_allreduce;
   return trace_lane_host;
 }
 
+// A sample of the "memory" counter of a process.
+nlohmann::json event_memory(double ts, int64_t bytes, int32_t pid) {
+  return {{"name", "memory"},
+          {"ph", "C"},
+          {"ts", us_round(ts)},
+          {"pid", pid},
+          {"tid", trace_lane_compute},
+          {"args", {{"bytes", bytes}}}};
+}
+
+// A flow event binding to the enclosing slice of (pid, compute lane) at `ts`: "s" leaves the
+// sender's action, "f" (bind point "e") enters the receiver's.
+nlohmann::json event_flow(const char* phase, uint64_t id, double ts, int32_t pid) {
+  nlohmann::json e = {{"name", "p2p"}, {"cat", "p2p"},        {"ph", phase}, {"id", id},
+                      {"ts", us_round(ts)}, {"pid", pid}, {"tid", trace_lane_compute}};
+  if (phase[0] == 'f') e["bp"] = "e";
+  return e;
+}
+
+// The flows of one action of `num_stages` stages: a forward receives from the stage before and
+// sends to the one after; a backward the other way round.
+void action_flows_add(std::vector<nlohmann::json>& out, const plan::Action& a, int64_t iteration,
+                      int32_t replica, int32_t num_stages, double ts, double dur, int32_t pid) {
+  const bool forward = a.kind == plan::ActionKind::forward;
+  const int32_t from = forward ? a.stage - 1 : a.stage + 1;
+  const int32_t to = forward ? a.stage + 1 : a.stage - 1;
+  if (from >= 0 && from < num_stages) {
+    out.push_back(event_flow("f", trace_flow_id(iteration, replica, from, a.chunk, a.kind), ts,
+                             pid));
+  }
+  if (to >= 0 && to < num_stages) {
+    // Inside the slice, at its end: the data leaves when the action is done.
+    const double at = ts + std::max(0.0, dur - std::min(0.001, dur / 2));
+    out.push_back(event_flow("s", trace_flow_id(iteration, replica, a.stage, a.chunk, a.kind), at,
+                             pid));
+  }
+}
+
 }  // namespace
+
+TraceIterations trace_iterations_parse(const std::string& text) {
+  const auto number = [&](const std::string& part) {
+    if (part.empty() || part.size() > 9 ||
+        part.find_first_not_of("0123456789") != std::string::npos) {
+      fail_config("--trace-iterations '{}': expected FIRST-LAST or N, iterations from 1 (e.g. "
+                  "--trace-iterations 10-20)",
+                  text);
+    }
+    return std::stoll(part);
+  };
+  const size_t dash = text.find('-');
+  TraceIterations r;
+  r.first = number(text.substr(0, dash));
+  r.last = dash == std::string::npos ? r.first : number(text.substr(dash + 1));
+  if (r.first < 1 || r.last < r.first) {
+    fail_config("--trace-iterations '{}': the first iteration must be at least 1 and at most the "
+                "last (e.g. --trace-iterations 10-20)",
+                text);
+  }
+  if (r.last >= (int64_t{1} << 20)) {
+    fail_config("--trace-iterations '{}': the trace can number iterations below {}", text,
+                int64_t{1} << 20);
+  }
+  return r;
+}
+
+// 20 bits of iteration, 6 of replica, 8 of stage, 18 of chunk and one of kind: 53 bits, so the
+// id is exact in every JSON reader (JavaScript's included).
+uint64_t trace_flow_id(int64_t iteration, int32_t replica, int32_t from_stage, int32_t chunk,
+                       plan::ActionKind kind) {
+  if (iteration < 0 || iteration >= (1 << 20) || replica < 0 || replica >= (1 << 6) ||
+      from_stage < 0 || from_stage >= (1 << 8) || chunk < 0 || chunk >= (1 << 18)) {
+    fail("the trace cannot number the transfer of iteration {}, replica {}, stage {}, chunk {}: "
+         "trace fewer iterations, replicas, stages or chunks",
+         iteration, replica, from_stage, chunk);
+  }
+  uint64_t id = static_cast<uint64_t>(iteration);
+  id = (id << 6) | static_cast<uint64_t>(replica);
+  id = (id << 8) | static_cast<uint64_t>(from_stage);
+  id = (id << 18) | static_cast<uint64_t>(chunk);
+  return (id << 1) | (kind == plan::ActionKind::backward ? 1u : 0u);
+}
 
 std::string trace_file_path(const std::string& dir, int32_t world_rank) {
   return (fs::path(dir) / fmt::format("trace-rank{:05d}.json", world_rank)).string();
@@ -84,11 +168,12 @@ void trace_event_add(StepStats& stats, std::string category, std::string name,
 }
 
 nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMetrics& m,
-                                      const std::vector<StepStats>& stats,
+                                      int32_t num_stages, const std::vector<StepStats>& stats,
                                       TraceClock::time_point origin,
                                       TraceClock::time_point step_start,
                                       TraceClock::time_point step_end) {
   std::vector<nlohmann::json> out;
+  std::vector<nlohmann::json> lane_names;  // of all-reduce lanes beyond those the header names
   const int32_t host_pid = who.one_process ? 0 : who.world_rank;
   out.push_back(event_complete(fmt::format("iteration {}", m.iteration), "iteration",
                                us_between(origin, step_start), us_between(step_start, step_end),
@@ -110,24 +195,14 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
       if (t.memory_bytes >= 0) args["memory_bytes"] = t.memory_bytes;
       if (t.peak_bytes >= 0) args["peak_bytes"] = t.peak_bytes;
       const double ts = t0 + t.start_s * 1e6;
-      out.push_back(event_complete(fmt::format("{} {}", kind, a.chunk), kind, ts,
-                                   (t.end_s - t.start_s) * 1e6, pid, trace_lane_compute,
-                                   std::move(args)));
-      if (t.peak_bytes >= 0) {  // the action's peak drawn over its span, then what it left
-        out.push_back({{"name", "memory"},
-                       {"ph", "C"},
-                       {"ts", us_round(ts)},
-                       {"pid", pid},
-                       {"tid", trace_lane_compute},
-                       {"args", {{"bytes", t.peak_bytes}}}});
-      }
+      const double dur = (t.end_s - t.start_s) * 1e6;
+      out.push_back(event_complete(fmt::format("{} {}", kind, a.chunk), kind, ts, dur, pid,
+                                   trace_lane_compute, std::move(args)));
+      action_flows_add(out, a, m.iteration, who.replica, num_stages, ts, dur, pid);
+      // The action's peak drawn over its span, then what it left.
+      if (t.peak_bytes >= 0) out.push_back(event_memory(ts, t.peak_bytes, pid));
       if (t.memory_bytes >= 0) {
-        out.push_back({{"name", "memory"},
-                       {"ph", "C"},
-                       {"ts", us_round(t0 + t.end_s * 1e6)},
-                       {"pid", pid},
-                       {"tid", trace_lane_compute},
-                       {"args", {{"bytes", t.memory_bytes}}}});
+        out.push_back(event_memory(t0 + t.end_s * 1e6, t.memory_bytes, pid));
       }
     }
     // Events of one lane may overlap only for all-reduce buckets in flight together: those
@@ -143,7 +218,12 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
       if (tid == trace_lane_allreduce) {
         size_t k = 0;
         while (k < allreduce_free.size() && allreduce_free[k] > e->start_s) ++k;
-        if (k == allreduce_free.size()) allreduce_free.push_back(0);
+        if (k == allreduce_free.size()) {
+          allreduce_free.push_back(0);
+          const int32_t lane = trace_lane_allreduce + static_cast<int32_t>(k);
+          if (lane > kTraceLanesNamed) lane_names.push_back(event_meta("thread_name", pid, lane,
+                                                                       lane_name(lane)));
+        }
         allreduce_free[k] = e->end_s;
         tid += static_cast<int32_t>(k);
       }
@@ -161,13 +241,18 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
     };
     return key(a) < key(b);
   });
+  for (nlohmann::json& e : lane_names) out.push_back(std::move(e));
   return nlohmann::json(std::move(out));
 }
 
 TraceWriter::TraceWriter(const std::string& dir, const TraceProcess& who,
                          const std::string& config_yaml, const std::string& schedule,
-                         TraceClock::time_point origin)
-    : dir_(dir), path_(trace_file_path(dir, who.world_rank)), who_(who), origin_(origin) {
+                         TraceClock::time_point origin, TraceIterations iterations)
+    : dir_(dir),
+      path_(trace_file_path(dir, who.world_rank)),
+      who_(who),
+      origin_(origin),
+      iterations_(iterations) {
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "plans", ec);
   if (ec) {
@@ -196,7 +281,7 @@ TraceWriter::TraceWriter(const std::string& dir, const TraceProcess& who,
       {"replica", who.replica},
       {"one_process", who.one_process},
       {"schedule", schedule},
-      {"max_iterations", kTraceMaxIterations},
+      {"iterations", {iterations.first, iterations.last}},
       {"clock", "steady, microseconds since the run's start (ranks aligned by a barrier)"},
       {"memory",
        who.one_process ? "one tracker for every stage of the process" : "this rank's tracker"}};
@@ -215,7 +300,7 @@ TraceWriter::TraceWriter(const std::string& dir, const TraceProcess& who,
          {"ph", "M"},
          {"pid", pid},
          {"args", {{"sort_index", pid}}}}};
-    for (int32_t tid = 0; tid <= trace_lane_allreduce + 3; ++tid) {
+    for (int32_t tid = 0; tid <= kTraceLanesNamed; ++tid) {
       ev.push_back(event_meta("thread_name", pid, tid, lane_name(tid)));
     }
     for (const nlohmann::json& e : ev) {
@@ -250,13 +335,12 @@ bool TraceWriter::iteration_add(const IterationMetrics& m, const plan::Plan& pla
                                 const std::vector<StepStats>& stats,
                                 TraceClock::time_point step_start,
                                 TraceClock::time_point step_end) {
-  if (iterations_ >= kTraceMaxIterations) return false;
-  ++iterations_;
+  if (!iterations_.contains(m.iteration)) return false;
   if (who_.one_process || who_.stage == 0) {
     plan::plan_save(plan, trace_plan_path(dir_, m.iteration, who_.replica));
   }
   const nlohmann::json events =
-      trace_iteration_events(who_, m, stats, origin_, step_start, step_end);
+      trace_iteration_events(who_, m, plan.num_stages(), stats, origin_, step_start, step_end);
   std::string text;
   for (const nlohmann::json& e : events) text += ",\n" + e.dump();
   append(text);

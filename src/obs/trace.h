@@ -6,8 +6,10 @@
 //                              action; µs since the run's start on one clock for all ranks.
 //   DIR/plans/iter-00000003-replica0.json   the plan each replica ran (plan_json format).
 //   DIR/config.yaml            the resolved configuration (the report's cost model and simulator).
-// Only the first kTraceMaxIterations iterations of a run are traced, so a long run's trace stays
-// small enough to open. The JSON is closed after every iteration: a killed run leaves valid files.
+// Only the iterations of --trace-iterations (default: the first 50) are traced, so a long run's
+// trace stays small enough to open. The JSON is closed after every iteration: a killed run leaves
+// valid files. Every activation and gradient sent between stages is a flow ("s" on the sender's
+// action, "f" on the receiver's) whose id is unique over the run, so a merged trace pairs them.
 #pragma once
 
 #include <chrono>
@@ -25,7 +27,20 @@
 
 namespace infinipipe::obs {
 
-inline constexpr int64_t kTraceMaxIterations = 50;
+// The iterations a run traces, first..last (1-based, inclusive).
+struct TraceIterations {
+  int64_t first = 1;
+  int64_t last = 50;
+  bool contains(int64_t iteration) const { return iteration >= first && iteration <= last; }
+};
+
+// "A-B" or "N" (= N-N); ConfigError naming --trace-iterations on anything else.
+TraceIterations trace_iterations_parse(const std::string& text);
+
+// The flow id of what `stage` sends after action (kind, chunk) of `iteration` on `replica`: the
+// same on the sender's "s" and the receiver's "f", different for every transfer of a run.
+uint64_t trace_flow_id(int64_t iteration, int32_t replica, int32_t from_stage, int32_t chunk,
+                       plan::ActionKind kind);
 
 // Lanes (trace "tid") of a rank.
 enum TraceLane : int32_t {
@@ -56,9 +71,11 @@ std::string trace_plan_path(const std::string& dir, int64_t iteration, int32_t r
 void trace_event_add(StepStats& stats, std::string category, std::string name,
                      TraceClock::time_point start, TraceClock::time_point end);
 
-// The trace events of one iteration (sorted by pid, lane, then time; "X" and "C" only):
-// `stats` holds one StepStats per plan rank in one process, else this rank's only.
+// The trace events of one iteration (sorted by pid, lane, then time; "X", "C" and the flows
+// "s" / "f" of every send and receive of `num_stages` stages): `stats` holds one StepStats per
+// plan rank in one process, else this rank's only.
 nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMetrics& m,
+                                      int32_t num_stages,
                                       const std::vector<StepStats>& stats,
                                       TraceClock::time_point origin,
                                       TraceClock::time_point step_start,
@@ -69,13 +86,14 @@ class TraceWriter {
   // Creates DIR (and DIR/plans) and this process's trace file, replacing an older one.
   // `config_yaml` is written to DIR/config.yaml by world rank 0. Error when DIR is unwritable.
   TraceWriter(const std::string& dir, const TraceProcess& who, const std::string& config_yaml,
-              const std::string& schedule, TraceClock::time_point origin);
+              const std::string& schedule, TraceClock::time_point origin,
+              TraceIterations iterations = {});
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
   // Appends an iteration (and saves its plan from the first pipeline rank of each replica);
-  // after kTraceMaxIterations iterations it does nothing and returns false.
+  // outside the traced iterations it does nothing and returns false.
   bool iteration_add(const IterationMetrics& m, const plan::Plan& plan,
                      const std::vector<StepStats>& stats, TraceClock::time_point step_start,
                      TraceClock::time_point step_end);
@@ -89,7 +107,7 @@ class TraceWriter {
   TraceClock::time_point origin_;
   std::FILE* file_ = nullptr;
   long tail_ = 0;  // where the closing "]}" starts: the next events overwrite it
-  int64_t iterations_ = 0;
+  TraceIterations iterations_;
 };
 
 }  // namespace infinipipe::obs

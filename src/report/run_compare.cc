@@ -240,6 +240,7 @@ void iteration_compare(const RunTrace& trace, const plan::Plan& plan, int64_t it
     c.shown_iteration = iteration;
     c.shown_predicted = pred;
     c.shown_measured = meas;
+    c.replica0_steps[iteration] = {pred, meas};
   }
 }
 

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -69,6 +71,8 @@ struct RunCompare {
   // One iteration (the last traced one of replica 0), simulated and measured, for the charts.
   int64_t shown_iteration = 0;
   sim::StepResult shown_predicted, shown_measured;
+  // Every traced iteration of replica 0: (simulated, measured), for the Gantt selector.
+  std::map<int64_t, std::pair<sim::StepResult, sim::StepResult>> replica0_steps;
 };
 
 // Joins the trace with its plans and the simulator. Error if the trace has no complete iteration.

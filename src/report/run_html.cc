@@ -8,9 +8,11 @@
 
 #include <fmt/format.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "report/chart_svg.h"
-#include "report/gantt_svg.h"
+#include "report/run_html_gantt.h"
+#include "report/run_html_training.h"
 #include "report/svg_util.h"
 
 namespace infinipipe::report {
@@ -113,31 +115,35 @@ std::string html_head(const RunCompare& c) {
   return h;
 }
 
-// The shown iteration's planned and measured Gantt charts, on one time scale (span).
-std::string html_gantts(const RunCompare& c, double span) {
-  const sim::StepResult& pred = c.shown_predicted;
-  const sim::StepResult& meas = c.shown_measured;
-  std::string h =
-      fmt::format("<h2>Iteration {} (replica 0): planned and measured</h2>\n", c.shown_iteration);
-  h += "<p class=\"note\">Both charts share one time scale. Colour = chunk, darker = backward, "
-       "hatched = recompute (in the measured chart at the predicted share of the backward).</p>\n";
-  GanttOptions go;
-  go.time_span = span;
-  go.memory = false;
-  go.title = fmt::format("planned (simulated): step {}, bubble {:.1f}%",
-                         svg_format_seconds(pred.step_time), 100 * pred.bubble_ratio_mean);
-  h += "<figure>" + chart(gantt_svg(pred, go), "gantt-planned") + "</figure>\n";
-  go.title = fmt::format("measured: step {}, bubble {:.1f}%", svg_format_seconds(meas.step_time),
-                         100 * meas.bubble_ratio_mean);
-  h += "<figure>" + chart(gantt_svg(meas, go), "gantt-measured") + "</figure>\n";
-  return h;
+// The memory budget the plans kept to: the simulator's, else the metrics' (0 = unknown).
+int64_t memory_budget(const RunCompare& c, const std::vector<nlohmann::json>& metrics) {
+  if (c.shown_predicted.memory_budget > 0) return c.shown_predicted.memory_budget;
+  for (auto r = metrics.rbegin(); r != metrics.rend(); ++r) {
+    if (r->is_object() && r->contains("memory_budget") && (*r)["memory_budget"].is_number()) {
+      return (*r)["memory_budget"].get<int64_t>();
+    }
+  }
+  return 0;
 }
 
-// Predicted and measured memory over the shown iteration, one chart per rank.
-std::string html_memory(const RunCompare& c, double span) {
+// A budget line far above the curves would flatten them to the axis.
+constexpr double kBudgetLineWithin = 4;
+
+// Predicted and measured memory over the shown iteration, one chart per rank, under the budget.
+std::string html_memory(const RunCompare& c, double span, int64_t budget) {
   const sim::StepResult& pred = c.shown_predicted;
   const sim::StepResult& meas = c.shown_measured;
   std::string h = "<h2>Memory over time per stage</h2>\n";
+  h += "<p class=\"note\">Measured is what the engine's allocator (its memory tracker: weights, "
+       "gradients, optimizer state, activations, buffers) holds, the quantity the plan predicts; "
+       "the process's resident memory (RSS) is larger (code, libraries, the MPI runtime).";
+  if (budget > 0) {
+    h += fmt::format(" The plans keep within the budget of {} (the grey dashed line, drawn where "
+                     "it is under {}&times; a chart's highest curve, so small curves stay "
+                     "readable).",
+                     format_bytes(budget), kBudgetLineWithin);
+  }
+  h += "</p>\n";
   if (c.one_process && c.pp > 1) {
     h += "<p class=\"note\">One process holds every stage: each measured curve is the whole "
          "process's tracker.</p>\n";
@@ -149,6 +155,15 @@ std::string html_memory(const RunCompare& c, double span) {
     LineSeries m{"measured (peak in each action, then after it)", "#d62728", {}, false, true};
     if (kk < pred.memory.size()) p.points = memory_points(pred.memory[kk]);
     if (kk < meas.memory.size()) m.points = memory_points(meas.memory[kk]);
+    std::vector<LineSeries> lines = {p, m};
+    double highest = 0;
+    for (const LineSeries* l : {&p, &m}) {
+      for (const auto& pt : l->points) highest = std::max(highest, pt.second);
+    }
+    if (budget > 0 && double(budget) <= kBudgetLineWithin * highest) {
+      lines.push_back({"budget", "#7f7f7f", {{0.0, double(budget)}, {span, double(budget)}}, true,
+                       false});
+    }
     LineChartOptions o;
     o.title = fmt::format("rank {} memory", k);
     o.x_label = "time in the step";
@@ -157,40 +172,10 @@ std::string html_memory(const RunCompare& c, double span) {
     o.y_format = AxisFormat::bytes;
     o.x_max = span;
     o.width = 700;
-    h += "<figure>" + chart(line_chart_svg({p, m}, o), fmt::format("memory-rank{}", k)) +
+    h += "<figure>" + chart(line_chart_svg(lines, o), fmt::format("memory-rank{}", k)) +
          "</figure>\n";
   }
   return h + "</div>\n";
-}
-
-// Loss and tokens/s per iteration, from the last record of each iteration (a metrics file may
-// hold an earlier run's lines too).
-std::string html_training(const std::vector<nlohmann::json>& metrics) {
-  std::map<int64_t, std::pair<double, double>> by_iter;
-  for (const nlohmann::json& r : metrics) {
-    if (!r.is_object() || !r.contains("iteration")) continue;
-    by_iter[r.value("iteration", int64_t{0})] = {r.value("loss", NAN),
-                                                 r.value("tokens_per_s", NAN)};
-  }
-  LineSeries loss{"loss", "#2ca02c", {}, false, false};
-  LineSeries rate{"tokens/s", "#9467bd", {}, false, false};
-  for (const auto& [it, v] : by_iter) {
-    loss.points.push_back({static_cast<double>(it), v.first});
-    rate.points.push_back({static_cast<double>(it), v.second});
-  }
-  std::string h = "<h2>Training</h2>\n<div class=\"charts\">\n";
-  LineChartOptions o;
-  o.title = "loss per iteration";
-  o.x_label = "iteration";
-  o.x_integer = true;
-  o.y_label = "loss";
-  o.y_from_zero = false;
-  h += "<figure>" + chart(line_chart_svg({loss}, o), "loss") + "</figure>\n";
-  o.title = "tokens/s per iteration";
-  o.y_label = "tokens/s";
-  o.y_from_zero = true;
-  h += "<figure>" + chart(line_chart_svg({rate}, o), "tokens-per-s") + "</figure>\n</div>\n";
-  return h;
 }
 
 // The render check: counts charts whose SVG drew something with a non-empty box.
@@ -214,16 +199,19 @@ std::string html_render_check(int expected_charts) {
 }  // namespace
 
 int run_html_chart_count(const RunCompare& c) {
-  return 4 + c.pp;  // two Gantt charts, memory per rank, loss, tokens/s
+  return 2 + c.pp + kTrainingCharts;  // two Gantt charts, memory per rank, training, RSS
 }
 
-std::string run_html(const RunCompare& c, const std::vector<nlohmann::json>& metrics) {
+std::string run_html(const RunCompare& c, const RunTrace& trace) {
+  const std::vector<nlohmann::json>& metrics = trace.metrics;
   const double span = std::max(c.shown_predicted.step_time, c.shown_measured.step_time);
   std::string h = html_head(c);
-  h += html_gantts(c, span);
-  h += html_memory(c, span);
-  h += html_training(metrics);
+  h += html_gantts(c, chart);
+  h += html_memory(c, span, memory_budget(c, metrics));
+  h += html_training(metrics, chart);
+  h += html_rss(trace.iterations, chart);
   h += "<h2>Predicted vs measured</h2>\n" + markdown_html(run_compare_tables(c));
+  h += html_config(trace.config_yaml);
   h += html_render_check(run_html_chart_count(c));
   return h;
 }

@@ -33,6 +33,7 @@
 #include "model/lr_schedule.h"
 #include "model/optimizer.h"
 #include "obs/metrics.h"
+#include "obs/trace.h"
 #include "plan/plan.h"
 #include "plan/planner.h"
 #include "runtime/dist_optimizer.h"
@@ -46,6 +47,8 @@ struct TrainOptions {
   std::string metrics_path;  // JSON lines appended per iteration; "" = none
   std::string timings_path;  // per-action measured vs predicted times, a JSON line per iteration
   std::string trace_dir;     // Chrome traces, plans and config for `infinipipe report` (trace.h)
+  obs::TraceIterations trace_iterations;  // which iterations --trace records
+  std::string tensorboard_dir;            // TensorBoard event files, written by world rank 0
   bool quiet = false;        // no per-iteration lines, no progress line
   std::FILE* out = stdout;   // per-iteration report lines and messages
   std::FILE* err = stderr;   // progress line

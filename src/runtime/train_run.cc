@@ -13,6 +13,7 @@
 #include "ckpt/hf_folder.h"
 #include "comm/mpi_comm.h"
 #include "cost/calibration.h"
+#include "obs/tensorboard.h"
 #include "obs/trace.h"
 #include "runtime/train.h"
 
@@ -39,7 +40,15 @@ std::unique_ptr<obs::TraceWriter> trace_writer_open(const TrainOptions& opts) {
   }
   return std::make_unique<obs::TraceWriter>(opts.trace_dir, who, opts.config_yaml,
                                             schedule_name(opts.config.parallel.schedule),
-                                            obs::TraceClock::now());
+                                            obs::TraceClock::now(), opts.trace_iterations);
+}
+
+// The TensorBoard writer of a `train --tensorboard-dir` run: world rank 0 only, where the global
+// loss and every other scalar are known (null otherwise).
+std::unique_ptr<obs::TensorBoardWriter> tensorboard_writer_open(const TrainOptions& opts) {
+  if (opts.tensorboard_dir.empty()) return nullptr;
+  if (opts.groups != nullptr && opts.groups->comm().rank() != 0) return nullptr;
+  return std::make_unique<obs::TensorBoardWriter>(opts.tensorboard_dir);
 }
 
 }  // namespace
@@ -149,6 +158,7 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   obs::MetricsWriter timings(opts.timings_path);
   obs::ProgressLine progress(opts.err, trainer.iteration(), tc.train_iters, !opts.quiet);
   std::unique_ptr<obs::TraceWriter> trace = trace_writer_open(opts);
+  std::unique_ptr<obs::TensorBoardWriter> tensorboard = tensorboard_writer_open(opts);
   const int64_t log_every = std::max<int64_t>(1, tc.log_interval);
   while (trainer.iteration() < tc.train_iters) {
     const auto t_step = Clock::now();
@@ -157,7 +167,9 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
       trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());
     }
     online_calibration_write(trainer, opts);
-    metrics.write(obs::metrics_to_json(m));
+    const nlohmann::json record = obs::metrics_to_json(m);
+    metrics.write(record);
+    if (tensorboard) tensorboard->scalars_add(m.iteration, obs::tensorboard_scalars(record));
     if (!opts.timings_path.empty()) {
       timings.write(
           obs::action_timings_to_json(m.iteration, m.predicted_step_seconds, trainer.last_stats()));

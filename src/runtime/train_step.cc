@@ -9,6 +9,7 @@
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
+#include "obs/process_rss.h"
 #include "obs/trace.h"
 #include "runtime/dist_step.h"
 #include "runtime/train.h"
@@ -37,6 +38,7 @@ double Trainer::seconds_since(Clock::time_point t) {
 obs::IterationMetrics Trainer::step() {
   if (!sampler_) fail("trainer: no dataset is open (train-iters {} reached)", iteration_);
   const auto t_start = Clock::now();
+  obs::rss_peak_reset();
   obs::IterationMetrics m;
   m.iteration = iteration_ + 1;
   m.train_iters = cfg_.training.train_iters;
@@ -53,6 +55,7 @@ obs::IterationMetrics Trainer::step() {
   step_optimize(m);
   ++iteration_;
   step_metrics_fill(batch, predicted, t_start, m);
+  m.rss_peak_bytes = obs::rss_peak_bytes();
   return m;
 }
 

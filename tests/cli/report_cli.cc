@@ -99,13 +99,16 @@ TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {
   const ShellResult dom = infinipipe::testing::shell_run(fmt::format(
       "timeout 60 chromium {} --dump-dom file://{}", flags, fs::absolute(html).string()));
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
-  // 1 rank: two Gantt charts, one memory chart, loss and tokens/s.
-  EXPECT_NE(dom.output.find("charts rendered: 5 of 5"), std::string::npos) << dom.output;
-  EXPECT_NE(dom.output.find("data-charts=\"5\""), std::string::npos);
-  for (const char* name :
-       {"gantt-planned", "gantt-measured", "memory-rank0", "loss", "tokens-per-s"}) {
+  // 1 rank: two Gantt charts, one memory chart, loss, tokens/s, lr, gradient norm, RSS.
+  EXPECT_NE(dom.output.find("charts rendered: 8 of 8"), std::string::npos) << dom.output;
+  EXPECT_NE(dom.output.find("data-charts=\"8\""), std::string::npos);
+  for (const char* name : {"gantt-planned", "gantt-measured", "memory-rank0", "loss",
+                           "tokens-per-s", "lr", "grad-norm", "rss"}) {
     EXPECT_NE(dom.output.find(name), std::string::npos) << name;
   }
+  // The device's default budget is far above this tiny model's curves: no line flattens them.
+  EXPECT_EQ(dom.output.find(">budget</text>"), std::string::npos);
+  EXPECT_NE(dom.output.find("within the budget of"), std::string::npos);
   // A screenshot that is not blank: a PNG of a white page compresses far smaller than charts.
   const fs::path png = dir_ / "page.png";
   const ShellResult shot = infinipipe::testing::shell_run(

@@ -24,6 +24,8 @@
 #include "report/chart_svg.h"
 #include "report/run_compare.h"
 #include "report/run_html.h"
+#include "report/run_html_training.h"
+#include "report/trace_merge.h"
 #include "report/run_trace.h"
 #include "report_test_plan.h"
 #include "sim/simulator.h"
@@ -178,14 +180,19 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
   fake_run();
   const RunTrace t = run_trace_load(dir.string());
   const RunCompare c = run_compare(t, cost, cfg);
-  const std::string html = run_html(c, t.metrics);
-  EXPECT_EQ(run_html_chart_count(c), 8);
-  EXPECT_EQ(text_count(html, "<svg class=\"chart\""), 8);
+  const std::string html = run_html(c, t);
+  EXPECT_EQ(run_html_chart_count(c), 11);
+  EXPECT_EQ(text_count(html, "<svg class=\"chart\""), 11);
   for (const char* name : {"gantt-planned", "gantt-measured", "memory-rank0", "memory-rank3",
-                           "loss", "tokens-per-s"}) {
+                           "loss", "tokens-per-s", "lr", "grad-norm", "rss"}) {
     EXPECT_NE(html.find(fmt::format("data-chart=\"{}\"", name)), std::string::npos) << name;
   }
   EXPECT_NE(html.find("id=\"render-check\""), std::string::npos);
+  // Both traced iterations' Gantt charts, the last shown, a selector for the other.
+  EXPECT_EQ(text_count(html, "<div class=\"gantt-iteration\""), 2);
+  EXPECT_EQ(text_count(html, "style=\"display:none\""), 1);
+  EXPECT_EQ(text_count(html, "<option value="), 2);
+  EXPECT_NE(html.find("<option value=\"2\" selected>"), std::string::npos);
   EXPECT_EQ(html.find("<script src"), std::string::npos);  // nothing from the network
   EXPECT_EQ(html.find("<link"), std::string::npos);
   EXPECT_EQ(text_count(html, "http"), text_count(html, "http://www.w3.org/2000/svg"));
@@ -194,6 +201,37 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
   const int actions = 2 * static_cast<int>(p.chunks.size()) * 4;
   EXPECT_GE(text_count(html, "<title>forward chunk") + text_count(html, "<title>backward chunk"),
             2 * actions);
+}
+
+TEST_F(RunReport, TrainingChartsDrawValidationLossOnlyWhereAnEvaluationRan) {
+  const auto mark = [](const std::string& svg, const std::string&) { return svg; };
+  std::vector<json> metrics = {{{"iteration", 1}, {"loss", 4.0}, {"lr", 1e-4}, {"grad_norm", 2.0}},
+                               {{"iteration", 2}, {"loss", 3.5}, {"lr", 2e-4}, {"grad_norm", 1.5}}};
+  std::string h = html_training(metrics, mark);
+  EXPECT_EQ(h.find("validation loss"), std::string::npos);
+  EXPECT_NE(h.find("learning rate per iteration"), std::string::npos);
+  EXPECT_NE(h.find("gradient norm per iteration"), std::string::npos);
+  EXPECT_EQ(text_count(h, "<svg"), kTrainingCharts - 1);  // html_rss draws the last
+  metrics[1]["valid_loss"] = 3.75;
+  h = html_training(metrics, mark);
+  EXPECT_NE(h.find("validation loss"), std::string::npos);
+  EXPECT_EQ(html_config(""), "");
+  EXPECT_NE(html_config("a: <b>\n").find("a: &lt;b&gt;"), std::string::npos);
+}
+
+TEST_F(RunReport, MergedTraceHoldsEveryRanksEvents) {
+  fake_run();
+  const RunTrace t = run_trace_load(dir.string());
+  const json merged = trace_merge(t);
+  size_t events = 0;
+  for (const TraceFileInfo& f : t.files) {
+    std::ifstream in(f.path);
+    events += json::parse(in).at("traceEvents").size();
+  }
+  EXPECT_EQ(merged.at("traceEvents").size(), events);
+  EXPECT_EQ(merged.at("metadata").at("ranks").size(), t.files.size());
+  EXPECT_EQ(merged.at("metadata").at("format"), "infinipipe-merged-trace");
+  EXPECT_THROW(trace_merge_save(t, (dir / "no-such-dir" / "m.json").string()), Error);
 }
 
 TEST_F(RunReport, MetricsFileGivesTheCurvesAndToleratesACutLastLine) {

@@ -77,10 +77,25 @@ std::set<int64_t> trace_check(const json& t, const fs::path& trace_dir) {
   std::map<std::pair<int32_t, int32_t>, double> lane_last;  // (pid, tid) -> last ts
   std::set<int64_t> iterations;
   int memory = 0, plan_events = 0, optimizer_events = 0;
+  std::map<uint64_t, int> flow_starts, flow_finishes;
+  std::set<std::pair<int32_t, int32_t>> named_lanes, used_lanes;
   for (const json& e : t.at("traceEvents")) {
     const std::string ph = e.at("ph");
-    EXPECT_TRUE(ph == "X" || ph == "C" || ph == "M") << e.dump();
-    if (ph == "M") continue;
+    EXPECT_TRUE(ph == "X" || ph == "C" || ph == "M" || ph == "s" || ph == "f") << e.dump();
+    if (ph == "M") {
+      if (e.at("name") == "thread_name") named_lanes.insert({e.at("pid").get<int32_t>(), e.at("tid").get<int32_t>()});
+      continue;
+    }
+    if (ph == "s" || ph == "f") {
+      EXPECT_EQ(e.at("cat"), "p2p");
+      EXPECT_EQ(e.at("tid"), obs::trace_lane_compute);
+      if (ph == "f") {
+        EXPECT_EQ(e.at("bp"), "e") << "a finish binds to the receiving action";
+      }
+      ++(ph == "s" ? flow_starts : flow_finishes)[e.at("id").get<uint64_t>()];
+      continue;
+    }
+    used_lanes.insert({e.at("pid").get<int32_t>(), e.at("tid").get<int32_t>()});
     const double ts = e.at("ts");
     EXPECT_GE(ts, 0.0) << e.dump();
     const auto lane = std::make_pair(e.at("pid").get<int32_t>(), e.at("tid").get<int32_t>());
@@ -114,8 +129,17 @@ std::set<int64_t> trace_check(const json& t, const fs::path& trace_dir) {
   }
   EXPECT_EQ(plan_events, static_cast<int>(iterations.size()));
   EXPECT_EQ(optimizer_events, static_cast<int>(iterations.size()));
+  for (const auto& lane : used_lanes) {
+    EXPECT_EQ(named_lanes.count(lane), 1u) << "lane " << lane.second << " of " << lane.first;
+  }
+  // Every send is a flow whose start and finish appear exactly once each.
+  for (const auto& [id, n] : flow_starts) {
+    EXPECT_EQ(n, 1) << "flow " << id;
+    EXPECT_EQ(flow_finishes[id], 1) << "flow " << id;
+  }
+  EXPECT_EQ(flow_finishes.size(), flow_starts.size());
   // Every planned action exactly once per iteration, nothing else.
-  int actions = 0;
+  int actions = 0, sends = 0;
   for (int64_t it : iterations) {
     const plan::Plan p = plan::plan_load(obs::trace_plan_path(trace_dir.string(), it, 0));
     std::multiset<std::tuple<int32_t, std::string, int32_t, int32_t>> planned;
@@ -123,12 +147,15 @@ std::set<int64_t> trace_check(const json& t, const fs::path& trace_dir) {
       for (const plan::Action& a : p.actions[r]) {
         planned.insert({static_cast<int32_t>(r), plan::action_kind_name(a.kind), a.chunk, a.stage});
         ++actions;
+        const bool forward = a.kind == plan::ActionKind::forward;
+        sends += forward ? a.stage + 1 < p.num_stages() : a.stage > 0;
       }
     }
     EXPECT_EQ(seen[it], planned) << "iteration " << it;
   }
   EXPECT_EQ(seen.size(), iterations.size());
   EXPECT_EQ(memory, 2 * actions);  // per action: its peak at its start, its bytes after it
+  EXPECT_EQ(static_cast<int>(flow_starts.size()), sends);
   return iterations;
 }
 
@@ -141,6 +168,52 @@ TEST_F(TraceTest, EveryPlannedActionOnceWithPlansConfigAndMetrics) {
   EXPECT_TRUE(fs::exists(trace / "config.yaml"));
   EXPECT_TRUE(fs::exists(trace / "plans" / "iter-00000002-replica0.json"));
   EXPECT_EQ(t.at("metadata").at("one_process"), true);
+}
+
+TEST_F(TraceTest, TraceIterationsTracesExactlyThoseIterations) {
+  TrainOptions o = options(4, Schedule::epp);
+  o.trace_iterations = obs::trace_iterations_parse("2-3");
+  train_run(o);
+  const fs::path trace = dir_ / "trace";
+  EXPECT_EQ(trace_check(json_read(trace / "trace-rank00000.json"), trace),
+            (std::set<int64_t>{2, 3}));
+  std::set<std::string> plans;
+  for (const auto& f : fs::directory_iterator(trace / "plans")) {
+    plans.insert(f.path().filename().string());
+  }
+  EXPECT_EQ(plans, (std::set<std::string>{"iter-00000002-replica0.json",
+                                          "iter-00000003-replica0.json"}));
+}
+
+TEST_F(TraceTest, TraceIterationsParsesRangesAndRefusesTheRest) {
+  const obs::TraceIterations r = obs::trace_iterations_parse("10-20");
+  EXPECT_EQ(r.first, 10);
+  EXPECT_EQ(r.last, 20);
+  EXPECT_TRUE(r.contains(10) && r.contains(20) && !r.contains(9) && !r.contains(21));
+  EXPECT_EQ(obs::trace_iterations_parse("7").first, 7);
+  EXPECT_EQ(obs::trace_iterations_parse("7").last, 7);
+  for (const char* bad : {"", "0-3", "5-2", "a-b", "3-", "-3", "1-2-3", "1.5", "99999999999"}) {
+    EXPECT_THROW(obs::trace_iterations_parse(bad), ConfigError) << bad;
+  }
+}
+
+TEST_F(TraceTest, FlowIdsDifferForEveryTransfer) {
+  std::set<uint64_t> ids;
+  for (int64_t it : {1, 2, (1 << 20) - 1}) {
+    for (int32_t rep : {0, 63}) {
+      for (int32_t st : {0, 1, 255}) {
+        for (int32_t c : {0, 1, (1 << 18) - 1}) {
+          for (plan::ActionKind k : {plan::ActionKind::forward, plan::ActionKind::backward}) {
+            const uint64_t id = obs::trace_flow_id(it, rep, st, c, k);
+            EXPECT_LT(id, uint64_t{1} << 53);
+            ids.insert(id);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(ids.size(), 3u * 2 * 3 * 3 * 2);
+  EXPECT_THROW(obs::trace_flow_id(1 << 20, 0, 0, 0, plan::ActionKind::forward), Error);
 }
 
 TEST_F(TraceTest, FileIsValidJsonAfterEveryIteration) {
@@ -182,7 +255,7 @@ TEST_F(TraceTest, OverlappingAllReduceBucketsTakeSeparateLanes) {
   who.one_process = false;
   who.world_rank = 3;
   const json ev =
-      obs::trace_iteration_events(who, m, {s}, s.t0, s.t0, s.t0 + std::chrono::seconds(1));
+      obs::trace_iteration_events(who, m, 1, {s}, s.t0, s.t0, s.t0 + std::chrono::seconds(1));
   std::map<int32_t, std::vector<std::pair<double, double>>> lanes;
   for (const json& e : ev) {
     EXPECT_EQ(e.at("pid"), 3);

@@ -1,0 +1,177 @@
+// A traced two-rank pipeline run as a person reads it: every send's flow finished by exactly one
+// receive in the merged trace, every lane named, the report rendered in headless Chromium from
+// another working directory after the run directory moved, and TensorBoard scalars equal to
+// metrics.jsonl's; plus clear errors for a bad --trace-iterations.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_dir_test.h"
+#include "cli/run_cli.h"
+#include "common/tfevents_read.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+json json_read(const fs::path& p) {
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+bool have(const std::string& program) {
+  return std::system(fmt::format("command -v {} >/dev/null 2>&1", program).c_str()) == 0;
+}
+
+class TraceCli : public CliDirTest {
+ protected:
+  void SetUp() override {
+    CliDirTest::SetUp();
+    const ShellResult r = run_cli(fmt::format(
+        "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  std::string train_args(int iters) const {
+    return fmt::format(
+        "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+        "--global-batch-size 4 --min-tail-slice 32 --train-iters {} --data-path {}",
+        iters, (dir_ / "corpus").string());
+  }
+};
+
+// The checks of a merged trace: (pid, tid) of its X slices all named, flows paired one to one.
+// Returns the number of flows that cross from one rank (pid) to another.
+int merged_trace_check(const json& t) {
+  std::set<std::pair<int, int>> named, used;
+  std::map<uint64_t, std::vector<int>> starts, finishes;  // id -> pids
+  for (const json& e : t.at("traceEvents")) {
+    const std::string ph = e.at("ph");
+    const std::pair<int, int> lane{e.at("pid").get<int>(), e.value("tid", 0)};
+    if (ph == "M" && e.at("name") == "thread_name") named.insert(lane);
+    if (ph == "X") used.insert(lane);
+    if (ph == "s") starts[e.at("id").get<uint64_t>()].push_back(lane.first);
+    if (ph == "f") finishes[e.at("id").get<uint64_t>()].push_back(lane.first);
+  }
+  for (const auto& lane : used) {
+    EXPECT_EQ(named.count(lane), 1u) << "lane " << lane.second << " of rank " << lane.first;
+  }
+  EXPECT_FALSE(starts.empty());
+  EXPECT_EQ(starts.size(), finishes.size());
+  int crossing = 0;
+  for (const auto& [id, pids] : starts) {
+    EXPECT_EQ(pids.size(), 1u) << "flow " << id << " starts more than once";
+    EXPECT_EQ(finishes[id].size(), 1u) << "flow " << id << " is not finished exactly once";
+    if (finishes[id].size() != 1u) continue;
+    crossing += pids.front() != finishes[id].front();
+  }
+  return crossing;
+}
+
+TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
+  if (!have("mpirun")) GTEST_SKIP() << "mpirun is not installed";
+  const fs::path run = dir_ / "run", tb = dir_ / "tb";
+  const ShellResult t = infinipipe::testing::shell_run(fmt::format(
+      "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 env OMP_NUM_THREADS=1 {} "
+      "train {} --pp 2 --memory-budget 8MiB --trace {} --trace-iterations 2-3 --tensorboard-dir {}",
+      INFINIPIPE_BINARY, train_args(4), run.string(), tb.string()));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+
+  // Each rank's file holds only iterations 2 and 3, each with the process's RSS peak; its sends
+  // finish in the other rank's file.
+  for (const char* f : {"trace-rank00000.json", "trace-rank00001.json"}) {
+    std::set<int64_t> iterations;
+    const json trace = json_read(run / f);
+    for (const json& e : trace.at("traceEvents")) {
+      if (e.at("ph") != "X" || e.at("cat") != "iteration") continue;
+      iterations.insert(e["args"]["iteration"].get<int64_t>());
+      EXPECT_GT(e["args"].at("rss_peak_bytes").get<int64_t>(),
+                e["args"].at("measured_peak_bytes").get<int64_t>());
+    }
+    EXPECT_EQ(iterations, (std::set<int64_t>{2, 3})) << f;
+  }
+  // The run directory moves; the report runs from elsewhere and merges the traces.
+  const fs::path moved = dir_ / "moved" / "run";
+  fs::create_directories(moved.parent_path());
+  fs::rename(run, moved);
+  fs::create_directories(dir_ / "elsewhere");
+  const ShellResult r = infinipipe::testing::shell_run(fmt::format(
+      "cd {} && {} report ../moved/run --merge-trace merged.json", (dir_ / "elsewhere").string(),
+      INFINIPIPE_BINARY));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json merged = json_read(dir_ / "elsewhere" / "merged.json");
+  EXPECT_EQ(merged.at("metadata").at("ranks").size(), 2u);
+  EXPECT_GT(merged_trace_check(merged), 0) << "no flow from one rank to the other";
+
+  // TensorBoard: rank 0's event file, every iteration's scalars equal to metrics.jsonl's.
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(tb)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].filename().string().rfind("events.out.tfevents.", 0), 0u);
+  const auto events = infinipipe::test_tfevents::events_read(files[0].string());
+  ASSERT_EQ(events.size(), 5u);  // the header and 4 iterations
+  EXPECT_EQ(events[0].file_version, "brain.Event:2");
+  std::ifstream lines(moved / "metrics.jsonl");
+  std::string line;
+  for (size_t i = 1; std::getline(lines, line); ++i) {
+    ASSERT_LT(i, events.size());
+    const json m = json::parse(line);
+    EXPECT_EQ(events[i].step, m.at("iteration").get<int64_t>());
+    EXPECT_EQ(events[i].scalars.at("lm loss"), m.at("loss").get<float>());
+    EXPECT_EQ(events[i].scalars.at("learning-rate"), m.at("lr").get<float>());
+    EXPECT_EQ(events[i].scalars.at("grad-norm"), m.at("grad_norm").get<float>());
+    EXPECT_EQ(events[i].scalars.at("throughput"), m.at("tokens_per_s").get<float>());
+    EXPECT_EQ(events[i].scalars.at("iteration-time"), m.at("seconds").get<float>());
+  }
+
+  if (!have("chromium")) {
+    GTEST_SKIP() << "chromium is not installed (scripts/install-deps.sh installs it): the HTML "
+                    "render check did not run";
+  }
+  const std::string flags =
+      "--headless --no-sandbox --disable-gpu --disable-background-networking "
+      "--disable-dev-shm-usage --user-data-dir=" +
+      (dir_ / "chromium-profile").string();
+  const ShellResult dom = infinipipe::testing::shell_run(fmt::format(
+      "timeout 60 chromium {} --dump-dom file://{}", flags, (moved / "report.html").string()));
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  // 2 ranks: two Gantt charts, two memory charts, loss, tokens/s, lr, gradient norm, RSS.
+  EXPECT_NE(dom.output.find("charts rendered: 9 of 9"), std::string::npos) << dom.output;
+  // The budget is within a few times the peaks: each memory chart draws its line.
+  size_t budget_lines = 0;
+  for (size_t at = 0; (at = dom.output.find(">budget</text>", at)) != std::string::npos; ++at) {
+    ++budget_lines;
+  }
+  EXPECT_EQ(budget_lines, 2u);
+  for (const char* name : {"memory-rank1", "lr", "grad-norm", "rss", "id=\"config\"",
+                           "<option value=\"2\">2</option>", "<option value=\"3\" selected"}) {
+    EXPECT_NE(dom.output.find(name), std::string::npos) << name;
+  }
+}
+
+TEST_F(TraceCli, BadTraceIterationsIsOneClearError) {
+  for (const char* bad : {"5-2", "0-3", "x"}) {
+    const ShellResult r = run_cli(fmt::format("train {} --trace {} --trace-iterations {}",
+                                              train_args(1), (dir_ / "run").string(), bad));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("--trace-iterations"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  }
+  const ShellResult r = run_cli(fmt::format("train {} --trace-iterations 1-2", train_args(1)));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("add --trace DIR"), std::string::npos) << r.output;
+}
+
+}  // namespace
