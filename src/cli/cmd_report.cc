@@ -15,6 +15,7 @@
 #include "obs/profile.h"
 #include "report/run_compare.h"
 #include "report/run_html.h"
+#include "report/run_terms.h"
 #include "report/run_trace.h"
 #include "report/trace_merge.h"
 
@@ -45,9 +46,12 @@ void run_report(const ReportArgs& a) {
   const cost::CostModel cost = obs::engine_cost_model(cfg);
   const report::RunCompare c = report::run_compare(trace, cost, cfg);
   fmt::print("{}", report::run_compare_tables(c));
+  fmt::print("{}", report::run_rank_terms_table(trace));
   if (!a.json.empty()) {
+    nlohmann::json j = report::run_compare_to_json(c);
+    j["rank_time_terms"] = report::run_rank_terms_json(trace);
     std::ofstream out(a.json);
-    out << report::run_compare_to_json(c).dump(1) << "\n";
+    out << j.dump(1) << "\n";
     if (!out) fail("cannot write {}: check that its directory exists and is writable", a.json);
     fmt::print("\nwrote {}\n", a.json);
   }

@@ -203,13 +203,13 @@ CostModel CostModel::from_config(const Config& cfg) {
 // curve eff(t) = t/(t + t_half) on the chunk's tokens per device t = T/u, i.e.
 // α2·T·(t + t_half)/t; attention pays α1 per causal pair. Coefficients are per token of the whole
 // chunk, already divided by the Ulysses degree.
-double CostModel::layer_seconds(std::span<const SliceShape> chunk) const {
+double CostModel::layer_seconds(std::span<const SliceShape> chunk, const Coefficients& c) const {
   check_chunk(chunk);
   if (chunk.empty()) return 0.0;
   double pairs2 = 0;
   for (const SliceShape& s : chunk) pairs2 += causal_pairs2(s);
   const double t = static_cast<double>(chunk_tokens(chunk));
-  return coeffs_.alpha1 * pairs2 + coeffs_.alpha2 * t / efficiency(chunk);
+  return c.alpha1 * pairs2 + c.alpha2 * t / efficiency(chunk, c);
 }
 
 double CostModel::attention_seconds(std::span<const SliceShape> chunk) const {
@@ -219,47 +219,62 @@ double CostModel::attention_seconds(std::span<const SliceShape> chunk) const {
   return coeffs_.alpha1 * pairs2;
 }
 
-double CostModel::efficiency(std::span<const SliceShape> chunk) const {
+double CostModel::efficiency(std::span<const SliceShape> chunk, const Coefficients& c) const {
   const double t = static_cast<double>(chunk_tokens(chunk)) / ulysses_degree_;
-  return t / (t + coeffs_.half_efficiency_tokens);
+  return t / (t + c.half_efficiency_tokens);
 }
 
 // Compute of the stage's layers plus embedding, forward, without β1 and all-to-alls.
-double CostModel::stage_compute_seconds(std::span<const SliceShape> chunk,
-                                        const StageShape& stage) const {
+double CostModel::stage_compute_seconds(std::span<const SliceShape> chunk, const StageShape& stage,
+                                        const Coefficients& c) const {
   const double t = static_cast<double>(chunk_tokens(chunk));
-  double s = stage.num_layers * layer_seconds(chunk);
-  if (stage.has_embedding) s += coeffs_.embedding_per_token * t;
+  double s = stage.num_layers * layer_seconds(chunk, c);
+  if (stage.has_embedding) s += c.embedding_per_token * t;
   return s;
 }
 
-double CostModel::lm_head_seconds(std::span<const SliceShape> chunk,
-                                  const StageShape& stage) const {
+double CostModel::lm_head_seconds(std::span<const SliceShape> chunk, const StageShape& stage,
+                                  const Coefficients& c) const {
   if (!stage.has_lm_head) return 0.0;
-  return coeffs_.lm_head_per_token * static_cast<double>(chunk_tokens(chunk)) / efficiency(chunk);
+  return c.lm_head_per_token * static_cast<double>(chunk_tokens(chunk)) / efficiency(chunk, c);
 }
 
 double CostModel::forward_time(std::span<const SliceShape> chunk, const StageShape& stage) const {
   if (chunk.empty()) return 0.0;
-  return coeffs_.beta1 + stage_compute_seconds(chunk, stage) + lm_head_seconds(chunk, stage) +
+  const Coefficients& c = time_coefficients(stage.rank);
+  return c.beta1 + stage_compute_seconds(chunk, stage, c) + lm_head_seconds(chunk, stage, c) +
          stage.num_layers * ulysses_alltoall_time(chunk_tokens(chunk));
 }
 
 // The all-to-alls of the backward move as many bytes as the forward's (4 per layer).
 double CostModel::backward_time(std::span<const SliceShape> chunk, const StageShape& stage) const {
   if (chunk.empty()) return 0.0;
-  return coeffs_.beta1 + coeffs_.backward_factor * stage_compute_seconds(chunk, stage) +
-         coeffs_.lm_head_backward_factor * lm_head_seconds(chunk, stage) +
+  const Coefficients& c = time_coefficients(stage.rank);
+  return c.beta1 + c.backward_factor * stage_compute_seconds(chunk, stage, c) +
+         c.lm_head_backward_factor * lm_head_seconds(chunk, stage, c) +
          stage.num_layers * ulysses_alltoall_time(chunk_tokens(chunk));
 }
 
-double CostModel::recompute_time(std::span<const SliceShape> chunk,
-                                 int64_t recompute_layers) const {
+double CostModel::recompute_time(std::span<const SliceShape> chunk, int64_t recompute_layers,
+                                 int32_t rank) const {
   if (recompute_layers < 0)
     fail("cost model: recompute_layers must be >= 0, got {}", recompute_layers);
   if (chunk.empty() || recompute_layers == 0) return 0.0;
-  return recompute_layers * (coeffs_.recompute_factor * layer_seconds(chunk) +
+  const Coefficients& c = time_coefficients(rank);
+  return recompute_layers * (c.recompute_factor * layer_seconds(chunk, c) +
                              ulysses_alltoall_time(chunk_tokens(chunk)));
+}
+
+CostModel CostModel::with_rank_coefficients(std::vector<Coefficients> rank_coeffs) const {
+  CostModel out = *this;
+  out.rank_coeffs_ = std::move(rank_coeffs);
+  return out;
+}
+
+const Coefficients& CostModel::time_coefficients(int32_t rank) const {
+  if (rank >= 0 && static_cast<size_t>(rank) < rank_coeffs_.size())
+    return rank_coeffs_[static_cast<size_t>(rank)];
+  return coeffs_;
 }
 
 int64_t CostModel::p2p_bytes(std::span<const SliceShape> chunk) const {

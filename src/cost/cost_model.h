@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 
@@ -25,6 +26,9 @@ struct StageShape {
   int64_t num_layers = 0;
   bool has_embedding = false;
   bool has_lm_head = false;  // final norm + LM head + cross-entropy loss
+  // Pipeline rank that runs the stage: its own time coefficients when the model has some
+  // (CostModel::with_rank_coefficients); -1 (or a rank without its own) uses the shared ones.
+  int32_t rank = -1;
 };
 
 // A device and its links. Efficiencies are fractions of peak the time model assumes.
@@ -123,8 +127,18 @@ class CostModel {
   double forward_time(std::span<const SliceShape> chunk, const StageShape& stage) const;
   // Excludes recompute: backward_factor × forward compute + β1 + all-to-alls.
   double backward_time(std::span<const SliceShape> chunk, const StageShape& stage) const;
-  // Forward of that many layers again (no β1: it runs inside the backward action).
-  double recompute_time(std::span<const SliceShape> chunk, int64_t recompute_layers) const;
+  // Forward of that many layers again (no β1: it runs inside the backward action), on `rank`
+  // (-1: with the shared coefficients).
+  double recompute_time(std::span<const SliceShape> chunk, int64_t recompute_layers,
+                        int32_t rank = -1) const;
+
+  // Per pipeline rank time coefficients: a rank's stages are timed with rank_coeffs[rank] (a
+  // slow rank's actions cost more, so the planner gives it less work); links and memory stay
+  // coefficients(). Empty: every rank uses coefficients().
+  CostModel with_rank_coefficients(std::vector<Coefficients> rank_coeffs) const;
+  const std::vector<Coefficients>& rank_coefficients() const { return rank_coeffs_; }
+  // The coefficients that time `rank`'s stages.
+  const Coefficients& time_coefficients(int32_t rank) const;
   int64_t p2p_bytes(std::span<const SliceShape> chunk) const;  // activation or its gradient
   double p2p_time(int64_t bytes, bool inter_node) const;       // V/B + latency
   double link_latency(bool inter_node) const;
@@ -161,15 +175,18 @@ class CostModel {
   double flops(std::span<const SliceShape> chunk, int64_t num_layers, bool lm_head) const;
 
  private:
-  double layer_seconds(std::span<const SliceShape> chunk) const;
+  double layer_seconds(std::span<const SliceShape> chunk, const Coefficients& c) const;
   // Forward of the stage's layers and embedding, and of its LM head (0 without one).
-  double stage_compute_seconds(std::span<const SliceShape> chunk, const StageShape& stage) const;
-  double lm_head_seconds(std::span<const SliceShape> chunk, const StageShape& stage) const;
-  double efficiency(std::span<const SliceShape> chunk) const;
+  double stage_compute_seconds(std::span<const SliceShape> chunk, const StageShape& stage,
+                               const Coefficients& c) const;
+  double lm_head_seconds(std::span<const SliceShape> chunk, const StageShape& stage,
+                         const Coefficients& c) const;
+  double efficiency(std::span<const SliceShape> chunk, const Coefficients& c) const;
 
   ModelConfig model_;
   DeviceSpec device_;
   Coefficients coeffs_;
+  std::vector<Coefficients> rank_coeffs_;  // per pipeline rank; empty = coeffs_ everywhere
   int64_t ulysses_degree_ = 1;
   bool bf16_ = false;
 };

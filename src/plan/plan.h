@@ -83,6 +83,9 @@ struct Plan {
   std::vector<int64_t> predicted_peak_bytes;  // per rank
   double predicted_step_time = 0;
   int64_t memory_budget = 0;  // bytes per rank; 0 = unchecked
+  // Per pipeline rank, the time terms (cost::OnlineTerm order) its actions were predicted with,
+  // when ranks have costs of their own (plan_costs.h); empty: one set of coefficients for all.
+  std::vector<std::vector<double>> rank_time_terms;
 
   int32_t num_stages() const { return pp * vpp; }
   int32_t rank_of_stage(int32_t stage) const { return stage % pp; }

@@ -1,11 +1,13 @@
 #include "plan/plan_json.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/json_read.h"
+#include "plan/plan_costs.h"
 
 namespace infinipipe::plan {
 namespace {
@@ -48,6 +50,23 @@ const json& as_array(const json& v, const std::string& where, size_t size = SIZE
   return v;
 }
 
+// One list of time terms per pipeline rank, each non-negative and finite.
+void rank_time_terms_from_json(Plan& p, const json& j) {
+  if (!j.contains("rank_time_terms")) return;
+  const json& all = as_array(j.at("rank_time_terms"), "rank_time_terms", static_cast<size_t>(p.pp));
+  for (const json& rank : all) {
+    std::vector<double> terms;
+    for (const json& v : as_array(rank, "rank_time_terms[]", kPlanTimeTerms)) {
+      const double x = as_double(v, "rank_time_terms[][]");
+      if (!(x >= 0) || !std::isfinite(x))
+        fail("plan JSON: rank_time_terms[{}] holds {}; time terms are finite and >= 0",
+             p.rank_time_terms.size(), x);
+      terms.push_back(x);
+    }
+    p.rank_time_terms.push_back(std::move(terms));
+  }
+}
+
 }  // namespace
 
 json plan_to_json(const Plan& plan) {
@@ -60,6 +79,7 @@ json plan_to_json(const Plan& plan) {
   j["memory_budget"] = plan.memory_budget;
   j["predicted_step_time"] = plan.predicted_step_time;
   j["predicted_peak_bytes"] = plan.predicted_peak_bytes;
+  if (!plan.rank_time_terms.empty()) j["rank_time_terms"] = plan.rank_time_terms;
   j["seq_lengths"] = plan.seq_lengths;
   json chunks = json::array();
   for (const Chunk& c : plan.chunks) {
@@ -209,7 +229,7 @@ Plan plan_from_json(const json& j) {
   for (const json& v :
        as_array(field(j, "predicted_peak_bytes", "the plan"), "predicted_peak_bytes"))
     p.predicted_peak_bytes.push_back(as_int(v, "predicted_peak_bytes[]", 0));
-
+  rank_time_terms_from_json(p, j);  // optional: plans before per-rank costs have none
   lengths_from_json(p, j);
   chunks_from_json(p, j);
   stages_from_json(p, j);

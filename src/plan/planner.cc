@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "plan/baselines.h"
 #include "plan/budget_error.h"
+#include "plan/plan_costs.h"
 #include "plan/recompute.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
@@ -405,6 +406,7 @@ PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
       res = tune_batch_level(cfg, cm, lengths, schedule);
       break;
   }
+  res.plan.rank_time_terms = plan_rank_time_terms(cm);
   validate_or_throw(res.plan, cm, cfg);
   return res;
 }

@@ -16,7 +16,7 @@ MemoryContext plan_memory_context(const Config& cfg, int64_t budget) {
 namespace {
 
 cost::StageShape shape_of(const StageSpec& s) {
-  return cost::StageShape{s.num_layers, s.has_embedding, s.has_lm_head};
+  return cost::StageShape{s.num_layers, s.has_embedding, s.has_lm_head, s.rank};
 }
 
 // For each chunk, the chunk holding the previous slice of its sequence (-1 when it has none):
@@ -96,7 +96,7 @@ struct ProblemBuilder {
     it.rank = plan.rank_of_stage(s);
     it.max_layers = static_cast<int32_t>(spec.num_layers);
     for (int32_t r = 0; r <= it.max_layers; ++r) {
-      it.time.push_back(r == 0 ? 0.0 : cm.recompute_time(shapes[c], r));
+      it.time.push_back(r == 0 ? 0.0 : cm.recompute_time(shapes[c], r, it.rank));
       it.act.push_back(cm.activation_bytes(shapes[c], sh, r) + cm.kv_keep_bytes(shapes[c], sh));
       it.transient.push_back(cm.backward_transient_bytes(shapes[c], sh, r) +
                              cm.dkv_buffer_bytes(shapes[c], sh));

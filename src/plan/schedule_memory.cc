@@ -13,6 +13,7 @@ cost::StageShape stage_shape(const StageSpec& s) {
   sh.num_layers = s.num_layers;
   sh.has_embedding = s.has_embedding;
   sh.has_lm_head = s.has_lm_head;
+  sh.rank = s.rank;
   return sh;
 }
 

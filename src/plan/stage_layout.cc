@@ -71,7 +71,7 @@ std::vector<StageSpec> stage_layout_by_cost(const cost::CostModel& cost, int32_t
   std::vector<cost::SliceShape> ref(reference.begin(), reference.end());
   if (ref.empty()) ref.push_back({0, cost.model().seq_length, true});
   auto time = [&](int32_t s, int64_t n) {
-    cost::StageShape st{n, s == 0, s == pp - 1};
+    cost::StageShape st{n, s == 0, s == pp - 1, s};  // vpp 1: stage s runs on rank s
     return cost.forward_time(ref, st) + cost.backward_time(ref, st);
   };
   // Most layers stage s can take within time T (times grow with the layer count).

@@ -270,7 +270,7 @@ void plan_predict(Plan& plan, const cost::CostModel& cost, const Config& cfg) {
       a.predicted_time =
           a.kind == ActionKind::forward
               ? cost.forward_time(sh, st)
-              : cost.backward_time(sh, st) + cost.recompute_time(sh, a.recompute_layers);
+              : cost.backward_time(sh, st) + cost.recompute_time(sh, a.recompute_layers, st.rank);
     }
   plan.predicted_peak_bytes = schedule_memory_trace(plan, cost, cfg).peak;
   Replay r = schedule_replay(plan, replay_transfer_times(plan, cost, cfg));

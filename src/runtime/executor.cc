@@ -1,6 +1,9 @@
 #include "runtime/executor.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -20,6 +23,38 @@ double seconds_since(RankExecutor::Clock::time_point t0) {
 std::string action_describe(const plan::Action& a) {
   return fmt::format("{} of chunk {} on stage {}", plan::action_kind_name(a.kind), a.chunk,
                      a.stage);
+}
+
+// Test hook, not an option (docs/cost-model.md, "Per-rank costs"): the environment variable
+// INFINIPIPE_TEST_SLOW_RANK=R:F makes every action of pipeline rank R take F times as long: it
+// sleeps F - 1 times the action's compute inside the measured interval, so a test can make one
+// stage slow on a shared machine and check that plans follow. Unset: factor 1 everywhere.
+struct SlowRankHook {
+  int32_t rank = -1;
+  double factor = 1.0;
+};
+
+// Read at every action (a getenv is cheap next to an action), so a test may set it at any time.
+SlowRankHook slow_rank_hook() {
+  SlowRankHook h;
+  const char* v = std::getenv("INFINIPIPE_TEST_SLOW_RANK");  // NOLINT(concurrency-mt-unsafe)
+  if (v == nullptr || *v == '\0') return h;
+  char tail = 0;
+  if (std::sscanf(v, "%d:%lf%c", &h.rank, &h.factor, &tail) != 2 || h.rank < 0 ||
+      !(h.factor >= 1.0) || h.factor > 100.0)
+    fail(
+        "INFINIPIPE_TEST_SLOW_RANK is '{}'; the test hook takes RANK:FACTOR, e.g. 0:3 "
+        "(a pipeline rank >= 0 and a factor in [1, 100])",
+        v);
+  return h;
+}
+
+// Sleeps so the action begun at `start_s` lasts the hook's factor times what it ran.
+void slow_rank_apply(int32_t rank, double start_s, RankExecutor::Clock::time_point t0) {
+  const SlowRankHook h = slow_rank_hook();
+  if (h.rank != rank || h.factor == 1.0) return;
+  const double ran = seconds_since(t0) - start_s;
+  std::this_thread::sleep_for(std::chrono::duration<double>((h.factor - 1.0) * ran));
 }
 
 }  // namespace
@@ -179,6 +214,7 @@ void RankExecutor::run_next() {
     timing.start_s = seconds_since(t0_);
     // The received buffer becomes the chunk's stashed input (no copy, no second buffer).
     ForwardOutput out = engine.forward(in, std::move(input), a.recompute_layers, loss_scale_);
+    slow_rank_apply(rank_, timing.start_s, t0_);
     timing.end_s = seconds_since(t0_);
     if (st.has_lm_head) {
       stats_.loss_sum += out.loss_sum;
@@ -199,6 +235,7 @@ void RankExecutor::run_next() {
       };
     }
     Tensor dx = engine.backward(a.chunk, std::move(grad), part_done);
+    slow_rank_apply(rank_, timing.start_s, t0_);
     timing.end_s = seconds_since(t0_);
     if (!st.has_embedding) link_.send_grad(a.stage, a.chunk, std::move(dx));
     // The chunk's last backward on this rank: its tokens are no longer needed.

@@ -157,11 +157,14 @@ class Trainer {
   void plan_ahead_start();
   plan::PlanResult plan_replica(std::span<const int64_t> lengths, double& planner_seconds);
   void plan_broadcast(void* data, int count, MPI_Datatype type, const std::string& what);
-  void plan_cost_set(const std::array<double, cost::kNumOnlineTerms>& terms);  // last_plan_cm_
+  // last_plan_cm_: the shared terms and the plan's per-rank ones.
+  void plan_cost_set(const std::array<double, cost::kNumOnlineTerms>& terms,
+                     const plan::Plan& plan);
 
   // The online refit (train_cost.cc): this rank's measured actions into its fit, the pipeline's
   // fits pooled into the coefficients the next plans use.
   void cost_model_update(int64_t iteration);
+  std::vector<cost::Coefficients> rank_coefficients_gather(int64_t iteration) const;
 
   // One iteration's parts, in order (train_step.cc).
   Clock::time_point step_plan(std::span<const int64_t> lengths, obs::IterationMetrics& m);

@@ -2,6 +2,9 @@
 // iteration each rank feeds the actions it ran into its fit, a pipeline's ranks pool their fits
 // (one all-reduce), and the next plans of that pipeline are made with the pooled coefficients.
 // The stage layout and the data-parallel split keep the prior: every rank computes them alike.
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "comm/mpi_allreduce.h"
@@ -34,6 +37,30 @@ void Trainer::cost_model_update(int64_t iteration) {
   pooled_ = cost::online_fit_pool(cm_, share);
   plan_cm_ =
       cost::CostModel(cm_.model(), cm_.device(), pooled_.coeffs, cm_.ulysses_degree(), cm_.bf16());
+  if (groups_) plan_cm_ = plan_cm_.with_rank_coefficients(rank_coefficients_gather(iteration));
+}
+
+// Every rank of the pipeline learns each rank's own time terms (its slot of one summed vector),
+// so the planner times a rank's stages with what that rank measured: a slow rank gets less work.
+std::vector<cost::Coefficients> Trainer::rank_coefficients_gather(int64_t iteration) const {
+  const int pp = static_cast<int>(cfg_.parallel.pipeline_parallel);
+  const auto mine = cost::online_terms_get(fit_->coefficients());
+  std::vector<double> all(static_cast<size_t>(pp) * cost::kNumOnlineTerms, 0.0);
+  std::copy(
+      mine.begin(), mine.end(),
+      all.begin() + static_cast<std::ptrdiff_t>(groups_->layout().stage) * cost::kNumOnlineTerms);
+  allreduce_sum(groups_->pp_comm(), std::span<double>(all), p2p_->timeout_s(),
+                fmt::format("the ranks' cost terms of iteration {}", iteration));
+  std::vector<cost::Coefficients> out;
+  for (int r = 0; r < pp; ++r) {
+    cost::Coefficients c = pooled_.coeffs;
+    cost::online_terms_set(
+        std::span<const double>(all).subspan(static_cast<size_t>(r) * cost::kNumOnlineTerms,
+                                             cost::kNumOnlineTerms),
+        c);
+    out.push_back(c);
+  }
+  return out;
 }
 
 std::optional<cost::Calibration> Trainer::online_calibration() const {

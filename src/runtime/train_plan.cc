@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/mpi_comm.h"
+#include "plan/plan_costs.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "runtime/train.h"
@@ -76,7 +77,7 @@ plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths, double&
     knobs_text_ = out.knobs.describe();
   }
   if (!groups_) {
-    plan_cost_set(terms);
+    plan_cost_set(terms, out.plan);
     return out;
   }
   std::string text;
@@ -98,14 +99,16 @@ plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths, double&
     planner_seconds = j.at("seconds").get<double>();
     terms = j.at("time_terms").get<std::array<double, cost::kNumOnlineTerms>>();
   }
-  plan_cost_set(terms);
+  plan_cost_set(terms, out.plan);
   return out;
 }
 
-void Trainer::plan_cost_set(const std::array<double, cost::kNumOnlineTerms>& terms) {
+void Trainer::plan_cost_set(const std::array<double, cost::kNumOnlineTerms>& terms,
+                            const plan::Plan& plan) {
   cost::Coefficients c = cm_.coefficients();
   cost::online_terms_set(terms, c);
-  last_plan_cm_ = cost::CostModel(cm_.model(), cm_.device(), c, cm_.ulysses_degree(), cm_.bf16());
+  last_plan_cm_ = plan::plan_cost_model(
+      plan, cost::CostModel(cm_.model(), cm_.device(), c, cm_.ulysses_degree(), cm_.bf16()));
 }
 
 }  // namespace infinipipe::runtime

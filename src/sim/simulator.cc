@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "plan/plan_costs.h"
 #include "plan/schedule_memory.h"
 #include "plan/schedule_replay.h"
 #include "plan/validate.h"
@@ -43,6 +44,7 @@ Simulator::Simulator(const cost::CostModel& cost, const Config& cfg, SimOptions 
 StepResult Simulator::execute(const plan::Plan& input) {
   plan::ValidationResult ok = plan::validate_structure(input, cfg_);
   if (!ok.ok()) fail("cannot simulate the {} plan:\n{}", input.schedule, ok.message());
+  const cost::CostModel costs = plan::plan_cost_model(input, cost_);  // the plan's rank costs
   bool predicted = false;
   for (const auto& list : input.actions)
     for (const plan::Action& a : list) predicted = predicted || a.predicted_time > 0;
@@ -50,23 +52,23 @@ StepResult Simulator::execute(const plan::Plan& input) {
   const plan::Plan* p = &input;
   if (opts_.repredict || !predicted) {
     repredicted = input;
-    plan::plan_predict(repredicted, cost_, cfg_);
+    plan::plan_predict(repredicted, costs, cfg_);
     p = &repredicted;
   }
   const plan::Plan& plan = *p;
 
   std::vector<double> transfer;
-  if (!opts_.ignore_comms) transfer = plan::replay_transfer_times(plan, cost_, cfg_);
+  if (!opts_.ignore_comms) transfer = plan::replay_transfer_times(plan, costs, cfg_);
   plan::Replay replay = plan::schedule_replay(plan, transfer);
   if (replay.deadlock)
     fail("cannot simulate the {} plan: {}", plan.schedule, replay.deadlock_reason);
-  plan::MemoryTrace mem = plan::schedule_memory_trace(plan, cost_, cfg_);
+  plan::MemoryTrace mem = plan::schedule_memory_trace(plan, costs, cfg_);
 
   StepResult r;
   r.source = "simulator";
   r.dp_sync_time.assign(plan.pp, 0.0);
   for (int32_t k = 0; k < plan.pp; ++k) {
-    r.dp_sync_time[k] = dp_sync_seconds(plan, cost_, cfg_, k);
+    r.dp_sync_time[k] = dp_sync_seconds(plan, costs, cfg_, k);
     double done = replay.timing[k].empty() ? 0.0 : replay.timing[k].back().end;
     r.step_time = std::max(r.step_time, done + r.dp_sync_time[k]);
   }
@@ -87,9 +89,9 @@ StepResult Simulator::execute(const plan::Plan& input) {
       rec.start = t.start;
       rec.end = t.end;
       if (a.kind == plan::ActionKind::backward && a.recompute_layers > 0)
-        rec.recompute_time =
-            std::min(t.end - t.start,
-                     cost_.recompute_time(plan.chunks[a.chunk].shapes(), a.recompute_layers));
+        rec.recompute_time = std::min(
+            t.end - t.start, costs.recompute_time(plan.chunks[a.chunk].shapes(), a.recompute_layers,
+                                                  plan.rank_of_stage(a.stage)));
       const plan::MemoryStep& m = mem.steps[k][i];
       curve.push_back({t.start, level});
       if (a.kind == plan::ActionKind::backward) {  // working set up front, freed at the end
@@ -101,7 +103,7 @@ StepResult Simulator::execute(const plan::Plan& input) {
     }
     curve.push_back({r.step_time, level});
   }
-  step_result_finish(r, plan, cost_, cfg_);
+  step_result_finish(r, plan, costs, cfg_);
   return r;
 }
 

@@ -1,0 +1,66 @@
+// Per-rank costs under mpirun: with the online refit each pipeline rank keeps its own time
+// terms, which travel in the plan. A rank made slow by the test hook INFINIPIPE_TEST_SLOW_RANK
+// (executor.cc) is timed slower in later plans than its fast neighbour, and every rank of the
+// pipeline holds the very same plan bytes (so the same coefficients).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "comm/mpi_allreduce.h"
+#include "comm/mpi_groups.h"
+#include "dist_test_util.h"
+#include "dist_train_fixture.h"
+#include "plan/plan_costs.h"
+#include "plan/plan_json.h"
+#include "runtime/train.h"
+
+namespace infinipipe::runtime {
+namespace {
+
+class DistRankCosts : public disttest_fixture::DistTrainFixture {
+ protected:
+  TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const override {
+    return options_base(pp, dp, schedule, iters, Optimizer::adamw, false);
+  }
+};
+
+// Seconds the plan's cost model gives `rank` for one forward and backward of a 512-token
+// sequence on a middle-stage shape (same layers, no embedding or head): compares ranks' terms.
+double rank_reference_seconds(const cost::CostModel& cm, int32_t rank) {
+  const cost::SliceShape seq{0, 512, true};
+  const cost::StageShape st{2, false, false, rank};
+  return cm.forward_time({&seq, 1}, st) + cm.backward_time({&seq, 1}, st);
+}
+
+TEST_F(DistRankCosts, SlowRankIsTimedSlowerAndEveryRankHoldsThePlan) {
+  DIST_TEST_RANKS(2);
+  ::setenv("INFINIPIPE_TEST_SLOW_RANK", "0:4", 1);
+  ProcessGroups groups(disttest::test_comm(), 2, 1);
+  TrainOptions o = options(2, 1, Schedule::epp, 6);
+  o.config.training.cost_model_update = CostModelUpdate::online;
+  o.groups = &groups;
+  Trainer t(o);
+  for (int i = 0; i < 6; ++i) t.step();
+  ::unsetenv("INFINIPIPE_TEST_SLOW_RANK");
+
+  const plan::Plan& p = t.last_plan();
+  ASSERT_EQ(p.rank_time_terms.size(), 2u);
+  const cost::CostModel& cm = t.plan_cost_model();
+  const double slow = rank_reference_seconds(cm, 0), fast = rank_reference_seconds(cm, 1);
+  EXPECT_GT(slow, 1.5 * fast) << "rank 0 runs 4x slower; its fitted terms give " << slow
+                              << " s, rank 1's " << fast << " s";
+  // The same plan bytes on both ranks: the largest and smallest hash over the pipeline agree.
+  const std::string text = plan::plan_to_json(p).dump();
+  // 52 bits of the hash, exact in a double.
+  const double hash = static_cast<double>(std::hash<std::string>{}(text) & ((1ULL << 52) - 1));
+  std::array<double, 2> range = {hash, -hash};
+  allreduce_max(groups.pp_comm(), range, 30.0, "the plan's hash");
+  const double most = range[0], least = -range[1];
+  EXPECT_EQ(most, least) << "the ranks of the pipeline hold different plans";
+}
+
+}  // namespace
+}  // namespace infinipipe::runtime
