@@ -287,7 +287,7 @@ struct EppSearch {
     int64_t max_static = 0;
     for (int32_t r = 0; r < pp(); ++r)
       max_static =
-          std::max(max_static, cm.static_bytes(stage_shape(stages[r]), mem.dp, mem.zero_shard));
+          std::max(max_static, stage_static_bytes(cm, stage_shape(stages[r]), mem));
     return max_static >= budget();
   }
 
@@ -295,7 +295,7 @@ struct EppSearch {
   double try_chunks(const std::vector<Chunk>& chunks, int32_t k) {
     const MemoryContext mem = memory();
     const cost::StageShape first = stage_shape(stages[0]);
-    const int64_t act_budget = budget() - cm.static_bytes(first, mem.dp, mem.zero_shard);
+    const int64_t act_budget = budget() - stage_static_bytes(cm, first, mem);
     auto groups = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
     if (groups.empty()) groups = finest_grouping(chunks);
     for (int attempt = 0; attempt < 2; ++attempt) {
