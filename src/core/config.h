@@ -78,6 +78,9 @@ struct ParallelConfig {
   // ulysses × dp devices that hold the stage, gathering each layer's weights before its forward
   // and its backward and reduce-scattering its gradients (docs/cost-model.md, "ZeRO-3").
   int64_t zero_stage = 1;
+  // EPP ablation (the paper's "without balanced chunking"): cut long sequences into slices of
+  // equal tokens instead of equal cost.
+  bool epp_uniform_slicing = false;
   // Layers of each (virtual) stage, model order, when the model already lives on its ranks:
   // `train` sets it from the layout it built, so plans keep that layout whatever cost model plans
   // them. Not a flag; empty = the planner splits the layers by cost.
