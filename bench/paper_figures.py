@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The InfiniPipe paper's other figures on its settings, simulated: ZeRO stage inside a stage
-(1 vs 3), context scaling 64K -> 192K and global batch 128 -> 512 (Llama-13B, paper baselines),
+(1 vs 3), the 13B case study's time breakdown, context scaling 64K -> 192K and global batch 128 -> 512 (Llama-13B, paper baselines),
 the ablation (uniform slicing, no recompute, full recompute against EPP) and the planner's time
 per batch. Every number is one `infinipipe simulate` run on the A800 preset (docs/cost-model.md).
 Env/flags: DISTS, ITERATIONS (batches per setting), OUT, EXTRA (more flags for every run)."""
@@ -94,6 +94,24 @@ def zero_stages(run, a):
     print()
 
 
+def case_study(run, a):
+    """Where the busiest rank's time goes, Llama-13B 96K, the first batch (`--breakdown`)."""
+    rows = []
+    for dist in a.dists.split():
+        for zero in ["1", "3"]:
+            cmd = [run.exe, "simulate", "--config", "examples/llama13b-96k.yaml", "--distribution",
+                   dist, "--breakdown", "--zero-stage", zero] + shlex.split(a.extra)
+            _, out, _ = bc.run(cmd)
+            for line in out.splitlines():
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if line.startswith("| epp ") and len(cells) == 7:
+                    rows.append([dist, f"ZeRO-{zero}"] + cells[1:])
+    print("## Case study: Llama-13B 96K, where the busiest rank's step goes (first batch)\n")
+    print(bc.md_table(["lengths", "model states", "rank", "compute", "all-to-all", "ZeRO-3",
+                       "dp all-reduce", "idle (bubbles)"], rows, "llrrrrrr"))
+    print()
+
+
 def scaling(run, a, title, header, values, flags_of):
     rows = []
     for dist in a.dists.split():
@@ -148,7 +166,7 @@ def solver_time(run, a):
                     rows.append([f"{model.upper()} {length.upper()}", dist,
                                  f"{sum(planning) / len(planning):.2f} s",
                                  f"{max(planning):.2f} s"])
-    print("## Planner time per global batch (EPP, one thread, whole plan)\n")
+    print("## Planner time per global batch (EPP, whole plan, wall-clock on this machine)\n")
     print(bc.md_table(["setting", "lengths", f"mean of {a.iterations}", "max"], rows, "llrr"))
     print()
 
@@ -163,6 +181,7 @@ def main():
     print("\n".join(bc.machine_lines()) + "\n")
     with bc.LoadSampler():
         zero_stages(run, a)
+        case_study(run, a)
         scaling(run, a, "Context scaling (Llama-13B, global batch 512)", "max length",
                 ["64K", "128K", "192K"],
                 lambda v: ["--seq-length", str(int(v[:-1]) * 1024)])
