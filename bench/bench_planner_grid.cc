@@ -90,9 +90,9 @@ PhaseSeconds phases_time(const Config& cfg, const cost::CostModel& cm,
   t.processor = since(t0);
 
   const int64_t budget = plan::planner_budget(cfg, cm);
-  const plan::MemoryContext mem{budget, cfg.parallel.data_parallel, plan::plan_zero_shard(cfg)};
+  const plan::MemoryContext mem = plan::plan_memory_context(cfg, budget);
   const cost::StageShape first = plan::stage_shape(r.plan.stages[0]);
-  const int64_t act_budget = budget - cm.static_bytes(first, mem.dp, mem.zero_shard);
+  const int64_t act_budget = budget - plan::stage_static_bytes(cm, first, mem);
   t0 = Clock::now();
   const auto groups = plan::epp_group_pipelines(pr.chunks, ipp, cm, first, act_budget);
   t.grouping = since(t0);

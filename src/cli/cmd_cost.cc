@@ -17,6 +17,8 @@
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
+#include "plan/model_states.h"
+#include "plan/planner.h"
 #include "plan/schedule_memory.h"
 
 namespace infinipipe::cli {
@@ -80,15 +82,22 @@ void run_cost(const Config& cfg, const CostOptions& o) {
                format_bytes(cm.activation_bytes(chunk, stage, stage.num_layers)));
   }
   // As plans count it: optimizer state sharded over the Ulysses group, and over the dp
-  // replicas with --use-distributed-optimizer.
+  // replicas with --use-distributed-optimizer; with --zero-stage 3 everything over ulysses × dp.
+  const plan::MemoryContext mem = plan::plan_memory_context(cfg, plan::planner_budget(cfg, cm));
   const bool sharded = plan::plan_zero_shard(cfg);
   const int64_t dp = plan::plan_optimizer_dp(cfg);
+  const std::string how =
+      mem.zero_stage == 3
+          ? fmt::format("ZeRO-3: weights, gradients and optimizer sharded over {} rank(s), plus "
+                        "{} of gathered layers",
+                        mem.zero3_group,
+                        format_bytes(plan::stage_gather_buffer_bytes(cm, stage, mem)))
+      : sharded ? fmt::format("optimizer state sharded over {} rank(s): Ulysses group of {} "
+                              "× {} data-parallel replica(s)",
+                              cm.ulysses_degree() * dp, cm.ulysses_degree(), dp)
+                : std::string("no sharding");
   fmt::print("static (weights, grads, optimizer) on this stage: {} ({})\n",
-             format_bytes(cm.static_bytes(stage, dp, sharded)),
-             sharded ? fmt::format("optimizer state sharded over {} rank(s): Ulysses group of {} "
-                                   "× {} data-parallel replica(s)",
-                                   cm.ulysses_degree() * dp, cm.ulysses_degree(), dp)
-                     : std::string("no sharding"));
+             format_bytes(plan::stage_static_bytes(cm, stage, mem)), how);
 
   if (!o.write_calibration.empty()) {
     cost::Calibration cal;

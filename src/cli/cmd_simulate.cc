@@ -42,7 +42,19 @@ struct Row {
   double step = 0, tokens_per_s = 0, bubble = 0, mfu = 0, plan_s = 0;
   int64_t peak = 0;
   std::string setting;
+  std::string breakdown;  // pipeline rows: where the slowest rank's step goes
 };
+
+// The rank that finishes last: its compute, communication and idle time (what --breakdown prints).
+std::string step_breakdown(const sim::StepResult& st) {
+  size_t k = 0;
+  for (size_t i = 0; i < st.busy_time.size(); ++i)
+    if (st.busy_time[i] + st.dp_sync_time[i] > st.busy_time[k] + st.dp_sync_time[k]) k = i;
+  const double idle = st.step_time - st.busy_time[k] - st.dp_sync_time[k];
+  return fmt::format("| {} | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s |", k,
+                     st.compute_time[k], st.alltoall_time[k], st.zero3_time[k],
+                     st.dp_sync_time[k], idle);
+}
 
 int64_t max_of(const std::vector<int64_t>& v) {
   int64_t m = 0;
@@ -65,6 +77,7 @@ Row pipeline_row(const Config& cfg, const cost::CostModel& cm, const std::vector
     row.mfu = st.mfu;
     row.peak = max_of(st.peak_bytes);
     row.setting = r.knobs.describe();
+    row.breakdown = step_breakdown(st);
     if (st.oom) row.note = "OOM in simulation";
   } catch (const plan::BudgetError& e) {
     row.note = fmt::format("OOM (needs {})", format_bytes(e.least_budget()));
@@ -165,6 +178,16 @@ void print_compare(const Config& cfg, const std::vector<int64_t>& lengths,
   fmt::print(")\n");
 }
 
+void print_breakdown(const std::vector<Row>& rows) {
+  fmt::print(
+      "\nTime of each pipeline row's busiest rank: compute (with recompute and β1), Ulysses "
+      "all-to-alls, exposed ZeRO-3 gathers and reduce-scatters, data-parallel all-reduce, idle "
+      "(bubbles)\n\n| schedule | rank | compute | all-to-all | ZeRO-3 | dp all-reduce | idle |\n"
+      "|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : rows)
+    if (!r.breakdown.empty()) fmt::print("| {} {}\n", r.name, r.breakdown);
+}
+
 // The flags that configure `--baselines paper` (0 or -1: the paper's setting for this model).
 struct PaperFlags {
   std::string baselines = "tuned";
@@ -242,10 +265,14 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_flag("--compare", *compare,
                 "every schedule side by side: epp and the baselines of --baselines");
   cmd->add_option("--plan", *plan_file, "simulate this saved plan instead of planning");
+  auto breakdown = std::make_shared<bool>(false);
+  cmd->add_flag("--breakdown", *breakdown,
+                "after the table: compute, all-to-all, ZeRO-3, all-reduce and idle seconds of "
+                "each pipeline row's busiest rank");
   auto paper = add_paper_flags(cmd);
   auto load = add_workload_options(cmd);
   auto config = add_config_options(cmd);
-  cmd->callback([compare, plan_file, paper, load, config] {
+  cmd->callback([compare, plan_file, breakdown, paper, load, config] {
     const Config cfg = resolve_config(*config);
     const cost::CostModel cm = obs::planning_cost_model(cfg);
     const bool paper_flags = std::any_of(paper->options.begin(), paper->options.end(),
@@ -261,16 +288,21 @@ void add_simulate_command(CLI::App& app) {
       fmt::print("{} plan {}: step {:.3f} s, {:.0f} tokens/s, bubble {:.1f}%, MFU {:.1f}%{}\n",
                  p.schedule, *plan_file, s.step_time, s.tokens_per_second,
                  100 * s.bubble_ratio_mean, 100 * s.mfu, s.oom ? ", OUT OF MEMORY" : "");
+      if (*breakdown) print_breakdown({Row{p.schedule, true, "", 0, 0, 0, 0, 0, 0, "",
+                                           step_breakdown(s)}});
       return;
     }
     const auto [global, lengths] = load(cfg, cm);
+    auto show = [&](const std::vector<Row>& rows) {
+      print_compare(cfg, lengths, rows);
+      if (*breakdown) print_breakdown(rows);
+    };
     if (!*compare) {
-      const Row r = pipeline_row(cfg, cm, lengths, cfg.parallel.schedule);
-      print_compare(cfg, lengths, {r});
+      show({pipeline_row(cfg, cm, lengths, cfg.parallel.schedule)});
       return;
     }
     if (paper->baselines == "paper") {
-      print_compare(cfg, lengths, paper_rows(cfg, cm, global, lengths, *paper));
+      show(paper_rows(cfg, cm, global, lengths, *paper));
       return;
     }
     std::vector<Row> rows;
@@ -278,7 +310,7 @@ void add_simulate_command(CLI::App& app) {
                        Schedule::seq1f1b})
       rows.push_back(pipeline_row(cfg, cm, lengths, s));
     rows.push_back(ulysses_row(cfg, cm, global));
-    print_compare(cfg, lengths, rows);
+    show(rows);
   });
 }
 

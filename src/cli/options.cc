@@ -189,6 +189,13 @@ const std::vector<OptionSpec>& option_specs() {
                "shard the optimizer state over the data-parallel replicas (ZeRO-1, as Megatron's "
                "distributed optimizer)",
                parallel.use_distributed_optimizer),
+      INT_OPT("zero-stage", {},
+              "model states inside a stage, planning: 1 = optimizer sharded over the Ulysses "
+              "group, 3 = weights, gradients and optimizer sharded over ulysses x dp (ZeRO-3)",
+              parallel.zero_stage),
+      FLAG_OPT("epp-uniform-slicing",
+               "ablation: EPP cuts long sequences into slices of equal tokens, not equal cost",
+               parallel.epp_uniform_slicing),
       // training
       INT_OPT("global-batch-size", {}, "sequences per iteration over all replicas",
               training.global_batch_size),

@@ -212,6 +212,11 @@ void ParallelConfig::validate() const {
   if (min_tail_slice <= 0) fail_config("min-tail-slice must be positive, got {}", min_tail_slice);
   if (seq1f1b_slices < 0) fail_config("seq1f1b-slices must be >= 0 (0 = tuned)");
   if (recompute_num_layers < 0) fail_config("recompute-num-layers must be >= 0");
+  if (zero_stage != 1 && zero_stage != 3)
+    fail_config(
+        "zero-stage must be 1 (optimizer state sharded inside a stage) or 3 (weights, gradients "
+        "and optimizer state sharded, layers gathered as they run), got {}",
+        zero_stage);
   if (!(p2p_timeout > 0)) {
     fail_config("p2p-timeout must be a positive number of seconds, got {}; the default is 45",
                 p2p_timeout);

@@ -72,6 +72,15 @@ struct ParallelConfig {
   // Megatron's distributed optimizer (ZeRO-1): each data-parallel replica keeps the optimizer
   // state of 1/dp of its stage's parameters, updates that part and all-gathers the weights.
   bool use_distributed_optimizer = false;
+  // Model states inside a pipeline stage, DeepSpeed's ZeRO stages (planning and simulation only):
+  // 1 shards the optimizer state over the stage's Ulysses group (and over the replicas with
+  // use_distributed_optimizer); 3 shards weights, gradients and optimizer state over the
+  // ulysses × dp devices that hold the stage, gathering each layer's weights before its forward
+  // and its backward and reduce-scattering its gradients (docs/cost-model.md, "ZeRO-3").
+  int64_t zero_stage = 1;
+  // EPP ablation (the paper's "without balanced chunking"): cut long sequences into slices of
+  // equal tokens instead of equal cost.
+  bool epp_uniform_slicing = false;
   // Layers of each (virtual) stage, model order, when the model already lives on its ranks:
   // `train` sets it from the layout it built, so plans keep that layout whatever cost model plans
   // them. Not a flag; empty = the planner splits the layers by cost.

@@ -146,6 +146,12 @@ class CostModel {
   double ulysses_alltoall_time(int64_t tokens) const;  // per layer forward; 0 when degree 1
   // The causal-attention part of one layer's forward compute (α1 term), seconds on one device.
   double attention_seconds(std::span<const SliceShape> chunk) const;
+  // One layer's forward compute (no β1, no all-to-alls), and the LM head's forward (0 on a stage
+  // without it): what a ZeRO-3 gather of the next layer can hide behind.
+  // `c` is time_coefficients(stage.rank) for the stage that runs them.
+  double layer_seconds(std::span<const SliceShape> chunk, const Coefficients& c) const;
+  double lm_head_seconds(std::span<const SliceShape> chunk, const StageShape& stage,
+                         const Coefficients& c) const;
 
   // Bytes on one device of the stage.
   // Weights + grads + optimizer (Adam m, v); zero_shard divides the optimizer part by dp.
@@ -175,12 +181,9 @@ class CostModel {
   double flops(std::span<const SliceShape> chunk, int64_t num_layers, bool lm_head) const;
 
  private:
-  double layer_seconds(std::span<const SliceShape> chunk, const Coefficients& c) const;
-  // Forward of the stage's layers and embedding, and of its LM head (0 without one).
+  // Forward of the stage's layers and embedding.
   double stage_compute_seconds(std::span<const SliceShape> chunk, const StageShape& stage,
                                const Coefficients& c) const;
-  double lm_head_seconds(std::span<const SliceShape> chunk, const StageShape& stage,
-                         const Coefficients& c) const;
   double efficiency(std::span<const SliceShape> chunk, const Coefficients& c) const;
 
   ModelConfig model_;

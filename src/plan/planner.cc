@@ -147,6 +147,7 @@ std::string PlanKnobs::describe() const {
   if (slices > 0) add(fmt::format("{}={}", micro_batch_tokens > 0 ? "slices" : "K", slices));
   if (vpp > 1) add(fmt::format("vpp={}", vpp));
   if (pipelines > 1) add(fmt::format("{} pipelines", pipelines));
+  if (uniform_slicing) add("uniform slicing");
   if (recompute_layers < 0)
     add("adaptive recompute");
   else if (recompute_layers == 0)
@@ -288,7 +289,7 @@ struct EppSearch {
     int64_t max_static = 0;
     for (int32_t r = 0; r < pp(); ++r)
       max_static =
-          std::max(max_static, cm.static_bytes(stage_shape(stages[r]), mem.dp, mem.zero_shard));
+          std::max(max_static, stage_static_bytes(cm, stage_shape(stages[r]), mem));
     return max_static >= budget();
   }
 
@@ -296,7 +297,7 @@ struct EppSearch {
   double try_chunks(const std::vector<Chunk>& chunks, int32_t k) {
     const MemoryContext mem = memory();
     const cost::StageShape first = stage_shape(stages[0]);
-    const int64_t act_budget = budget() - cm.static_bytes(first, mem.dp, mem.zero_shard);
+    const int64_t act_budget = budget() - stage_static_bytes(cm, first, mem);
     auto groups = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
     if (groups.empty()) groups = finest_grouping(chunks);
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -339,7 +340,8 @@ struct EppSearch {
       try_chunks(pack_micro_batches(lengths, longest), 1);
     }
     for (int32_t k : ks) {
-      ProcessorResult pr = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice);
+      ProcessorResult pr = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice,
+                                            cfg.parallel.epp_uniform_slicing);
       if (pr.slices_of_longest != k && k > 1) continue;  // same split as a smaller K
       const double t = try_chunks(pr.chunks, pr.slices_of_longest);
       // Finer slicing only adds overhead once it has clearly lost (time is unimodal in K).
@@ -380,6 +382,7 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
   knobs.slices = search.best_k;
   knobs.pipelines = best.plan.num_pipelines();
   knobs.recompute_layers = search.fixed_r;
+  knobs.uniform_slicing = cfg.parallel.epp_uniform_slicing;
   knobs.recompute_time = best.recompute_time;
   knobs.recompute_gap = best.recompute_gap;
   return PlanResult{std::move(best.plan), knobs};

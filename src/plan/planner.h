@@ -26,6 +26,7 @@ struct PlanKnobs {
   double recompute_time = 0;      // adaptive: objective of the recompute solve, seconds
   double recompute_gap = 0;       // adaptive: proven relative gap of that solve
   int32_t candidates = 0;         // settings evaluated
+  bool uniform_slicing = false;   // epp: slices of equal tokens (ablation), else of equal cost
   std::string describe() const;   // "K=4, 2 pipelines, adaptive recompute" etc.
 };
 

@@ -9,10 +9,6 @@
 
 namespace infinipipe::plan {
 
-MemoryContext plan_memory_context(const Config& cfg, int64_t budget) {
-  return MemoryContext{budget, plan_optimizer_dp(cfg), plan_zero_shard(cfg)};
-}
-
 namespace {
 
 cost::StageShape shape_of(const StageSpec& s) {
@@ -110,9 +106,7 @@ struct ProblemBuilder {
                   const std::vector<int32_t>& item_of, const std::vector<int32_t>& prev,
                   const std::vector<int64_t>& in_flight) const {
     const int32_t n = nchunks(), nstages = plan.num_stages();
-    int64_t fixed = 0;
-    for (int32_t s = rank; s < nstages; s += plan.pp)
-      fixed += cm.static_bytes(shape_of(plan.stages[s]), mem.dp, mem.zero_shard);
+    int64_t fixed = rank_static_bytes(plan, cm, mem, rank);
     std::vector<int32_t> live;            // items holding activations
     std::map<int32_t, int64_t> dkv_held;  // item waiting for its buffer to be consumed -> bytes
     int64_t dkv_total = 0;

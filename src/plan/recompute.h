@@ -14,20 +14,10 @@
 
 #include "core/config.h"
 #include "cost/cost_model.h"
+#include "plan/model_states.h"
 #include "plan/plan.h"
 
 namespace infinipipe::plan {
-
-// Memory a rank holds besides activations, and the budget it must fit.
-struct MemoryContext {
-  int64_t budget = 0;      // bytes per rank
-  int64_t dp = 1;          // data-parallel replicas the optimizer is sharded over (with zero_shard)
-  bool zero_shard = true;  // shard the optimizer over dp × the Ulysses group
-};
-
-// What pipeline plans of cfg assume (plan_zero_shard): the optimizer sharded inside the Ulysses
-// group, and over the data-parallel replicas with --use-distributed-optimizer.
-MemoryContext plan_memory_context(const Config& cfg, int64_t budget);
 
 enum class RecomputeTie { none, diagonal };
 

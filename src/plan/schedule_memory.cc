@@ -4,6 +4,7 @@
 #include <span>
 #include <unordered_map>
 
+#include "plan/model_states.h"
 #include "plan/schedule_replay.h"
 
 namespace infinipipe::plan {
@@ -27,11 +28,7 @@ int64_t plan_optimizer_dp(const Config& cfg) {
 
 int64_t plan_static_bytes(const Plan& plan, const cost::CostModel& cost, const Config& cfg,
                           int32_t rank) {
-  int64_t bytes = 0;
-  for (const StageSpec& s : plan.stages)
-    if (s.rank == rank)
-      bytes += cost.static_bytes(stage_shape(s), plan_optimizer_dp(cfg), plan_zero_shard(cfg));
-  return bytes;
+  return rank_static_bytes(plan, cost, plan_memory_context(cfg, plan.memory_budget), rank);
 }
 
 int64_t action_send_bytes(const Plan& plan, const Action& a, const cost::CostModel& cost,

@@ -28,9 +28,11 @@ cost::StageShape stage_shape(const StageSpec& s);
 // Pipeline plans shard the optimizer state (fp32 master weights, Adam m and v) over the Ulysses
 // group of a stage, ZeRO-1 style, as DeepSpeed-Ulysses does (planning only: `train` refuses
 // ulysses > 1), and over the data-parallel replicas with --use-distributed-optimizer
-// (plan_optimizer_dp = dp then, else 1: each replica keeps a full copy).
+// (plan_optimizer_dp = dp then, else 1: each replica keeps a full copy). With --zero-stage 3
+// weights and gradients are sharded too (plan/model_states.h).
 bool plan_zero_shard(const Config& cfg);
 int64_t plan_optimizer_dp(const Config& cfg);
+// The rank's model states as plan_memory_context(cfg, plan.memory_budget) shards them.
 int64_t plan_static_bytes(const Plan& plan, const cost::CostModel& cost, const Config& cfg,
                           int32_t rank);
 

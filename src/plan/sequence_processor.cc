@@ -104,6 +104,7 @@ struct Processor {
   std::span<const int64_t> lengths;
   const cost::CostModel& cm;
   const cost::StageShape& stage;
+  bool uniform = false;  // cut by tokens, not by cost (the ablation)
 
   // Thresholds from the longest sequence's balanced split.
   PackLimits limits_of(const std::vector<Slice>& top, int64_t min_tail) const {
@@ -124,9 +125,11 @@ struct Processor {
     const int32_t longest = order[0];
     for (int32_t seq : order) {
       const int64_t len = lengths[seq];
-      auto slices = seq == longest && top.size() > 1 ? top
-                    : len > lim.token_threshold ? sequence_split_capped(seq, len, lim, cm, stage)
-                                                : std::vector<Slice>{};
+      auto slices =
+          seq == longest && top.size() > 1 ? top
+          : len <= lim.token_threshold     ? std::vector<Slice>{}
+          : uniform ? sequence_split_uniform(seq, len, lim.token_threshold, lim.min_tail_slice)
+                    : sequence_split_capped(seq, len, lim, cm, stage);
       if (slices.size() <= 1) {
         pk.shorts.push_back(seq);
         continue;
@@ -282,6 +285,21 @@ std::vector<Slice> sequence_split_balanced(int32_t seq, int64_t len, int32_t k,
   return slices;
 }
 
+std::vector<Slice> sequence_split_uniform(int32_t seq, int64_t len, int64_t slice_tokens,
+                                          int64_t min_tail) {
+  if (slice_tokens <= 0) fail("uniform slicing needs a positive slice length, got {}", slice_tokens);
+  const int64_t n = (len + slice_tokens - 1) / slice_tokens;
+  std::vector<Slice> slices;
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t l = len / n + (i < len % n ? 1 : 0);
+    slices.push_back({seq, offset, l, len});
+    offset += l;
+  }
+  fix_tail(slices, min_tail);
+  return slices;
+}
+
 std::vector<Slice> sequence_split_capped(int32_t seq, int64_t len, const PackLimits& limits,
                                          const cost::CostModel& cm, const cost::StageShape& stage) {
   if (len <= limits.token_threshold && slice_cost(cm, stage, 0, len, true) <= limits.time_threshold)
@@ -294,7 +312,7 @@ std::vector<Slice> sequence_split_capped(int32_t seq, int64_t len, const PackLim
 
 ProcessorResult sequence_process(std::span<const int64_t> lengths, int32_t k,
                                  const cost::CostModel& cm, const cost::StageShape& stage,
-                                 int64_t min_tail) {
+                                 int64_t min_tail, bool uniform_slicing) {
   ProcessorResult res;
   if (lengths.empty()) return res;
   for (size_t i = 0; i < lengths.size(); ++i)
@@ -308,8 +326,12 @@ ProcessorResult sequence_process(std::span<const int64_t> lengths, int32_t k,
   const int32_t longest = order[0];
   k = std::clamp(k, 1, sequence_max_slices(lengths, min_tail));
 
-  const Processor pr{lengths, cm, stage};
-  const auto top = sequence_split_balanced(longest, lengths[longest], k, cm, stage, min_tail);
+  const Processor pr{lengths, cm, stage, uniform_slicing};
+  const int64_t top_len = lengths[longest];
+  const auto top =
+      uniform_slicing
+          ? sequence_split_uniform(longest, top_len, (top_len + k - 1) / k, min_tail)
+          : sequence_split_balanced(longest, top_len, k, cm, stage, min_tail);
   res.limits = pr.limits_of(top, min_tail);
   res.slices_of_longest = static_cast<int32_t>(top.size());
   Packing pk = pr.cut_long(order, top, res.limits);

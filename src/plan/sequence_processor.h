@@ -39,6 +39,12 @@ std::vector<Slice> sequence_split_balanced(int32_t seq, int64_t len, int32_t k,
                                            const cost::CostModel& cm, const cost::StageShape& stage,
                                            int64_t min_tail);
 
+// The paper's "without balanced chunking" ablation: `len` tokens in ceil(len / slice_tokens)
+// slices of equal length (the first ones one token longer where it does not divide), tail >=
+// min_tail. Later slices then cost more, since their context is longer.
+std::vector<Slice> sequence_split_uniform(int32_t seq, int64_t len, int64_t slice_tokens,
+                                          int64_t min_tail);
+
 // Cuts off slices as long as the limits allow, front first; the remainder is the tail slice
 // (grown to min_tail when shorter). A sequence within the limits comes back whole.
 std::vector<Slice> sequence_split_capped(int32_t seq, int64_t len, const PackLimits& limits,
@@ -46,10 +52,12 @@ std::vector<Slice> sequence_split_capped(int32_t seq, int64_t len, const PackLim
 
 // The whole processor for a given K (slices of the longest sequence): derives T_t and T_m from
 // the longest sequence's balanced split, cuts every longer-than-T_m sequence, packs the rest.
-// Chunk ids are their positions. Lengths must be positive.
+// Chunk ids are their positions. Lengths must be positive. With uniform_slicing every cut is
+// by tokens (sequence_split_uniform): the longest into k equal slices, the others into slices
+// of that length; T_t is then the dearest of the longest's slices.
 ProcessorResult sequence_process(std::span<const int64_t> lengths, int32_t k,
                                  const cost::CostModel& cm, const cost::StageShape& stage,
-                                 int64_t min_tail);
+                                 int64_t min_tail, bool uniform_slicing = false);
 
 // Largest K worth trying for this batch: slices of the longest sequence stay >= min_tail.
 int32_t sequence_max_slices(std::span<const int64_t> lengths, int64_t min_tail);

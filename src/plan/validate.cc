@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "plan/budget_error.h"
+#include "plan/model_states.h"
 #include "plan/schedule_memory.h"
 #include "plan/schedule_replay.h"
 
@@ -267,10 +268,13 @@ void plan_predict(Plan& plan, const cost::CostModel& cost, const Config& cfg) {
     for (Action& a : list) {
       auto sh = plan.chunks[a.chunk].shapes();
       cost::StageShape st = stage_shape(plan.stages[a.stage]);
+      const int32_t rank = plan.stages[a.stage].rank;
+      // ZeRO-3's gathers and reduce-scatters where the prefetch does not hide them (0 with ZeRO-1)
       a.predicted_time =
           a.kind == ActionKind::forward
-              ? cost.forward_time(sh, st)
-              : cost.backward_time(sh, st) + cost.recompute_time(sh, a.recompute_layers, st.rank);
+              ? cost.forward_time(sh, st) + zero3_forward_exposed_seconds(cost, cfg, sh, st, rank)
+              : cost.backward_time(sh, st) + cost.recompute_time(sh, a.recompute_layers, st.rank) +
+                    zero3_backward_exposed_seconds(cost, cfg, sh, st, rank);
     }
   plan.predicted_peak_bytes = schedule_memory_trace(plan, cost, cfg).peak;
   Replay r = schedule_replay(plan, replay_transfer_times(plan, cost, cfg));

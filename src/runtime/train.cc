@@ -30,6 +30,12 @@ void train_check_config(const Config& cfg, int world_size) {
         "--ulysses-degree (the planner and simulator study it)",
         p.ulysses_degree);
   }
+  if (p.zero_stage != 1) {
+    fail_config(
+        "infinipipe train keeps a stage's weights and gradients whole (zero-stage = {}); drop "
+        "--zero-stage (ZeRO-3 inside a stage is for `plan` and `simulate`)",
+        p.zero_stage);
+  }
   if (cfg.training.bf16) {
     fail_config(
         "--bf16 plans bf16 activations for GPU presets, but CPU training runs in fp32; "

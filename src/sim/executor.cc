@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "plan/model_states.h"
+#include "plan/schedule_memory.h"
+
 namespace infinipipe::sim {
 
 void step_result_finish(StepResult& r, const plan::Plan& plan, const cost::CostModel& cost,
@@ -13,8 +16,22 @@ void step_result_finish(StepResult& r, const plan::Plan& plan, const cost::CostM
   r.busy_time.assign(ranks, 0.0);
   r.bubble_ratio.assign(ranks, 0.0);
   r.bubble_ratio_mean = 0;
+  r.alltoall_time.assign(ranks, 0.0);
+  r.zero3_time.assign(ranks, 0.0);
+  r.compute_time.assign(ranks, 0.0);
   for (size_t k = 0; k < ranks; ++k) {
-    for (const ActionRecord& a : r.actions[k]) r.busy_time[k] += a.end - a.start;
+    for (const ActionRecord& a : r.actions[k]) {
+      r.busy_time[k] += a.end - a.start;
+      const auto sh = plan.chunks[a.action.chunk].shapes();
+      const cost::StageShape st = plan::stage_shape(plan.stages[a.action.stage]);
+      const bool fwd = a.action.kind == plan::ActionKind::forward;
+      const int32_t rank = static_cast<int32_t>(k);
+      r.alltoall_time[k] += cost.ulysses_alltoall_time(cost::chunk_tokens(sh)) *
+                            static_cast<double>(st.num_layers + (fwd ? 0 : a.action.recompute_layers));
+      r.zero3_time[k] += fwd ? plan::zero3_forward_exposed_seconds(cost, cfg, sh, st, rank)
+                             : plan::zero3_backward_exposed_seconds(cost, cfg, sh, st, rank);
+    }
+    r.compute_time[k] = std::max(0.0, r.busy_time[k] - r.alltoall_time[k] - r.zero3_time[k]);
     r.bubble_ratio[k] = r.step_time > 0 ? 1.0 - r.busy_time[k] / r.step_time : 0.0;
     r.bubble_ratio_mean += r.bubble_ratio[k] / static_cast<double>(ranks);
   }

@@ -36,6 +36,9 @@ struct StepResult {
   std::vector<double> dp_sync_time;
   // Derived by step_result_finish():
   std::vector<double> busy_time;     // per rank: sum of action durations
+  // Per rank, the busy time split as the cost model charges it: Ulysses all-to-alls, ZeRO-3
+  // gathers and reduce-scatters left exposed, and the rest (compute, recompute, β1).
+  std::vector<double> alltoall_time, zero3_time, compute_time;
   std::vector<double> bubble_ratio;  // per rank: 1 - busy / step_time
   double bubble_ratio_mean = 0;
   std::vector<int64_t> peak_bytes;  // per rank, from `memory`

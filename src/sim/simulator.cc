@@ -29,7 +29,8 @@ int64_t rank_grad_bytes(const plan::Plan& plan, const ModelConfig& m, int32_t ra
 double dp_sync_seconds(const plan::Plan& plan, const cost::CostModel& cost, const Config& cfg,
                        int32_t rank) {
   const int64_t group = cfg.parallel.data_parallel * cfg.parallel.ulysses_degree;
-  if (group <= 1) return 0.0;
+  // ZeRO-3 reduce-scatters every unit's gradients over this group inside the backward actions.
+  if (group <= 1 || cfg.parallel.zero_stage == 3) return 0.0;
   const int64_t per_node = std::max<int64_t>(1, cfg.cluster.devices_per_node);
   const int64_t first = rank * group, last = first + group - 1;
   return cost.allreduce_time(rank_grad_bytes(plan, cfg.model, rank), group,
