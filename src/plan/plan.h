@@ -83,6 +83,8 @@ struct Plan {
   std::vector<int64_t> predicted_peak_bytes;  // per rank
   double predicted_step_time = 0;
   int64_t memory_budget = 0;  // bytes per rank; 0 = unchecked
+  // An evaluation plan (forward_plan.h): forwards only, no recompute, nothing kept for backward.
+  bool forward_only = false;
 
   int32_t num_stages() const { return pp * vpp; }
   int32_t rank_of_stage(int32_t stage) const { return stage % pp; }

@@ -105,6 +105,24 @@ TrainOptions run_options_prepare(const TrainOptions& options) {
   return opts;
 }
 
+// Megatron's evaluation points: the validation split every --eval-interval iterations, and the
+// test split once after the last iteration; both land on that iteration's record.
+void evaluations_run(Trainer& trainer, const TrainingConfig& tc, obs::IterationMetrics& m) {
+  if (trainer.evaluates(data::DataSplit::valid) && m.iteration % tc.eval_interval == 0) {
+    const Trainer::EvalResult r =
+        trainer.evaluate(data::DataSplit::valid, m.iteration / tc.eval_interval - 1);
+    m.valid_loss = r.loss;
+    m.valid_tokens = r.tokens;
+    m.eval_seconds += r.seconds;
+  }
+  if (m.iteration == tc.train_iters && trainer.evaluates(data::DataSplit::test)) {
+    const Trainer::EvalResult r = trainer.evaluate(data::DataSplit::test, 0);
+    m.test_loss = r.loss;
+    m.test_tokens = r.tokens;
+    m.eval_seconds += r.seconds;
+  }
+}
+
 }  // namespace
 
 std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
@@ -145,6 +163,7 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   while (trainer.iteration() < tc.train_iters) {
     const auto t_step = Clock::now();
     obs::IterationMetrics m = trainer.step();
+    evaluations_run(trainer, tc, m);
     if (trace) {
       trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());
     }
