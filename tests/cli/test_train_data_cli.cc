@@ -82,10 +82,10 @@ TEST_F(TrainDataCliTest, MalformedDataFlagsAreOneClearError) {
       {"--data-path 0.5 0.5", "should be a dataset prefix"},
       {"--data-path " + a + " --split 9,x", "is not a weight"},
       {"--data-path " + a + " --train-data-path " + a, "not both"},
-      {"--data-path " + a + " --train-iters 3 --train-samples 12", "only one of --train-iters"},
+      {"--data-path " + a + " --train-samples 12", "only one of --train-iters"},
       {"--data-path " + a + " --lr-warmup-samples 8", "count samples"},
-      {"--data-path " + a + " --eval-interval 1 --eval-iters 1 --split 100,0,0 --eval-iters -1",
-       "eval-iters must be >= 0"},
+      {"--data-path " + a + " --eval-iters -1", "eval-iters must be >= 0"},
+      {"--data-path " + a + " --eval-interval 0", "eval-interval must be positive"},
   };
   for (const Case& c : cases) {
     const ShellResult r = run_cli("train " + tiny() + "--train-iters 2 " + c.flags);

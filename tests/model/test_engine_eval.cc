@@ -57,9 +57,9 @@ std::pair<double, int64_t> eval_run(const ModelConfig& cfg,
   for (auto& e : engines) {
     EXPECT_EQ(e->num_stashed_chunks(), 0u) << "every sequence ended: nothing stays";
     for (const ParamRef& p : e->params().params()) {
-      for (int64_t i = 0; i < p.numel; ++i) {
-        ASSERT_EQ(p.grad[i], 0.0f) << p.name << " got a gradient in evaluation";
-      }
+      int64_t nonzero = 0;
+      for (int64_t i = 0; i < p.numel; ++i) nonzero += p.grad[i] != 0.0f ? 1 : 0;
+      EXPECT_EQ(nonzero, 0) << p.name << " got a gradient in evaluation";
     }
   }
   EXPECT_EQ(tracker.current(MemCategory::mem_activations), before);
