@@ -19,6 +19,13 @@
 namespace infinipipe::data {
 namespace {
 
+DataFlags flags_of(const std::string& data_path, const std::string& split = "100,0,0") {
+  DataFlags f;
+  f.data_path = data_path;
+  f.split = split;
+  return f;
+}
+
 // Document d holds d % 7 + 2 tokens, all equal to `mark` (so a document's dataset is visible).
 void dataset_write(const std::string& prefix, int64_t documents, int32_t mark) {
   IndexedDatasetWriter w(prefix, TokenDType::uint16);
@@ -31,7 +38,7 @@ void dataset_write(const std::string& prefix, int64_t documents, int32_t mark) {
 TEST(RunDatasets, OneDatasetDefaultSplitGivesTheBatchSamplersBatches) {
   test::ScratchDir dir;
   dataset_write(dir.file("a"), 53, 1);
-  const RunDatasets rd = RunDatasets::open({dir.file("a")});
+  const RunDatasets rd = RunDatasets::open(flags_of(dir.file("a")));
   EXPECT_TRUE(rd.has(DataSplit::train));
   EXPECT_FALSE(rd.has(DataSplit::valid));
   EXPECT_FALSE(rd.has(DataSplit::test));
@@ -56,7 +63,7 @@ TEST(RunDatasets, OneDatasetDefaultSplitGivesTheBatchSamplersBatches) {
 TEST(RunDatasets, SplitStreamsAreDisjointDeterministicAndStayInTheirRanges) {
   test::ScratchDir dir;
   dataset_write(dir.file("a"), 1000, 1);
-  const DataFlags flags{dir.file("a"), "969,30,1"};
+  const DataFlags flags = flags_of(dir.file("a"), "969,30,1");
   const RunDatasets rd = RunDatasets::open(flags);
   const std::array<DocRange, 3> want{DocRange{0, 969}, DocRange{969, 999}, DocRange{999, 1000}};
   std::array<std::set<int64_t>, 3> seen;
@@ -86,7 +93,7 @@ TEST(RunDatasets, BlendSharesConvergeToTheWeightsInEverySplit) {
   dataset_write(dir.file("a"), 400, 1);
   dataset_write(dir.file("b"), 900, 2);
   const RunDatasets rd =
-      RunDatasets::open({"0.6 " + dir.file("a") + " 1.4 " + dir.file("b"), "8,2,0"});
+      RunDatasets::open(flags_of("0.6 " + dir.file("a") + " 1.4 " + dir.file("b"), "8,2,0"));
   EXPECT_EQ(rd.prefixes().size(), 2u);  // each prefix opened once for every split
   for (DataSplit s : {DataSplit::train, DataSplit::valid}) {
     DocumentStream st = rd.stream(s, 50, 3);
@@ -124,15 +131,15 @@ TEST(RunDatasets, PerSplitPathsAreUsedWholeAndUnweightedBlendsWeighByDocuments) 
 TEST(RunDatasets, BadFlagsAreClearErrors) {
   test::ScratchDir dir;
   dataset_write(dir.file("a"), 10, 1);
-  EXPECT_THROW(RunDatasets::open({"0.5 " + dir.file("a") + " 0.5"}), ConfigError);
-  EXPECT_THROW(RunDatasets::open({"-1 " + dir.file("a")}), ConfigError);
-  EXPECT_THROW(RunDatasets::open({dir.file("a"), "1,x"}), ConfigError);
-  EXPECT_THROW(RunDatasets::open({dir.file("missing")}), Error);
+  EXPECT_THROW(RunDatasets::open(flags_of("0.5 " + dir.file("a") + " 0.5")), ConfigError);
+  EXPECT_THROW(RunDatasets::open(flags_of("-1 " + dir.file("a"))), ConfigError);
+  EXPECT_THROW(RunDatasets::open(flags_of(dir.file("a"), "1,x")), ConfigError);
+  EXPECT_THROW(RunDatasets::open(flags_of(dir.file("missing"))), Error);
   // A weighted dataset with no documents in a split that has a share: its one document goes to
   // validation, so the train split of the blend cannot draw from it.
   dataset_write(dir.file("one"), 1, 2);
   const RunDatasets rd =
-      RunDatasets::open({"1 " + dir.file("a") + " 1 " + dir.file("one"), "5,5,0"});
+      RunDatasets::open(flags_of("1 " + dir.file("a") + " 1 " + dir.file("one"), "5,5,0"));
   EXPECT_EQ(rd.split(DataSplit::train).ranges[1].size(), 0);
   EXPECT_THROW(rd.stream(DataSplit::train, 2, 1), ConfigError);
 }

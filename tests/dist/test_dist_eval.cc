@@ -12,6 +12,7 @@
 #include "common/reference_run.h"
 #include "common/synth_corpus.h"
 #include "data/run_datasets.h"
+#include "data/synth.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
 #include "runtime/train.h"
@@ -40,14 +41,23 @@ class DistEval : public disttest_fixture::DistTrainFixture {
 
   void corpus_write() {
     Comm& comm = disttest::test_comm();
-    if (comm.rank() == 0) testing::synth_corpus_write_small((dir_ / "long").string(), 200, 1024);
+    // Web-like lengths (median 768, a long tail cut at 1024): long documents and short ones.
+    if (comm.rank() == 0) {
+      data::SynthOptions so;
+      so.distribution = "commoncrawl";
+      so.num_documents = 200;
+      so.seq_length = 1024;
+      so.seed = 5;
+      so.output = (dir_ / "long").string();
+      data::synth_corpus_write(so);
+    }
     comm.barrier("the long corpus");
   }
 
   // The sequences of evaluation `index` of the validation split, as the trainer reads them.
   std::vector<std::vector<int32_t>> eval_sequences(const Config& c, int64_t index) const {
     const TrainingConfig& t = c.training;
-    const data::RunDatasets rd = data::RunDatasets::open({t.data_path, t.split});
+    const data::RunDatasets rd = data::RunDatasets::open({t.data_path, t.split, "", "", ""});
     data::DocumentStream s =
         rd.stream(data::DataSplit::valid, t.global_batch_size, static_cast<uint64_t>(t.seed));
     s.set_consumed_samples(index * t.eval_iters * t.global_batch_size);
@@ -75,9 +85,9 @@ TEST_F(DistEval, Pp2Dp2ValidLossMatchesOneProcess) {
   DIST_TEST_RANKS(4);
   corpus_write();
   Comm& comm = disttest::test_comm();
-  Trainer ref(options(1, 1, Schedule::epp, 2));
+  Trainer ref(options(1, 1, Schedule::epp, 3));
   ProcessGroups groups(comm, 2, 2);
-  TrainOptions o = options(2, 2, Schedule::epp, 2);
+  TrainOptions o = options(2, 2, Schedule::epp, 3);
   o.groups = &groups;
   Trainer t(o);
   ASSERT_TRUE(t.evaluates(data::DataSplit::valid));
