@@ -114,7 +114,9 @@ TEST_F(TrainEvalTest, TrainRunRecordsTheLossesOnTheEvaluatedIterations) {
   for (const obs::IterationMetrics& m : ms) {
     EXPECT_EQ(m.valid_loss.has_value(), m.iteration % 2 == 0) << m.iteration;
     EXPECT_EQ(m.test_loss.has_value(), m.iteration == 5) << m.iteration;
-    if (m.valid_loss) EXPECT_GT(m.valid_tokens, 0);
+    if (m.valid_loss) {
+      EXPECT_GT(m.valid_tokens, 0);
+    }
   }
   TrainOptions off = options(5);
   off.config.training.eval_iters = 0;
