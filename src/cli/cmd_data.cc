@@ -19,7 +19,7 @@ namespace infinipipe::cli {
 namespace {
 
 struct StatsArgs {
-  std::vector<std::string> data_path;  // one PREFIX, or a blend "W1 P1 W2 P2 ..." 
+  std::vector<std::string> data_path;  // one PREFIX, or a blend "W1 P1 W2 P2 ..."
   std::string lengths;
   std::string distribution;
   int64_t num_sequences = 0;
@@ -44,8 +44,8 @@ std::vector<int64_t> blend_lengths(const std::vector<std::string>& words, int64_
   for (const std::string& w : words) joined += (joined.empty() ? "" : " ") + w;
   const data::RunDatasets rd = data::RunDatasets::open({joined, "100,0,0", "", "", ""});
   for (size_t i = 0; i < rd.prefixes().size(); ++i) {
-    what += fmt::format("{}\n", dataset_counts(rd.dataset(static_cast<int32_t>(i)),
-                                                rd.prefixes()[i]));
+    what +=
+        fmt::format("{}\n", dataset_counts(rd.dataset(static_cast<int32_t>(i)), rd.prefixes()[i]));
   }
   const int64_t n = rd.split(data::DataSplit::train).documents();
   data::DocumentStream stream = rd.stream(data::DataSplit::train, n, seed);
@@ -53,7 +53,8 @@ std::vector<int64_t> blend_lengths(const std::vector<std::string>& words, int64_
   for (const data::DocumentRef& ref : stream.next()) {
     lengths.push_back(std::min(rd.document_length(data::DataSplit::train, ref), cap));
   }
-  what += fmt::format("the blend (seed {}): {} documents drawn by weight", seed, n);
+  what += fmt::format(
+      "the blend's order (seed {}): {} documents drawn by weight, one sequence each", seed, n);
   return lengths;
 }
 
@@ -70,7 +71,8 @@ void run_data_stats(const StatsArgs& a) {
   if (a.data_path.size() == 1) {
     const int64_t cap = a.seq_length > 0 ? a.seq_length : INT64_MAX;
     lengths = data::lengths_from_indexed(a.data_path[0], cap);
-    what = dataset_counts(data::IndexedDataset::open(a.data_path[0]), a.data_path[0]);
+    what = dataset_counts(data::IndexedDataset::open(a.data_path[0]), a.data_path[0]) +
+           "\nits sequences as train reads them (one per document)";
   } else if (!a.data_path.empty()) {
     const int64_t cap = a.seq_length > 0 ? a.seq_length : INT64_MAX;
     lengths = blend_lengths(a.data_path, cap, static_cast<uint64_t>(a.seed), what);
@@ -116,7 +118,8 @@ void add_data_command(CLI::App& app) {
   st->add_option("--num-sequences", stats->num_sequences, "sequences to draw from --distribution");
   st->add_option("--seq-length", stats->seq_length,
                  "maximum sequence length; longer documents are truncated (0 = none)");
-  st->add_option("--seed", stats->seed, "seed of --distribution and of a blend's order")->capture_default_str();
+  st->add_option("--seed", stats->seed, "seed of --distribution and of a blend's order")
+      ->capture_default_str();
   st->callback([stats] { run_data_stats(*stats); });
 
   auto prep = std::make_shared<data::PrepareOptions>();

@@ -251,9 +251,10 @@ const std::vector<OptionSpec>& option_specs() {
       TEXT_OPT("save", "checkpoint directory to write", training.save),
       TEXT_OPT("load", "checkpoint directory to resume from", training.load),
       INT_OPT("save-interval", {}, "iterations between checkpoints", training.save_interval),
-      WORDS_OPT("data-path",
-                "Megatron indexed dataset PREFIX (.bin/.idx), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
-                training.data_path),
+      WORDS_OPT(
+          "data-path",
+          "Megatron indexed dataset PREFIX (.bin/.idx), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
+          training.data_path),
       TEXT_OPT("split",
                "train,validation,test weights over each --data-path dataset's documents, as "
                "Megatron's (e.g. 969,30,1; default 100,0,0: all documents train)",

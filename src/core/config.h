@@ -120,7 +120,7 @@ struct TrainingConfig {
   std::string train_data_path, valid_data_path, test_data_path;
   int64_t eval_interval = 1000;  // iterations between validation evaluations (Megatron's default)
   int64_t eval_iters = 100;      // global batches per evaluation; 0 = no evaluation
-  int64_t memory_budget = 0;  // bytes per rank the plan must fit; 0 = device memory
+  int64_t memory_budget = 0;     // bytes per rank the plan must fit; 0 = device memory
   bool bf16 = false;  // plan bf16 activations and matmuls (GPU presets); CPU training is fp32
   int64_t log_interval = 1;
   CostModelUpdate cost_model_update = CostModelUpdate::online;

@@ -105,9 +105,10 @@ DocumentStream RunDatasets::stream(DataSplit s, int64_t global_batch_size, uint6
     fail_config(
         "the {} split has no documents: give --split a {} share (e.g. 969,30,1) or a "
         "--{}-data-path",
-        data_split_name(s), data_split_name(s), s == DataSplit::train ? "train"
-                                                 : s == DataSplit::valid ? "valid"
-                                                                         : "test");
+        data_split_name(s), data_split_name(s),
+        s == DataSplit::train   ? "train"
+        : s == DataSplit::valid ? "valid"
+                                : "test");
   }
   return DocumentStream(sb.ranges, sb.weights, global_batch_size, split_seed(seed, s));
 }

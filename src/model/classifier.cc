@@ -24,8 +24,8 @@ void targets_check(const int32_t* targets, int64_t N, int64_t V) {
 
 }  // namespace
 
-double classifier_loss(const float* x, const float* W, const int32_t* targets, int64_t N,
-                       int64_t C, int64_t V, float* workspace) {
+double classifier_loss(const float* x, const float* W, const int32_t* targets, int64_t N, int64_t C,
+                       int64_t V, float* workspace) {
   targets_check(targets, N, V);
   double loss = 0.0;
   for (int64_t n0 = 0; n0 < N; n0 += kClassifierBlock) {

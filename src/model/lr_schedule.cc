@@ -16,8 +16,8 @@ LrSchedule LrSchedule::from_config(const TrainingConfig& cfg) {
   if (cfg.lr_warmup_fraction >= 0) {
     s.warmup_steps = cfg.lr_warmup_fraction * static_cast<double>(s.decay_steps);
   } else {
-    s.warmup_steps = static_cast<double>(cfg.sample_based() ? cfg.lr_warmup_samples
-                                                            : cfg.lr_warmup_iters * gbs);
+    s.warmup_steps =
+        static_cast<double>(cfg.sample_based() ? cfg.lr_warmup_samples : cfg.lr_warmup_iters * gbs);
   }
   s.style = cfg.lr_decay_style;
   s.validate();
@@ -33,7 +33,8 @@ void LrSchedule::validate() const {
   if (!(init_lr >= 0.0 && init_lr <= max_lr)) {
     fail_config("the warm-up start lr ({}) must lie in [0, --lr = {}]", init_lr, max_lr);
   }
-  if (!(warmup_steps >= 0)) fail_config("the lr warm-up is {} samples, it must be >= 0", warmup_steps);
+  if (!(warmup_steps >= 0))
+    fail_config("the lr warm-up is {} samples, it must be >= 0", warmup_steps);
   if (decay_steps < 0) fail_config("the lr decay is {} samples, it must be >= 0", decay_steps);
   // decay_steps == 0 only happens for --train-iters 0 (nothing is trained, nothing to decay).
   if (decay_steps > 0 && warmup_steps >= static_cast<double>(decay_steps)) {

@@ -15,9 +15,9 @@ namespace infinipipe {
 struct LrSchedule {
   double max_lr = 3e-4;
   double min_lr = 0.0;
-  double init_lr = 0.0;       // Megatron's --lr-warmup-init
-  double warmup_steps = 0;    // samples (a fraction of the decay need not be whole)
-  int64_t decay_steps = 0;    // samples
+  double init_lr = 0.0;     // Megatron's --lr-warmup-init
+  double warmup_steps = 0;  // samples (a fraction of the decay need not be whole)
+  int64_t decay_steps = 0;  // samples
   LrDecayStyle style = LrDecayStyle::cosine;
 
   // Throws ConfigError (naming the flag to change) when the values cannot form a schedule.

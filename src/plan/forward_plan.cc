@@ -1,8 +1,8 @@
 #include "plan/forward_plan.h"
 
 #include "core/error.h"
-#include "plan/schedule_replay.h"
 #include "plan/schedule_memory.h"
+#include "plan/schedule_replay.h"
 #include "plan/validate.h"
 
 namespace infinipipe::plan {
@@ -25,9 +25,8 @@ Plan plan_forward_only(const Plan& training, const cost::CostModel& cost, const 
       if (a.kind != ActionKind::forward) continue;
       Action f = a;
       f.recompute_layers = 0;
-      f.predicted_time =
-          cost.forward_time(p.chunks[static_cast<size_t>(a.chunk)].shapes(),
-                            stage_shape(p.stages[static_cast<size_t>(a.stage)]));
+      f.predicted_time = cost.forward_time(p.chunks[static_cast<size_t>(a.chunk)].shapes(),
+                                           stage_shape(p.stages[static_cast<size_t>(a.stage)]));
       p.actions[r].push_back(f);
     }
   }

@@ -38,7 +38,8 @@ void train_check_config(const Config& cfg, int world_size) {
   if (cfg.training.train_iters > 0 && !cfg.training.has_data()) {
     fail_config(
         "train needs a dataset: pass --data-path PREFIX (a Megatron PREFIX.bin/.idx, or a blend "
-        "'0.3 A 0.7 B'). Make one with `infinipipe data synth --output PREFIX --seq-length {}` (synthetic, learnable) or "
+        "'0.3 A 0.7 B'). Make one with `infinipipe data synth --output PREFIX --seq-length {}` "
+        "(synthetic, learnable) or "
         "`infinipipe data prepare --input FILE.jsonl --output PREFIX`",
         cfg.model.seq_length);
   }

@@ -212,7 +212,7 @@ class Trainer {
   LrSchedule lr_;
   std::optional<data::RunDatasets> datasets_;
   std::optional<data::DocumentStream> stream_;  // the training split's global batches
-  int64_t start_consumed_ = 0;  // data position before the dataset is opened
+  int64_t start_consumed_ = 0;                  // data position before the dataset is opened
   int64_t iteration_ = 0;
   bool resumed_ = false;
   plan::Plan last_plan_;

@@ -105,17 +105,20 @@ TrainOptions run_options_prepare(const TrainOptions& options) {
   return opts;
 }
 
-// Megatron's evaluation points: the validation split every --eval-interval iterations, and the
-// test split once after the last iteration; both land on that iteration's record.
+// Megatron's evaluation points: the validation split every --eval-interval iterations and after
+// the last one (unless it just ran), then the test split once; they land on that iteration's
+// record. The final validation continues the validation order where the last one stopped.
 void evaluations_run(Trainer& trainer, const TrainingConfig& tc, obs::IterationMetrics& m) {
-  if (trainer.evaluates(data::DataSplit::valid) && m.iteration % tc.eval_interval == 0) {
-    const Trainer::EvalResult r =
-        trainer.evaluate(data::DataSplit::valid, m.iteration / tc.eval_interval - 1);
+  const bool last = m.iteration == tc.train_iters;
+  const bool due = m.iteration % tc.eval_interval == 0;
+  if (trainer.evaluates(data::DataSplit::valid) && (due || last)) {
+    const Trainer::EvalResult r = trainer.evaluate(
+        data::DataSplit::valid, m.iteration / tc.eval_interval - (due ? 1 : 0));
     m.valid_loss = r.loss;
     m.valid_tokens = r.tokens;
     m.eval_seconds += r.seconds;
   }
-  if (m.iteration == tc.train_iters && trainer.evaluates(data::DataSplit::test)) {
+  if (last && trainer.evaluates(data::DataSplit::test)) {
     const Trainer::EvalResult r = trainer.evaluate(data::DataSplit::test, 0);
     m.test_loss = r.loss;
     m.test_tokens = r.tokens;

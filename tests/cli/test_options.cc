@@ -125,8 +125,8 @@ TEST(Options, DataPathBlendsAndTrainSamples) {
   EXPECT_EQ(y.training.valid_data_path, "C D");
   std::remove(f.c_str());
 
-  Config s = parse({"--train-samples", "1000", "--global-batch-size", "16",
-                    "--lr-warmup-samples", "100"});
+  Config s =
+      parse({"--train-samples", "1000", "--global-batch-size", "16", "--lr-warmup-samples", "100"});
   EXPECT_EQ(s.training.train_iters, 62);  // Megatron's floor of samples / global batch
   Config back;
   apply_yaml(back, config_to_yaml(s), "shown");

@@ -53,7 +53,7 @@ TEST_F(TrainDataCliTest, BlendWithSplitEvaluatesOnTheIntervalAndTestsAtTheEnd) {
   ASSERT_EQ(recs.size(), 5u);
   for (const nlohmann::json& j : recs) {
     const int64_t it = j.at("iteration").get<int64_t>();
-    EXPECT_EQ(j.contains("valid_loss"), it % 2 == 0) << j.dump();
+    EXPECT_EQ(j.contains("valid_loss"), it % 2 == 0 || it == 5) << j.dump();
     EXPECT_EQ(j.contains("test_loss"), it == 5) << j.dump();
     if (j.contains("valid_loss")) {
       EXPECT_TRUE(j.at("valid_loss").is_number());
@@ -65,8 +65,8 @@ TEST_F(TrainDataCliTest, BlendWithSplitEvaluatesOnTheIntervalAndTestsAtTheEnd) {
 
 TEST_F(TrainDataCliTest, TrainSamplesSetsTheIterations) {
   const std::string a = corpus("a", 1);
-  const ShellResult r = run_cli(fmt::format(
-      "train {} --train-samples 12 --lr-warmup-samples 4 --data-path {}", tiny(), a));
+  const ShellResult r = run_cli(
+      fmt::format("train {} --train-samples 12 --lr-warmup-samples 4 --data-path {}", tiny(), a));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("iter 3/3"), std::string::npos) << r.output;
 }

@@ -78,8 +78,10 @@ TEST(EngineEval, LossEqualsTrainingForwardUnderSlicingPackingAndStages) {
   const BatchResult train = batch_run(cfg, seqs, whole, {StageRange::whole(cfg)}, 9);
   const double want = train.loss * static_cast<double>(train.predicted);
   // Split slices (a sequence in five pieces), a hybrid tail with short sequences, packing.
-  const std::vector<ChunkSpec> sliced = {{{{0, 0, 37}}, 0},         {{{0, 37, 100}}, 0},
-                                         {{{3, 0, 64}}, 0},         {{{0, 137, 13}}, 0},
+  const std::vector<ChunkSpec> sliced = {{{{0, 0, 37}}, 0},
+                                         {{{0, 37, 100}}, 0},
+                                         {{{3, 0, 64}}, 0},
+                                         {{{0, 137, 13}}, 0},
                                          {{{0, 150, 150}, {1, 0, 41}}, 0},
                                          {{{3, 64, 66}, {2, 0, 7}}, 0}};
   for (const auto& stages :
