@@ -108,6 +108,34 @@ TEST_F(TrainEvalTest, EvaluationChangesNothingAndResumesOnTheSameDocuments) {
   EXPECT_EQ(resumed.evaluate(data::DataSplit::valid, 2).loss, valid[2]);
 }
 
+// A blend of two datasets resumes from consumed_samples on the same documents: the resumed run's
+// losses are the uninterrupted run's, bit for bit.
+TEST_F(TrainEvalTest, BlendedRunResumesBitIdentical) {
+  testing::synth_corpus_write_small((dir_ / "second").string(), 120);
+  TrainOptions o = options(4);
+  o.config.training.data_path =
+      "0.3 " + (dir_ / "corpus").string() + " 0.7 " + (dir_ / "second").string();
+  o.config.training.save = (dir_ / "blend").string();
+  std::vector<double> losses;
+  {
+    Trainer t(o);
+    for (int i = 0; i < 4; ++i) {
+      losses.push_back(t.step().loss);
+      if (i == 1) t.save();
+    }
+  }
+  TrainOptions r = o;
+  r.config.training.save.clear();
+  r.config.training.load = o.config.training.save;
+  Trainer resumed(r);
+  ASSERT_EQ(resumed.consumed_samples(), 2 * o.config.training.global_batch_size);
+  EXPECT_EQ(resumed.step().loss, losses[2]);
+  EXPECT_EQ(resumed.step().loss, losses[3]);
+  TrainOptions single = options(4);
+  Trainer other(single);
+  EXPECT_NE(other.step().loss, losses[0]) << "the blend trains on other documents";
+}
+
 TEST_F(TrainEvalTest, TrainRunRecordsTheLossesOnTheEvaluatedIterations) {
   const std::vector<obs::IterationMetrics> ms = train_run(options(5));
   ASSERT_EQ(ms.size(), 5u);
