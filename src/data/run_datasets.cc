@@ -15,6 +15,23 @@ uint64_t split_seed(uint64_t seed, DataSplit s) {
   return seed + static_cast<uint64_t>(s) * 0xD1B54A32D192ED03ull;
 }
 
+// An unweighted blend weighs each dataset by its documents in the split (as if concatenated).
+void weights_fill(SplitBlend& sb, const std::vector<BlendEntry>& blend) {
+  if (!blend_unweighted(blend)) {
+    for (const BlendEntry& e : blend) sb.weights.push_back(e.weight);
+    return;
+  }
+  std::vector<int64_t> counts;
+  for (const DocRange& r : sb.ranges) counts.push_back(r.size());
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  if (total == 0) {
+    sb.weights.assign(counts.size(), 0.0);
+    return;
+  }
+  sb.weights = blend_weights_from_counts(counts);
+}
+
 }  // namespace
 
 std::vector<std::string> blend_words(const std::string& text) {
@@ -45,23 +62,6 @@ int32_t RunDatasets::prefix_open(const std::string& prefix) {
   datasets_.push_back(IndexedDataset::open(prefix));
   prefixes_.push_back(prefix);
   return static_cast<int32_t>(prefixes_.size() - 1);
-}
-
-// An unweighted blend weighs each dataset by its documents in the split (as if concatenated).
-static void weights_fill(SplitBlend& sb, const std::vector<BlendEntry>& blend) {
-  if (!blend_unweighted(blend)) {
-    for (const BlendEntry& e : blend) sb.weights.push_back(e.weight);
-    return;
-  }
-  std::vector<int64_t> counts;
-  for (const DocRange& r : sb.ranges) counts.push_back(r.size());
-  int64_t total = 0;
-  for (int64_t c : counts) total += c;
-  if (total == 0) {
-    sb.weights.assign(counts.size(), 0.0);
-    return;
-  }
-  sb.weights = blend_weights_from_counts(counts);
 }
 
 RunDatasets RunDatasets::open(const DataFlags& flags) {
