@@ -28,11 +28,14 @@ OMP_NUM_THREADS=1 $bin profile --num-layers 4 --hidden-size 128 --num-attention-
   --num-query-groups 2 --seq-length 2048 --threads 1 --out "$out/calibration.json"
 
 step "5. Training a small Llama on 4 MPI ranks (pp 2 x dp 2) with EPP plans under a memory budget"
+# 2% of the documents are held out: every 50 iterations the validation loss over 2 batches of
+# them, on forward-only EPP plans through the same pipeline.
 # More ranks than cores: one OpenMP thread each, waiting passively.
 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \
   env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive $bin train --data-path "$out/corpus" \
   --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --num-query-groups 2 \
   --seq-length 2048 --global-batch-size 8 --train-iters 200 --lr 3e-3 --min-lr 3e-4 \
+  --split 98,2,0 --eval-interval 50 --eval-iters 2 \
   --lr-warmup-iters 10 --memory-budget 64MiB --log-interval 20 --calibration "$out/calibration.json" \
   --save "$out/checkpoints" --save-interval 100 --trace "$out/run"
 

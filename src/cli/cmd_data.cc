@@ -1,4 +1,5 @@
 // `infinipipe data`: corpus tools (stats, prepare, synth). Flags are named like Megatron-LM's.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "data/indexed_dataset.h"
 #include "data/lengths.h"
 #include "data/prepare.h"
+#include "data/run_datasets.h"
 #include "data/synth.h"
 
 namespace infinipipe::cli {
@@ -17,13 +19,44 @@ namespace infinipipe::cli {
 namespace {
 
 struct StatsArgs {
-  std::string data_path;
+  std::vector<std::string> data_path;  // one PREFIX, or a blend "W1 P1 W2 P2 ..."
   std::string lengths;
   std::string distribution;
   int64_t num_sequences = 0;
   int64_t seq_length = 0;
   int64_t seed = 1234;
 };
+
+// Megatron's counts of an indexed dataset: documents (document_indices entries − 1) and the
+// sequences (index entries) they span, which differ when preprocessing split sentences.
+std::string dataset_counts(const data::IndexedDataset& ds, const std::string& prefix) {
+  int64_t tokens = 0;
+  for (int64_t d = 0; d < ds.num_documents(); ++d) tokens += ds.document_length(d);
+  return fmt::format("{}: {} documents ({} sequences in its index), {} tokens", prefix,
+                     ds.num_documents(), ds.num_sequences(), tokens);
+}
+
+// A blend: the documents its seeded order draws, as many as the datasets hold together, so the
+// shares follow the weights; each truncated to `cap`.
+std::vector<int64_t> blend_lengths(const std::vector<std::string>& words, int64_t cap,
+                                   uint64_t seed, std::string& what) {
+  std::string joined;
+  for (const std::string& w : words) joined += (joined.empty() ? "" : " ") + w;
+  const data::RunDatasets rd = data::RunDatasets::open({joined, "100,0,0", "", "", ""});
+  for (size_t i = 0; i < rd.prefixes().size(); ++i) {
+    what +=
+        fmt::format("{}\n", dataset_counts(rd.dataset(static_cast<int32_t>(i)), rd.prefixes()[i]));
+  }
+  const int64_t n = rd.split(data::DataSplit::train).documents();
+  data::DocumentStream stream = rd.stream(data::DataSplit::train, n, seed);
+  std::vector<int64_t> lengths;
+  for (const data::DocumentRef& ref : stream.next()) {
+    lengths.push_back(std::min(rd.document_length(data::DataSplit::train, ref), cap));
+  }
+  what += fmt::format(
+      "the blend's order (seed {}): {} documents drawn by weight, one sequence each", seed, n);
+  return lengths;
+}
 
 void run_data_stats(const StatsArgs& a) {
   const int sources = !a.data_path.empty() + !a.lengths.empty() + !a.distribution.empty();
@@ -35,10 +68,14 @@ void run_data_stats(const StatsArgs& a) {
   if (a.seq_length < 0) fail_config("--seq-length must be positive, got {}", a.seq_length);
   std::vector<int64_t> lengths;
   std::string what;
-  if (!a.data_path.empty()) {
+  if (a.data_path.size() == 1) {
     const int64_t cap = a.seq_length > 0 ? a.seq_length : INT64_MAX;
-    lengths = data::lengths_from_indexed(a.data_path, cap);
-    what = fmt::format("dataset {}", a.data_path);
+    lengths = data::lengths_from_indexed(a.data_path[0], cap);
+    what = dataset_counts(data::IndexedDataset::open(a.data_path[0]), a.data_path[0]) +
+           "\nits sequences as train reads them (one per document)";
+  } else if (!a.data_path.empty()) {
+    const int64_t cap = a.seq_length > 0 ? a.seq_length : INT64_MAX;
+    lengths = blend_lengths(a.data_path, cap, static_cast<uint64_t>(a.seed), what);
   } else if (!a.lengths.empty()) {
     lengths = data::lengths_from_text(a.lengths);
     if (a.seq_length > 0) {
@@ -56,6 +93,7 @@ void run_data_stats(const StatsArgs& a) {
   }
   const std::string cap =
       a.seq_length > 0 ? fmt::format(", truncated to {} tokens", a.seq_length) : "";
+  // A sequence is what train feeds the model: one document, truncated to --seq-length.
   fmt::print("{}: {} sequences{}\n\n", what, lengths.size(), cap);
   fmt::print("{}", data::format_length_stats(data::length_stats(lengths)));
 }
@@ -71,14 +109,17 @@ void add_data_command(CLI::App& app) {
   auto stats = std::make_shared<StatsArgs>();
   CLI::App* st = data->add_subcommand(
       "stats", "share of sequences and tokens per length bucket, and percentiles");
-  st->add_option("--data-path", stats->data_path, "Megatron dataset prefix (PREFIX.bin/.idx)");
+  st->add_option("--data-path", stats->data_path,
+                 "Megatron dataset PREFIX (.bin/.idx), or a blend W1 PREFIX1 W2 PREFIX2 ...")
+      ->expected(1, -1);
   st->add_option("--lengths", stats->lengths, "text file with one sequence length per line");
   st->add_option("--distribution", stats->distribution,
                  "built-in distribution: github, commoncrawl, uniform, fixed");
   st->add_option("--num-sequences", stats->num_sequences, "sequences to draw from --distribution");
   st->add_option("--seq-length", stats->seq_length,
                  "maximum sequence length; longer documents are truncated (0 = none)");
-  st->add_option("--seed", stats->seed, "seed of --distribution")->capture_default_str();
+  st->add_option("--seed", stats->seed, "seed of --distribution and of a blend's order")
+      ->capture_default_str();
   st->callback([stats] { run_data_stats(*stats); });
 
   auto prep = std::make_shared<data::PrepareOptions>();

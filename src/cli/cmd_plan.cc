@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
+#include "data/run_datasets.h"
 #include "obs/profile.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
@@ -54,6 +55,12 @@ std::vector<int64_t> workload_lengths(const WorkloadArgs& a, const Config& cfg) 
     all = data::lengths_synthetic(a.distribution, (a.iteration + 1) * gbs, cfg.model.seq_length,
                                   static_cast<uint64_t>(cfg.training.seed));
   } else if (data) {
+    if (data::blend_words(cfg.training.data_path).size() != 1) {
+      fail_config(
+          "plan --data-path takes one dataset PREFIX (its documents in order), not the blend "
+          "'{}'; plan one dataset of the blend at a time",
+          cfg.training.data_path);
+    }
     all = data::lengths_from_indexed(cfg.training.data_path, cfg.model.seq_length);
     all.erase(std::remove(all.begin(), all.end(), 0), all.end());  // empty documents
     if (all.empty()) fail("dataset {} has no non-empty document", cfg.training.data_path);

@@ -17,7 +17,9 @@
 namespace infinipipe::cli {
 namespace {
 
-enum class Kind { integer, real, text, flag, bytes, choice };
+// words: one or more values (`--data-path 0.3 A 0.7 B`), kept joined by single spaces; a YAML
+// list of scalars is accepted too.
+enum class Kind { integer, real, text, flag, bytes, choice, words };
 
 struct OptionSpec {
   std::string key;  // Megatron-LM name without the leading dashes
@@ -80,6 +82,11 @@ std::string real_text(double v) {
   OptionSpec {                                                                       \
     KEY, {}, Kind::text, HELP, [](Config& c, const std::string& v) { c.FIELD = v; }, \
         [](const Config& c) { return c.FIELD; }                                      \
+  }
+#define WORDS_OPT(KEY, HELP, FIELD)                                                   \
+  OptionSpec {                                                                        \
+    KEY, {}, Kind::words, HELP, [](Config& c, const std::string& v) { c.FIELD = v; }, \
+        [](const Config& c) { return c.FIELD; }                                       \
   }
 #define FLAG_OPT(KEY, HELP, FIELD)                                                                 \
   OptionSpec {                                                                                     \
@@ -200,6 +207,10 @@ const std::vector<OptionSpec>& option_specs() {
       INT_OPT("global-batch-size", {}, "sequences per iteration over all replicas",
               training.global_batch_size),
       INT_OPT("train-iters", {}, "iterations to train", training.train_iters),
+      INT_OPT("train-samples", {},
+              "samples (documents) to train on instead of --train-iters: iterations = "
+              "train-samples / global-batch-size; the lr schedule then counts samples",
+              training.train_samples),
       REAL_OPT("lr", "peak learning rate", training.lr),
       REAL_OPT("min-lr", "learning rate at the end of decay", training.min_lr),
       OptionSpec{"lr-decay-style",
@@ -218,6 +229,14 @@ const std::vector<OptionSpec>& option_specs() {
                  }},
       INT_OPT("lr-warmup-iters", {}, "linear warm-up iterations", training.lr_warmup_iters),
       INT_OPT("lr-decay-iters", {}, "decay length (0 = train-iters)", training.lr_decay_iters),
+      INT_OPT("lr-warmup-samples", {}, "linear warm-up samples (with --train-samples)",
+              training.lr_warmup_samples),
+      INT_OPT("lr-decay-samples", {}, "decay length in samples (0 = train-samples)",
+              training.lr_decay_samples),
+      REAL_OPT("lr-warmup-fraction",
+               "warm-up as a fraction of the decay length, instead of --lr-warmup-iters / "
+               "--lr-warmup-samples (< 0 = unset)",
+               training.lr_warmup_fraction),
       REAL_OPT("weight-decay", "decoupled weight decay (not on norms)", training.weight_decay),
       REAL_OPT("adam-beta1", "AdamW beta1", training.adam_beta1),
       REAL_OPT("adam-beta2", "AdamW beta2", training.adam_beta2),
@@ -253,8 +272,25 @@ const std::vector<OptionSpec>& option_specs() {
       TEXT_OPT("tokenizer-model", "the SentencePiece FILE.model of --tokenizer-type",
                training.tokenizer_model),
       INT_OPT("save-interval", {}, "iterations between checkpoints", training.save_interval),
-      TEXT_OPT("data-path", "Megatron indexed dataset prefix (PREFIX.bin/.idx)",
-               training.data_path),
+      WORDS_OPT(
+          "data-path",
+          "Megatron indexed dataset PREFIX (.bin/.idx), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
+          training.data_path),
+      TEXT_OPT("split",
+               "train,validation,test weights over each --data-path dataset's documents, as "
+               "Megatron's (e.g. 969,30,1; default 100,0,0: all documents train)",
+               training.split),
+      WORDS_OPT("train-data-path", "the training blend, instead of --data-path and --split",
+                training.train_data_path),
+      WORDS_OPT("valid-data-path", "the validation blend, instead of --data-path and --split",
+                training.valid_data_path),
+      WORDS_OPT("test-data-path", "the test blend, instead of --data-path and --split",
+                training.test_data_path),
+      INT_OPT("eval-interval", {}, "iterations between validation-loss evaluations",
+              training.eval_interval),
+      INT_OPT("eval-iters", {},
+              "global batches of the validation split per evaluation (0 = no evaluation)",
+              training.eval_iters),
       BYTES_OPT("memory-budget", "bytes per rank a plan must fit, e.g. 2GiB (0 = device memory)",
                 training.memory_budget),
       FLAG_OPT("bf16", "plan with bf16 activations and matmuls", training.bf16),
@@ -349,6 +385,33 @@ std::string normalize_key(std::string key) {
   return key;
 }
 
+// A scalar, or for a words option a list of scalars joined by spaces; false for anything else.
+bool yaml_value(const YAML::Node& node, const std::string& key, std::string& out) {
+  if (node.IsScalar()) {
+    out = node.Scalar();
+    return true;
+  }
+  const OptionSpec* spec = find_spec(normalize_key(key));
+  if (!node.IsSequence() || spec == nullptr || spec->kind != Kind::words) return false;
+  out.clear();
+  for (const YAML::Node& item : node) {
+    if (!item.IsScalar()) return false;
+    out += (out.empty() ? "" : " ") + item.Scalar();
+  }
+  return true;
+}
+
+// Megatron counts a run in iterations or in samples, never both.
+void check_iterations_or_samples(const std::vector<std::string>& given) {
+  const bool iters = std::find(given.begin(), given.end(), "train-iters") != given.end();
+  const bool samples = std::find(given.begin(), given.end(), "train-samples") != given.end();
+  if (iters && samples) {
+    fail_config(
+        "give only one of --train-iters and --train-samples (with --train-samples the run has "
+        "train-samples / global-batch-size iterations)");
+  }
+}
+
 }  // namespace
 
 void apply_option(Config& cfg, const std::string& raw_key, const std::string& value) {
@@ -372,7 +435,8 @@ void apply_option(Config& cfg, const std::string& raw_key, const std::string& va
   fail_config("unknown option '{}': did you mean '{}'?", key, near);
 }
 
-void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin) {
+void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin,
+                std::vector<std::string>* keys) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -390,10 +454,12 @@ void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& or
       fail_config("{} (line {}): an option name must be a plain word, not a list or map", origin,
                   kv.first.Mark().line + 1);
     std::string key = kv.first.Scalar();
-    if (!kv.second.IsScalar())
+    std::string value;
+    if (!yaml_value(kv.second, key, value))
       fail_config("{}: option '{}' must be a single value, not a list or map", origin, key);
+    if (keys != nullptr) keys->push_back(normalize_key(key));
     try {
-      apply_option(cfg, key, kv.second.Scalar());
+      apply_option(cfg, key, value);
     } catch (const ConfigError& e) {
       fail_config("{} (line {}): {}", origin, kv.first.Mark().line + 1, e.what());
     }
@@ -417,6 +483,17 @@ std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
       cmd->add_flag(names, opts->flag_text.emplace_back(), s.help)
           ->each([weak, key](const std::string& v) { weak.lock()->flags.emplace_back(key, v); })
           ->group(group);
+    } else if (s.kind == Kind::words) {
+      cmd->add_option_function<std::vector<std::string>>(
+             names,
+             [weak, key](const std::vector<std::string>& words) {
+               std::string v;
+               for (const std::string& w : words) v += (v.empty() ? "" : " ") + w;
+               weak.lock()->flags.emplace_back(key, v);
+             },
+             s.help)
+          ->expected(1, -1)
+          ->group(group);
     } else {
       cmd->add_option_function<std::string>(
              names, [weak, key](const std::string& v) { weak.lock()->flags.emplace_back(key, v); },
@@ -431,6 +508,7 @@ std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
 
 Config resolve_config(const ConfigOptions& opts, const Config& base, bool validate) {
   Config cfg = base;
+  std::vector<std::string> given;  // every key set, by flag or file
   // Flags CLI11 did not match: Megatron options at their neutral value are fine, others are
   // refused by apply_option with the nearest known key.
   std::vector<std::string> extras =
@@ -446,6 +524,7 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
       value = arg.substr(eq + 1);
     else if (i + 1 < extras.size() && extras[i + 1].compare(0, 2, "--") != 0)
       value = extras[++i];
+    given.push_back(normalize_key(key));
     apply_option(cfg, key, value);
   }
   if (!opts.config_file.empty()) {
@@ -453,15 +532,17 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
     if (!in) fail_config("cannot read config file {}", opts.config_file);
     std::stringstream ss;
     ss << in.rdbuf();
-    apply_yaml(cfg, ss.str(), opts.config_file);
+    apply_yaml(cfg, ss.str(), opts.config_file, &given);
   }
   for (const auto& [key, value] : opts.flags) {
+    given.push_back(normalize_key(key));
     try {
       apply_option(cfg, key, value);
     } catch (const ConfigError& e) {
       fail_config("--{}", e.what());
     }
   }
+  check_iterations_or_samples(given);
   if (validate) cfg.validate();
   return cfg;
 }
@@ -469,8 +550,10 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
 std::string config_to_yaml(const Config& cfg) {
   std::string out;
   for (const OptionSpec& s : option_specs()) {
+    // With --train-samples the iterations are derived; writing both would refuse the file.
+    if (s.key == "train-iters" && cfg.training.sample_based()) continue;
     std::string v = s.get(cfg);
-    bool quote = s.kind == Kind::text;
+    bool quote = s.kind == Kind::text || s.kind == Kind::words;
     out += fmt::format("{}: {}\n", s.key, quote ? fmt::format("\"{}\"", v) : v);
   }
   return out;

@@ -32,8 +32,10 @@ std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd);
 Config resolve_config(const ConfigOptions& opts, const Config& base = Config{},
                       bool validate = true);
 
-// Applies YAML text (a map of keys to scalars) onto `cfg`; `origin` names the source in errors.
-void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin);
+// Applies YAML text (a map of keys to scalars; a words option such as data-path may be a list)
+// onto `cfg`; `origin` names the source in errors; `keys` (optional) gets every key it set.
+void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin,
+                std::vector<std::string>* keys = nullptr);
 // Sets one key (Megatron name without dashes, or an alias) from text.
 void apply_option(Config& cfg, const std::string& key, const std::string& value);
 

@@ -278,6 +278,8 @@ void TrainingConfig::validate() const {
     fail_config("save-interval {} is set but --save is not: add --save DIR", save_interval);
   if (memory_budget < 0) fail_config("memory-budget must be >= 0 (0 = device memory)");
   require_positive(log_interval, "log-interval");
+  validate_units();
+  validate_data();
 }
 
 void ClusterConfig::validate() const {
@@ -331,6 +333,7 @@ void Config::validate() {
   }
   model.validate();
   parallel.validate();
+  training.resolve_train_iters();
   training.validate();
   cluster.validate();
   if (cluster.num_devices == 0) cluster.num_devices = parallel.world_size();

@@ -98,11 +98,19 @@ const char* lr_decay_style_name(LrDecayStyle s);
 struct TrainingConfig {
   int64_t global_batch_size = 16;  // sequences per iteration, over all data-parallel replicas
   int64_t train_iters = 100;
+  // Megatron's --train-samples: samples (documents) to train on instead of --train-iters;
+  // Config::validate sets train_iters = train_samples / global_batch_size. 0 = by iterations.
+  int64_t train_samples = 0;
   double lr = 3e-4;
   double min_lr = 0.0;
   LrDecayStyle lr_decay_style = LrDecayStyle::cosine;
   int64_t lr_warmup_iters = 0;
   int64_t lr_decay_iters = 0;  // 0 means = train_iters
+  // The sample-based schedule (with --train-samples): warm-up and decay counted in samples.
+  int64_t lr_warmup_samples = 0;
+  int64_t lr_decay_samples = 0;  // 0 means = train_samples
+  // Warm-up as a fraction of the decay length, in either unit; < 0 = unset (Megatron's None).
+  double lr_warmup_fraction = -1;
   double weight_decay = 0.1;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.95;
@@ -117,14 +125,33 @@ struct TrainingConfig {
   std::string tokenizer_type = "ByteTokenizer";  // recorded in saved checkpoints
   std::string tokenizer_model;                   // the SentencePiece .model of tokenizer_type
   int64_t save_interval = 0;  // iterations between checkpoints; 0 = only at the end
-  std::string data_path;      // Megatron indexed dataset prefix (PREFIX.bin / PREFIX.idx)
-  int64_t memory_budget = 0;  // bytes per rank the plan must fit; 0 = device memory
+  // Megatron's --data-path: one PREFIX (.bin / .idx) or a blend "W1 P1 W2 P2 ..." (data/blend.h),
+  // cut into train / validation / test by `split`.
+  std::string data_path;
+  std::string split = "100,0,0";  // train,validation,test weights over each dataset's documents
+  // Megatron's separate blends per split (instead of --data-path and --split).
+  std::string train_data_path, valid_data_path, test_data_path;
+  int64_t eval_interval = 1000;  // iterations between validation evaluations (Megatron's default)
+  int64_t eval_iters = 100;      // global batches per evaluation; 0 = no evaluation
+  int64_t memory_budget = 0;     // bytes per rank the plan must fit; 0 = device memory
   bool bf16 = false;  // plan bf16 activations and matmuls (GPU presets); CPU training is fp32
   int64_t log_interval = 1;
   CostModelUpdate cost_model_update = CostModelUpdate::online;
 
   int64_t decay_iters() const { return lr_decay_iters > 0 ? lr_decay_iters : train_iters; }
+  int64_t decay_samples() const { return lr_decay_samples > 0 ? lr_decay_samples : train_samples; }
+  bool sample_based() const { return train_samples > 0; }
+  // Any dataset given, by --data-path or the per-split paths.
+  bool has_data() const {
+    return !data_path.empty() || !train_data_path.empty() || !valid_data_path.empty() ||
+           !test_data_path.empty();
+  }
   void validate() const;
+  // Parts of validate() (config_training.cc): iteration- vs sample-based counts, the data flags.
+  void validate_units() const;
+  void validate_data() const;
+  // --train-samples: train_iters = train_samples / global_batch_size (Megatron's floor).
+  void resolve_train_iters();
 };
 
 // The cluster being planned for (and, for `train`, the machine it runs on).

@@ -48,6 +48,12 @@ std::vector<DocumentRef> DocumentStream::next() {
 }
 
 void DocumentStream::set_consumed_samples(int64_t consumed) {
+  // BatchSampler's bound, checked before the blend replays that many samples.
+  constexpr int64_t kMaxConsumed = int64_t{1} << 53;
+  if (consumed < 0 || consumed > kMaxConsumed) {
+    fail("consumed_samples {} is outside [0, 2^53]; the checkpoint that supplied it is damaged",
+         consumed);
+  }
   cursor_.set_consumed(consumed);
   for (size_t d = 0; d < sources_.size(); ++d) {
     sources_[d].order.set_consumed_samples(cursor_.taken()[d]);

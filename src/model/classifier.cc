@@ -9,9 +9,9 @@
 
 namespace infinipipe {
 
-double classifier_forward_backward(float* dx, float* dW, const float* x, const float* W,
-                                   const int32_t* targets, int64_t N, int64_t C, int64_t V,
-                                   float loss_scale, float* workspace) {
+namespace {
+
+void targets_check(const int32_t* targets, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n) {
     if (targets[n] < -1 || targets[n] >= V) {
       fail(
@@ -20,6 +20,38 @@ double classifier_forward_backward(float* dx, float* dW, const float* x, const f
           targets[n], n, V);
     }
   }
+}
+
+}  // namespace
+
+double classifier_loss(const float* x, const float* W, const int32_t* targets, int64_t N, int64_t C,
+                       int64_t V, float* workspace) {
+  targets_check(targets, N, V);
+  double loss = 0.0;
+  for (int64_t n0 = 0; n0 < N; n0 += kClassifierBlock) {
+    const int64_t B = std::min(kClassifierBlock, N - n0);
+    float* logits = workspace;  // (B,V)
+    gemm_f32(false, true, B, V, C, 1.0f, x + n0 * C, C, W, C, 0.0f, logits, V);
+#pragma omp parallel for schedule(static) reduction(+ : loss) if (B * V >= kOmpMinWork)
+    for (int64_t b = 0; b < B; ++b) {
+      const float* row = logits + b * V;
+      const int32_t t = targets[n0 + b];
+      if (t < 0) continue;  // no label: contributes nothing
+      float mx = row[0];
+      for (int64_t v = 1; v < V; ++v) mx = std::max(mx, row[v]);
+      // The same float exponentials, summed in double, as the training loss.
+      double sum = 0.0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+      loss += std::log(sum) - (static_cast<double>(row[t]) - mx);
+    }
+  }
+  return loss;
+}
+
+double classifier_forward_backward(float* dx, float* dW, const float* x, const float* W,
+                                   const int32_t* targets, int64_t N, int64_t C, int64_t V,
+                                   float loss_scale, float* workspace) {
+  targets_check(targets, N, V);
   double loss = 0.0;
   for (int64_t n0 = 0; n0 < N; n0 += kClassifierBlock) {
     const int64_t B = std::min(kClassifierBlock, N - n0);

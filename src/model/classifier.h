@@ -17,4 +17,8 @@ double classifier_forward_backward(float* dx, float* dW, const float* x, const f
                                    const int32_t* targets, int64_t N, int64_t C, int64_t V,
                                    float loss_scale, float* workspace);
 
+// The same loss without any gradient (evaluation): Σ −log softmax(x·Wᵀ)[target], in double.
+double classifier_loss(const float* x, const float* W, const int32_t* targets, int64_t N, int64_t C,
+                       int64_t V, float* workspace);
+
 }  // namespace infinipipe

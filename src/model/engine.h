@@ -82,6 +82,12 @@ class StageEngine {
   ForwardOutput forward(const ChunkInput& chunk, Tensor&& input_activation,
                         int64_t recompute_layers, double loss_scale);
 
+  // Evaluation (engine_eval.cc): the chunk's forward without gradients, recompute or anything
+  // kept for a backward. The last stage returns the loss sum; the others the activation. A slice
+  // whose sequence has later slices keeps its K/V (they attend to it) until the sequence's final
+  // slice ran here; then every chunk of that sequence is released.
+  ForwardOutput forward_eval(const ChunkInput& chunk, Tensor&& input_activation);
+
   // Called inside backward once a part of the stage has accumulated its parameter gradients for
   // the chunk: the stage-local layer index, or kBackwardPartEmbedding after the embedding. Lets
   // a caller start reducing gradients that are final while earlier layers still run (the model
@@ -133,6 +139,8 @@ class StageEngine {
   std::vector<AttnSegment> slice_segments(const Chunk& c, size_t s, int64_t l);
   void kv_grads_ensure(const Chunk& c, size_t s, int64_t l);
   void chunk_drop(int32_t chunk_id, bool failed_forward = false);
+  double head_loss(Chunk& c, const Tensor& x, const std::vector<int32_t>& targets);
+  void eval_release(int32_t chunk_id);
 
   ModelConfig cfg_;
   StageRange range_;

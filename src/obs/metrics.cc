@@ -51,6 +51,15 @@ nlohmann::json metrics_to_json(const IterationMetrics& m) {
       {"memory_budget", m.memory_budget},
   };
   if (m.rss_peak_bytes >= 0) j["rss_peak_bytes"] = m.rss_peak_bytes;
+  if (m.valid_loss) {
+    j["valid_loss"] = *m.valid_loss;
+    j["valid_tokens"] = m.valid_tokens;
+  }
+  if (m.test_loss) {
+    j["test_loss"] = *m.test_loss;
+    j["test_tokens"] = m.test_tokens;
+  }
+  if (m.valid_loss || m.test_loss) j["eval_seconds"] = m.eval_seconds;
   return j;
 }
 
@@ -75,10 +84,13 @@ nlohmann::json action_timings_to_json(int64_t iteration, double predicted_step_s
 }
 
 std::string metrics_format_line(const IterationMetrics& m) {
+  std::string eval;
+  if (m.valid_loss) eval += fmt::format(" | valid loss {:.4f}", *m.valid_loss);
+  if (m.test_loss) eval += fmt::format(" | test loss {:.4f}", *m.test_loss);
   return fmt::format(
-      " iter {}/{} | loss {:.4f} | {} tok/s | lr {:.3e} | grad norm {:.3f} | peak {} (predicted "
+      " iter {}/{} | loss {:.4f}{} | {} tok/s | lr {:.3e} | grad norm {:.3f} | peak {} (predicted "
       "{}) | {} chunks, {} {}",
-      m.iteration, m.train_iters, m.loss, format_rate(m.tokens_per_s), m.lr, m.grad_norm,
+      m.iteration, m.train_iters, m.loss, eval, format_rate(m.tokens_per_s), m.lr, m.grad_norm,
       format_bytes(m.measured_peak_bytes), format_bytes(m.predicted_peak_bytes), m.chunks,
       m.schedule, m.plan_knobs);
 }
@@ -139,9 +151,12 @@ void ProgressLine::update(const IterationMetrics& m) {
   const int64_t left = total_ - m.iteration;
   const double eta = done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(left) : 0;
   const int pct = total_ > 0 ? static_cast<int>(100 * m.iteration / total_) : 100;
+  if (m.valid_loss) valid_loss_ = m.valid_loss;
+  const std::string valid =
+      valid_loss_ ? fmt::format(" | valid loss {:.4f}", *valid_loss_) : std::string();
   const std::string line = fmt::format(
-      "[{}/{} {:3}%] loss {:.4f} | {} tok/s | elapsed {} | ETA {}", m.iteration, total_, pct,
-      m.loss, format_rate(m.tokens_per_s), format_duration(elapsed), format_duration(eta));
+      "[{}/{} {:3}%] loss {:.4f}{} | {} tok/s | elapsed {} | ETA {}", m.iteration, total_, pct,
+      m.loss, valid, format_rate(m.tokens_per_s), format_duration(elapsed), format_duration(eta));
   if (tty_) {
     fmt::print(out_, "\r\033[K{}", line);
     std::fflush(out_);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,13 @@ struct IterationMetrics {
   int64_t memory_budget = 0;
   // This process's peak resident memory during the iteration (obs/process_rss.h; -1 = unknown).
   int64_t rss_peak_bytes = -1;
+  // Evaluation at the end of this iteration (--eval-interval), forward-only over --eval-iters
+  // global batches: token-weighted mean loss and predicted tokens. Unset: no evaluation ran.
+  std::optional<double> valid_loss;
+  int64_t valid_tokens = 0;
+  std::optional<double> test_loss;  // the final test-split evaluation, on the last iteration
+  int64_t test_tokens = 0;
+  double eval_seconds = 0;  // wall time of this iteration's evaluations (not in `seconds`)
 };
 
 nlohmann::json metrics_to_json(const IterationMetrics& m);
@@ -89,6 +97,7 @@ class ProgressLine {
   Clock::time_point start_, last_print_;
   int64_t last_printed_iter_ = 0;
   bool open_line_ = false;
+  std::optional<double> valid_loss_;  // the last evaluation's, shown until the next
 };
 
 }  // namespace infinipipe::obs

@@ -86,6 +86,8 @@ struct Plan {
   // Per pipeline rank, the time terms (cost::OnlineTerm order) its actions were predicted with,
   // when ranks have costs of their own (plan_costs.h); empty: one set of coefficients for all.
   std::vector<std::vector<double>> rank_time_terms;
+  // An evaluation plan (forward_plan.h): forwards only, no recompute, nothing kept for backward.
+  bool forward_only = false;
 
   int32_t num_stages() const { return pp * vpp; }
   int32_t rank_of_stage(int32_t stage) const { return stage % pp; }

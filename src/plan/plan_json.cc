@@ -77,6 +77,7 @@ json plan_to_json(const Plan& plan) {
   j["pp"] = plan.pp;
   j["vpp"] = plan.vpp;
   j["memory_budget"] = plan.memory_budget;
+  if (plan.forward_only) j["forward_only"] = true;  // absent: a training plan
   j["predicted_step_time"] = plan.predicted_step_time;
   j["predicted_peak_bytes"] = plan.predicted_peak_bytes;
   if (!plan.rank_time_terms.empty()) j["rank_time_terms"] = plan.rank_time_terms;
@@ -224,6 +225,10 @@ Plan plan_from_json(const json& j) {
   p.pp = as_int32(field(j, "pp", "the plan"), "pp", 1, 1 << 16);
   p.vpp = as_int32(field(j, "vpp", "the plan"), "vpp", 1, 1 << 10);
   p.memory_budget = as_int(field(j, "memory_budget", "the plan"), "memory_budget", 0);
+  if (j.contains("forward_only")) {
+    if (!j["forward_only"].is_boolean()) fail("plan JSON: forward_only must be true or false");
+    p.forward_only = j["forward_only"].get<bool>();
+  }
   p.predicted_step_time =
       as_double(field(j, "predicted_step_time", "the plan"), "predicted_step_time");
   for (const json& v :

@@ -158,6 +158,10 @@ void check_actions(Checker& ck) {
         continue;
       }
       pos[at] = static_cast<int64_t>(i);
+      if (p.forward_only && (a.kind == ActionKind::backward || a.recompute_layers != 0)) {
+        ck.error("rank {} action {} ({}): a forward-only plan runs forwards without recompute", r,
+                 i, describe(a));
+      }
       if (a.kind == ActionKind::backward) {
         if (fpos[at] < 0) {
           ck.error("rank {} action {}: backward of chunk {} on stage {} comes before its forward",
@@ -192,7 +196,8 @@ void check_actions(Checker& ck) {
     for (int64_t c = 0; c < m; ++c) {
       const size_t at = static_cast<size_t>(s) * m + c;
       if (fpos[at] < 0) ck.error("rank {} has no forward of chunk {} on stage {}", s % p.pp, c, s);
-      if (bpos[at] < 0) ck.error("rank {} has no backward of chunk {} on stage {}", s % p.pp, c, s);
+      if (bpos[at] < 0 && !p.forward_only)
+        ck.error("rank {} has no backward of chunk {} on stage {}", s % p.pp, c, s);
     }
 }
 

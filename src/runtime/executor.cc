@@ -212,8 +212,11 @@ void RankExecutor::run_next() {
     if (!st.has_embedding) input = link_.recv_activation(a.stage, a.chunk);
     const ChunkInput& in = chunk_input(a.chunk);
     timing.start_s = seconds_since(t0_);
-    // The received buffer becomes the chunk's stashed input (no copy, no second buffer).
-    ForwardOutput out = engine.forward(in, std::move(input), a.recompute_layers, loss_scale_);
+    // The received buffer becomes the chunk's stashed input (no copy, no second buffer). A
+    // forward-only (evaluation) plan keeps nothing for a backward.
+    ForwardOutput out = plan_.forward_only
+                            ? engine.forward_eval(in, std::move(input))
+                            : engine.forward(in, std::move(input), a.recompute_layers, loss_scale_);
     slow_rank_apply(rank_, timing.start_s, t0_);
     timing.end_s = seconds_since(t0_);
     if (st.has_lm_head) {
@@ -222,6 +225,7 @@ void RankExecutor::run_next() {
     } else {
       link_.send_activation(a.stage, a.chunk, std::move(out.activation));
     }
+    if (plan_.forward_only) chunk_input_release(a.chunk);
   } else {
     Tensor grad;
     if (!st.has_lm_head) grad = link_.recv_grad(a.stage, a.chunk);
@@ -238,12 +242,7 @@ void RankExecutor::run_next() {
     slow_rank_apply(rank_, timing.start_s, t0_);
     timing.end_s = seconds_since(t0_);
     if (!st.has_embedding) link_.send_grad(a.stage, a.chunk, std::move(dx));
-    // The chunk's last backward on this rank: its tokens are no longer needed.
-    bool later = false;
-    for (size_t i = next_ + 1; i < actions_.size() && !later; ++i) {
-      later = actions_[i].chunk == a.chunk;
-    }
-    if (!later) inputs_.erase(a.chunk);
+    chunk_input_release(a.chunk);
   }
   if (const MemoryTracker* mt = link_.memory_tracker()) {
     timing.memory_bytes = mt->current_total();
@@ -253,6 +252,14 @@ void RankExecutor::run_next() {
   ++next_;
   if (done()) link_.finish(rank_);
   link_waits_collect();
+}
+
+// After the chunk's last action on this rank its tokens are no longer needed.
+void RankExecutor::chunk_input_release(int32_t chunk) {
+  for (size_t i = next_ + 1; i < actions_.size(); ++i) {
+    if (actions_[i].chunk == chunk) return;
+  }
+  inputs_.erase(chunk);
 }
 
 void RankExecutor::link_waits_collect() {

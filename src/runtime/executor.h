@@ -128,6 +128,7 @@ class RankExecutor {
  private:
   const ChunkInput& chunk_input(int32_t chunk);
   void link_waits_collect();
+  void chunk_input_release(int32_t chunk);
 
   const plan::Plan& plan_;
   int32_t rank_;

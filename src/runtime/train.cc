@@ -41,10 +41,11 @@ void train_check_config(const Config& cfg, int world_size) {
         "--bf16 plans bf16 activations for GPU presets, but CPU training runs in fp32; "
         "drop --bf16 for `infinipipe train`");
   }
-  if (cfg.training.train_iters > 0 && cfg.training.data_path.empty()) {
+  if (cfg.training.train_iters > 0 && !cfg.training.has_data()) {
     fail_config(
-        "train needs a dataset: pass --data-path PREFIX (a Megatron PREFIX.bin/.idx). Make one "
-        "with `infinipipe data synth --output PREFIX --seq-length {}` (synthetic, learnable) or "
+        "train needs a dataset: pass --data-path PREFIX (a Megatron PREFIX.bin/.idx, or a blend "
+        "'0.3 A 0.7 B'). Make one with `infinipipe data synth --output PREFIX --seq-length {}` "
+        "(synthetic, learnable) or "
         "`infinipipe data prepare --input FILE.jsonl --output PREFIX`",
         cfg.model.seq_length);
   }
@@ -112,13 +113,14 @@ void Trainer::optimizer_build(const OptimizerOptions& oo) {
   });
 }
 
-// The dataset and its sampler, at the data position the run starts from.
+// The datasets and the training order, at the data position the run starts from.
 void Trainer::dataset_open() {
-  dataset_.emplace(data::IndexedDataset::open(cfg_.training.data_path));
-  sampler_ = std::make_unique<data::BatchSampler>(dataset_->num_documents(),
-                                                  cfg_.training.global_batch_size,
-                                                  static_cast<uint64_t>(cfg_.training.seed));
-  sampler_->set_consumed_samples(start_consumed_);
+  const TrainingConfig& t = cfg_.training;
+  datasets_.emplace(data::RunDatasets::open(
+      {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path}));
+  stream_.emplace(datasets_->stream(data::DataSplit::train, t.global_batch_size,
+                                    static_cast<uint64_t>(t.seed)));
+  stream_->set_consumed_samples(start_consumed_);
 }
 
 Trainer::~Trainer() = default;
@@ -149,7 +151,7 @@ void Trainer::model_build() {
 }
 
 int64_t Trainer::consumed_samples() const {
-  return sampler_ ? sampler_->consumed_samples() : start_consumed_;
+  return stream_ ? stream_->consumed_samples() : start_consumed_;
 }
 
 // The last stage's copy of the tied embedding when the first stage runs on another rank (it is

@@ -27,8 +27,8 @@
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "cost/online_fit.h"
-#include "data/batch_sampler.h"
-#include "data/indexed_dataset.h"
+#include "data/document_stream.h"
+#include "data/run_datasets.h"
 #include "model/engine.h"
 #include "model/lr_schedule.h"
 #include "model/optimizer.h"
@@ -69,7 +69,7 @@ std::string train_rank_path(const std::string& path, int rank);
 
 // Checks the parts of a configuration `train` cannot run (ConfigError saying what to change):
 // pp × dp other than the number of processes (world_size; 1 without mpirun), Ulysses > 1, bf16,
-// no --data-path with iterations to run.
+// no training data with iterations to run.
 void train_check_config(const Config& cfg, int world_size = 1);
 
 class DistGradReducer;
@@ -92,6 +92,19 @@ class Trainer {
 
   // One iteration on the next global batch.
   obs::IterationMetrics step();
+  // The run has validation / test data and evaluates (--eval-iters > 0).
+  bool evaluates(data::DataSplit split) const;
+  // Forward-only loss over --eval-iters global batches of `split` (train_eval.cc): the
+  // validation split continues where the last evaluation stopped (evaluation `index` starts at
+  // batch index × eval-iters, so a resumed run evaluates the same documents); the test split
+  // starts at its beginning. Changes no weight, gradient, optimizer state or training order.
+  struct EvalResult {
+    double loss = 0;     // token-weighted mean over every predicted token of the batches
+    int64_t tokens = 0;  // predicted tokens
+    double seconds = 0;
+  };
+  EvalResult evaluate(data::DataSplit split, int64_t index);
+  const plan::Plan& last_eval_plan() const { return last_eval_plan_; }  // its last batch's plan
   // Checkpoint of the current state into cfg.training.save (iter_NNNNNNN, then `latest`).
   void save();
 
@@ -120,7 +133,7 @@ class Trainer {
   // A global batch: the documents that predict something (an empty document is left out), their
   // lengths truncated to seq-length, and their tokens once read (empty until then).
   struct Batch {
-    std::vector<int64_t> documents;
+    std::vector<data::DocumentRef> documents;
     std::vector<int64_t> lengths;
     std::vector<std::vector<int32_t>> sequences;
   };
@@ -146,8 +159,9 @@ class Trainer {
   void tokenizer_record();                    // --tokenizer-type, checked against the vocab
 
   // Batches (train_batch.cc).
-  Batch batch_lengths_read(std::span<const int64_t> documents) const;
-  void batch_tokens_read(Batch& batch) const;
+  Batch batch_lengths_read(std::span<const data::DocumentRef> documents,
+                           data::DataSplit split = data::DataSplit::train) const;
+  void batch_tokens_read(Batch& batch, data::DataSplit split = data::DataSplit::train) const;
   Batch batch_next(int64_t iteration);
   Batch replica_share(const Batch& batch) const;
 
@@ -156,6 +170,12 @@ class Trainer {
   Planned plan_take(std::span<const int64_t> lengths);
   void plan_ahead_start();
   plan::PlanResult plan_replica(std::span<const int64_t> lengths, double& planner_seconds);
+  // Evaluation (train_eval.cc): a forward-only plan of a replica's share, made on its first
+  // pipeline rank and broadcast; the loss sum and predicted tokens of one batch over the world.
+  plan::Plan eval_plan_replica(std::span<const int64_t> lengths);
+  std::string plan_share(std::string text);  // the first stage's text to the pipeline
+  std::pair<double, int64_t> eval_batch(const Batch& batch, int64_t predicted,
+                                        data::DataSplit split);
   void plan_broadcast(void* data, int count, MPI_Datatype type, const std::string& what);
   // last_plan_cm_: the shared terms and the plan's per-rank ones.
   void plan_cost_set(const std::array<double, cost::kNumOnlineTerms>& terms,
@@ -202,14 +222,15 @@ class Trainer {
   std::string knobs_text_;  // the last plan's knobs, described
   std::unique_ptr<ParamOptimizer> optimizer_;
   LrSchedule lr_;
-  std::optional<data::IndexedDataset> dataset_;
-  std::unique_ptr<data::BatchSampler> sampler_;
-  int64_t start_consumed_ = 0;  // data position before the dataset is opened
+  std::optional<data::RunDatasets> datasets_;
+  std::optional<data::DocumentStream> stream_;  // the training split's global batches
+  int64_t start_consumed_ = 0;                  // data position before the dataset is opened
   int64_t iteration_ = 0;
   bool resumed_ = false;
   std::string weights_from_;
   CheckpointTokenizer saved_tokenizer_;  // what every checkpoint records of the tokenizer
   plan::Plan last_plan_;
+  plan::Plan last_eval_plan_;
   std::vector<obs::StepStats> last_stats_;
   // The next batch's plan, made on a background thread (which never calls MPI) while this one
   // trains, by the rank that plans: its replica's lengths, and the plan to come.

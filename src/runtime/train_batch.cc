@@ -10,10 +10,11 @@
 namespace infinipipe::runtime {
 
 // One sequence per document, truncated to seq-length; an empty document predicts nothing.
-Trainer::Batch Trainer::batch_lengths_read(std::span<const int64_t> documents) const {
+Trainer::Batch Trainer::batch_lengths_read(std::span<const data::DocumentRef> documents,
+                                           data::DataSplit split) const {
   Batch batch;
-  for (int64_t doc : documents) {
-    const int64_t n = std::min(dataset_->document_length(doc), cfg_.model.seq_length);
+  for (const data::DocumentRef& doc : documents) {
+    const int64_t n = std::min(datasets_->document_length(split, doc), cfg_.model.seq_length);
     if (n == 0) continue;
     batch.documents.push_back(doc);
     batch.lengths.push_back(n);
@@ -21,21 +22,24 @@ Trainer::Batch Trainer::batch_lengths_read(std::span<const int64_t> documents) c
   return batch;
 }
 
-void Trainer::batch_tokens_read(Batch& batch) const {
+void Trainer::batch_tokens_read(Batch& batch, data::DataSplit split) const {
   batch.sequences.clear();
-  for (size_t i = 0; i < batch.documents.size(); ++i)
-    batch.sequences.push_back(dataset_->document_tokens(batch.documents[i], batch.lengths[i]));
+  for (size_t i = 0; i < batch.documents.size(); ++i) {
+    batch.sequences.push_back(
+        datasets_->document_tokens(split, batch.documents[i], batch.lengths[i]));
+  }
 }
 
 // The sampler's next global batch, lengths only; Error if it predicts no token.
 Trainer::Batch Trainer::batch_next(int64_t iteration) {
-  Batch batch = batch_lengths_read(sampler_->next());
+  Batch batch = batch_lengths_read(stream_->next());
   if (batch_predicted_tokens(batch.lengths) == 0) {
     fail(
         "iteration {}: the global batch (documents {}..{} of the data order) predicts no token "
         "(every document has at most one token); check --data-path {}",
-        iteration, sampler_->consumed_samples() - cfg_.training.global_batch_size,
-        sampler_->consumed_samples() - 1, cfg_.training.data_path);
+        iteration, stream_->consumed_samples() - cfg_.training.global_batch_size,
+        stream_->consumed_samples() - 1,
+        cfg_.training.data_path.empty() ? cfg_.training.train_data_path : cfg_.training.data_path);
   }
   return batch;
 }

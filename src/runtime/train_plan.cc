@@ -40,7 +40,7 @@ Trainer::Planned Trainer::plan_take(std::span<const int64_t> lengths) {
 // the position a checkpoint saves stays the consumed one; the cost model too, as the refit
 // changes plan_cm_ while the thread plans.
 void Trainer::plan_ahead_start() {
-  data::BatchSampler peek = *sampler_;
+  data::DocumentStream peek = *stream_;
   const Batch batch = batch_lengths_read(peek.next());
   if (batch_predicted_tokens(batch.lengths) == 0) return;  // step() reports that batch
   ahead_lengths_ = replica_share(batch).lengths;
@@ -59,6 +59,15 @@ void Trainer::plan_broadcast(void* data, int count, MPI_Datatype type, const std
       {&req, 1}, {}, p2p_->timeout_s(),
       {fmt::format("the broadcast of {} for iteration {}", what, iteration_ + 1),
        "a stage of this pipeline may have died or hung", comm_peers(groups_->pp_comm())});
+}
+
+// The first pipeline stage's `text` (a plan as JSON), on every stage of the pipeline.
+std::string Trainer::plan_share(std::string text) {
+  int64_t n = static_cast<int64_t>(text.size());
+  plan_broadcast(&n, 1, MPI_INT64_T, "the plan's size");
+  text.resize(static_cast<size_t>(n));
+  plan_broadcast(text.data(), mpi_count(n, "the plan"), MPI_CHAR, "the plan");
+  return text;
 }
 
 // One process plans the whole batch. Distributed: the replica's share (balance_replicas), planned
@@ -88,10 +97,7 @@ plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths, double&
                         {"time_terms", terms}};
     text = j.dump();
   }
-  int64_t n = static_cast<int64_t>(text.size());
-  plan_broadcast(&n, 1, MPI_INT64_T, "the plan's size");
-  text.resize(static_cast<size_t>(n));
-  plan_broadcast(text.data(), mpi_count(n, "the plan"), MPI_CHAR, "the plan");
+  text = plan_share(std::move(text));
   if (!plans_here) {
     const nlohmann::json j = nlohmann::json::parse(text);
     out.plan = plan::plan_from_json(j.at("plan"));

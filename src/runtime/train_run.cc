@@ -118,6 +118,27 @@ TrainOptions run_options_prepare(const TrainOptions& options) {
   return opts;
 }
 
+// Megatron's evaluation points: the validation split every --eval-interval iterations and after
+// the last one (unless it just ran), then the test split once; they land on that iteration's
+// record. The final validation continues the validation order where the last one stopped.
+void evaluations_run(Trainer& trainer, const TrainingConfig& tc, obs::IterationMetrics& m) {
+  const bool last = m.iteration == tc.train_iters;
+  const bool due = m.iteration % tc.eval_interval == 0;
+  if (trainer.evaluates(data::DataSplit::valid) && (due || last)) {
+    const Trainer::EvalResult r = trainer.evaluate(
+        data::DataSplit::valid, m.iteration / tc.eval_interval - (due ? 1 : 0));
+    m.valid_loss = r.loss;
+    m.valid_tokens = r.tokens;
+    m.eval_seconds += r.seconds;
+  }
+  if (last && trainer.evaluates(data::DataSplit::test)) {
+    const Trainer::EvalResult r = trainer.evaluate(data::DataSplit::test, 0);
+    m.test_loss = r.loss;
+    m.test_tokens = r.tokens;
+    m.eval_seconds += r.seconds;
+  }
+}
+
 }  // namespace
 
 std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
@@ -163,6 +184,7 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   while (trainer.iteration() < tc.train_iters) {
     const auto t_step = Clock::now();
     obs::IterationMetrics m = trainer.step();
+    evaluations_run(trainer, tc, m);
     if (trace) {
       trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());
     }

@@ -36,7 +36,7 @@ double Trainer::seconds_since(Clock::time_point t) {
 }
 
 obs::IterationMetrics Trainer::step() {
-  if (!sampler_) fail("trainer: no dataset is open (train-iters {} reached)", iteration_);
+  if (!stream_) fail("trainer: no dataset is open (train-iters {} reached)", iteration_);
   const auto t_start = Clock::now();
   obs::rss_peak_reset();
   obs::IterationMetrics m;
@@ -149,7 +149,7 @@ void Trainer::step_optimize(obs::IterationMetrics& m) {
   const auto t_optimizer = Clock::now();
   tied_grads_sum();
   m.grad_norm = grad_norm_clip();
-  m.lr = lr_.lr_at(iteration_);
+  m.lr = lr_.lr_at(iteration_ * cfg_.training.global_batch_size);
   optimizer_step(m.lr);
   tied_values_copy();
   obs::trace_event_add(last_stats_.front(), "optimizer", "clip and optimizer step", t_optimizer,
@@ -160,7 +160,7 @@ void Trainer::step_optimize(obs::IterationMetrics& m) {
 // for this rank.
 void Trainer::step_metrics_fill(const Batch& batch, int64_t predicted, Clock::time_point t_start,
                                 obs::IterationMetrics& m) const {
-  m.consumed_samples = sampler_->consumed_samples();
+  m.consumed_samples = stream_->consumed_samples();
   m.sequences = static_cast<int64_t>(batch.lengths.size());
   for (int64_t n : batch.lengths) m.tokens += n;
   m.predicted_tokens = predicted;

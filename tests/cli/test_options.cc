@@ -105,6 +105,38 @@ TEST(Options, ShownYamlRoundTrips) {
   EXPECT_EQ(config_to_yaml(a), config_to_yaml(b));
 }
 
+// Megatron's multi-word data flags: several words after one flag, a list or a string in YAML,
+// and the shown configuration loads back (with --train-samples the iterations are derived).
+TEST(Options, DataPathBlendsAndTrainSamples) {
+  Config c = parse({"--data-path", "0.3", "A", "0.7", "B", "--split", "969,30,1", "--lr", "1e-3"});
+  EXPECT_EQ(c.training.data_path, "0.3 A 0.7 B");
+  EXPECT_EQ(c.training.split, "969,30,1");
+  EXPECT_DOUBLE_EQ(c.training.lr, 1e-3);
+  std::string f = write_temp("data-path: [0.5, A, 0.5, B]\n");
+  Config y = parse({"--config", f});
+  EXPECT_EQ(y.training.data_path, "0.5 A 0.5 B");
+  std::remove(f.c_str());
+  f = write_temp("data-path: A\nvalid-data-path: C\n");
+  EXPECT_NE(parse_error({"--config", f}).find("not both"), std::string::npos);
+  std::remove(f.c_str());
+  f = write_temp("train-data-path: [0.5, A, 0.5, B]\nvalid-data-path: C D\n");
+  y = parse({"--config", f});
+  EXPECT_EQ(y.training.train_data_path, "0.5 A 0.5 B");
+  EXPECT_EQ(y.training.valid_data_path, "C D");
+  std::remove(f.c_str());
+
+  Config s =
+      parse({"--train-samples", "1000", "--global-batch-size", "16", "--lr-warmup-samples", "100"});
+  EXPECT_EQ(s.training.train_iters, 62);  // Megatron's floor of samples / global batch
+  Config back;
+  apply_yaml(back, config_to_yaml(s), "shown");
+  back.validate();
+  EXPECT_EQ(back.training.train_iters, 62);
+  EXPECT_EQ(config_to_yaml(back), config_to_yaml(s));
+  EXPECT_NE(parse_error({"--train-samples", "100", "--train-iters", "5"}).find("only one of"),
+            std::string::npos);
+}
+
 TEST(Cli, HelpListsSubcommands) {
   ShellResult r = run_cli("--help");
   EXPECT_EQ(r.exit_code, 0);

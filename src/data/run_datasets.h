@@ -1,0 +1,67 @@
+// The datasets of a training run as Megatron-LM's flags give them: `--data-path` (one PREFIX or a
+// weighted blend) cut into train / validation / test by `--split`, or one blend per split
+// (`--train-data-path`, `--valid-data-path`, `--test-data-path`, each used whole). Every prefix
+// is opened once; each split hands out its global batches through a DocumentStream.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/document_stream.h"
+#include "data/indexed_dataset.h"
+#include "data/split.h"
+
+namespace infinipipe::data {
+
+// The data flags, as text (blends are space-separated words, data/blend.h).
+struct DataFlags {
+  std::string data_path;
+  std::string split = "100,0,0";
+  std::string train_data_path, valid_data_path, test_data_path;
+};
+
+// One split of the run: its datasets (indices into RunDatasets' prefixes), their document
+// ranges and normalised weights.
+struct SplitBlend {
+  std::vector<int32_t> datasets;
+  std::vector<DocRange> ranges;
+  std::vector<double> weights;
+  int64_t documents() const;
+};
+
+class RunDatasets {
+ public:
+  // Opens every prefix (Error naming a missing or damaged one); ConfigError for bad blend or
+  // split syntax.
+  static RunDatasets open(const DataFlags& flags);
+
+  // The split has documents to draw from.
+  bool has(DataSplit s) const { return split(s).documents() > 0; }
+  const SplitBlend& split(DataSplit s) const { return splits_[static_cast<size_t>(s)]; }
+  // Its global batches, seeded per split (the train split keeps `seed`, so one dataset with all
+  // documents in train orders them exactly as BatchSampler(num_documents, gbs, seed)).
+  // ConfigError when the split has no documents, or a weighted dataset has none in it.
+  DocumentStream stream(DataSplit s, int64_t global_batch_size, uint64_t seed) const;
+  // A document of a stream of split `s`: its full length, and its first max_len tokens.
+  int64_t document_length(DataSplit s, const DocumentRef& ref) const;
+  std::vector<int32_t> document_tokens(DataSplit s, const DocumentRef& ref, int64_t max_len) const;
+  const std::vector<std::string>& prefixes() const { return prefixes_; }
+  const IndexedDataset& dataset(int32_t i) const { return datasets_[static_cast<size_t>(i)]; }
+  // One line per split that has data: its documents per dataset and their weights.
+  std::string describe() const;
+
+ private:
+  int32_t prefix_open(const std::string& prefix);
+  const IndexedDataset& source(DataSplit s, const DocumentRef& ref) const;
+
+  std::vector<std::string> prefixes_;
+  std::vector<IndexedDataset> datasets_;
+  std::array<SplitBlend, 3> splits_;
+};
+
+// The words of a blend flag ("0.3 A 0.7 B"), split at white space.
+std::vector<std::string> blend_words(const std::string& text);
+
+}  // namespace infinipipe::data
