@@ -232,6 +232,17 @@ const std::vector<OptionSpec>& option_specs() {
       TEXT_OPT("save", "checkpoint directory to write", training.save),
       TEXT_OPT("load", "checkpoint directory to resume from", training.load),
       INT_OPT("save-interval", {}, "iterations between checkpoints", training.save_interval),
+      FLAG_OPT("exit-signal-handler",
+               "on SIGTERM, SIGINT or SIGUSR1 finish the iteration, save (--save) and exit 0; "
+               "a second signal stops at once (default true; =false restores the default "
+               "actions)",
+               training.exit_signal_handler),
+      INT_OPT("exit-interval", {},
+              "stop with a checkpoint when the iteration is a multiple of this (0 = never)",
+              training.exit_interval),
+      REAL_OPT("exit-duration-in-mins",
+               "stop with a checkpoint once the run has lasted this many minutes (0 = never)",
+               training.exit_duration_in_mins),
       TEXT_OPT("data-path", "Megatron indexed dataset prefix (PREFIX.bin/.idx)",
                training.data_path),
       BYTES_OPT("memory-budget", "bytes per rank a plan must fit, e.g. 2GiB (0 = device memory)",
