@@ -237,6 +237,27 @@ TEST_F(DistStop, SigtermToOneRankStopsEveryRankAndResumesExactly) {
   expect_resume_is_exact(4, "--pp 2 --dp 2", ck, k);
 }
 
+// scripts/mpirun_stoppable.sh (what scripts/demo.sh runs): a SIGTERM to the script, like the
+// Ctrl-C it gets from the terminal, reaches the ranks as SIGUSR1, and the job stops cleanly.
+TEST_F(DistStop, StoppableLauncherTurnsItsSignalIntoACleanStop) {
+  const fs::path ck = dir_ / "ck";
+  const std::string job = fmt::format(
+      "bash {}/scripts/mpirun_stoppable.sh --allow-run-as-root --oversubscribe --bind-to none -np "
+      "2 env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive {} {}",
+      INFINIPIPE_SOURCE_DIR, INFINIPIPE_BINARY,
+      train_args(fmt::format("--pp 2 --quiet --save {}", ck.string())));
+  const testing::ShellResult j =
+      signal_mid_run(job, metrics_hold(ck / "metrics.jsonl", 1), "self", "TERM");
+  EXPECT_NE(j.output.find("RC=0"), std::string::npos) << j.output;
+  EXPECT_NE(j.output.find("mpirun_stoppable: stopping after the current iteration"),
+            std::string::npos)
+      << j.output;
+  const int64_t k = stopped_at(j.output, "SIGUSR1");
+  ASSERT_GE(k, 1) << j.output;
+  expect_no_failure(j.output);
+  EXPECT_EQ(checkpoint_find_latest(ck.string()).value_or(-1), k) << j.output;
+}
+
 // --exit-interval without --save: stops at the first multiple, says nothing was saved, exits 0.
 TEST_F(DistStop, ExitIntervalWithoutSaveSaysSoAndExitsZero) {
   const testing::ShellResult r = testing::shell_run(fmt::format(
