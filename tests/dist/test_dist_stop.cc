@@ -258,8 +258,9 @@ TEST_F(DistStop, StoppableLauncherTurnsItsSignalIntoACleanStop) {
   EXPECT_EQ(checkpoint_find_latest(ck.string()).value_or(-1), k) << j.output;
 }
 
-// --exit-interval without --save: stops at the first multiple, says nothing was saved, exits 0.
-TEST_F(DistStop, ExitIntervalWithoutSaveSaysSoAndExitsZero) {
+// --exit-interval without --save: stops at the first multiple, says nothing was saved, exits 0;
+// --exit-duration-in-mins stops after the iteration in which the time ran out.
+TEST_F(DistStop, ExitIntervalAndDurationWithoutSaveSaySoAndExitZero) {
   const testing::ShellResult r = testing::shell_run(fmt::format(
       "OMP_NUM_THREADS=1 {} {}", INFINIPIPE_BINARY,
       train_args("--exit-interval 3 --quiet", /*budget=*/false)));
@@ -268,6 +269,12 @@ TEST_F(DistStop, ExitIntervalWithoutSaveSaysSoAndExitsZero) {
                           "--save was not given"),
             std::string::npos)
       << r.output;
+  // 0.0001 minutes (6 ms) pass before the first iteration ends: the run stops after it.
+  const testing::ShellResult d = testing::shell_run(
+      fmt::format("OMP_NUM_THREADS=1 {} {}", INFINIPIPE_BINARY,
+                  train_args("--exit-duration-in-mins 0.0001 --quiet", /*budget=*/false)));
+  EXPECT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_EQ(stopped_at(d.output, "after --exit-duration-in-mins 0.0001"), 1) << d.output;
 }
 
 // A second SIGTERM while the first stop is under way ends the process at once, by the signal,
