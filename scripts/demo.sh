@@ -46,7 +46,7 @@ if [ "$stopped" = yes ] && [ "$latest" != 200 ]; then
   echo "stopped with the checkpoint of iteration $latest in $out/checkpoints; continue the run with:"
   # The same flags and --load: same losses and weights as a run that never stopped (with the
   # cost model's online refit, the default, the plans of the resumed run may differ).
-  printf '  %q' "${launch[@]}" "${train[@]}" --load "$out/checkpoints"
+  printf ' %q' "${launch[@]}" "${train[@]}" --load "$out/checkpoints"
   echo
   exit 0
 fi

@@ -1,5 +1,6 @@
 #include "runtime/train_stop.h"
 
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@ constexpr std::array<int, 3> kStopSignals = {SIGTERM, SIGINT, SIGUSR1};
 std::atomic<int> g_received{0};
 std::atomic<int64_t> g_first_ns{0};
 std::atomic<bool> g_installed{false};
+std::atomic<bool> g_closing{false};  // wakes the waiting thread to end
 // "infinipipe: rank 1 (stage 1, replica 0): ", formatted before the handlers go in (a handler
 // may only write(2)).
 char g_prefix[256];
@@ -72,7 +74,18 @@ void on_stop_signal(int sig) {
   say(signal_name(sig));
   say("): stopping at once without saving; the last complete checkpoint is kept\n");
   std::signal(sig, SIG_DFL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);  // on the waiting thread it was blocked
   std::raise(sig);  // delivered when the handler returns: the process ends by the signal
+}
+
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : kStopSignals) sigaddset(&set, s);
+  return set;
 }
 
 }  // namespace
@@ -97,9 +110,27 @@ StopSignals::StopSignals() {
   sigemptyset(&sa.sa_mask);
   for (int s : kStopSignals) sigaddset(&sa.sa_mask, s);
   for (size_t i = 0; i < kStopSignals.size(); ++i) sigaction(kStopSignals[i], &sa, &previous_[i]);
+  // The signals are taken by one thread waiting for them, blocked on this thread and the ones it
+  // starts, so they never interrupt the training's own calls; the handler above serves threads
+  // started before (MPI's).
+  const sigset_t set = stop_signal_set();
+  pthread_sigmask(SIG_BLOCK, &set, &previous_mask_);
+  g_closing.store(false);
+  waiter_ = std::thread([set] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (g_closing.load()) return;
+      on_stop_signal(sig);
+    }
+  });
 }
 
 StopSignals::~StopSignals() {
+  g_closing.store(true);
+  pthread_kill(waiter_.native_handle(), SIGUSR1);
+  waiter_.join();
+  pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
   for (size_t i = 0; i < kStopSignals.size(); ++i) sigaction(kStopSignals[i], &previous_[i], nullptr);
   g_installed.store(false);
 }

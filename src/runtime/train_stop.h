@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "runtime/train.h"
 
@@ -42,6 +43,8 @@ class StopSignals {
 
  private:
   struct sigaction previous_[3];
+  sigset_t previous_mask_;
+  std::thread waiter_;
 };
 
 // The stop decision of one run: installs the handlers (with --exit-signal-handler), and after
