@@ -25,8 +25,9 @@ struct StopReasons {
 // "SIGTERM", "at --exit-interval 5", "after --exit-duration-in-mins 0.5": what stopped the run.
 std::string stop_reasons_text(const StopReasons& r, const TrainingConfig& tc);
 
-// While alive, SIGTERM, SIGINT and SIGUSR1 ask for a stop after the current iteration: the
-// handler only records the signal and says so on stderr. Another stop signal at least
+// While alive, SIGTERM, SIGINT and SIGUSR1 ask for a stop after the current iteration: a thread
+// waiting for them (they are blocked on the threads that train) records the signal and says so
+// on stderr. Another stop signal at least
 // kRepeatWindow after the first ends the process at once, by that signal (non-zero exit;
 // checkpoint writes are atomic, so the last complete checkpoint stays intact). One within the
 // window is the same request relayed (a launcher forwarding what the terminal also sent).
