@@ -219,6 +219,23 @@ TEST_F(DistStop, Sigusr1ToMpirunStopsEveryRankAndResumesExactly) {
   expect_resume_is_exact(2, "--pp 2", ck, k);
 }
 
+// SIGTERM to mpirun, with OpenMPI's SIGKILL delay raised: mpirun relays SIGTERM to every rank,
+// which stop with one checkpoint and the first rank's line, nobody failing (mpirun itself then
+// exits 1 after twice the delay, whatever the ranks did: docs/reliability.md). Signals arriving
+// on every rank at once are what an asynchronous handler on the training thread did not survive.
+TEST_F(DistStop, SigtermToMpirunWithARaisedKillDelayStopsEveryRankCleanly) {
+  const fs::path ck = dir_ / "ck";
+  const testing::ShellResult j = signal_mid_run(
+      mpirun(2, fmt::format("--pp 2 --quiet --save {}", ck.string()),
+             "--mca odls_base_sigkill_timeout 8"),
+      metrics_hold(ck / "metrics.jsonl", 2), "mpirun", "TERM");
+  ASSERT_EQ(j.output.find("HIT= "), std::string::npos) << "mpirun was not found:\n" << j.output;
+  const int64_t k = stopped_at(j.output, "SIGTERM");
+  ASSERT_GE(k, 2) << j.output;
+  expect_no_failure(j.output);
+  EXPECT_EQ(checkpoint_find_latest(ck.string()).value_or(-1), k) << j.output;
+}
+
 // SIGTERM to one rank of four (pp 2 x dp 2): the stop flag every rank all-reduces after each
 // iteration stops the other three at the same iteration; every rank exits 0, so mpirun does.
 TEST_F(DistStop, SigtermToOneRankStopsEveryRankAndResumesExactly) {
