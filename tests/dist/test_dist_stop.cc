@@ -294,6 +294,23 @@ TEST_F(DistStop, ExitIntervalAndDurationWithoutSaveSaySoAndExitZero) {
   EXPECT_EQ(stopped_at(d.output, "after --exit-duration-in-mins 0.0001"), 1) << d.output;
 }
 
+// --exit-signal-handler=false restores the default action: SIGTERM ends the run at once
+// (exit 143), no stop line, no checkpoint of the iteration it was in.
+TEST_F(DistStop, WithoutTheHandlerSigtermEndsTheRunAtOnce) {
+  const fs::path ck = dir_ / "ck";
+  const std::string job =
+      fmt::format("OMP_NUM_THREADS=1 {} {}", INFINIPIPE_BINARY,
+                  train_args(fmt::format("--exit-signal-handler=false --quiet --save {}",
+                                         ck.string()),
+                             /*budget=*/false));
+  const testing::ShellResult j =
+      signal_mid_run(job, metrics_hold(ck / "metrics.jsonl", 1), "self", "TERM");
+  EXPECT_NE(j.output.find("RC=143"), std::string::npos) << j.output;
+  EXPECT_EQ(j.output.find("SIGTERM received"), std::string::npos) << j.output;
+  EXPECT_EQ(j.output.find("stopped at iteration"), std::string::npos) << j.output;
+  EXPECT_FALSE(checkpoint_find_latest(ck.string()).has_value()) << j.output;
+}
+
 // A second SIGTERM while the first stop is under way ends the process at once, by the signal,
 // without writing anything: the checkpoint it resumed from is still the newest and verifies.
 TEST_F(DistStop, SecondSignalStopsAtOnceKeepingTheLastCheckpoint) {
