@@ -78,7 +78,7 @@ void on_stop_signal(int sig) {
   sigemptyset(&one);
   sigaddset(&one, sig);
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);  // on the waiting thread it was blocked
-  std::raise(sig);  // delivered when the handler returns: the process ends by the signal
+  std::raise(sig);  // the process ends by the signal (in a handler: once it returns)
 }
 
 sigset_t stop_signal_set() {
