@@ -30,14 +30,30 @@ OMP_NUM_THREADS=1 $bin profile --num-layers 4 --hidden-size 128 --num-attention-
 step "5. Training a small Llama on 4 MPI ranks (pp 2 x dp 2) with EPP plans under a memory budget"
 # 2% of the documents are held out: every 50 iterations the validation loss over 2 batches of
 # them, on forward-only EPP plans through the same pipeline.
-# More ranks than cores: one OpenMP thread each, waiting passively.
-mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \
-  env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive $bin train --data-path "$out/corpus" \
-  --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --num-query-groups 2 \
-  --seq-length 2048 --global-batch-size 8 --train-iters 200 --lr 3e-3 --min-lr 3e-4 \
-  --split 98,2,0 --eval-interval 50 --eval-iters 2 \
-  --lr-warmup-iters 10 --memory-budget 64MiB --log-interval 20 --calibration "$out/calibration.json" \
-  --save "$out/checkpoints" --save-interval 100 --trace "$out/run"
+echo "Ctrl-C stops after the current iteration with a checkpoint that resumes exactly (again: at once)."
+# More ranks than cores: one OpenMP thread each, waiting passively. mpirun_stoppable.sh turns
+# Ctrl-C into the SIGUSR1 mpirun relays to every rank (a Ctrl-C to mpirun itself ends the job).
+train=(env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive $bin train --data-path "$out/corpus"
+  --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --num-query-groups 2
+  --seq-length 2048 --global-batch-size 8 --train-iters 200 --lr 3e-3 --min-lr 3e-4
+  --split 98,2,0 --eval-interval 50 --eval-iters 2
+  --lr-warmup-iters 10 --memory-budget 64MiB --log-interval 20 --calibration "$out/calibration.json"
+  --save "$out/checkpoints" --save-interval 100)
+launch=(bash scripts/mpirun_stoppable.sh --allow-run-as-root --oversubscribe --bind-to none -np 4)
+stopped=no
+trap 'stopped=yes' INT
+"${launch[@]}" "${train[@]}" --trace "$out/run"
+trap - INT
+latest=$(cat "$out/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo none)
+if [ "$stopped" = yes ] && [ "$latest" != 200 ]; then
+  echo
+  echo "stopped with the checkpoint of iteration $latest in $out/checkpoints; continue the run with:"
+  # The same flags and --load: same losses and weights as a run that never stopped (with the
+  # cost model's online refit, the default, the plans of the resumed run may differ).
+  printf ' %q' "${launch[@]}" "${train[@]}" --load "$out/checkpoints"
+  echo
+  exit 0
+fi
 
 step "6. Predicted vs measured: the run's traces against its plans"
 $bin report "$out/run"

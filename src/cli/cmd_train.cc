@@ -114,7 +114,9 @@ void run_train(const TrainArgs& a) {
   const int rc = comm_run_guarded([&] {
     const Config cfg = resolve_train_config(*a.config);
     ProcessGroups groups(comm, cfg.parallel.pipeline_parallel, cfg.parallel.data_parallel);
-    Watchdog watchdog(comm.options().watchdog_timeout());
+    // With the exit signal handler a SIGTERM is a request to stop (runtime/train_stop.h), not
+    // the launcher ending the job, so the watchdog leaves it alone.
+    Watchdog watchdog(comm.options().watchdog_timeout(), !cfg.training.exit_signal_handler);
     run_train_rank(a, &groups, &watchdog);
     comm.barrier("the end of training");
     return 0;

@@ -291,6 +291,17 @@ const std::vector<OptionSpec>& option_specs() {
       INT_OPT("eval-iters", {},
               "global batches of the validation split per evaluation (0 = no evaluation)",
               training.eval_iters),
+      FLAG_OPT("exit-signal-handler",
+               "on SIGTERM, SIGINT or SIGUSR1 finish the iteration, save (--save) and exit 0; "
+               "a second signal stops at once (default true; =false restores the default "
+               "actions)",
+               training.exit_signal_handler),
+      INT_OPT("exit-interval", {},
+              "stop with a checkpoint when the iteration is a multiple of this (0 = never)",
+              training.exit_interval),
+      REAL_OPT("exit-duration-in-mins",
+               "stop with a checkpoint once the run has lasted this many minutes (0 = never)",
+               training.exit_duration_in_mins),
       BYTES_OPT("memory-budget", "bytes per rank a plan must fit, e.g. 2GiB (0 = device memory)",
                 training.memory_budget),
       FLAG_OPT("bf16", "plan with bf16 activations and matmuls", training.bf16),

@@ -3,9 +3,10 @@
 // never returns). The main thread arms it around each step ("forward of chunk 7"); when a step
 // stays armed past the timeout, the watchdog thread reports it once and aborts the job.
 //
-// It also installs a SIGTERM handler: when another rank dies, mpirun sends SIGTERM to the
-// survivors before SIGKILL, and each prints one line saying what it was doing, so the
-// terminal shows where every stage of the pipeline stood.
+// With handle_sigterm it also installs a SIGTERM handler: when another rank dies, mpirun sends
+// SIGTERM to the survivors before SIGKILL, and each prints one line saying what it was doing, so
+// the terminal shows where every stage of the pipeline stood. `train` leaves SIGTERM to its
+// exit signal handler (a stop request, runtime/train_stop.h) unless --exit-signal-handler=false.
 #pragma once
 
 #include <chrono>

@@ -278,6 +278,11 @@ void TrainingConfig::validate() const {
     fail_config("save-interval {} is set but --save is not: add --save DIR", save_interval);
   if (memory_budget < 0) fail_config("memory-budget must be >= 0 (0 = device memory)");
   require_positive(log_interval, "log-interval");
+  if (exit_interval < 0)
+    fail_config("exit-interval must be >= 0 (0 = never), got {}", exit_interval);
+  if (!(exit_duration_in_mins >= 0.0))
+    fail_config("exit-duration-in-mins must be >= 0 minutes (0 = never), got {}",
+                exit_duration_in_mins);
   validate_units();
   validate_data();
 }

@@ -137,6 +137,12 @@ struct TrainingConfig {
   bool bf16 = false;  // plan bf16 activations and matmuls (GPU presets); CPU training is fp32
   int64_t log_interval = 1;
   CostModelUpdate cost_model_update = CostModelUpdate::online;
+  // Stops that keep the work (docs/reliability.md, "Stopping a run"): every rank finishes the
+  // iteration, they agree, save (with --save) and exit 0. Unlike Megatron the signal handler is
+  // on by default, so Ctrl-C or a scheduler's SIGTERM never throws the run's work away.
+  bool exit_signal_handler = true;    // SIGTERM, SIGINT, SIGUSR1 stop after the iteration
+  int64_t exit_interval = 0;          // stop when the iteration is a multiple of it; 0 = never
+  double exit_duration_in_mins = 0;   // stop once the run has lasted this long; 0 = never
 
   int64_t decay_iters() const { return lr_decay_iters > 0 ? lr_decay_iters : train_iters; }
   int64_t decay_samples() const { return lr_decay_samples > 0 ? lr_decay_samples : train_samples; }

@@ -16,6 +16,7 @@
 #include "obs/tensorboard.h"
 #include "obs/trace.h"
 #include "runtime/train.h"
+#include "runtime/train_stop.h"
 
 namespace infinipipe::runtime {
 
@@ -141,10 +142,34 @@ void evaluations_run(Trainer& trainer, const TrainingConfig& tc, obs::IterationM
 
 }  // namespace
 
+namespace {
+
+// The one line an early stop ends with, from the first rank even when --quiet: why, and where
+// the work is (or that nothing was saved without --save).
+void stop_report(const TrainOptions& opts, const StopReasons& why, int64_t iteration) {
+  if (opts.out == nullptr || (opts.groups && opts.groups->comm().rank() != 0)) return;
+  const TrainingConfig& tc = opts.config.training;
+  const std::string reason = stop_reasons_text(why, tc);
+  if (tc.save.empty()) {
+    fmt::print(opts.out,
+               "stopped at iteration {} of {} ({}): nothing saved, --save was not given\n",
+               iteration, tc.train_iters, reason);
+  } else {
+    fmt::print(opts.out,
+               "stopped at iteration {} of {} ({}): checkpoint {} saved; continue with "
+               "--load {}\n",
+               iteration, tc.train_iters, reason, checkpoint_iter_dir(tc.save, iteration), tc.save);
+  }
+  std::fflush(opts.out);
+}
+
+}  // namespace
+
 std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   const TrainOptions opts = run_options_prepare(options);
   const TrainingConfig& tc = opts.config.training;
   const bool talk = !opts.quiet && opts.out != nullptr;
+  RunStop stop(opts);  // from here on a signal asks for a stop after the iteration
   Trainer trainer(opts);
   std::vector<obs::IterationMetrics> out;
   if (talk && trainer.resumed()) {
@@ -181,6 +206,7 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   std::unique_ptr<obs::TraceWriter> trace = trace_writer_open(opts);
   std::unique_ptr<obs::TensorBoardWriter> tensorboard = tensorboard_writer_open(opts);
   const int64_t log_every = std::max<int64_t>(1, tc.log_interval);
+  StopReasons stopped;
   while (trainer.iteration() < tc.train_iters) {
     const auto t_step = Clock::now();
     obs::IterationMetrics m = trainer.step();
@@ -207,9 +233,16 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
       progress.clear();
       save();
     }
+    if (trainer.iteration() < tc.train_iters) stopped = stop.check(trainer.iteration());
+    if (stopped.any()) break;
   }
-  progress.finish();
+  if (stopped.any()) {
+    progress.clear();
+  } else {
+    progress.finish();
+  }
   if (!tc.save.empty() && last_saved != trainer.iteration()) save();
+  if (stopped.any()) stop_report(opts, stopped, trainer.iteration());
   return out;
 }
 

@@ -52,6 +52,24 @@ TEST(Options, MegatronFlagsAndAliases) {
   EXPECT_EQ(c.cluster.num_devices, 8);
 }
 
+// The exit signal handler is on by default (Ctrl-C must keep the work), Megatron's bare flag
+// keeps it on, =false turns it off; the exit interval and duration take Megatron's meanings.
+TEST(Options, ExitFlags) {
+  Config c = parse({});
+  EXPECT_TRUE(c.training.exit_signal_handler);
+  EXPECT_EQ(c.training.exit_interval, 0);
+  EXPECT_EQ(c.training.exit_duration_in_mins, 0.0);
+  c = parse({"--exit-signal-handler", "--exit-interval", "50", "--exit-duration-in-mins", "0.5"});
+  EXPECT_TRUE(c.training.exit_signal_handler);
+  EXPECT_EQ(c.training.exit_interval, 50);
+  EXPECT_DOUBLE_EQ(c.training.exit_duration_in_mins, 0.5);
+  EXPECT_FALSE(parse({"--exit-signal-handler=false"}).training.exit_signal_handler);
+  EXPECT_NE(parse_error({"--exit-interval", "-1"}).find("exit-interval must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(parse_error({"--exit-duration-in-mins", "-2"}).find("exit-duration-in-mins must be"),
+            std::string::npos);
+}
+
 TEST(Options, FileThenFlagsOverride) {
   std::string f = write_temp(
       "num-layers: 12\npipeline-model-parallel-size: 2\nnum_attention_heads: 4\nlr: 0.01\n");
