@@ -135,8 +135,27 @@ TEST(Config, RecomputeFullNeedsLayers) {
   Config c;
   c.parallel.recompute_granularity = RecomputeGranularity::full;
   EXPECT_NE(error_of(c).find("--recompute-num-layers N"), std::string::npos);
+  c.parallel.recompute_method = RecomputeMethod::block;
   c.parallel.recompute_num_layers = 99;
   EXPECT_NE(error_of(c).find("exceeds the 8 layers of a stage"), std::string::npos);
+  // Megatron's uniform method with groups of N > 1 layers keeps one input per group: refused.
+  c.parallel.recompute_method = RecomputeMethod::uniform;
+  c.parallel.recompute_num_layers = 2;
+  EXPECT_NE(error_of(c).find("use --recompute-num-layers 1"), std::string::npos);
+  c.parallel.recompute_num_layers = 1;
+  EXPECT_EQ(error_of(c), "");
+}
+
+TEST(Config, GroupQueryAttentionAloneIsOneQueryGroup) {
+  Config c;
+  c.model.group_query_attention = true;
+  c.validate();
+  EXPECT_EQ(c.model.kv_heads(), 1);  // Megatron-LM's default --num-query-groups 1
+  Config d;
+  d.model.group_query_attention = true;
+  d.model.num_query_groups = 4;
+  d.validate();
+  EXPECT_EQ(d.model.kv_heads(), 4);
 }
 
 TEST(Config, UnknownDevicePreset) {
