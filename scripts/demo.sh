@@ -24,15 +24,18 @@ $bin plan --config examples/cpu-small.yaml --lengths examples/lengths-small.txt 
 
 step "4. Calibrating the cost model on this machine's real kernels (one thread, as each rank has)"
 OMP_NUM_THREADS=1 $bin profile --num-layers 4 --hidden-size 128 --num-attention-heads 4 \
-  --num-query-groups 2 --seq-length 2048 --threads 1 --out "$out/calibration.json"
+  --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights \
+  --seq-length 2048 --threads 1 --out "$out/calibration.json"
 
 step "5. Training a small Llama on 4 MPI ranks (pp 2 x dp 2) with EPP plans under a memory budget"
 # More ranks than cores: one OpenMP thread each, waiting passively.
 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \
   env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive $bin train --data-path "$out/corpus" \
-  --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --num-query-groups 2 \
-  --seq-length 2048 --global-batch-size 8 --train-iters 200 --lr 3e-3 --min-lr 3e-4 \
-  --lr-warmup-iters 10 --memory-budget 64MiB --log-interval 20 --calibration "$out/calibration.json" \
+  --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --group-query-attention \
+  --num-query-groups 2 --untie-embeddings-and-output-weights --seq-length 2048 \
+  --global-batch-size 8 --train-iters 200 --lr 3e-3 --min-lr 3e-4 \
+  --lr-warmup-iters 10 --lr-decay-style cosine --adam-beta2 0.95 --weight-decay 0.1 \
+  --memory-budget 64MiB --log-interval 20 --calibration "$out/calibration.json" \
   --save "$out/checkpoints" --save-interval 100 --trace "$out/run"
 
 step "6. Predicted vs measured: the run's traces against its plans"
