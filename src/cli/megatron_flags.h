@@ -69,4 +69,7 @@ void megatron_extras_check(const MegatronExtras& extras, const Config& cfg,
 // prefix of first, then the least edit distance (ties: the longer common prefix).
 std::string nearest_option_name(const std::string& key);
 
+// The flag tables of docs/megatron.md, by class; `arguments_py_names` gives the supported ones.
+std::string megatron_flags_markdown(const std::vector<std::string>& arguments_py_names);
+
 }  // namespace infinipipe::cli

@@ -121,7 +121,7 @@ const std::vector<FlagGroup>& megatron_refused_flags() {
        {"fp8-format", "fp8-recipe", "fp8-margin", "fp8-interval", "fp8-amax-history-len",
         "fp8-amax-compute-algo", "no-fp8-wgrad", "fp8-param-gather", "first-last-layers-bf16",
         "num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16", "fp4-format", "fp4-recipe",
-        "fp4-param-gather", "te-rng-tracker", "inference-rng-tracker", "te-precision-config-file",
+        "fp4-param-gather", "te-rng-tracker", "inference-rng-tracker",
         "keep-fp8-transpose-cache", "reuse-grad-buf-for-mxfp8-param-ag"}},
       {"infinipipe trains; text generation and serving are not part of `train`",
        {"inference-batch-times-seqlen-threshold", "max-tokens-to-oom", "flash-decode",

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "cli/megatron_defaults.h"
 #include "cli/megatron_flags.h"
@@ -222,6 +224,34 @@ TEST(MegatronFlags, ConfigShowDiffMegatron) {
   EXPECT_NE(r.output.find("weight-decay"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("recompute-granularity"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("adam-beta2"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace infinipipe::cli
+
+namespace infinipipe::cli {
+namespace {
+
+// docs/megatron.md holds the rendered table between two markers; INFINIPIPE_UPDATE_DOCS=1
+// rewrites it after a deliberate change to the table.
+TEST(MegatronFlags, DocsPageHasTheTable) {
+  const std::string path = std::string(INFINIPIPE_SOURCE_DIR) + "/docs/megatron.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string page = ss.str();
+  const std::string begin = "<!-- flag table begin -->\n", end = "<!-- flag table end -->";
+  const size_t b = page.find(begin), e = page.find(end);
+  ASSERT_TRUE(b != std::string::npos && e != std::string::npos && b < e) << "markers missing";
+  const std::string want = megatron_flags_markdown(arguments_py_names());
+  if (std::getenv("INFINIPIPE_UPDATE_DOCS")) {
+    page.replace(b + begin.size(), e - b - begin.size(), want);
+    std::ofstream(path) << page;
+    return;
+  }
+  EXPECT_EQ(page.substr(b + begin.size(), e - b - begin.size()), want)
+      << "docs/megatron.md is out of date: run test_cli with INFINIPIPE_UPDATE_DOCS=1";
 }
 
 }  // namespace

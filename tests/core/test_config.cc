@@ -179,6 +179,7 @@ TEST(Config, ParamCountsMatchLlamaShapes) {
   m.num_query_groups = 2;
   m.ffn_hidden_size = 128;
   m.vocab_size = 100;
+  m.tie_embeddings = false;
   // per layer: 2 norms + q(64x64) + k,v(64x32 each) + o(64x64) + 3 x 64x128
   EXPECT_EQ(m.params_per_layer(), 2 * 64 + 64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128);
   EXPECT_EQ(m.params_total(), 2 * m.params_per_layer() + 2 * 100 * 64 + 64);
