@@ -25,7 +25,8 @@ $bin plan --config examples/cpu-small.yaml --lengths examples/lengths-small.txt 
 
 step "4. Calibrating the cost model on this machine's real kernels (one thread, as each rank has)"
 OMP_NUM_THREADS=1 $bin profile --num-layers 4 --hidden-size 128 --num-attention-heads 4 \
-  --num-query-groups 2 --seq-length 2048 --threads 1 --out "$out/calibration.json"
+  --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights \
+  --seq-length 2048 --threads 1 --out "$out/calibration.json"
 
 step "5. Training a small Llama on 4 MPI ranks (pp 2 x dp 2) with EPP plans under a memory budget"
 # 2% of the documents are held out: every 50 iterations the validation loss over 2 batches of
@@ -34,10 +35,12 @@ echo "Ctrl-C stops after the current iteration with a checkpoint that resumes ex
 # More ranks than cores: one OpenMP thread each, waiting passively. mpirun_stoppable.sh turns
 # Ctrl-C into the SIGUSR1 mpirun relays to every rank (a Ctrl-C to mpirun itself ends the job).
 train=(env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive $bin train --data-path "$out/corpus"
-  --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --num-query-groups 2
-  --seq-length 2048 --global-batch-size 8 --train-iters 200 --lr 3e-3 --min-lr 3e-4
+  --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --group-query-attention
+  --num-query-groups 2 --untie-embeddings-and-output-weights --seq-length 2048
+  --global-batch-size 8 --train-iters 200 --lr 3e-3 --min-lr 3e-4
   --split 98,2,0 --eval-interval 50 --eval-iters 2
-  --lr-warmup-iters 10 --memory-budget 64MiB --log-interval 20 --calibration "$out/calibration.json"
+  --lr-warmup-iters 10 --lr-decay-style cosine --adam-beta2 0.95 --weight-decay 0.1
+  --memory-budget 64MiB --log-interval 20 --calibration "$out/calibration.json"
   --save "$out/checkpoints" --save-interval 100)
 launch=(bash scripts/mpirun_stoppable.sh --allow-run-as-root --oversubscribe --bind-to none -np 4)
 stopped=no

@@ -31,7 +31,7 @@ nlohmann::json checkpoint_hf_config(const ModelConfig& m, const nlohmann::json& 
       {"attention_bias", false},
       {"attention_dropout", 0.0},
       {"mlp_bias", false},
-      {"initializer_range", 0.02},
+      {"initializer_range", m.init_method_std},
       {"pretraining_tp", 1},
       {"use_cache", true},
       {"torch_dtype", torch_dtype},

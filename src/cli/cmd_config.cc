@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/megatron_defaults.h"
 #include "cli/options.h"
 #include "core/error.h"
 
@@ -17,7 +18,17 @@ void add_config_command(CLI::App& app) {
   CLI::App* show = config->add_subcommand(
       "show", "print the fully resolved configuration (defaults < --config file < flags) as YAML");
   auto show_opts = add_config_options(show);
-  show->callback([show_opts] { fmt::print("{}", config_to_yaml(resolve_config(*show_opts))); });
+  auto diff = std::make_shared<bool>(false);
+  show->add_flag("--diff-megatron", *diff,
+                 "list the options whose value differs from Megatron-LM's default, and why "
+                 "(docs/megatron.md)");
+  show->callback([show_opts, diff] {
+    const Config cfg = resolve_config(*show_opts);
+    if (*diff)
+      fmt::print("{}", format_default_differences(megatron_default_differences(cfg)));
+    else
+      fmt::print("{}", config_to_yaml(cfg));
+  });
 
   CLI::App* check = config->add_subcommand("check", "validate a YAML configuration file");
   auto file = std::make_shared<std::string>();

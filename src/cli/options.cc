@@ -4,15 +4,18 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <cstdlib>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include "cli/megatron_flags.h"
+#include "cli/option_usage.h"
 #include "core/error.h"
-#include "core/strings.h"
 
 namespace infinipipe::cli {
 namespace {
@@ -28,6 +31,9 @@ struct OptionSpec {
   std::string help;
   std::function<void(Config&, const std::string&)> set;
   std::function<std::string(const Config&)> get;
+  // false for another name of a field another spec shows (untie-embeddings-...): not in
+  // `config show`, so the YAML it prints has every field once.
+  bool shown = true;
 };
 
 int64_t to_int(const std::string& key, const std::string& v) {
@@ -128,12 +134,30 @@ const std::vector<OptionSpec>& option_specs() {
               model.max_position_embeddings),
       REAL_OPT("rotary-base", "RoPE base", model.rotary_base),
       REAL_OPT("norm-epsilon", "RMSNorm epsilon", model.norm_epsilon),
-      FLAG_OPT("tie-embeddings", "LM head shares the embedding matrix", model.tie_embeddings),
+      FLAG_OPT("tie-embeddings", "LM head shares the embedding matrix (Megatron-LM's default)",
+               model.tie_embeddings),
+      OptionSpec{"untie-embeddings-and-output-weights",
+                 {},
+                 Kind::flag,
+                 "Megatron-LM's name for --tie-embeddings=false",
+                 [](Config& c, const std::string& v) {
+                   c.model.tie_embeddings = !to_bool("untie-embeddings-and-output-weights", v);
+                 },
+                 [](const Config& c) { return std::string(c.model.tie_embeddings ? "false" : "true"); },
+                 false},
+      FLAG_OPT("group-query-attention",
+               "grouped-query attention with num-query-groups key/value heads (1 when unset)",
+               model.group_query_attention),
+      REAL_OPT("init-method-std",
+               "std of the normal init of weight matrices; o_proj and down_proj get "
+               "std / sqrt(2 num-layers), as Megatron-LM",
+               model.init_method_std),
       // parallelism
       INT_OPT("pipeline-model-parallel-size", {"pp"}, "pipeline stages",
               parallel.pipeline_parallel),
       INT_OPT("data-parallel-size", {"dp"}, "data-parallel replicas", parallel.data_parallel),
-      INT_OPT("virtual-pipeline-model-parallel-size", {"vpp"},
+      INT_OPT("virtual-pipeline-model-parallel-size",
+              (std::vector<std::string>{"vpp", "num-virtual-stages-per-pipeline-rank"}),
               "virtual stages per pipeline rank (interleaved schedule)", parallel.virtual_stages),
       INT_OPT("num-layers-per-virtual-pipeline-stage", {},
               "Megatron's way to ask for virtual stages: layers in each virtual stage",
@@ -158,13 +182,18 @@ const std::vector<OptionSpec>& option_specs() {
       OptionSpec{"recompute-granularity",
                  {},
                  Kind::choice,
-                 "adaptive (per stage and chunk) | full | selective | none",
+                 "adaptive (per stage and chunk) | full | none",
                  [](Config& c, const std::string& v) {
+                   if (v == "selective")
+                     fail_config(
+                         "recompute-granularity selective is not supported: Megatron's selective "
+                         "recompute frees the attention score matrix, which blockwise attention "
+                         "never keeps; infinipipe recomputes whole layers: use adaptive (the "
+                         "default, per stage and chunk) or full");
                    c.parallel.recompute_granularity =
                        pick<RecomputeGranularity>("recompute-granularity", v,
                                                   {{"none", RecomputeGranularity::none},
                                                    {"full", RecomputeGranularity::full},
-                                                   {"selective", RecomputeGranularity::selective},
                                                    {"adaptive", RecomputeGranularity::adaptive}});
                  },
                  [](const Config& c) {
@@ -192,6 +221,15 @@ const std::vector<OptionSpec>& option_specs() {
                "seconds a distributed rank may stay in one step before the job is ended "
                "(0 = p2p-timeout + 10)",
                parallel.watchdog_timeout),
+      OptionSpec{"distributed-timeout-minutes",
+                 {},
+                 Kind::real,
+                 "Megatron-LM's name for p2p-timeout, in minutes",
+                 [](Config& c, const std::string& v) {
+                   c.parallel.p2p_timeout = 60.0 * to_real("distributed-timeout-minutes", v);
+                 },
+                 [](const Config& c) { return real_text(c.parallel.p2p_timeout / 60.0); },
+                 false},
       FLAG_OPT("use-distributed-optimizer",
                "shard the optimizer state over the data-parallel replicas (ZeRO-1, as Megatron's "
                "distributed optimizer)",
@@ -340,37 +378,6 @@ const std::vector<OptionSpec>& option_specs() {
   return specs;
 }
 
-// Megatron-LM options infinipipe knows but does not support beyond a neutral value: accepted
-// at that value (so Megatron YAMLs load), refused with a reason otherwise.
-struct Unsupported {
-  std::string key, neutral, why;
-};
-const std::vector<Unsupported>& unsupported_specs() {
-  static const std::vector<Unsupported> u = {
-      {"tensor-model-parallel-size", "1",
-       "infinipipe has no tensor parallelism; use pipeline-model-parallel-size and "
-       "ulysses-degree instead"},
-      {"context-parallel-size", "1",
-       "infinipipe slices long sequences through the pipeline instead of context parallelism; "
-       "remove it (EPP does this per batch)"},
-      {"expert-model-parallel-size", "1", "infinipipe trains dense Llama models only"},
-      {"num-experts", "0", "infinipipe trains dense Llama models only"},
-      {"fp16", "false", "infinipipe computes in fp32 on CPU and plans bf16 with --bf16; use bf16"},
-      {"sequence-parallel", "false",
-       "Megatron's sequence parallelism needs tensor parallelism; use ulysses-degree"},
-      {"position-embedding-type", "rope", "Llama uses rotary embeddings only"},
-      {"normalization", "RMSNorm", "Llama uses RMSNorm only"},
-      {"swiglu", "true", "Llama's MLP is SwiGLU"},
-      {"disable-bias-linear", "true", "Llama's linear layers have no bias"},
-      {"untie-embeddings-and-output-weights", "true",
-       "to share them use tie-embeddings: true (untied is infinipipe's default)"},
-      {"group-query-attention", "true",
-       "grouped-query attention is on whenever num-query-groups is set"},
-      {"use-flash-attn", "true", "attention is always blockwise (flash style)"},
-  };
-  return u;
-}
-
 const OptionSpec* find_spec(const std::string& key) {
   for (const OptionSpec& s : option_specs()) {
     if (s.key == key) return &s;
@@ -378,17 +385,6 @@ const OptionSpec* find_spec(const std::string& key) {
       if (a == key) return &s;
   }
   return nullptr;
-}
-
-std::vector<std::string> all_names() {
-  std::vector<std::string> names;
-  for (const OptionSpec& s : option_specs()) {
-    names.push_back(s.key);
-    for (const std::string& a : s.aliases) names.push_back(a);
-  }
-  for (const Unsupported& u : unsupported_specs()) names.push_back(u.key);
-  names.push_back("config");
-  return names;
 }
 
 std::string normalize_key(std::string key) {
@@ -413,9 +409,9 @@ bool yaml_value(const YAML::Node& node, const std::string& key, std::string& out
 }
 
 // Megatron counts a run in iterations or in samples, never both.
-void check_iterations_or_samples(const std::vector<std::string>& given) {
-  const bool iters = std::find(given.begin(), given.end(), "train-iters") != given.end();
-  const bool samples = std::find(given.begin(), given.end(), "train-samples") != given.end();
+void check_iterations_or_samples(const std::set<std::string>& given) {
+  const bool iters = given.count("train-iters") != 0;
+  const bool samples = given.count("train-samples") != 0;
   if (iters && samples) {
     fail_config(
         "give only one of --train-iters and --train-samples (with --train-samples the run has "
@@ -423,31 +419,36 @@ void check_iterations_or_samples(const std::vector<std::string>& given) {
   }
 }
 
-}  // namespace
-
-void apply_option(Config& cfg, const std::string& raw_key, const std::string& value) {
-  std::string key = normalize_key(raw_key);
-  if (const OptionSpec* s = find_spec(key)) {
-    s->set(cfg, value);
-    return;
-  }
-  for (const Unsupported& u : unsupported_specs()) {
-    if (u.key != key) continue;
-    std::string v = value;
-    std::string n = u.neutral;
-    std::transform(v.begin(), v.end(), v.begin(), ::tolower);
-    std::transform(n.begin(), n.end(), n.begin(), ::tolower);
-    if (v == n || (n == "true" && v == "1") || (n == "false" && v == "0")) return;
-    fail_config("{} {} is not supported: {}", key, value, u.why);
-  }
-  std::string near = nearest_word(key, all_names());
-  if (near.empty())
-    fail_config("unknown option '{}': run `infinipipe config show --help` for the list", key);
-  fail_config("unknown option '{}': did you mean '{}'?", key, near);
+// A boolean spec named by Megatron's negative form: `no-tie-embeddings` -> tie-embeddings.
+const OptionSpec* find_negated_flag(const std::string& key) {
+  if (key.size() <= 3 || key.compare(0, 3, "no-") != 0) return nullptr;
+  const OptionSpec* s = find_spec(key.substr(3));
+  return s && s->kind == Kind::flag ? s : nullptr;
 }
 
-void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin,
-                std::vector<std::string>* keys) {
+// What the flags and the file gave: the option keys (for the notes on unused ones) and the
+// Megatron options without a spec (checked against the resolved configuration).
+struct Given {
+  std::set<std::string> keys;
+  MegatronExtras extras;
+};
+
+void apply_given(Config& cfg, Given& given, const std::string& raw_key, const std::string& value,
+                 const std::string& origin) {
+  const std::string key = normalize_key(raw_key);
+  if (const OptionSpec* s = find_spec(key)) {
+    s->set(cfg, value);
+    given.keys.insert(s->key);
+  } else if (const OptionSpec* n = find_negated_flag(key)) {
+    n->set(cfg, to_bool(key, value) ? "false" : "true");
+    given.keys.insert(n->key);
+  } else {
+    megatron_extras_add(given.extras, key, value, origin);
+  }
+}
+
+void apply_yaml_given(Config& cfg, Given& given, const std::string& yaml_text,
+                      const std::string& origin) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -468,62 +469,19 @@ void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& or
     std::string value;
     if (!yaml_value(kv.second, key, value))
       fail_config("{}: option '{}' must be a single value, not a list or map", origin, key);
-    if (keys != nullptr) keys->push_back(normalize_key(key));
     try {
-      apply_option(cfg, key, value);
+      apply_given(cfg, given, key, value, key);
+      const std::string k = normalize_key(key);
+      if (given.extras.origin.count(k))  // for the checks once the configuration is resolved
+        given.extras.origin[k] = fmt::format("{} (line {}): {}", origin, kv.first.Mark().line + 1, k);
     } catch (const ConfigError& e) {
       fail_config("{} (line {}): {}", origin, kv.first.Mark().line + 1, e.what());
     }
   }
 }
 
-std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
-  auto opts = std::make_shared<ConfigOptions>();
-  opts->command = cmd;
-  cmd->add_option("--config", opts->config_file, "YAML file of options (Megatron-LM keys)")
-      ->check(CLI::ExistingFile)
-      ->group("Configuration");
-  std::weak_ptr<ConfigOptions> weak = opts;
-  for (const OptionSpec& s : option_specs()) {
-    std::string names = "--" + s.key;
-    for (const std::string& a : s.aliases) names += ",--" + a;
-    std::string key = s.key;
-    std::string group = "Configuration";
-    if (s.kind == Kind::flag) {
-      // The raw text, so `--x=false` is false and `--x=maybe` is refused by to_bool.
-      cmd->add_flag(names, opts->flag_text.emplace_back(), s.help)
-          ->each([weak, key](const std::string& v) { weak.lock()->flags.emplace_back(key, v); })
-          ->group(group);
-    } else if (s.kind == Kind::words) {
-      cmd->add_option_function<std::vector<std::string>>(
-             names,
-             [weak, key](const std::vector<std::string>& words) {
-               std::string v;
-               for (const std::string& w : words) v += (v.empty() ? "" : " ") + w;
-               weak.lock()->flags.emplace_back(key, v);
-             },
-             s.help)
-          ->expected(1, -1)
-          ->group(group);
-    } else {
-      cmd->add_option_function<std::string>(
-             names, [weak, key](const std::string& v) { weak.lock()->flags.emplace_back(key, v); },
-             s.help)
-          ->group(group);
-    }
-  }
-  // Unknown flags are kept so that resolve_config can say which known key was meant.
-  cmd->allow_extras();
-  return opts;
-}
-
-Config resolve_config(const ConfigOptions& opts, const Config& base, bool validate) {
-  Config cfg = base;
-  std::vector<std::string> given;  // every key set, by flag or file
-  // Flags CLI11 did not match: Megatron options at their neutral value are fine, others are
-  // refused by apply_option with the nearest known key.
-  std::vector<std::string> extras =
-      opts.command ? opts.command->remaining() : std::vector<std::string>{};
+// Flags CLI11 did not match (Megatron options without a spec, underscore spellings), in order.
+void apply_extras(Config& cfg, Given& given, const std::vector<std::string>& extras) {
   for (size_t i = 0; i < extras.size(); ++i) {
     const std::string& arg = extras[i];
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0)
@@ -535,26 +493,132 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
       value = arg.substr(eq + 1);
     else if (i + 1 < extras.size() && extras[i + 1].compare(0, 2, "--") != 0)
       value = extras[++i];
-    given.push_back(normalize_key(key));
-    apply_option(cfg, key, value);
+    apply_given(cfg, given, key, value, "--" + normalize_key(key));
   }
+}
+
+// Only one rank of an MPI job prints the notes: every rank resolves the same configuration.
+bool is_first_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(var)) return std::string(v) == "0";
+  return true;
+}
+
+}  // namespace
+
+bool is_option_name(const std::string& key) {
+  return find_spec(normalize_key(key)) != nullptr;
+}
+
+std::string option_value(const Config& cfg, const std::string& key) {
+  const OptionSpec* s = find_spec(normalize_key(key));
+  if (!s) fail_config("internal: no option {}", key);
+  return s->get(cfg);
+}
+
+std::vector<std::string> option_names() {
+  std::vector<std::string> names;
+  for (const OptionSpec& s : option_specs()) {
+    names.push_back(s.key);
+    for (const std::string& a : s.aliases) names.push_back(a);
+  }
+  names.push_back("config");
+  return names;
+}
+
+void apply_option(Config& cfg, const std::string& key, const std::string& value) {
+  Given given;
+  apply_given(cfg, given, key, value, normalize_key(key));
+  std::vector<std::string> notes;
+  megatron_extras_check(given.extras, cfg, notes);
+}
+
+void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin) {
+  Given given;
+  apply_yaml_given(cfg, given, yaml_text, origin);
+  std::vector<std::string> notes;
+  megatron_extras_check(given.extras, cfg, notes);
+}
+
+std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
+  auto opts = std::make_shared<ConfigOptions>();
+  opts->command = cmd;
+  cmd->add_option("--config", opts->config_file, "YAML file of options (Megatron-LM keys)")
+      ->check(CLI::ExistingFile)
+      ->group("Configuration");
+  std::weak_ptr<ConfigOptions> weak = opts;
+  // trigger_on_parse keeps the command-line order and TakeAll accepts a repeated flag, so the
+  // last value given wins, as with argparse.
+  auto record = [weak](const std::string& key) {
+    return [weak, key](const std::string& v) { weak.lock()->flags.emplace_back(key, v); };
+  };
+  for (const OptionSpec& s : option_specs()) {
+    std::string names = "--" + s.key;
+    for (const std::string& a : s.aliases) names += ",--" + a;
+    CLI::Option* o = nullptr;
+    if (s.kind == Kind::flag) {
+      // The raw text, so `--x=false` is false and `--x=maybe` is refused by to_bool.
+      o = cmd->add_flag(names, opts->flag_text.emplace_back(), s.help)->each(record(s.key));
+      cmd->add_flag("--no-" + s.key, opts->flag_text.emplace_back(), "--" + s.key + "=false")
+          ->each(record("no-" + s.key))
+          ->trigger_on_parse()
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+          ->group("");
+    } else if (s.kind == Kind::words) {
+      o = cmd->add_option_function<std::vector<std::string>>(
+                 names,
+                 [rec = record(s.key)](const std::vector<std::string>& words) {
+                   std::string v;
+                   for (const std::string& w : words) v += (v.empty() ? "" : " ") + w;
+                   rec(v);
+                 },
+                 s.help)
+              ->expected(1, -1);
+    } else {
+      o = cmd->add_option_function<std::string>(names, record(s.key), s.help);
+    }
+    o->trigger_on_parse()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->group(
+        "Configuration");
+  }
+  // Unknown flags are kept so that resolve_config can say which known key was meant.
+  cmd->allow_extras();
+  return opts;
+}
+
+Config resolve_config(const ConfigOptions& opts, const Config& base, bool validate,
+                      std::vector<std::string>* notes_out) {
+  Config cfg = base;
+  Given given;
   if (!opts.config_file.empty()) {
     std::ifstream in(opts.config_file);
     if (!in) fail_config("cannot read config file {}", opts.config_file);
     std::stringstream ss;
     ss << in.rdbuf();
-    apply_yaml(cfg, ss.str(), opts.config_file, &given);
+    apply_yaml_given(cfg, given, ss.str(), opts.config_file);
   }
+  apply_extras(cfg, given, opts.command ? opts.command->remaining() : std::vector<std::string>{});
   for (const auto& [key, value] : opts.flags) {
-    given.push_back(normalize_key(key));
     try {
-      apply_option(cfg, key, value);
+      apply_given(cfg, given, key, value, "--" + key);
     } catch (const ConfigError& e) {
       fail_config("--{}", e.what());
     }
   }
-  check_iterations_or_samples(given);
-  if (validate) cfg.validate();
+  check_iterations_or_samples(given.keys);
+  if (!validate) return cfg;  // the checks below need the final configuration
+  cfg.validate();
+  std::vector<std::string> notes;
+  megatron_extras_check(given.extras, cfg, notes);
+  for (std::string& n : unused_option_notes(cfg, given.keys)) notes.push_back(std::move(n));
+  if (notes_out) {
+    *notes_out = std::move(notes);
+  } else if (is_first_rank()) {
+    // Once per process: `train` under mpirun resolves the configuration twice.
+    static bool printed = false;
+    for (const std::string& n : notes)
+      if (!printed) fmt::print(stderr, "infinipipe: {}\n", n);
+    printed = true;
+  }
   return cfg;
 }
 
@@ -563,6 +627,7 @@ std::string config_to_yaml(const Config& cfg) {
   for (const OptionSpec& s : option_specs()) {
     // With --train-samples the iterations are derived; writing both would refuse the file.
     if (s.key == "train-iters" && cfg.training.sample_based()) continue;
+    if (!s.shown) continue;
     std::string v = s.get(cfg);
     bool quote = s.kind == Kind::text || s.kind == Kind::words;
     out += fmt::format("{}: {}\n", s.key, quote ? fmt::format("\"{}\"", v) : v);
@@ -572,7 +637,8 @@ std::string config_to_yaml(const Config& cfg) {
 
 std::vector<std::string> config_keys() {
   std::vector<std::string> keys;
-  for (const OptionSpec& s : option_specs()) keys.push_back(s.key);
+  for (const OptionSpec& s : option_specs())
+    if (s.shown) keys.push_back(s.key);
   return keys;
 }
 

@@ -27,20 +27,26 @@ struct ConfigOptions {
 // so resolve_config can suggest the nearest known key).
 std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd);
 
-// Defaults (`base`), then the YAML file, then the flags; validates unless told not to; throws
-// ConfigError on any mistake.
+// Defaults (`base`), then the YAML file, then the flags (a repeated flag: the last wins);
+// validates unless told not to; throws ConfigError on any mistake. Notes (an option without effect
+// here, one the schedule does not use) go to `notes`, or without it to stderr, once per process
+// and on rank 0 only; without validation there are no notes (they need the final configuration).
 Config resolve_config(const ConfigOptions& opts, const Config& base = Config{},
-                      bool validate = true);
+                      bool validate = true, std::vector<std::string>* notes = nullptr);
 
 // Applies YAML text (a map of keys to scalars; a words option such as data-path may be a list)
-// onto `cfg`; `origin` names the source in errors; `keys` (optional) gets every key it set.
-void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin,
-                std::vector<std::string>* keys = nullptr);
-// Sets one key (Megatron name without dashes, or an alias) from text.
+// onto `cfg`; `origin` names the source in errors.
+void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin);
+// Sets one key (Megatron name without dashes, an alias, or `no-KEY` of a boolean) from text.
 void apply_option(Config& cfg, const std::string& key, const std::string& value);
 
 // Every key with its resolved value, as YAML that `--config` accepts back.
 std::string config_to_yaml(const Config& cfg);
 std::vector<std::string> config_keys();
+// Whether `key` (dashes or underscores) names an option spec; every spec name and alias.
+bool is_option_name(const std::string& key);
+// The value of option `key` in `cfg` as `config show` prints it (without quotes).
+std::string option_value(const Config& cfg, const std::string& key);
+std::vector<std::string> option_names();
 
 }  // namespace infinipipe::cli

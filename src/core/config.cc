@@ -137,6 +137,9 @@ void ModelConfig::validate() const {
         "num-attention-heads {} is not divisible by num-query-groups {}: use num-query-groups {}",
         num_attention_heads, kv_heads(), nearby_divisors(num_attention_heads, kv_heads()));
   if (ffn_hidden_size < 0) fail_config("ffn-hidden-size must be >= 0 (0 = Llama default)");
+  if (!(init_method_std > 0) || init_method_std > 1)
+    fail_config("init-method-std must be in (0, 1], got {}; Megatron-LM's default is 0.02",
+                init_method_std);
   if (max_position_embeddings < 0) fail_config("max-position-embeddings must be >= 0");
   if (max_positions() < seq_length)
     fail_config(
@@ -236,6 +239,14 @@ void ParallelConfig::validate() const {
     fail_config(
         "recompute-granularity full needs --recompute-num-layers N (layers per stage to "
         "recompute, as in Megatron-LM)");
+  if (recompute_granularity == RecomputeGranularity::full &&
+      recompute_method == RecomputeMethod::uniform && recompute_num_layers > 1)
+    fail_config(
+        "recompute-method uniform with recompute-num-layers {} recomputes every layer but keeps "
+        "one input per {} layers; infinipipe keeps the input of every recomputed layer: use "
+        "--recompute-num-layers 1 (every layer recomputed) or --recompute-method block "
+        "--recompute-num-layers N (the first N layers of each stage)",
+        recompute_num_layers, recompute_num_layers);
 }
 
 const char* optimizer_name(Optimizer o) {
@@ -336,6 +347,8 @@ void Config::validate() {
     parallel.virtual_stages = model.num_layers / stages;
     parallel.layers_per_virtual_stage = 0;
   }
+  // Megatron-LM's --group-query-attention without --num-query-groups: one query group.
+  if (model.group_query_attention && model.num_query_groups == 0) model.num_query_groups = 1;
   model.validate();
   parallel.validate();
   training.resolve_train_iters();

@@ -20,7 +20,11 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;  // 0 means = seq_length
   double rotary_base = 10000.0;
   double norm_epsilon = 1e-5;
-  bool tie_embeddings = false;  // LM head shares the embedding matrix
+  bool tie_embeddings = true;  // LM head shares the embedding matrix (Megatron-LM's default)
+  // Megatron-LM's --group-query-attention: with num_query_groups = 0 it means one key/value
+  // head (Megatron's default of 1 query group); resolved by Config::validate.
+  bool group_query_attention = false;
+  double init_method_std = 0.02;  // normal init of matrices; residual projections get less
 
   int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
@@ -103,7 +107,7 @@ struct TrainingConfig {
   int64_t train_samples = 0;
   double lr = 3e-4;
   double min_lr = 0.0;
-  LrDecayStyle lr_decay_style = LrDecayStyle::cosine;
+  LrDecayStyle lr_decay_style = LrDecayStyle::linear;
   int64_t lr_warmup_iters = 0;
   int64_t lr_decay_iters = 0;  // 0 means = train_iters
   // The sample-based schedule (with --train-samples): warm-up and decay counted in samples.
@@ -111,9 +115,9 @@ struct TrainingConfig {
   int64_t lr_decay_samples = 0;  // 0 means = train_samples
   // Warm-up as a fraction of the decay length, in either unit; < 0 = unset (Megatron's None).
   double lr_warmup_fraction = -1;
-  double weight_decay = 0.1;
+  double weight_decay = 0.01;
   double adam_beta1 = 0.9;
-  double adam_beta2 = 0.95;
+  double adam_beta2 = 0.999;
   double adam_eps = 1e-8;
   double clip_grad = 1.0;  // 0 disables clipping
   Optimizer optimizer = Optimizer::adamw;

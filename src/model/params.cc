@@ -32,22 +32,34 @@ double to_unit(uint64_t r) {
 
 }  // namespace
 
-void param_init(float* out, int64_t numel, uint64_t seed, const std::string& name, bool is_norm) {
+double param_init_std(const ModelConfig& cfg, const std::string& name) {
+  // Megatron-LM's output_layer_init_method: the projections that write into the residual stream
+  // get std / sqrt(2 * num_layers), so the residual's variance does not grow with depth.
+  auto ends_with = [&](const char* tail) {
+    const std::string t = tail;
+    return name.size() >= t.size() && name.compare(name.size() - t.size(), t.size(), t) == 0;
+  };
+  if (ends_with("self_attn.o_proj.weight") || ends_with("mlp.down_proj.weight"))
+    return cfg.init_method_std / std::sqrt(2.0 * static_cast<double>(cfg.num_layers));
+  return cfg.init_method_std;
+}
+
+void param_init(float* out, int64_t numel, uint64_t seed, const std::string& name, bool is_norm,
+                double std) {
   if (is_norm) {
     for (int64_t i = 0; i < numel; ++i) out[i] = 1.0f;
     return;
   }
   // Counter-based: element i depends only on (seed, name, i), so any layout gets equal values.
   const uint64_t key = splitmix64(seed ^ splitmix64(hash_name(name)));
-  const double kStd = 0.02;
 #pragma omp parallel for schedule(static) if (numel >= kOmpMinWork)
   for (int64_t pair = 0; pair < (numel + 1) / 2; ++pair) {
     double u1 = to_unit(splitmix64(key + 2 * static_cast<uint64_t>(pair)));
     double u2 = to_unit(splitmix64(key + 2 * static_cast<uint64_t>(pair) + 1));
     double r = std::sqrt(-2.0 * std::log(u1));
     double a = 2.0 * M_PI * u2;
-    out[2 * pair] = static_cast<float>(kStd * r * std::cos(a));
-    if (2 * pair + 1 < numel) out[2 * pair + 1] = static_cast<float>(kStd * r * std::sin(a));
+    out[2 * pair] = static_cast<float>(std * r * std::cos(a));
+    if (2 * pair + 1 < numel) out[2 * pair + 1] = static_cast<float>(std * r * std::sin(a));
   }
 }
 
@@ -56,7 +68,7 @@ Param* ModelParams::add(const std::string& name, std::vector<int64_t> shape, boo
   p->name = name;
   p->value = Tensor(tracker_, MemCategory::mem_weights, shape, false);
   p->grad = Tensor(tracker_, MemCategory::mem_grads, shape, true);
-  param_init(p->value.data(), p->value.numel(), seed_, name, is_norm);
+  param_init(p->value.data(), p->value.numel(), seed_, name, is_norm, param_init_std(cfg_, name));
   all_.push_back(std::move(p));
   return all_.back().get();
 }

@@ -55,8 +55,8 @@ struct LayerParams {
 
 class ModelParams {
  public:
-  // Initialises every parameter from (seed, global name) only: normal(0, 0.02) for matrices,
-  // ones for norms. With tied embeddings a last stage without the embedding holds its own copy
+  // Initialises every parameter from (seed, global name) only: normal(0, init-method-std) for
+  // matrices (std / sqrt(2 num_layers) for o_proj and down_proj, as Megatron-LM), ones for norms. With tied embeddings a last stage without the embedding holds its own copy
   // of model.embed_tokens.weight (same values); the runtime must sum its gradient with the
   // first stage's.
   ModelParams(const ModelConfig& cfg, StageRange range, uint64_t seed, MemoryTracker& tracker);
@@ -91,7 +91,10 @@ class ModelParams {
   Param* lm_head_ = nullptr;
 };
 
-// Deterministic init of one parameter from (seed, name): what ModelParams uses.
-void param_init(float* out, int64_t numel, uint64_t seed, const std::string& name, bool is_norm);
+// Deterministic init of one parameter from (seed, name): what ModelParams uses, normal(0, std).
+void param_init(float* out, int64_t numel, uint64_t seed, const std::string& name, bool is_norm,
+                double std);
+// The std ModelParams gives parameter `name` (a matrix) of model `cfg`.
+double param_init_std(const ModelConfig& cfg, const std::string& name);
 
 }  // namespace infinipipe

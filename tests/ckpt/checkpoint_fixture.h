@@ -92,6 +92,8 @@ inline std::vector<CheckpointTarget> to_load(const std::vector<OptimTensor>& ts)
 
 inline ModelConfig small_model() {
   ModelConfig m;
+  // untied, the model these tests were written for (Megatron-LM ties by default)
+  m.tie_embeddings = false;
   m.num_layers = 2;
   m.hidden_size = 16;
   m.num_attention_heads = 4;

@@ -26,8 +26,8 @@ Config parse_flags(std::vector<std::string> args) {
 }
 
 TEST(HostileOptions, BooleanFlagsHonourTheirValue) {
-  EXPECT_FALSE(parse_flags({}).model.tie_embeddings);
-  EXPECT_TRUE(parse_flags({"--tie-embeddings"}).model.tie_embeddings);
+  EXPECT_TRUE(parse_flags({}).model.tie_embeddings);  // Megatron-LM ties them by default
+  EXPECT_TRUE(parse_flags({"--tie-embeddings=false", "--tie-embeddings"}).model.tie_embeddings);
   EXPECT_TRUE(parse_flags({"--tie-embeddings=true"}).model.tie_embeddings);
   EXPECT_FALSE(parse_flags({"--tie-embeddings=false"}).model.tie_embeddings);
   EXPECT_FALSE(parse_flags({"--tie-embeddings", "--tie-embeddings=false"}).model.tie_embeddings);

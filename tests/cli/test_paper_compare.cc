@@ -27,6 +27,7 @@ TEST(PaperCompare, GoldenTable) {
   const ShellResult r = run_cli(
       "simulate --compare --baselines paper --device a800-80gb --bf16 --num-layers 8 "
       "--hidden-size 2048 --num-attention-heads 16 --ffn-hidden-size 5632 --vocab-size 32000 "
+      "--untie-embeddings-and-output-weights "
       "--seq-length 16384 --num-devices 16 --devices-per-node 8 --pp 2 --ulysses-degree 8 "
       "--global-batch-size 16 --megatron-cp 2 --megatron-recompute-layers 2 --deepspeed-sp 16 "
       "--lengths " +

@@ -135,8 +135,27 @@ TEST(Config, RecomputeFullNeedsLayers) {
   Config c;
   c.parallel.recompute_granularity = RecomputeGranularity::full;
   EXPECT_NE(error_of(c).find("--recompute-num-layers N"), std::string::npos);
+  c.parallel.recompute_method = RecomputeMethod::block;
   c.parallel.recompute_num_layers = 99;
   EXPECT_NE(error_of(c).find("exceeds the 8 layers of a stage"), std::string::npos);
+  // Megatron's uniform method with groups of N > 1 layers keeps one input per group: refused.
+  c.parallel.recompute_method = RecomputeMethod::uniform;
+  c.parallel.recompute_num_layers = 2;
+  EXPECT_NE(error_of(c).find("use --recompute-num-layers 1"), std::string::npos);
+  c.parallel.recompute_num_layers = 1;
+  EXPECT_EQ(error_of(c), "");
+}
+
+TEST(Config, GroupQueryAttentionAloneIsOneQueryGroup) {
+  Config c;
+  c.model.group_query_attention = true;
+  c.validate();
+  EXPECT_EQ(c.model.kv_heads(), 1);  // Megatron-LM's default --num-query-groups 1
+  Config d;
+  d.model.group_query_attention = true;
+  d.model.num_query_groups = 4;
+  d.validate();
+  EXPECT_EQ(d.model.kv_heads(), 4);
 }
 
 TEST(Config, UnknownDevicePreset) {
@@ -160,6 +179,7 @@ TEST(Config, ParamCountsMatchLlamaShapes) {
   m.num_query_groups = 2;
   m.ffn_hidden_size = 128;
   m.vocab_size = 100;
+  m.tie_embeddings = false;
   // per layer: 2 norms + q(64x64) + k,v(64x32 each) + o(64x64) + 3 x 64x128
   EXPECT_EQ(m.params_per_layer(), 2 * 64 + 64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128);
   EXPECT_EQ(m.params_total(), 2 * m.params_per_layer() + 2 * 100 * 64 + 64);

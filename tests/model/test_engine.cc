@@ -18,6 +18,8 @@ namespace {
 
 ModelConfig tiny_config() {
   ModelConfig cfg;
+  // untied, the model these tests were written for (Megatron-LM ties by default)
+  cfg.tie_embeddings = false;
   cfg.num_layers = 3;
   cfg.hidden_size = 32;
   cfg.num_attention_heads = 4;

@@ -1,0 +1,16 @@
+// Options given that the resolved configuration does not use: each gets a note naming what
+// decides instead, so no accepted flag is silently ignored.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+namespace infinipipe::cli {
+
+// `given`: the option keys set by flags or the file.
+std::vector<std::string> unused_option_notes(const Config& cfg, const std::set<std::string>& given);
+
+}  // namespace infinipipe::cli
