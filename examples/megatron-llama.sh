@@ -19,6 +19,7 @@ MAX_POSITION_EMBEDDINGS=512
 MICRO_BATCH_SIZE=1
 GLOBAL_BATCH_SIZE=8
 TRAIN_ITERS=${TRAIN_ITERS:-6}
+TRAIN_SAMPLES=$((TRAIN_ITERS * GLOBAL_BATCH_SIZE))
 
 # Megatron's --mock-data: a synthetic corpus on disk instead.
 DATA_PREFIX="$OUT/corpus"
@@ -52,9 +53,9 @@ MODEL_ARGS=(
 TRAINING_ARGS=(
     --micro-batch-size $MICRO_BATCH_SIZE
     --global-batch-size $GLOBAL_BATCH_SIZE
-    --train-iters $TRAIN_ITERS
-    --lr-decay-iters $TRAIN_ITERS
-    --lr-warmup-iters 1
+    --train-samples $TRAIN_SAMPLES
+    --lr-decay-samples $TRAIN_SAMPLES
+    --lr-warmup-samples $GLOBAL_BATCH_SIZE
     --lr 0.00015
     --min-lr 0.00001
     --lr-decay-style cosine
@@ -84,6 +85,7 @@ TRAINING_ARGS+=("${DDP_ARGS[@]}")
 
 DATA_ARGS_LIST=(
     --data-path "$DATA_PREFIX"
+    --split '99,1,0'
     --vocab-size 257
     --data-cache-path "$OUT/cache"
     --no-create-attention-mask-in-dataloader
@@ -93,6 +95,10 @@ DATA_ARGS_LIST=(
 
 EVAL_AND_LOGGING_ARGS=(
     --log-interval 1
+    --eval-iters 1
+    --eval-interval 100
+    --exit-duration-in-mins 230
+    --tensorboard-dir "$OUT/tensorboard"
     --save-interval 1000
     --log-throughput
     --distributed-timeout-minutes 60

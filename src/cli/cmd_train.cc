@@ -33,7 +33,6 @@ struct TrainArgs {
   std::string timings;
   std::string trace;
   std::string trace_iterations;
-  std::string tensorboard_dir;
   bool quiet = false;
 };
 
@@ -80,7 +79,7 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
     }
     opts.trace_iterations = obs::trace_iterations_parse(a.trace_iterations);
   }
-  opts.tensorboard_dir = a.tensorboard_dir;
+  opts.tensorboard_dir = opts.config.training.tensorboard_dir;
   if (!a.trace.empty() && a.metrics.empty() && a.log_dir.empty()) {
     opts.metrics_path = runtime::train_metrics_path("", a.trace, "");  // next to the traces
   }
@@ -147,9 +146,6 @@ void add_train_command(CLI::App& app) {
                   "report DIR` compares them with the predictions");
   cmd->add_option("--trace-iterations", args->trace_iterations,
                   "the iterations --trace records, FIRST-LAST or N (default: 1-50)");
-  cmd->add_option("--tensorboard-dir", args->tensorboard_dir,
-                  "directory for TensorBoard event files: loss, learning rate, gradient norm, "
-                  "throughput, iteration time (and validation loss) of every iteration");
   cmd->add_flag("--quiet,-q", args->quiet, "no per-iteration lines and no progress line");
   cmd->callback([args] { run_train(*args); });
 }

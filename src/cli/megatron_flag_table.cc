@@ -173,16 +173,4 @@ const std::vector<FlagGroup>& megatron_irrelevant_flags() {
 
 const std::vector<FlagGroup>& megatron_refused_flags();
 
-const std::vector<std::string>& megatron_flags_elsewhere() {
-  static const std::vector<std::string> t = {
-      "eval-interval",      "eval-iters",         "split",
-      "train-data-path",    "valid-data-path",    "test-data-path",
-      "train-samples",      "lr-warmup-samples",  "lr-decay-samples",
-      "lr-warmup-fraction", "exit-signal-handler", "exit-interval",
-      "exit-duration-in-mins", "pretrained-checkpoint", "tensorboard-dir",
-      "tokenizer-type",     "tokenizer-model",
-  };
-  return t;
-}
-
 }  // namespace infinipipe::cli

@@ -53,8 +53,6 @@ std::vector<std::string> known_names() {
     names.insert(names.end(), g.names.begin(), g.names.end());
   for (const FlagGroup& g : megatron_refused_flags())
     names.insert(names.end(), g.names.begin(), g.names.end());
-  const auto& elsewhere = megatron_flags_elsewhere();
-  names.insert(names.end(), elsewhere.begin(), elsewhere.end());
   return names;
 }
 
@@ -66,7 +64,6 @@ const char* flag_class_name(FlagClass c) {
     case FlagClass::neutral: return "neutral";
     case FlagClass::irrelevant: return "irrelevant";
     case FlagClass::refused: return "refused";
-    case FlagClass::elsewhere: return "elsewhere";
     case FlagClass::unknown: break;
   }
   return "unknown";
@@ -83,10 +80,6 @@ FlagInfo megatron_flag(const std::string& raw) {
   for (const FlagGroup& g : megatron_refused_flags())
     if (std::find(g.names.begin(), g.names.end(), name) != g.names.end())
       return {FlagClass::refused, g.why, nullptr};
-  const auto& elsewhere = megatron_flags_elsewhere();
-  if (std::find(elsewhere.begin(), elsewhere.end(), name) != elsewhere.end())
-    return {FlagClass::elsewhere, "a Megatron-LM option this build of infinipipe does not have yet",
-            nullptr};
   return {};
 }
 
@@ -124,8 +117,6 @@ void megatron_extras_add(MegatronExtras& extras, const std::string& raw_key,
       return;
     case FlagClass::refused:
       fail_config("{} is a Megatron-LM option infinipipe does not support: {}", origin, f.why);
-    case FlagClass::elsewhere:
-      fail_config("{} is {}; remove it", origin, f.why);
     case FlagClass::supported:
       fail_config("internal: option {} reached the Megatron table", key);
     case FlagClass::unknown: break;

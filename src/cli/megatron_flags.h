@@ -17,7 +17,6 @@ enum class FlagClass {
   neutral,     // accepted at the value that changes nothing here; any other value refused
   irrelevant,  // accepted and without effect here (logging, fusion, kernel choice): a note
   refused,     // refused with the reason and the infinipipe way
-  elsewhere,   // being added on another branch: refused until its option spec exists
   unknown,     // not a Megatron-LM option
 };
 const char* flag_class_name(FlagClass c);
@@ -31,7 +30,7 @@ struct NeutralFlag {
   bool (*ok)(const std::string& value, const Config& cfg) = nullptr;  // null: value == neutral
 };
 
-// Flags that share one reason: irrelevant here, refused, or being added elsewhere.
+// Flags that share one reason: irrelevant here, or refused.
 struct FlagGroup {
   std::string why;
   std::vector<std::string> names;
@@ -42,7 +41,6 @@ const std::vector<FlagGroup>& megatron_irrelevant_flags();
 const std::vector<FlagGroup>& megatron_refused_flags();
 // Megatron options other work in progress adds; once their option spec exists they are
 // supported (the spec wins) and the name should leave this list.
-const std::vector<std::string>& megatron_flags_elsewhere();
 
 struct FlagInfo {
   FlagClass cls = FlagClass::unknown;

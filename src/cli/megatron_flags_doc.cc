@@ -44,11 +44,6 @@ std::string megatron_flags_markdown(const std::vector<std::string>& arguments_py
   out += "\n### Accepted, without effect here (a note says so once per run)\n\n";
   out += group_table(megatron_irrelevant_flags());
   out += "\n### Refused\n\n" + group_table(megatron_refused_flags());
-  std::vector<std::string> elsewhere;
-  for (const std::string& n : megatron_flags_elsewhere())
-    if (!is_option_name(n)) elsewhere.push_back(n);
-  if (!elsewhere.empty())
-    out += fmt::format("\n### Not in this build yet\n\n{}\n", flag_list(elsewhere));
   return out;
 }
 

@@ -309,6 +309,10 @@ const std::vector<OptionSpec>& option_specs() {
                training.tokenizer_type),
       TEXT_OPT("tokenizer-model", "the SentencePiece FILE.model of --tokenizer-type",
                training.tokenizer_model),
+      TEXT_OPT("tensorboard-dir",
+               "directory for TensorBoard event files: loss, learning rate, gradient norm, "
+               "throughput, iteration time (and validation loss) of every iteration",
+               training.tensorboard_dir),
       INT_OPT("save-interval", {}, "iterations between checkpoints", training.save_interval),
       WORDS_OPT(
           "data-path",

@@ -127,6 +127,7 @@ struct TrainingConfig {
   // Weights only (iteration 0, optimizer fresh), when --load holds no checkpoint (Megatron's).
   std::string pretrained_checkpoint;
   std::string tokenizer_type = "ByteTokenizer";  // recorded in saved checkpoints
+  std::string tensorboard_dir;  // TensorBoard event files (world rank 0); "" = none
   std::string tokenizer_model;                   // the SentencePiece .model of tokenizer_type
   int64_t save_interval = 0;  // iterations between checkpoints; 0 = only at the end
   // Megatron's --data-path: one PREFIX (.bin / .idx) or a blend "W1 P1 W2 P2 ..." (data/blend.h),
