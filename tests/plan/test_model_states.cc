@@ -84,7 +84,7 @@ void expect_gathers_as_closed_form(const Config& cfg, int32_t rank, double bw, d
                    7.0 * lat;
   for (int64_t tokens : {8, 4096, 262144}) {
     const std::vector<cost::SliceShape> chunk = {{0, tokens}};
-    const double c = cm.layer_seconds(chunk), b = 2.0 * c;
+    const double c = cm.layer_seconds(chunk, cm.coefficients()), b = 2.0 * c;
     const double fwd = g + 3 * std::max(0.0, g - c);
     const double bwd = 2 * g + 2 * std::max(0.0, g - b) + 2 * std::max(0.0, 2 * g - b);
     EXPECT_NEAR(zero3_forward_exposed_seconds(cm, cfg, chunk, mid, rank), fwd, 1e-12 + 1e-9 * fwd)
@@ -95,8 +95,8 @@ void expect_gathers_as_closed_form(const Config& cfg, int32_t rank, double bw, d
   // Both sides of every max() are exercised: the smallest chunk leaves gathers exposed, the
   // largest hides even two collectives behind a layer's backward.
   const std::vector<cost::SliceShape> small = {{0, 8}}, large = {{0, 262144}};
-  EXPECT_GT(g, cm.layer_seconds(small));
-  EXPECT_LT(2 * g, 2 * cm.layer_seconds(large));
+  EXPECT_GT(g, cm.layer_seconds(small, cm.coefficients()));
+  EXPECT_LT(2 * g, 2 * cm.layer_seconds(large, cm.coefficients()));
 }
 
 TEST(ModelStates, GathersChargedEqualTheClosedFormInsideANode) {
