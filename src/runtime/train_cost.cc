@@ -35,6 +35,7 @@ void Trainer::cost_model_update(int64_t iteration) {
                   fmt::format("the cost model's refit of iteration {}", iteration));
   }
   pooled_ = cost::online_fit_pool(cm_, share);
+  plan_cm_before_refit_ = plan_cm_;
   plan_cm_ =
       cost::CostModel(cm_.model(), cm_.device(), pooled_.coeffs, cm_.ulysses_degree(), cm_.bf16());
   if (groups_) plan_cm_ = plan_cm_.with_rank_coefficients(rank_coefficients_gather(iteration));

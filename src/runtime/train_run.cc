@@ -129,6 +129,7 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   if (talk && trainer.resumed()) {
     fmt::print(opts.out, "resumed from {} at iteration {} ({} samples consumed)\n", tc.load,
                trainer.iteration(), trainer.consumed_samples());
+    if (!trainer.fit_resume_note().empty()) fmt::print(opts.out, "{}\n", trainer.fit_resume_note());
   }
   if (talk && !trainer.weights_from().empty()) {
     fmt::print(opts.out, "started from the weights of {} (iteration 0, optimizer fresh)\n",
