@@ -13,6 +13,7 @@
 
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_groups.h"
+#include "data/synth.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
 #include "plan/plan_costs.h"
@@ -70,8 +71,23 @@ TEST_F(DistRankCosts, SlowRankIsTimedSlowerAndEveryRankHoldsThePlan) {
 // with the very same bytes and give bit-identical losses and weights.
 TEST_F(DistRankCosts, Pp2ResumePlansTheNextBatchesAsTheUninterruptedRun) {
   DIST_TEST_RANKS(2);
-  ProcessGroups groups(disttest::test_comm(), 2, 1);
+  Comm& comm = disttest::test_comm();
+  // Lengths uniform in 1..1024: EPP packs short documents and slices long ones.
+  const std::string corpus = (dir_ / "mixed").string();
+  if (comm.rank() == 0) {
+    data::SynthOptions so;
+    so.distribution = "uniform";
+    so.num_documents = 200;
+    so.seq_length = 1024;
+    so.seed = 5;
+    so.output = corpus;
+    data::synth_corpus_write(so);
+  }
+  comm.barrier("the mixed-length corpus");
+  ProcessGroups groups(comm, 2, 1);
   TrainOptions o = options(2, 1, Schedule::epp, 5);
+  o.config.model.seq_length = 1024;
+  o.config.training.data_path = corpus;
   o.config.training.cost_model_update = CostModelUpdate::online;
   o.config.training.save = (dir_ / "ckpt").string();
   o.groups = &groups;
