@@ -154,7 +154,8 @@ void checkpoint_save_shard(const std::string& dir, int64_t iteration,
       fail("checkpoint: rank {} saves a small file named '{}', which is not a plain, new name",
            shard.rank, name);
     fs_write_atomic((iter_dir / name).string(), bytes);
-    files[name] = file_entry({checksum_crc32c(0, bytes.data(), bytes.size()), int64_t(bytes.size())});
+    files[name] =
+        file_entry({checksum_crc32c(0, bytes.data(), bytes.size()), int64_t(bytes.size())});
   }
 
   int64_t model_bytes = 0;

@@ -217,8 +217,8 @@ void state_check(const OnlineFitState& s, const std::string& where) {
            name, s.value[i], s.scale[i], s.cov[i][i]);
     for (int j = 0; j < kNumOnlineTerms; ++j)
       if (!std::isfinite(s.cov[i][j]) || s.cov[i][j] != s.cov[j][i])
-        fail("{}: the covariance of {} and {} is {} and {}; it must be finite and symmetric",
-             where, name, kTerms[j].name, s.cov[i][j], s.cov[j][i]);
+        fail("{}: the covariance of {} and {} is {} and {}; it must be finite and symmetric", where,
+             name, kTerms[j].name, s.cov[i][j], s.cov[j][i]);
     const int64_t all = s.count[0] + s.count[1];
     if (s.term_count[i] < 0 || s.term_count[i] > all || s.covered[i] != (s.term_count[i] > 0))
       fail("{}: term {} counts {} samples of {} (covered: {}); not a state a fit reaches", where,

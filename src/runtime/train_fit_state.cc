@@ -30,7 +30,8 @@ std::string fit_file_name(int64_t writer) {
 // A planning cost model's time terms: the shared ones and each pipeline rank's own.
 Json plan_terms_to_json(const cost::CostModel& cm) {
   Json ranks = Json::array();
-  for (const cost::Coefficients& c : cm.rank_coefficients()) ranks.push_back(cost::online_terms_get(c));
+  for (const cost::Coefficients& c : cm.rank_coefficients())
+    ranks.push_back(cost::online_terms_get(c));
   return {{"terms", cost::online_terms_get(cm.coefficients())}, {"rank_terms", ranks}};
 }
 
@@ -91,9 +92,9 @@ Json Trainer::fit_state_gather(const std::string& mine) const {
   const MPI_Comm dp = groups_->dp_comm();
   const int n = static_cast<int>(groups_->layout().dp);
   const bool root = groups_->layout().replica == 0;
-  const WaitContext ctx{fmt::format("the cost fits' gather for the checkpoint of iteration {}",
-                                    iteration_),
-                        "a replica of this stage may have died or hung", comm_peers(dp)};
+  const WaitContext ctx{
+      fmt::format("the cost fits' gather for the checkpoint of iteration {}", iteration_),
+      "a replica of this stage may have died or hung", comm_peers(dp)};
   int size = mpi_count(static_cast<int64_t>(mine.size()), "a cost fit's state");
   std::vector<int> sizes(root ? n : 0);
   MPI_Request req = MPI_REQUEST_NULL;
@@ -108,8 +109,8 @@ Json Trainer::fit_state_gather(const std::string& mine) const {
   mpi_wait_deadline({&req, 1}, {}, p2p_->timeout_s(), ctx);
   Json out = Json::array();
   for (size_t r = 0; r < sizes.size(); ++r)
-    out.push_back(Json::parse(all.substr(static_cast<size_t>(offsets[r]),
-                                         static_cast<size_t>(sizes[r]))));
+    out.push_back(
+        Json::parse(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(sizes[r]))));
   return out;
 }
 

@@ -93,8 +93,9 @@ TEST(OnlineFitState, HostileStatesAreRefused) {
     return refusal(nlohmann::json::parse(j.dump()));
   };
   // A NaN is written as null in JSON.
-  EXPECT_NE(damaged([](auto& j) { j["value"][1] = std::numeric_limits<double>::quiet_NaN(); })
-                .find("value[1]"),
+  EXPECT_NE(damaged([](auto& j) {
+              j["value"][1] = std::numeric_limits<double>::quiet_NaN();
+            }).find("value[1]"),
             std::string::npos);
   EXPECT_NE(damaged([](auto& j) { j["value"][0] = -1.0; }).find("alpha1"), std::string::npos);
   EXPECT_NE(damaged([](auto& j) { j["scale"].erase(0); }).find("scale must be an array of 9"),
@@ -106,10 +107,11 @@ TEST(OnlineFitState, HostileStatesAreRefused) {
   EXPECT_NE(damaged([](auto& j) { j["term_samples"][2] = 1 << 30; }).find("beta1"),
             std::string::npos);
   EXPECT_NE(damaged([](auto& j) { j["samples"][0] = -3; }).find("samples[0]"), std::string::npos);
-  EXPECT_NE(damaged([](auto& j) { j["residual_sq"][1] = std::numeric_limits<double>::infinity(); }).find("residual_sq"),
+  EXPECT_NE(damaged([](auto& j) {
+              j["residual_sq"][1] = std::numeric_limits<double>::infinity();
+            }).find("residual_sq"),
             std::string::npos);
-  EXPECT_NE(damaged([](auto& j) { j["terms"][0] = "alpha9"; }).find("terms[0]"),
-            std::string::npos);
+  EXPECT_NE(damaged([](auto& j) { j["terms"][0] = "alpha9"; }).find("terms[0]"), std::string::npos);
   EXPECT_NE(damaged([](auto& j) { j = nlohmann::json::array(); }).find("must be an object"),
             std::string::npos);
 }
