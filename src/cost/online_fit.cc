@@ -202,6 +202,12 @@ double OnlineFit::residual(bool backward) const {
   return residual_weight_[k] > 0 ? std::sqrt(residual_sq_[k] / residual_weight_[k]) : 0.0;
 }
 
+void OnlineFit::widen() {
+  const double var = options_.prior_relative_sd * options_.prior_relative_sd;
+  cov_ = {};
+  for (int i = 0; i < kNumOnlineTerms; ++i) cov_[i][i] = var;
+}
+
 OnlineFitState OnlineFit::state() const {
   return {value_, scale_, cov_, covered_, term_count_, count_, residual_sq_, residual_weight_};
 }

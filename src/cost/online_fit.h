@@ -105,6 +105,11 @@ class OnlineFit {
   double residual(bool backward) const;
   const CostModel& prior() const { return prior_; }
 
+  // Resets every term's uncertainty to the prior's (the covariance to its starting value):
+  // after the batches' shapes moved (LengthShiftDetector) the next samples weigh as much as the
+  // first ones did, instead of being held back by the certainty gathered on other shapes.
+  void widen();
+
   OnlineFitState state() const;
   // Continues from a saved state (same prior and options as the fit that saved it). Error
   // naming `where` for a value no fit reaches: not finite, a negative term, scale, count,

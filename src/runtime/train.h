@@ -26,6 +26,7 @@
 #include "comm/mpi_watchdog.h"
 #include "core/config.h"
 #include "cost/cost_model.h"
+#include "cost/length_shift.h"
 #include "cost/online_fit.h"
 #include "data/batch_sampler.h"
 #include "data/indexed_dataset.h"
@@ -115,6 +116,9 @@ class Trainer {
   // After a resume with the online fit: whether the fit continued from the checkpoint's state or
   // starts from the calibration (one line for the log); empty otherwise.
   const std::string& fit_resume_note() const { return fit_resume_note_; }
+  // With the online fit: a sentence when the last iteration's batch went beyond the lengths the
+  // fit had seen (and the fit was widened for it), empty otherwise.
+  const std::string& length_shift_note() const { return length_shift_note_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -204,6 +208,8 @@ class Trainer {
   // uninterrupted run's background planner made it.
   std::optional<cost::CostModel> first_plan_cm_;
   std::string fit_resume_note_;
+  cost::LengthShiftDetector length_shift_;  // the lengths this rank's fit has seen
+  std::string length_shift_note_;
   MemoryTracker tracker_;
   std::vector<plan::StageSpec> layout_;
   std::vector<std::unique_ptr<StageEngine>> engines_;

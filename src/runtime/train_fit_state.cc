@@ -68,6 +68,8 @@ Json Trainer::fit_state_entry() const {
            {{"terms", cost::online_terms_get(pooled_.coeffs)},
             {"residual_forward", pooled_.residual_forward},
             {"residual_backward", pooled_.residual_backward}}},
+          {"seen_lengths",
+           {{"max", length_shift_.seen().max}, {"p90", length_shift_.seen().p90}}},
           {"next_plans", plan_terms_to_json(plan_cm_)},
           {"next_batch_plan", plan_terms_to_json(plan_cm_before_refit_)}};
 }
@@ -167,6 +169,9 @@ void Trainer::fit_state_load(CheckpointReader& reader) {
   cost::online_terms_set(terms, pooled_.coeffs);
   pooled_.residual_forward = json_number(json_field(pooled, "residual_forward", where), where, 0);
   pooled_.residual_backward = json_number(json_field(pooled, "residual_backward", where), where, 0);
+  const Json& seen = json_field(e, "seen_lengths", where);
+  length_shift_.restore({json_int(json_field(seen, "max", where), where + ".seen_lengths.max", 0),
+                         json_int(json_field(seen, "p90", where), where + ".seen_lengths.p90", 0)});
   plan_cm_ = plan_terms_from_json(json_field(e, "next_plans", where), where + ".next_plans");
   plan_cm_before_refit_ = plan_cm_;
   first_plan_cm_ =

@@ -164,6 +164,8 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   while (trainer.iteration() < tc.train_iters) {
     const auto t_step = Clock::now();
     obs::IterationMetrics m = trainer.step();
+    if (talk && !trainer.length_shift_note().empty())
+      fmt::print(opts.out, "{}\n", trainer.length_shift_note());
     if (trace) {
       trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());
     }
