@@ -68,8 +68,7 @@ Json Trainer::fit_state_entry() const {
            {{"terms", cost::online_terms_get(pooled_.coeffs)},
             {"residual_forward", pooled_.residual_forward},
             {"residual_backward", pooled_.residual_backward}}},
-          {"seen_lengths",
-           {{"max", length_shift_.seen().max}, {"p90", length_shift_.seen().p90}}},
+          {"seen_lengths", {{"max", length_shift_.seen().max}, {"p90", length_shift_.seen().p90}}},
           {"next_plans", plan_terms_to_json(plan_cm_)},
           {"next_batch_plan", plan_terms_to_json(plan_cm_before_refit_)}};
 }
