@@ -93,6 +93,9 @@ struct CheckpointShard {
   // whole states it saves (of any parameters, not only its `params`); `optimizer` names the kind.
   std::optional<std::vector<CheckpointOptimState>> optimizer_states;
   nlohmann::json rank_state = nlohmann::json::object();  // opaque per-rank state (e.g. its RNG)
+  // Small files of the writer's own (name -> bytes; plain names unique across writers), listed
+  // with their checksums like the tensors' files and read back with CheckpointReader::read_file.
+  std::map<std::string, std::string> small_files;
   // The model file's place among the writers that hold model tensors, for its Hugging Face name
   // model-000(part+1)-of-000(parts); part < 0 means rank of num_ranks. A writer without
   // tensors (or optimizer state) writes no model (optimizer) file at all.

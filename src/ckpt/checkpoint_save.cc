@@ -149,6 +149,15 @@ void checkpoint_save_shard(const std::string& dir, int64_t iteration,
     files[optim_file] = file_entry({w.crc32c, w.bytes});
   }
 
+  for (const auto& [name, bytes] : shard.small_files) {
+    if (!checkpoint_plain_file_name(name) || files.contains(name))
+      fail("checkpoint: rank {} saves a small file named '{}', which is not a plain, new name",
+           shard.rank, name);
+    fs_write_atomic((iter_dir / name).string(), bytes);
+    files[name] =
+        file_entry({checksum_crc32c(0, bytes.data(), bytes.size()), int64_t(bytes.size())});
+  }
+
   int64_t model_bytes = 0;
   for (const CheckpointTensor& t : shard.params) model_bytes += int64_t(t.data.size()) * 4;
   const Json manifest = {

@@ -202,6 +202,54 @@ double OnlineFit::residual(bool backward) const {
   return residual_weight_[k] > 0 ? std::sqrt(residual_sq_[k] / residual_weight_[k]) : 0.0;
 }
 
+void OnlineFit::widen() {
+  const double var = options_.prior_relative_sd * options_.prior_relative_sd;
+  cov_ = {};
+  for (int i = 0; i < kNumOnlineTerms; ++i) cov_[i][i] = var;
+}
+
+OnlineFitState OnlineFit::state() const {
+  return {value_, scale_, cov_, covered_, term_count_, count_, residual_sq_, residual_weight_};
+}
+
+namespace {
+
+void state_check(const OnlineFitState& s, const std::string& where) {
+  const auto sane = [](double v) { return std::isfinite(v) && v >= 0; };
+  for (int i = 0; i < kNumOnlineTerms; ++i) {
+    const char* name = kTerms[i].name;
+    if (!sane(s.value[i]) || !sane(s.scale[i]) || !sane(s.cov[i][i]))
+      fail("{}: term {} has value {}, scale {}, variance {}; each must be finite and >= 0", where,
+           name, s.value[i], s.scale[i], s.cov[i][i]);
+    for (int j = 0; j < kNumOnlineTerms; ++j)
+      if (!std::isfinite(s.cov[i][j]) || s.cov[i][j] != s.cov[j][i])
+        fail("{}: the covariance of {} and {} is {} and {}; it must be finite and symmetric", where,
+             name, kTerms[j].name, s.cov[i][j], s.cov[j][i]);
+    const int64_t all = s.count[0] + s.count[1];
+    if (s.term_count[i] < 0 || s.term_count[i] > all || s.covered[i] != (s.term_count[i] > 0))
+      fail("{}: term {} counts {} samples of {} (covered: {}); not a state a fit reaches", where,
+           name, s.term_count[i], all, s.covered[i]);
+  }
+  for (int k = 0; k < 2; ++k)
+    if (s.count[k] < 0 || !sane(s.residual_sq[k]) || !sane(s.residual_weight[k]))
+      fail("{}: {} samples {}, residual {} over weight {}; each must be finite and >= 0", where,
+           k == 0 ? "forward" : "backward", s.count[k], s.residual_sq[k], s.residual_weight[k]);
+}
+
+}  // namespace
+
+void OnlineFit::restore(const OnlineFitState& s, const std::string& where) {
+  state_check(s, where);
+  value_ = s.value;
+  scale_ = s.scale;
+  cov_ = s.cov;
+  covered_ = s.covered;
+  term_count_ = s.term_count;
+  count_ = s.count;
+  residual_sq_ = s.residual_sq;
+  residual_weight_ = s.residual_weight;
+}
+
 Coefficients OnlineFit::coefficients() const {
   Coefficients c = prior_.coefficients();
   for (const TermField& f : kTerms) c.*f.ptr = value_[idx(f.term)];

@@ -41,6 +41,18 @@ struct ActionSample {
   double seconds = 0;            // measured
 };
 
+// Everything an OnlineFit has learned, so a resumed run continues the same recursion (a
+// checkpoint's cost-fit file, online_fit_state.h). Arrays in OnlineTerm order; index 0 of the
+// per-kind arrays is forwards, 1 backwards.
+struct OnlineFitState {
+  std::array<double, kNumOnlineTerms> value{}, scale{};
+  std::array<std::array<double, kNumOnlineTerms>, kNumOnlineTerms> cov{};
+  std::array<bool, kNumOnlineTerms> covered{};
+  std::array<int64_t, kNumOnlineTerms> term_count{};
+  std::array<int64_t, 2> count{};
+  std::array<double, 2> residual_sq{}, residual_weight{};
+};
+
 struct OnlineFitOptions {
   // Weight of the past per sample: 0.99 remembers about the last 100 actions, four or five
   // iterations of a demo rank, and follows a 1.5x change of speed within a few hundred. A
@@ -92,6 +104,17 @@ class OnlineFit {
   // weighted by the forgetting factor (0 before any sample of that kind).
   double residual(bool backward) const;
   const CostModel& prior() const { return prior_; }
+
+  // Resets every term's uncertainty to the prior's (the covariance to its starting value):
+  // after the batches' shapes moved (LengthShiftDetector) the next samples weigh as much as the
+  // first ones did, instead of being held back by the certainty gathered on other shapes.
+  void widen();
+
+  OnlineFitState state() const;
+  // Continues from a saved state (same prior and options as the fit that saved it). Error
+  // naming `where` for a value no fit reaches: not finite, a negative term, scale, count,
+  // variance or residual, a covariance that is not symmetric, more term samples than samples.
+  void restore(const OnlineFitState& state, const std::string& where);
 
  private:
   using Vec = std::array<double, kNumOnlineTerms>;

@@ -57,6 +57,7 @@ Trainer::Trainer(const TrainOptions& opts)
       cm_(obs::engine_cost_model(opts.config)),
       plan_cm_(cm_),
       last_plan_cm_(cm_),
+      plan_cm_before_refit_(cm_),
       groups_(opts.groups),
       watchdog_(opts.watchdog) {
   train_check_config(cfg_, groups_ ? groups_->layout().world_size() : 1);
@@ -68,16 +69,17 @@ Trainer::Trainer(const TrainOptions& opts)
   reducers_build();
   optimizer_build(oo);
   tokenizer_record();
+  // Before a resume, which may continue the fit from the checkpoint's state.
+  if (cfg_.training.cost_model_update == CostModelUpdate::online) {
+    fit_.emplace(cm_);
+    pooled_.coeffs = cm_.coefficients();
+  }
   if (!cfg_.training.load.empty()) {
     checkpoint_load(cfg_.training.load);
   } else if (!cfg_.training.pretrained_checkpoint.empty()) {
     weights_load(cfg_.training.pretrained_checkpoint);
   }
   if (cfg_.training.train_iters > iteration_) dataset_open();
-  if (cfg_.training.cost_model_update == CostModelUpdate::online) {
-    fit_.emplace(cm_);
-    pooled_.coeffs = cm_.coefficients();
-  }
 }
 
 // What a distributed rank reduces beyond its pipeline: the dp gradient all-reduce, the tied

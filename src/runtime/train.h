@@ -26,6 +26,7 @@
 #include "comm/mpi_watchdog.h"
 #include "core/config.h"
 #include "cost/cost_model.h"
+#include "cost/length_shift.h"
 #include "cost/online_fit.h"
 #include "data/document_stream.h"
 #include "data/run_datasets.h"
@@ -125,6 +126,12 @@ class Trainer {
   // --cost-model-update online: what this rank's pipeline learned so far, as a calibration file
   // (docs/cost-model.md, "Online refit"); nullopt when off.
   std::optional<cost::Calibration> online_calibration() const;
+  // After a resume with the online fit: whether the fit continued from the checkpoint's state or
+  // starts from the calibration (one line for the log); empty otherwise.
+  const std::string& fit_resume_note() const { return fit_resume_note_; }
+  // With the online fit: a sentence when the last iteration's batch went beyond the lengths the
+  // fit had seen (and the fit was widened for it), empty otherwise.
+  const std::string& length_shift_note() const { return length_shift_note_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -157,6 +164,15 @@ class Trainer {
   void checkpoint_load(const std::string& dir);
   void weights_load(const std::string& dir);  // weights only, from either kind of folder
   void tokenizer_record();                    // --tokenizer-type, checked against the vocab
+  // The online fit's state in checkpoints (train_fit_state.cc); save: on every rank, before
+  // the shard is written (replicas of a stage gather their states to replica 0, its writer).
+  void fit_state_save(CheckpointShard& shard) const;
+  void fit_state_load(CheckpointReader& reader);
+  nlohmann::json fit_state_entry() const;
+  std::string fit_state_file() const;  // "" where this rank writes no file
+  nlohmann::json fit_state_gather(const std::string& mine) const;
+  nlohmann::json fit_state_find(CheckpointReader& reader) const;
+  cost::CostModel plan_terms_from_json(const nlohmann::json& j, const std::string& where) const;
 
   // Batches (train_batch.cc).
   Batch batch_lengths_read(std::span<const data::DocumentRef> documents,
@@ -206,6 +222,14 @@ class Trainer {
   cost::CostModel last_plan_cm_;  // what the last plan was planned with
   std::optional<cost::OnlineFit> fit_;  // this rank's fit (--cost-model-update online)
   cost::OnlinePooled pooled_;           // the pipeline's pooled fit after the last iteration
+  // plan_cm_ before the last refit: what the background planner planned the next batch with.
+  cost::CostModel plan_cm_before_refit_;
+  // Resumed with the fit's state: the next batch's plan is made with these terms, as the
+  // uninterrupted run's background planner made it.
+  std::optional<cost::CostModel> first_plan_cm_;
+  std::string fit_resume_note_;
+  cost::LengthShiftDetector length_shift_;  // the lengths this rank's fit has seen
+  std::string length_shift_note_;
   MemoryTracker tracker_;
   std::vector<plan::StageSpec> layout_;
   std::vector<std::unique_ptr<StageEngine>> engines_;

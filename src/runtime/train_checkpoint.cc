@@ -76,6 +76,7 @@ void Trainer::checkpoint_load(const std::string& dir) {
   }
   iteration_ = reader.iteration();
   start_consumed_ = reader.consumed_samples();
+  fit_state_load(reader);
   resumed_ = true;
 }
 
@@ -108,6 +109,7 @@ void Trainer::save() {
   meta.config = {{"format", "yaml"}, {"yaml", config_yaml_}};
   meta.tokenizer = saved_tokenizer_;
   if (!groups_) {
+    fit_state_save(shard);
     checkpoint_save(dir, meta, shard);
     return;
   }
@@ -127,6 +129,7 @@ void Trainer::save() {
     shard.rank = layout.stage;
     shard.num_ranks = layout.pp;
   }
+  fit_state_save(shard);  // every rank: the replicas of a stage gather their fits first
   if (dist_optimizer_ || replica0) checkpoint_save_shard(dir, iteration_, shard);
   comm.barrier(fmt::format("saving the checkpoint of iteration {}", iteration_));
   if (comm.rank() == 0) checkpoint_commit(dir, meta);

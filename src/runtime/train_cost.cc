@@ -16,6 +16,14 @@ namespace infinipipe::runtime {
 
 void Trainer::cost_model_update(int64_t iteration) {
   if (!fit_) return;
+  // Batches beyond the lengths fitted so far: the fit weighs their actions as it did its first.
+  length_shift_note_.clear();
+  if (const auto moved = length_shift_.observe(last_plan_.seq_lengths)) {
+    fit_->widen();
+    length_shift_note_ = fmt::format(
+        "iteration {}: {}; the online cost fit now weighs the new shapes as it did its first",
+        iteration, *moved);
+  }
   for (const obs::StepStats& stats : last_stats_) {
     for (const obs::ActionTiming& t : stats.timings) {
       const plan::Action& a = t.action;
@@ -35,6 +43,7 @@ void Trainer::cost_model_update(int64_t iteration) {
                   fmt::format("the cost model's refit of iteration {}", iteration));
   }
   pooled_ = cost::online_fit_pool(cm_, share);
+  plan_cm_before_refit_ = plan_cm_;
   plan_cm_ =
       cost::CostModel(cm_.model(), cm_.device(), pooled_.coeffs, cm_.ulysses_degree(), cm_.bf16());
   if (groups_) plan_cm_ = plan_cm_.with_rank_coefficients(rank_coefficients_gather(iteration));

@@ -33,6 +33,11 @@ Trainer::Planned Trainer::plan_take(std::span<const int64_t> lengths) {
     if (std::equal(lengths.begin(), lengths.end(), ahead_lengths_.begin(), ahead_lengths_.end()))
       return p;
   }
+  if (first_plan_cm_) {
+    const cost::CostModel cm = std::move(*first_plan_cm_);
+    first_plan_cm_.reset();
+    return plan_now(lengths, cm);
+  }
   return plan_now(lengths, plan_cm_);
 }
 

@@ -175,6 +175,7 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   if (talk && trainer.resumed()) {
     fmt::print(opts.out, "resumed from {} at iteration {} ({} samples consumed)\n", tc.load,
                trainer.iteration(), trainer.consumed_samples());
+    if (!trainer.fit_resume_note().empty()) fmt::print(opts.out, "{}\n", trainer.fit_resume_note());
   }
   if (talk && !trainer.weights_from().empty()) {
     fmt::print(opts.out, "started from the weights of {} (iteration 0, optimizer fresh)\n",
@@ -210,6 +211,8 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   while (trainer.iteration() < tc.train_iters) {
     const auto t_step = Clock::now();
     obs::IterationMetrics m = trainer.step();
+    if (talk && !trainer.length_shift_note().empty())
+      fmt::print(opts.out, "{}\n", trainer.length_shift_note());
     evaluations_run(trainer, tc, m);
     if (trace) {
       trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());

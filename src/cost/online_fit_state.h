@@ -1,0 +1,24 @@
+// An online fit's state as JSON, for checkpoints: written with every double's exact value
+// (nlohmann prints the shortest text that reads back to the same bits), read back with every
+// field checked, so a resumed fit continues the very recursion the saving run was in.
+#pragma once
+
+#include <array>
+#include <span>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cost/online_fit.h"
+
+namespace infinipipe::cost {
+
+nlohmann::json online_fit_state_to_json(const OnlineFitState& s);
+// Error naming `where` and the field for anything but what online_fit_state_to_json writes with
+// values a fit reaches (the ranges OnlineFit::restore checks are checked there).
+OnlineFitState online_fit_state_from_json(const nlohmann::json& j, const std::string& where);
+
+// A fixed number of finite numbers >= 0 (time terms, residuals): Error naming `where` otherwise.
+void json_terms_read(const nlohmann::json& j, const std::string& where, std::span<double> out);
+
+}  // namespace infinipipe::cost
