@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "plan/plan.h"
+#include "plan/plan_explain.h"
 
 namespace infinipipe::plan {
 
@@ -32,6 +33,7 @@ struct PlanKnobs {
 struct PlanResult {
   Plan plan;
   PlanKnobs knobs;
+  PlanExplain explain;  // the search's candidates (epp) and the chosen plan's reasons
 };
 
 // Memory budget per rank: cfg.training.memory_budget, else the device's memory.
