@@ -134,13 +134,26 @@ void explain_verdicts(PlanExplain& ex, size_t chosen, int64_t budget) {
       c.verdict = fmt::format("rank {} over budget by {}", worst,
                               format_bytes(c.peak_bytes[worst] - budget));
     } else if (c.step_time >= win.step_time) {
-      c.verdict = fmt::format("{:.1f}% slower than {}",
+      c.verdict = fmt::format("{:.1f}% slower than the chosen {}",
                               100 * (c.step_time - win.step_time) / win.step_time, win.setting);
     } else {
-      c.verdict = fmt::format("{:.1f}% faster than {}, but not chosen",
+      c.verdict = fmt::format("{:.1f}% faster than the chosen {}, but not chosen",
                               100 * (win.step_time - c.step_time) / win.step_time, win.setting);
     }
   }
+}
+
+void explain_search_end(PlanExplain& ex, size_t best, const Candidate* exact, int32_t k,
+                        int64_t budget) {
+  if (ex.candidates.empty()) return;
+  if (!exact) {
+    explain_verdicts(ex, best, budget);
+    return;
+  }
+  explain_record(ex, ex.candidates[best].setting + ", exact recompute", k, *exact);
+  explain_verdicts(ex, ex.candidates.size() - 1, budget);
+  ex.candidates[best].verdict =
+      "fastest with the greedy recompute solve: re-solved exactly (below)";
 }
 
 void explain_chosen_plan(PlanExplain& ex, const Plan& plan, const Config& cfg,
@@ -181,9 +194,9 @@ json explain_to_json(const PlanExplain& ex) {
   json rec = json::array();
   for (const ExplainRecompute& r : ex.recompute)
     rec.push_back({r.stage, r.chunk, r.rank, r.layers, r.max_layers, r.saved_bytes, r.time});
-  json j = {{"candidates", std::move(cands)}, {"notes", ex.notes},     {"cuts", std::move(cuts)},
-            {"packs", std::move(packs)},      {"recompute", std::move(rec)},
-            {"recompute_time", ex.recompute_time}};
+  json j = {{"candidates", std::move(cands)}, {"notes", ex.notes},
+            {"cuts", std::move(cuts)},        {"packs", std::move(packs)},
+            {"recompute", std::move(rec)},    {"recompute_time", ex.recompute_time}};
   if (ex.has_limits)
     j["limits"] = {{"time_threshold", ex.limits.time_threshold},
                    {"token_threshold", ex.limits.token_threshold},
@@ -213,8 +226,7 @@ void text_candidates(std::string& s, const PlanExplain& ex) {
 void text_slicing(std::string& s, const PlanExplain& ex) {
   if (ex.has_limits)
     s += fmt::format("slicing: T_t = {:.5f} s, T_m = {} tokens, min tail {} tokens{}\n",
-                     ex.limits.time_threshold, ex.limits.token_threshold,
-                     ex.limits.min_tail_slice,
+                     ex.limits.time_threshold, ex.limits.token_threshold, ex.limits.min_tail_slice,
                      ex.relaxed ? fmt::format(", {} short sequences above T_t", ex.relaxed) : "");
   if (ex.cuts.empty()) s += "  no sequence is cut\n";
   for (const ExplainCut& c : ex.cuts) {
@@ -231,8 +243,8 @@ void text_packs(std::string& s, const PlanExplain& ex) {
   for (size_t i = 0; i < ex.packs.size() && i < kTextRows; ++i) {
     const ExplainPack& p = ex.packs[i];
     std::string what = p.tail_of >= 0 ? fmt::format("tail of seq {} + ", p.tail_of) : "";
-    s += fmt::format("  chunk {}: {}{} whole, {} tokens, {:.5f} s\n", p.chunk, what,
-                     p.seqs.size(), p.tokens, p.time);
+    s += fmt::format("  chunk {}: {}{} whole, {} tokens, {:.5f} s\n", p.chunk, what, p.seqs.size(),
+                     p.tokens, p.time);
   }
   if (ex.packs.size() > kTextRows)
     s += fmt::format("  ... {} more in the plan JSON's explain\n", ex.packs.size() - kTextRows);
@@ -245,8 +257,10 @@ void text_recompute(std::string& s, const PlanExplain& ex) {
     saved += r.saved_bytes;
     time += r.time;
   }
-  s += fmt::format("recompute: {} (stage, chunk) recompute, saving {} held, costing {:.4f} s",
-                   ex.recompute.size(), format_bytes(saved), time);
+  s += fmt::format(
+      "recompute: {} (stage, chunk) recompute, {} less held and {:.4f} s of recompute summed over "
+      "them",
+      ex.recompute.size(), format_bytes(saved), time);
   if (ex.recompute_time > 0)
     s += fmt::format(" ({:.4f} s on the critical waves, the solve's objective)", ex.recompute_time);
   s += "\n";

@@ -25,8 +25,8 @@ struct ExplainCandidate {
   int32_t k = 0;        // slices of the longest sequence
   int32_t chunks = 0;
   int32_t pipelines = 1;
-  double step_time = 0;              // predicted, seconds
-  std::vector<int64_t> peak_bytes;   // predicted, per rank
+  double step_time = 0;             // predicted, seconds
+  std::vector<int64_t> peak_bytes;  // predicted, per rank
   bool fits = false;
   bool chosen = false;
   std::string verdict;  // "chosen", or why it lost
@@ -77,6 +77,10 @@ void explain_record(PlanExplain& ex, std::string setting, int32_t k, const Candi
 // Marks candidate `chosen` and gives every other one its reason: over budget on the rank that
 // binds most, else how much slower than the chosen one.
 void explain_verdicts(PlanExplain& ex, size_t chosen, int64_t budget);
+// The end of a search whose winner is candidate `best`: with `exact` (the winner's chunks
+// re-solved by the exact recompute solve, fitting) that is recorded as the chosen one.
+void explain_search_end(PlanExplain& ex, size_t best, const Candidate* exact, int32_t k,
+                        int64_t budget);
 // Cuts, packs and recompute of the chosen plan.
 void explain_chosen_plan(PlanExplain& ex, const Plan& plan, const Config& cfg,
                          const cost::CostModel& cm);

@@ -237,7 +237,9 @@ Plan plan_from_json(const json& j) {
   return p;
 }
 
-void plan_save(const Plan& plan, const std::string& path) { plan_save(plan, path, nullptr); }
+void plan_save(const Plan& plan, const std::string& path) {
+  plan_save(plan, path, nullptr);
+}
 
 void plan_save(const Plan& plan, const std::string& path, const json* explain) {
   json j = plan_to_json(plan);

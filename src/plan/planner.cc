@@ -278,11 +278,8 @@ struct EppSearch {
   int32_t best_k = 0;
   bool have = false;
   LeastBudget least;
-  PlanExplain explain;         // every evaluated setting, in order
-  size_t best_index = 0;       // of `best` in explain.candidates
-  bool best_processed = false;     // best's chunks came from the sequence processor
-  PackLimits best_limits;          // its thresholds, then
-  int32_t best_relaxed = 0;
+  PlanExplain explain;    // every evaluated setting, in order
+  size_t best_index = 0;  // of `best` in explain.candidates
 
   int32_t pp() const { return static_cast<int32_t>(cfg.parallel.pipeline_parallel); }
   int64_t budget() const { return planner_budget(cfg, cm); }
@@ -309,7 +306,7 @@ struct EppSearch {
     std::string grouping = "Eq. 14 grouping";
     if (groups.empty()) {
       groups = finest_grouping(chunks);
-      grouping = "finest grouping (no Eq. 14 grouping fits the estimate)";
+      grouping = "finest grouping (none fits the Eq. 14 estimate)";
     }
     for (int attempt = 0; attempt < 2; ++attempt) {
       CandidateSpec spec;
@@ -329,10 +326,10 @@ struct EppSearch {
           best_k = k;
           have = true;
           best_index = explain.candidates.size() - 1;
-          best_processed = processed != nullptr;
+          explain.has_limits = processed != nullptr;
           if (processed) {
-            best_limits = processed->limits;
-            best_relaxed = processed->relaxed;
+            explain.limits = processed->limits;
+            explain.relaxed = processed->relaxed;
           }
         }
         return t;
@@ -340,7 +337,7 @@ struct EppSearch {
       const auto finest = finest_grouping(chunks);
       if (groups == finest) break;
       groups = finest;  // the estimate was optimistic: every sequence run on its own
-      grouping = "finest grouping (retry: the Eq. 14 grouping did not fit)";
+      grouping = "finest grouping (retry)";
     }
     return std::numeric_limits<double>::infinity();
   }
@@ -359,20 +356,19 @@ struct EppSearch {
       int64_t longest = 0;
       for (int64_t l : lengths) longest = std::max(longest, l);
       try_chunks(pack_micro_batches(lengths, longest), 1,
-                 fmt::format("K=1, whole sequences packed by tokens (capacity {})", longest),
-                 nullptr);
+                 fmt::format("K=1, whole sequences packed (<= {} tokens)", longest), nullptr);
     }
     for (int32_t k : ks) {
       ProcessorResult pr = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice);
       if (pr.slices_of_longest != k && k > 1) {
-        explain.notes.push_back(fmt::format("K={} skipped: the longest sequence splits into {} "
-                                            "slices, as with a smaller K",
-                                            k, pr.slices_of_longest));
+        explain.notes.push_back(
+            fmt::format("K={} skipped: the longest sequence splits into {} "
+                        "slices, as with a smaller K",
+                        k, pr.slices_of_longest));
         continue;
       }
       const double t = try_chunks(pr.chunks, pr.slices_of_longest,
-                                  fmt::format("K={}, sequence processor", pr.slices_of_longest),
-                                  &pr);
+                                  fmt::format("K={}", pr.slices_of_longest), &pr);
       // Finer slicing only adds overhead once it has clearly lost (time is unimodal in K).
       if (have && t > 1.1 * best.plan.predicted_step_time && k >= 2 * best_k + 2) {
         explain.notes.push_back(fmt::format(
@@ -411,23 +407,13 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
     spec.pipeline_of_chunk = best.plan.pipeline_of_chunk;
     spec.exact = true;
     Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
-    if (c.fits) {
-      best = std::move(c);
-      const std::string greedy = search.explain.candidates[search.best_index].setting;
-      explain_record(search.explain, greedy + ", exact recompute solve", search.best_k, best);
-      explain_verdicts(search.explain, search.explain.candidates.size() - 1, search.budget());
-      search.explain.candidates[search.best_index].verdict =
-          "the fastest with the greedy recompute solve; re-solved exactly (next)";
-    } else {
-      explain_verdicts(search.explain, search.best_index, search.budget());
-    }
+    explain_search_end(search.explain, search.best_index, c.fits ? &c : nullptr, search.best_k,
+                       search.budget());
+    if (c.fits) best = std::move(c);
   } else {
-    explain_verdicts(search.explain, search.best_index, search.budget());
+    explain_search_end(search.explain, search.best_index, nullptr, search.best_k, search.budget());
   }
   PlanExplain& ex = search.explain;
-  ex.has_limits = search.best_processed;
-  ex.limits = search.best_limits;
-  ex.relaxed = search.best_relaxed;
   ex.recompute_time = adaptive ? best.recompute_time : 0.0;
   PlanKnobs knobs = search.knobs;
   knobs.slices = search.best_k;

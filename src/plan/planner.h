@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
@@ -31,6 +32,10 @@ struct PlanKnobs {
 };
 
 struct PlanResult {
+  PlanResult() = default;
+  PlanResult(Plan p, PlanKnobs k, PlanExplain e = {})
+      : plan(std::move(p)), knobs(k), explain(std::move(e)) {}
+
   Plan plan;
   PlanKnobs knobs;
   PlanExplain explain;  // the search's candidates (epp) and the chosen plan's reasons

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "common/test_temp.h"
 #include "plan/plan_explain.h"
 #include "plan/plan_json.h"
@@ -67,7 +69,8 @@ TEST_F(PlanExplainTest, ChosenCandidateCarriesThePlansOwnPredictions) {
 }
 
 TEST_F(PlanExplainTest, EveryRejectedCandidateSaysWhy) {
-  int over_budget = 0;
+  int over_budget = 0, resolved = 0;
+  const double chosen_time = r.plan.predicted_step_time;
   for (const ExplainCandidate& c : r.explain.candidates) {
     SCOPED_TRACE(c.setting);
     const int64_t peak = *std::max_element(c.peak_bytes.begin(), c.peak_bytes.end());
@@ -79,10 +82,16 @@ TEST_F(PlanExplainTest, EveryRejectedCandidateSaysWhy) {
       EXPECT_NE(c.verdict.find("over budget by " + format_bytes(peak - kTightBudget)),
                 std::string::npos)
           << c.verdict;
+    } else if (c.verdict.find("re-solved exactly") != std::string::npos) {
+      ++resolved;  // the winner before the exact solve: the same chunks
+      EXPECT_EQ(c.chunks, static_cast<int32_t>(r.plan.chunks.size()));
     } else {
-      EXPECT_NE(c.verdict.find("slower than"), std::string::npos) << c.verdict;
+      const std::string slower = fmt::format("{:.1f}% slower than the chosen",
+                                             100 * (c.step_time - chosen_time) / chosen_time);
+      EXPECT_NE(c.verdict.find(slower), std::string::npos) << c.verdict;
     }
   }
+  EXPECT_EQ(resolved, 1);
   EXPECT_GE(over_budget, 1) << "the budget binds on this batch";
   EXPECT_NE(explain_text(r.explain).find("over budget by"), std::string::npos);
 }
