@@ -155,7 +155,10 @@ void add_plan_command(CLI::App& app) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const sim::StepResult s = sim::simulate(r.plan, cm, cfg);
     print_summary(cfg, r, s, secs);
-    if (*explain) fmt::print("{}", plan::explain_text(r.explain));
+    if (*explain) {
+      plan::explain_chosen_plan(r.explain, r.plan, cfg, cm);
+      fmt::print("{}", plan::explain_text(r.explain));
+    }
     if (!out->empty()) {
       if (*explain) {
         const nlohmann::json why = plan::explain_to_json(r.explain);

@@ -447,7 +447,6 @@ PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
   }
   res.plan.rank_time_terms = plan_rank_time_terms(cm);
   validate_or_throw(res.plan, cm, cfg);
-  explain_chosen_plan(res.explain, res.plan, cfg, cm);
   return res;
 }
 

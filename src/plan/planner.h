@@ -38,7 +38,9 @@ struct PlanResult {
 
   Plan plan;
   PlanKnobs knobs;
-  PlanExplain explain;  // the search's candidates (epp) and the chosen plan's reasons
+  // The search's candidates (epp); explain_chosen_plan adds the chosen plan's cuts, packs and
+  // recompute on request (it rebuilds the recompute tables, which each training step need not).
+  PlanExplain explain;
 };
 
 // Memory budget per rank: cfg.training.memory_budget, else the device's memory.

@@ -47,7 +47,12 @@ class PlanExplainTest : public ::testing::Test {
   Config cfg = example_config(kTightBudget);
   cost::CostModel cm = cost::CostModel::from_config(cfg);
   std::vector<int64_t> lengths = example_lengths();
-  PlanResult r = make_plan_detailed(cfg, cm, lengths, Schedule::epp);
+  PlanResult r = explained(make_plan_detailed(cfg, cm, lengths, Schedule::epp));
+
+  PlanResult explained(PlanResult res) const {
+    explain_chosen_plan(res.explain, res.plan, cfg, cm);
+    return res;
+  }
 };
 
 TEST_F(PlanExplainTest, ChosenCandidateCarriesThePlansOwnPredictions) {
@@ -128,7 +133,7 @@ TEST_F(PlanExplainTest, CutsPacksAndRecomputeMatchThePlan) {
 }
 
 TEST_F(PlanExplainTest, IsDeterministicAndLeavesThePlanAlone) {
-  const PlanResult again = make_plan_detailed(cfg, cm, lengths, Schedule::epp);
+  const PlanResult again = explained(make_plan_detailed(cfg, cm, lengths, Schedule::epp));
   EXPECT_EQ(explain_to_json(again.explain).dump(), explain_to_json(r.explain).dump());
   EXPECT_EQ(plan_to_json(again.plan).dump(), plan_to_json(r.plan).dump());
 }
@@ -158,7 +163,8 @@ TEST_F(PlanExplainTest, PlanWithExplainLoadsAsThePlanWithout) {
 TEST(PlanExplain, BaselineSchedulesExplainTheirChosenPlan) {
   const Config cfg = example_config(int64_t{2} << 30);
   const auto cm = cost::CostModel::from_config(cfg);
-  const PlanResult r = make_plan_detailed(cfg, cm, example_lengths(), Schedule::one_f_one_b);
+  PlanResult r = make_plan_detailed(cfg, cm, example_lengths(), Schedule::one_f_one_b);
+  explain_chosen_plan(r.explain, r.plan, cfg, cm);
   EXPECT_TRUE(r.explain.candidates.empty());
   EXPECT_TRUE(r.explain.cuts.empty()) << "batch-level schedules never cut";
   size_t whole = 0;
