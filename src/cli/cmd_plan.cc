@@ -146,9 +146,13 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--out", *out, "where to write the plan JSON ('' = do not write)")
       ->capture_default_str();
   cmd->add_option("--svg", *svg, "also write the simulated step as an SVG Gantt chart");
+  auto explain = std::make_shared<bool>(false);
+  cmd->add_flag("--explain", *explain,
+                "print why the plan is what it is (candidates tried, cuts, packs, recompute) and "
+                "save it in the plan JSON's \"explain\" field");
   auto load = add_workload_options(cmd);
   auto config = add_config_options(cmd);
-  cmd->callback([out, svg, load, config] {
+  cmd->callback([out, svg, explain, load, config] {
     const Config cfg = resolve_config(*config);
     const cost::CostModel cm = obs::planning_cost_model(cfg);
     const auto lengths = load(cfg, cm).second;
@@ -158,8 +162,17 @@ void add_plan_command(CLI::App& app) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const sim::StepResult s = sim::simulate(r.plan, cm, cfg);
     print_summary(cfg, r, s, secs);
+    if (*explain) {
+      plan::explain_chosen_plan(r.explain, r.plan, cfg, cm);
+      fmt::print("{}", plan::explain_text(r.explain));
+    }
     if (!out->empty()) {
-      plan::plan_save(r.plan, *out);
+      if (*explain) {
+        const nlohmann::json why = plan::explain_to_json(r.explain);
+        plan::plan_save(r.plan, *out, &why);
+      } else {
+        plan::plan_save(r.plan, *out);
+      }
       fmt::print("wrote {}\n", *out);
     }
     if (!svg->empty()) {

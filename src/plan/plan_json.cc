@@ -243,12 +243,18 @@ Plan plan_from_json(const json& j) {
 }
 
 void plan_save(const Plan& plan, const std::string& path) {
+  plan_save(plan, path, nullptr);
+}
+
+void plan_save(const Plan& plan, const std::string& path, const json* explain) {
+  json j = plan_to_json(plan);
+  if (explain) j["explain"] = *explain;  // informative only: plan_from_json does not read it
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     if (!out)
       fail("cannot write the plan to {}: check that the directory exists and is writable", tmp);
-    out << plan_to_json(plan).dump(1) << "\n";
+    out << j.dump(1) << "\n";
     if (!out) fail("writing the plan to {} failed (disk full?)", tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)

@@ -17,6 +17,8 @@ nlohmann::json plan_to_json(const Plan& plan);
 Plan plan_from_json(const nlohmann::json& j);
 
 void plan_save(const Plan& plan, const std::string& path);  // written atomically (tmp + rename)
+// The same with the planner's explanation (plan_explain.h) as the optional "explain" field.
+void plan_save(const Plan& plan, const std::string& path, const nlohmann::json* explain);
 Plan plan_load(const std::string& path);
 
 }  // namespace infinipipe::plan

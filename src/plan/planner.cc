@@ -7,6 +7,7 @@
 #include "plan/baselines.h"
 #include "plan/budget_error.h"
 #include "plan/plan_costs.h"
+#include "plan/plan_explain.h"
 #include "plan/recompute.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
@@ -278,6 +279,8 @@ struct EppSearch {
   int32_t best_k = 0;
   bool have = false;
   LeastBudget least;
+  PlanExplain explain;    // every evaluated setting, in order
+  size_t best_index = 0;  // of `best` in explain.candidates
 
   int32_t pp() const { return static_cast<int32_t>(cfg.parallel.pipeline_parallel); }
   int64_t budget() const { return planner_budget(cfg, cm); }
@@ -294,12 +297,18 @@ struct EppSearch {
   }
 
   // One candidate chunk list; its predicted step time, infinity when it does not fit.
-  double try_chunks(const std::vector<Chunk>& chunks, int32_t k) {
+  // `label` names the slicing, `processed` the processor run that made the chunks (or null).
+  double try_chunks(const std::vector<Chunk>& chunks, int32_t k, const std::string& label,
+                    const ProcessorResult* processed) {
     const MemoryContext mem = memory();
     const cost::StageShape first = stage_shape(stages[0]);
     const int64_t act_budget = budget() - stage_static_bytes(cm, first, mem);
     auto groups = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
-    if (groups.empty()) groups = finest_grouping(chunks);
+    std::string grouping = "Eq. 14 grouping";
+    if (groups.empty()) {
+      groups = finest_grouping(chunks);
+      grouping = "finest grouping (none fits the Eq. 14 estimate)";
+    }
     for (int attempt = 0; attempt < 2; ++attempt) {
       CandidateSpec spec;
       spec.schedule = Schedule::epp;
@@ -310,18 +319,26 @@ struct EppSearch {
       Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
       ++knobs.candidates;
       least.offer(c);
+      explain_record(explain, label + ", " + grouping, k, c);
       if (c.fits) {
         const double t = c.plan.predicted_step_time;
         if (!have || t < best.plan.predicted_step_time) {
           best = std::move(c);
           best_k = k;
           have = true;
+          best_index = explain.candidates.size() - 1;
+          explain.has_limits = processed != nullptr;
+          if (processed) {
+            explain.limits = processed->limits;
+            explain.relaxed = processed->relaxed;
+          }
         }
         return t;
       }
       const auto finest = finest_grouping(chunks);
       if (groups == finest) break;
       groups = finest;  // the estimate was optimistic: every sequence run on its own
+      grouping = "finest grouping (retry)";
     }
     return std::numeric_limits<double>::infinity();
   }
@@ -334,18 +351,34 @@ struct EppSearch {
     // also try the tight token packing the batch-level schedules use.
     if (hopeless()) {
       ks = {ks.back()};
+      explain.notes.push_back(
+          fmt::format("the weights alone exceed the budget: only K={} is tried", ks.back()));
     } else {
       int64_t longest = 0;
       for (int64_t l : lengths) longest = std::max(longest, l);
-      try_chunks(pack_micro_batches(lengths, longest), 1);
+      try_chunks(pack_micro_batches(lengths, longest), 1,
+                 fmt::format("K=1, whole sequences packed (<= {} tokens)", longest), nullptr);
     }
     for (int32_t k : ks) {
       ProcessorResult pr = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice,
                                             cfg.parallel.epp_uniform_slicing);
-      if (pr.slices_of_longest != k && k > 1) continue;  // same split as a smaller K
-      const double t = try_chunks(pr.chunks, pr.slices_of_longest);
+      if (pr.slices_of_longest != k && k > 1) {
+        explain.notes.push_back(
+            fmt::format("K={} skipped: the longest sequence splits into {} "
+                        "slices, as with a smaller K",
+                        k, pr.slices_of_longest));
+        continue;
+      }
+      const double t = try_chunks(pr.chunks, pr.slices_of_longest,
+                                  fmt::format("K={}", pr.slices_of_longest), &pr);
       // Finer slicing only adds overhead once it has clearly lost (time is unimodal in K).
-      if (have && t > 1.1 * best.plan.predicted_step_time && k >= 2 * best_k + 2) break;
+      if (have && t > 1.1 * best.plan.predicted_step_time && k >= 2 * best_k + 2) {
+        explain.notes.push_back(fmt::format(
+            "search stopped after K={}: more than 10% slower than K={} (step time is unimodal "
+            "in K, finer slicing only adds overhead)",
+            k, best_k));
+        break;
+      }
     }
   }
 };
@@ -376,8 +409,14 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
     spec.pipeline_of_chunk = best.plan.pipeline_of_chunk;
     spec.exact = true;
     Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
+    explain_search_end(search.explain, search.best_index, c.fits ? &c : nullptr, search.best_k,
+                       search.budget());
     if (c.fits) best = std::move(c);
+  } else {
+    explain_search_end(search.explain, search.best_index, nullptr, search.best_k, search.budget());
   }
+  PlanExplain& ex = search.explain;
+  ex.recompute_time = adaptive ? best.recompute_time : 0.0;
   PlanKnobs knobs = search.knobs;
   knobs.slices = search.best_k;
   knobs.pipelines = best.plan.num_pipelines();
@@ -385,7 +424,7 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
   knobs.uniform_slicing = cfg.parallel.epp_uniform_slicing;
   knobs.recompute_time = best.recompute_time;
   knobs.recompute_gap = best.recompute_gap;
-  return PlanResult{std::move(best.plan), knobs};
+  return PlanResult{std::move(best.plan), knobs, std::move(ex)};
 }
 
 PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,

@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "plan/plan.h"
+#include "plan/plan_explain.h"
 
 namespace infinipipe::plan {
 
@@ -31,8 +33,15 @@ struct PlanKnobs {
 };
 
 struct PlanResult {
+  PlanResult() = default;
+  PlanResult(Plan p, PlanKnobs k, PlanExplain e = {})
+      : plan(std::move(p)), knobs(k), explain(std::move(e)) {}
+
   Plan plan;
   PlanKnobs knobs;
+  // The search's candidates (epp); explain_chosen_plan adds the chosen plan's cuts, packs and
+  // recompute on request (it rebuilds the recompute tables, which each training step need not).
+  PlanExplain explain;
 };
 
 // Memory budget per rank: cfg.training.memory_budget, else the device's memory.

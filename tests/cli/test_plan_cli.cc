@@ -2,9 +2,12 @@
 // setting is a configuration error (exit 2) whose least budget really fits that setting.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
@@ -41,6 +44,41 @@ TEST_F(PlanCli, TooSmallBudgetWithoutRecomputeExitsTwoNamingABudgetThatFits) {
       run_cli(kSmall + "--memory-budget " + least + " --out " + (dir_ / "plan.json").string());
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("no recompute"), std::string::npos) << ok.output;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The example at its own tight budget: --explain prints the candidates (the chosen one marked,
+// one over budget) and adds only the "explain" field to the plan it writes.
+TEST_F(PlanCli, ExplainPrintsTheSearchAndAddsOnlyTheExplainField) {
+  const std::string example = fmt::format(
+      "plan --config {0}/examples/cpu-small.yaml --lengths {0}/examples/lengths-small.txt ",
+      INFINIPIPE_SOURCE_DIR);
+  const ShellResult plain = run_cli(example + "--out " + (dir_ / "plain.json").string());
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(plain.output.find("candidates ("), std::string::npos) << plain.output;
+  const ShellResult why =
+      run_cli(example + "--explain --out " + (dir_ / "explained.json").string());
+  ASSERT_EQ(why.exit_code, 0) << why.output;
+  EXPECT_NE(why.output.find("candidates ("), std::string::npos) << why.output;
+  EXPECT_NE(why.output.find("-> chosen"), std::string::npos) << why.output;
+  EXPECT_NE(why.output.find("over budget by"), std::string::npos) << why.output;
+  EXPECT_NE(why.output.find("T_t = "), std::string::npos) << why.output;
+
+  nlohmann::json j = nlohmann::json::parse(read_text(dir_ / "explained.json"));
+  ASSERT_TRUE(j.contains("explain"));
+  EXPECT_FALSE(j["explain"]["candidates"].empty());
+  j.erase("explain");
+  EXPECT_EQ(j.dump(1) + "\n", read_text(dir_ / "plain.json"));
+  const ShellResult sim =
+      run_cli("simulate --plan " + (dir_ / "explained.json").string() +
+              fmt::format(" --config {}/examples/cpu-small.yaml", INFINIPIPE_SOURCE_DIR));
+  EXPECT_EQ(sim.exit_code, 0) << sim.output;
 }
 
 }  // namespace
