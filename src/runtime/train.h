@@ -206,6 +206,10 @@ class Trainer {
   Clock::time_point step_plan(std::span<const int64_t> lengths, obs::IterationMetrics& m);
   void step_execute(const Batch& share, int64_t predicted, obs::IterationMetrics& m);
   void step_loss_reduce(int64_t predicted, obs::IterationMetrics& m);
+  // The loss sum and predicted tokens of `stats`, summed over every rank of the world (`what`
+  // ends the deadline messages: " of iteration 7").
+  std::pair<double, int64_t> world_loss(const std::vector<obs::StepStats>& stats,
+                                        const std::string& what) const;
   void step_plan_wait_trace(Clock::time_point t_plan, const obs::IterationMetrics& m);
   void step_optimize(obs::IterationMetrics& m);
   void step_metrics_fill(const Batch& batch, int64_t predicted, Clock::time_point t_start,

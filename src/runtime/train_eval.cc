@@ -55,19 +55,9 @@ std::pair<double, int64_t> Trainer::eval_batch(const Batch& batch, int64_t predi
   } else {
     stats = execute_plan_local(p, engine_ptrs_, share.sequences, 1.0, &tracker_);
   }
-  double loss_sum = 0;
-  int64_t tokens = 0;
-  for (const obs::StepStats& s : stats) {
-    loss_sum += s.loss_sum;
-    tokens += s.predicted_tokens;
-  }
-  if (groups_) {
-    const double t = p2p_->timeout_s();
-    const std::string what = fmt::format(" of the {} evaluation after iteration {}",
-                                         data::data_split_name(split), iteration_);
-    loss_sum = allreduce_sum(groups_->comm().world(), loss_sum, t, "the loss sum" + what);
-    tokens = allreduce_sum(groups_->comm().world(), tokens, t, "the token count" + what);
-  }
+  const auto [loss_sum, tokens] = world_loss(
+      stats, fmt::format(" of the {} evaluation after iteration {}", data::data_split_name(split),
+                         iteration_));
   if (tokens != predicted) {
     fail("{} evaluation: the plan's chunks covered {} predicted tokens, the batch has {}",
          data::data_split_name(split), tokens, predicted);

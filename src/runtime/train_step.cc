@@ -101,23 +101,29 @@ void Trainer::step_execute(const Batch& share, int64_t predicted, obs::Iteration
 // The loss over the whole batch (distributed: last stages hold the losses, every rank learns the
 // global per-token mean) and the data-parallel gradient all-reduce; Error if the plan's chunks
 // missed tokens or training diverged.
-void Trainer::step_loss_reduce(int64_t predicted, obs::IterationMetrics& m) {
+std::pair<double, int64_t> Trainer::world_loss(const std::vector<obs::StepStats>& stats,
+                                               const std::string& what) const {
   double loss_sum = 0;
-  int64_t loss_tokens = 0;
-  for (const obs::StepStats& s : last_stats_) {
+  int64_t tokens = 0;
+  for (const obs::StepStats& s : stats) {
     loss_sum += s.loss_sum;
-    loss_tokens += s.predicted_tokens;
+    tokens += s.predicted_tokens;
   }
   if (groups_) {
     const double t = p2p_->timeout_s();
-    const std::string it = fmt::format(" of iteration {}", m.iteration);
-    loss_sum = allreduce_sum(groups_->comm().world(), loss_sum, t, "the loss sum" + it);
-    loss_tokens = allreduce_sum(groups_->comm().world(), loss_tokens, t, "the token count" + it);
-    if (grads_) {
-      if (watchdog_) watchdog_->arm("the gradient all-reduce" + it);
-      grads_->finish("the data-parallel gradient all-reduce" + it, last_stats_[0].events);
-      if (watchdog_) watchdog_->disarm();
-    }
+    loss_sum = allreduce_sum(groups_->comm().world(), loss_sum, t, "the loss sum" + what);
+    tokens = allreduce_sum(groups_->comm().world(), tokens, t, "the token count" + what);
+  }
+  return {loss_sum, tokens};
+}
+
+void Trainer::step_loss_reduce(int64_t predicted, obs::IterationMetrics& m) {
+  const std::string it = fmt::format(" of iteration {}", m.iteration);
+  const auto [loss_sum, loss_tokens] = world_loss(last_stats_, it);
+  if (groups_ && grads_) {
+    if (watchdog_) watchdog_->arm("the gradient all-reduce" + it);
+    grads_->finish("the data-parallel gradient all-reduce" + it, last_stats_[0].events);
+    if (watchdog_) watchdog_->disarm();
   }
   if (loss_tokens != predicted) {
     fail(

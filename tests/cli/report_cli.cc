@@ -17,8 +17,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_dir_test.h"
-#include "cli/run_cli.h"
+#include "cli/corpus_cli_test.h"
 #include "common/report_tables_check.h"
 
 namespace {
@@ -26,28 +25,10 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-json json_read(const fs::path& p) {
-  std::ifstream in(p);
-  return json::parse(in);
-}
-
-bool have(const std::string& program) {
-  return std::system(fmt::format("command -v {} >/dev/null 2>&1", program).c_str()) == 0;
-}
-
-class ReportCli : public CliDirTest {
+class ReportCli : public CorpusCliTest {
  protected:
-  void SetUp() override {
-    CliDirTest::SetUp();
-    const ShellResult r = run_cli(fmt::format(
-        "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-  }
   std::string train_args(int iters) const {
-    return fmt::format(
-        "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
-        "--global-batch-size 4 --min-tail-slice 32 --train-iters {} --data-path {} --trace {}",
-        iters, (dir_ / "corpus").string(), (dir_ / "run").string());
+    return corpus_train_args(iters) + " --trace " + (dir_ / "run").string();
   }
   // The report's JSON, after checking what every run's report must hold.
   json report_check(int pp) {

@@ -18,8 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_dir_test.h"
-#include "cli/run_cli.h"
+#include "cli/corpus_cli_test.h"
 #include "common/tfevents_read.h"
 
 namespace {
@@ -27,30 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-json json_read(const fs::path& p) {
-  std::ifstream in(p);
-  return json::parse(in);
-}
-
-bool have(const std::string& program) {
-  return std::system(fmt::format("command -v {} >/dev/null 2>&1", program).c_str()) == 0;
-}
-
-class TraceCli : public CliDirTest {
- protected:
-  void SetUp() override {
-    CliDirTest::SetUp();
-    const ShellResult r = run_cli(fmt::format(
-        "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-  }
-  std::string train_args(int iters) const {
-    return fmt::format(
-        "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
-        "--global-batch-size 4 --min-tail-slice 32 --train-iters {} --data-path {}",
-        iters, (dir_ / "corpus").string());
-  }
-};
+class TraceCli : public CorpusCliTest {};
 
 // The checks of a merged trace: (pid, tid) of its X slices all named, flows paired one to one.
 // Returns the number of flows that cross from one rank (pid) to another.
@@ -86,7 +62,7 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
   const ShellResult t = infinipipe::testing::shell_run(fmt::format(
       "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 env OMP_NUM_THREADS=1 {} "
       "train {} --pp 2 --memory-budget 8MiB --trace {} --trace-iterations 2-3 --tensorboard-dir {}",
-      INFINIPIPE_BINARY, train_args(4), run.string(), tb.string()));
+      INFINIPIPE_BINARY, corpus_train_args(4), run.string(), tb.string()));
   ASSERT_EQ(t.exit_code, 0) << t.output;
 
   // Each rank's file holds only iterations 2 and 3, each with the process's RSS peak; its sends
@@ -164,12 +140,12 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
 TEST_F(TraceCli, BadTraceIterationsIsOneClearError) {
   for (const char* bad : {"5-2", "0-3", "x"}) {
     const ShellResult r = run_cli(fmt::format("train {} --trace {} --trace-iterations {}",
-                                              train_args(1), (dir_ / "run").string(), bad));
+                                              corpus_train_args(1), (dir_ / "run").string(), bad));
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_NE(r.output.find("--trace-iterations"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
   }
-  const ShellResult r = run_cli(fmt::format("train {} --trace-iterations 1-2", train_args(1)));
+  const ShellResult r = run_cli(fmt::format("train {} --trace-iterations 1-2", corpus_train_args(1)));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("add --trace DIR"), std::string::npos) << r.output;
 }
