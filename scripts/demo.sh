@@ -51,8 +51,8 @@ latest=$(cat "$out/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null ||
 if [ "$stopped" = yes ] && [ "$latest" != 200 ]; then
   echo
   echo "stopped with the checkpoint of iteration $latest in $out/checkpoints; continue the run with:"
-  # The same flags and --load: same losses and weights as a run that never stopped (with the
-  # cost model's online refit, the default, the plans of the resumed run may differ).
+  # The same flags and --load: the checkpoint keeps the online cost fit, so the next plans are
+  # the ones the run would have made; later plans follow times measured after the resume.
   printf ' %q' "${launch[@]}" "${train[@]}" --load "$out/checkpoints"
   echo
   exit 0

@@ -61,6 +61,9 @@ const std::vector<MegatronDefault>& megatron_defaults() {
       {"seed", "1234", ""},
       {"save-interval", "0", ""},
       {"bf16", "false", ""},
+      {"split", "969,30,1",
+       "a run without --split trains on every document, as before splits existed; Megatron-LM "
+       "warns and holds out 3.1% (give --split 969,30,1 for its split)"},
       {"log-interval", "100", "a CPU run is short: every iteration gets its metrics line"},
       {"p2p-timeout", "600",
        "Megatron's --distributed-timeout-minutes 10 waits for NCCL; 45 s ends a hung CPU job "
