@@ -293,8 +293,9 @@ void add_simulate_command(CLI::App& app) {
       return;
     }
     const auto [global, lengths] = load(cfg, cm);
-    auto show = [&](const std::vector<Row>& rows) {
-      print_compare(cfg, lengths, rows);
+    // clang 14 cannot capture a structured binding: capture a reference to it by name.
+    auto show = [&, &batch = lengths](const std::vector<Row>& rows) {
+      print_compare(cfg, batch, rows);
       if (*breakdown) print_breakdown(rows);
     };
     if (!*compare) {
