@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cost/fit_test_model.h"
 #include "cost/online_fit.h"
 
 namespace infinipipe::cost {
@@ -41,16 +42,7 @@ TEST(LengthShift, BatchesBeyondTheSeenRangeAreNoticedOnce) {
   EXPECT_THROW(LengthShiftDetector(0.0), ConfigError);
 }
 
-CostModel prior() {
-  ModelConfig m;
-  m.num_layers = 8;
-  m.hidden_size = 256;
-  m.num_attention_heads = 4;
-  m.num_query_groups = 2;
-  m.vocab_size = 1000;
-  m.seq_length = 16384;
-  return CostModel(m, device_preset("cpu", false), 1, false);
-}
+CostModel prior() { return fit_test_prior(16384); }
 
 // Forwards of one sequence of `len` tokens on a middle stage, timed by `truth`.
 ActionSample forward_of(const CostModel& truth, int64_t len) {

@@ -11,20 +11,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cost/fit_test_model.h"
 
 namespace infinipipe::cost {
 namespace {
 
-ModelConfig model() {
-  ModelConfig m;
-  m.num_layers = 8;
-  m.hidden_size = 256;
-  m.num_attention_heads = 4;
-  m.num_query_groups = 2;
-  m.vocab_size = 1000;
-  m.seq_length = 16384;
-  return m;
-}
+ModelConfig model() { return fit_test_model(16384); }
 
 // A machine whose true coefficients differ from the preset's, as a training rank's do.
 Coefficients true_coefficients() {

@@ -11,20 +11,12 @@
 #include <string>
 
 #include "core/error.h"
+#include "cost/fit_test_model.h"
 
 namespace infinipipe::cost {
 namespace {
 
-CostModel prior() {
-  ModelConfig m;
-  m.num_layers = 8;
-  m.hidden_size = 256;
-  m.num_attention_heads = 4;
-  m.num_query_groups = 2;
-  m.vocab_size = 1000;
-  m.seq_length = 4096;
-  return CostModel(m, device_preset("cpu", false), 1, false);
-}
+CostModel prior() { return fit_test_prior(4096); }
 
 // Forwards and backwards of packed and sliced chunks on a first and a last stage, with times
 // 1.7x what the prior predicts, so the fit moves.
