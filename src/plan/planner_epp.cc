@@ -1,0 +1,194 @@
+// EPP's search: K, the pipeline grouping and recompute, then the exact recompute solve.
+#include <algorithm>
+#include <limits>
+
+#include "plan/baselines.h"
+#include "plan/budget_error.h"
+#include "plan/pipeline_grouping.h"
+#include "plan/plan_explain.h"
+#include "plan/planner.h"
+#include "plan/recompute.h"
+#include "plan/schedule_memory.h"
+#include "plan/sequence_processor.h"
+#include "plan/stage_layout.h"
+
+namespace infinipipe::plan {
+
+namespace {
+
+// K values the EPP search tries: dense where it matters, geometric beyond.
+std::vector<int32_t> epp_k_candidates(int32_t k_max) {
+  static constexpr int32_t kList[] = {1,  2,  3,  4,  5,  6,  8,   10,  12, 16,
+                                      20, 24, 32, 48, 64, 96, 128, 192, 256};
+  std::vector<int32_t> out;
+  for (int32_t k : kList)
+    if (k <= k_max) out.push_back(k);
+  return out;
+}
+
+// EPP's search over K (slices of the longest sequence): each K's chunk list grouped into
+// pipelines (Eq. 14), scheduled, recompute chosen, timed; the fastest that fits wins.
+struct EppSearch {
+  EppSearch(const Config& c, const cost::CostModel& m, std::span<const int64_t> l, int32_t r)
+      : cfg(c), cm(m), lengths(l), fixed_r(r) {}
+
+  const Config& cfg;
+  const cost::CostModel& cm;
+  std::span<const int64_t> lengths;
+  int32_t fixed_r;  // static recompute count, -1 = adaptive
+  std::vector<StageSpec> stages = stage_layout_planned(cfg, cm, pp(), 1);
+
+  PlanKnobs knobs;
+  Candidate best;
+  int32_t best_k = 0;
+  bool have = false;
+  LeastBudget least;
+  PlanExplain explain;    // every evaluated setting, in order
+  size_t best_index = 0;  // of `best` in explain.candidates
+
+  int32_t pp() const { return static_cast<int32_t>(cfg.parallel.pipeline_parallel); }
+  int64_t budget() const { return planner_budget(cfg, cm); }
+  MemoryContext memory() const { return plan_memory_context(cfg, budget()); }
+
+  // Weights alone over budget: no slicing helps.
+  bool hopeless() const {
+    const MemoryContext mem = memory();
+    int64_t max_static = 0;
+    for (int32_t r = 0; r < pp(); ++r)
+      max_static =
+          std::max(max_static, stage_static_bytes(cm, stage_shape(stages[r]), mem));
+    return max_static >= budget();
+  }
+
+  // One candidate chunk list; its predicted step time, infinity when it does not fit.
+  // `label` names the slicing, `processed` the processor run that made the chunks (or null).
+  double try_chunks(const std::vector<Chunk>& chunks, int32_t k, const std::string& label,
+                    const ProcessorResult* processed) {
+    const MemoryContext mem = memory();
+    const cost::StageShape first = stage_shape(stages[0]);
+    const int64_t act_budget = budget() - stage_static_bytes(cm, first, mem);
+    auto groups = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
+    std::string grouping = "Eq. 14 grouping";
+    if (groups.empty()) {
+      groups = finest_grouping(chunks);
+      grouping = "finest grouping (none fits the Eq. 14 estimate)";
+    }
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      CandidateSpec spec;
+      spec.schedule = Schedule::epp;
+      spec.stages = &stages;
+      spec.chunks = chunks;
+      spec.pipeline_of_chunk = groups;
+      spec.static_recompute = fixed_r;
+      Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
+      ++knobs.candidates;
+      least.offer(c);
+      explain_record(explain, label + ", " + grouping, k, c);
+      if (c.fits) {
+        const double t = c.plan.predicted_step_time;
+        if (!have || t < best.plan.predicted_step_time) {
+          best = std::move(c);
+          best_k = k;
+          have = true;
+          best_index = explain.candidates.size() - 1;
+          explain.has_limits = processed != nullptr;
+          if (processed) {
+            explain.limits = processed->limits;
+            explain.relaxed = processed->relaxed;
+          }
+        }
+        return t;
+      }
+      const auto finest = finest_grouping(chunks);
+      if (groups == finest) break;
+      groups = finest;  // the estimate was optimistic: every sequence run on its own
+      grouping = "finest grouping (retry)";
+    }
+    return std::numeric_limits<double>::infinity();
+  }
+
+  void run() {
+    const cost::StageShape ref = processor_reference_stage(cm.model(), pp());
+    const int32_t k_max = sequence_max_slices(lengths, cfg.parallel.min_tail_slice);
+    auto ks = epp_k_candidates(k_max);
+    // Hopeless: one candidate (the finest) tells by how much. Else K = 1 is batch-level PP:
+    // also try the tight token packing the batch-level schedules use.
+    if (hopeless()) {
+      ks = {ks.back()};
+      explain.notes.push_back(
+          fmt::format("the weights alone exceed the budget: only K={} is tried", ks.back()));
+    } else {
+      int64_t longest = 0;
+      for (int64_t l : lengths) longest = std::max(longest, l);
+      try_chunks(pack_micro_batches(lengths, longest), 1,
+                 fmt::format("K=1, whole sequences packed (<= {} tokens)", longest), nullptr);
+    }
+    for (int32_t k : ks) {
+      ProcessorResult pr = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice,
+                                            cfg.parallel.epp_uniform_slicing);
+      if (pr.slices_of_longest != k && k > 1) {
+        explain.notes.push_back(
+            fmt::format("K={} skipped: the longest sequence splits into {} "
+                        "slices, as with a smaller K",
+                        k, pr.slices_of_longest));
+        continue;
+      }
+      const double t = try_chunks(pr.chunks, pr.slices_of_longest,
+                                  fmt::format("K={}", pr.slices_of_longest), &pr);
+      // Finer slicing only adds overhead once it has clearly lost (time is unimodal in K).
+      if (have && t > 1.1 * best.plan.predicted_step_time && k >= 2 * best_k + 2) {
+        explain.notes.push_back(fmt::format(
+            "search stopped after K={}: more than 10% slower than K={} (step time is unimodal "
+            "in K, finer slicing only adds overhead)",
+            k, best_k));
+        break;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
+                    std::span<const int64_t> lengths) {
+  const bool adaptive = cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive;
+  EppSearch search(cfg, cm, lengths,
+                   adaptive ? -1 : megatron_recompute_layers(cfg.parallel, cm.model().num_layers));
+  search.run();
+  if (!search.have)
+    fail_budget(search.least.bytes, search.least.rank,
+                "the memory budget {} per rank is too small for this batch with the epp schedule: "
+                "the smallest budget that fits is {} ({} bytes, for rank {}); raise "
+                "--memory-budget, use more pipeline stages, or lower --seq-length{}",
+                format_bytes(search.budget()), format_bytes(search.least.bytes), search.least.bytes,
+                search.least.rank, least_budget_hint(cfg));
+
+  Candidate& best = search.best;
+  // The winner gets the exact recompute solve.
+  if (adaptive) {
+    CandidateSpec spec;
+    spec.schedule = Schedule::epp;
+    spec.stages = &search.stages;
+    spec.chunks = best.plan.chunks;
+    spec.pipeline_of_chunk = best.plan.pipeline_of_chunk;
+    spec.exact = true;
+    Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
+    explain_search_end(search.explain, search.best_index, c.fits ? &c : nullptr, search.best_k,
+                       search.budget());
+    if (c.fits) best = std::move(c);
+  } else {
+    explain_search_end(search.explain, search.best_index, nullptr, search.best_k, search.budget());
+  }
+  PlanExplain& ex = search.explain;
+  ex.recompute_time = adaptive ? best.recompute_time : 0.0;
+  PlanKnobs knobs = search.knobs;
+  knobs.slices = search.best_k;
+  knobs.pipelines = best.plan.num_pipelines();
+  knobs.recompute_layers = search.fixed_r;
+  knobs.uniform_slicing = cfg.parallel.epp_uniform_slicing;
+  knobs.recompute_time = best.recompute_time;
+  knobs.recompute_gap = best.recompute_gap;
+  return PlanResult{std::move(best.plan), knobs, std::move(ex)};
+}
+
+}  // namespace infinipipe::plan
