@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <random>
 
 #include "core/error.h"
@@ -352,18 +351,18 @@ TEST(Schedule, PredictionsComeFromTheCostModel) {
                    schedule_replay(p, replay_transfer_times(p, cost, cfg)).step_time);
 }
 
-TEST(Schedule, PlanOf512SequencesOnPp8IsFast) {
+// A large random plan (512 sequences, pp 8) schedules and validates; its latency is measured in
+// bench/planner_latency.sh, not asserted here.
+TEST(Schedule, PlanOf512SequencesOnPp8Validates) {
   Config cfg = small_config(8, 1, 32);
   auto cost = cost::CostModel::from_config(cfg);
   std::mt19937 rng(3);
   Plan p = plan_random(cfg, rng, 512);
-  auto t0 = std::chrono::steady_clock::now();
   schedule_epp(p);
   plan_predict(p, cost, cfg);
   ValidationResult v = validate(p, cost, cfg);
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(v.ok()) << v.message();
-  EXPECT_LT(s, 0.5) << p.chunks.size() << " chunks";
+  for (const auto& list : p.actions) EXPECT_EQ(list.size(), 2 * p.chunks.size());
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <random>
 
 #include "core/error.h"
@@ -187,21 +186,20 @@ TEST(Simulator, MalformedPlanIsAnErrorNotACrash) {
   }
 }
 
-TEST(Simulator, BuildValidateSimulate512SequencesOnPp8WellInsideOneSecond) {
+// A large random plan (512 sequences, pp 8) simulates to the replay's step time; its latency is
+// measured in bench/planner_latency.sh, not asserted here.
+TEST(Simulator, Simulates512SequencesOnPp8AsTheReplay) {
   Config cfg = small_config(8, 1, 32);
   auto cost = cost::CostModel::from_config(cfg);
   std::mt19937 rng(5);
   plan::Plan p = plan::testing::plan_random(cfg, rng, 512);
-  auto t0 = std::chrono::steady_clock::now();
   plan::schedule_epp(p);
   plan::plan_predict(p, cost, cfg);
   auto v = plan::validate(p, cost, cfg);
   StepResult r = simulate(p, cost, cfg);
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(v.ok()) << v.message();
   EXPECT_GT(r.step_time, 0);
-  EXPECT_LT(s, 0.5);
-  RecordProperty("seconds", std::to_string(s));
+  EXPECT_NEAR(r.step_time, p.predicted_step_time, 1e-9 * p.predicted_step_time);
 }
 
 }  // namespace
