@@ -12,8 +12,8 @@
 // plain EPP generalises 1F1B: need(k) = 1 + the latest forward-table entry the backwards 0..k
 // need on their own stage, ahead(k) = max over j >= k of need(j) - (j - k) (those forwards start
 // one per backward ahead of time instead of in a burst), and rank r runs
-// min(T, ahead(k) + 2(pp - 1 - r)) forwards; with whole sequences and pp dividing the chunk count
-// that is Megatron's order exactly (warm-up 2(pp - r - 1) + (vpp - 1)N, then 1F1B).
+// min(T, max(ahead(k), k + 1 + (vpp - 1)N) + 2(pp - 1 - r)) forwards; with whole sequences that
+// is Megatron's order exactly (warm-up 2(pp - r - 1) + (vpp - 1)N, then 1F1B).
 // The lists are produced by replaying that rule with unit times (forward 1, backward 2): a rank
 // starts its next action only once what it depends on has finished; when the quota asks for a
 // forward that is not ready (the rank holding its input is still short of its own quota, which
@@ -39,16 +39,24 @@ struct Entry {
   int32_t mc = 0;
 };
 
-// Groups of consecutive positions, each of at least pp (Megatron's rule, where the chunks allow),
-// cut only where no set of linked chunks spans the cut. A short last group joins the one before.
+// Groups of consecutive positions, each of at least N, cut only where no set of linked chunks
+// spans the cut; a last group shorter than pp joins the one before. N is Megatron's group size
+// (schedule_interleaved): the smallest N >= pp with m % N == 0 or m % N >= pp, so whole
+// sequences get Megatron's very groups.
+int64_t megatron_group_size(int64_t m, int64_t pp) {
+  int64_t n = std::min(pp, m);
+  while (m % n != 0 && m % n < pp) ++n;  // terminates at n = m
+  return n;
+}
+
 std::vector<std::pair<int64_t, int64_t>> position_groups(std::span<const int64_t> bwd_pos,
-                                                         int64_t pp) {
+                                                         int64_t pp, int64_t n) {
   const int64_t m = static_cast<int64_t>(bwd_pos.size());
   std::vector<std::pair<int64_t, int64_t>> groups;
   int64_t lo = 0, reach = 0;
   for (int64_t i = 0; i < m; ++i) {
     reach = std::max({reach, i, bwd_pos[i]});
-    if (reach == i && (i + 1 - lo >= pp || i + 1 == m)) {
+    if (reach == i && (i + 1 - lo >= n || i + 1 == m)) {
       groups.emplace_back(lo, i + 1);
       lo = i + 1;
     }
@@ -77,7 +85,8 @@ void schedule_interleaved_pipeline_append(Plan& p, std::span<const int32_t> fwd)
   // The tables, the same on every rank: model chunk mc of rank r is stage mc * pp + r.
   std::vector<Entry> ftab, btab;
   std::vector<int64_t> fidx(m * vpp);  // forward-table index of (position, model chunk)
-  for (const auto& [lo, hi] : position_groups(bwd_pos, pp))
+  const int64_t group = megatron_group_size(m, pp);
+  for (const auto& [lo, hi] : position_groups(bwd_pos, pp, group))
     for (int32_t mc = 0; mc < vpp; ++mc)
       for (int64_t i = lo; i < hi; ++i) {
         fidx[i * vpp + mc] = static_cast<int64_t>(ftab.size());
@@ -121,7 +130,9 @@ void schedule_interleaved_pipeline_append(Plan& p, std::span<const int32_t> fwd)
   auto wants_forward = [&](int64_t r) {
     if (f[r] >= total) return false;
     if (b[r] >= total) return true;
-    return f[r] < std::min(total, ahead[b[r]] + 2 * (pp - 1 - r));
+    // Megatron's warm-up and 1F1B pairing at least; more where a cut sequence needs it.
+    const int64_t megatron = b[r] + 1 + (vpp - 1) * group;
+    return f[r] < std::min(total, std::max(ahead[b[r]], megatron) + 2 * (pp - 1 - r));
   };
   int64_t left = 2 * total * pp, t = 0;
   while (left > 0) {

@@ -46,7 +46,7 @@ void random_pipelines(Plan& p, std::mt19937& rng) {
 TEST(EppInterleaved, WholeSequencesAreMegatronsInterleavedOrder) {
   for (int pp : {2, 4})
     for (int vpp : {2, 3})
-      for (int m : {pp, 2 * pp, 3 * pp}) {
+      for (int m : {pp, pp + 1, 2 * pp, 2 * pp + 3, 3 * pp, 5 * pp - 1}) {
         Config cfg = small_config(pp, vpp, pp * vpp);
         Plan mega = plan_equal_chunks(cfg, m), epp = mega;
         schedule_interleaved(mega);
