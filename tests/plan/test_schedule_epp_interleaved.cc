@@ -5,6 +5,7 @@
 // does for whole sequences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <unordered_map>
 
@@ -117,6 +118,44 @@ TEST(EppInterleaved, SlicesKeepTheirOrderOnEveryVirtualStage) {
       }
       EXPECT_TRUE(validate_structure(p, cfg).ok());
     }
+}
+
+// validate() proves the order on virtual stages: two backwards of one sequence's slices swapped
+// on a rank's second virtual stage are refused as reversed slice order, and two forwards swapped
+// across the virtual stages of one rank as a deadlock.
+TEST(EppInterleaved, ValidateRefusesBrokenOrdersOnVirtualStages) {
+  Config cfg = small_config(2, 2, 4);
+  std::vector<std::vector<testing::SliceSpec>> chunks{
+      {{0, 0, 1000}}, {{0, 1000, 1000}}, {{0, 2000, 500}, {1, 0, 300}}, {{2, 0, 400}}};
+  Plan good = plan_from_chunks(cfg, {2500, 300, 400}, chunks);
+  schedule_epp(good);
+  ASSERT_TRUE(validate_structure(good, cfg).ok());
+
+  Plan reversed = good;  // rank 1's backwards of chunks 1 and 2 on stage 3 (its second stage)
+  auto& list = reversed.actions[1];
+  auto find = [&](ActionKind k, int32_t chunk, int32_t stage) {
+    return std::find_if(list.begin(), list.end(), [&](const Action& a) {
+      return a.kind == k && a.chunk == chunk && a.stage == stage;
+    });
+  };
+  std::iter_swap(find(ActionKind::backward, 1, 3), find(ActionKind::backward, 2, 3));
+  const ValidationResult v = validate_structure(reversed, cfg);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.message().find("backwards in reverse"), std::string::npos) << v.message();
+  EXPECT_NE(v.message().find("on stage 3"), std::string::npos) << v.message();
+
+  Plan stuck = good;  // rank 0 runs chunk 3's forward on stage 2 before the one on stage 0
+  auto& l0 = stuck.actions[0];
+  auto f00 = std::find_if(l0.begin(), l0.end(), [](const Action& a) {
+    return a.kind == ActionKind::forward && a.chunk == 3 && a.stage == 0;
+  });
+  auto f02 = std::find_if(l0.begin(), l0.end(), [](const Action& a) {
+    return a.kind == ActionKind::forward && a.chunk == 3 && a.stage == 2;
+  });
+  std::iter_swap(f00, f02);
+  const ValidationResult d = validate_structure(stuck, cfg);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.message().find("deadlock"), std::string::npos) << d.message();
 }
 
 // Equal slices of one long sequence plus packed short chunks, equal per-layer times: splitting
