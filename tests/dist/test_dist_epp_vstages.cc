@@ -211,16 +211,16 @@ class DistEppVstages : public disttest_fixture::DistTrainFixture {
     return budget;
   }
 
-  void expect_trainer_matches(int64_t pp) {
+  void expect_trainer_matches(int64_t pp, int64_t dp) {
     Comm& comm = disttest::test_comm();
     pp_ = pp;
     write_long_corpus();
-    const std::string what = fmt::format("pp {} vpp {} epp, tight budget", pp, kVpp);
+    const std::string what = fmt::format("pp {} dp {} vpp {} epp, tight budget", pp, dp, kVpp);
     Trainer ref_t(options(1, 1, Schedule::epp, kIters));
     const Run ref = run(ref_t, kIters);
 
-    ProcessGroups groups(comm, pp, 1);
-    TrainOptions o = options(pp, 1, Schedule::epp, kIters);
+    ProcessGroups groups(comm, pp, dp);
+    TrainOptions o = options(pp, dp, Schedule::epp, kIters);
     o.groups = &groups;
     const int64_t budget = tight_budget(o.config);
     o.config.training.memory_budget = budget;
@@ -247,8 +247,11 @@ class DistEppVstages : public disttest_fixture::DistTrainFixture {
             << m.measured_peak_bytes << " B, predicted " << m.predicted_peak_bytes << " B";
       }
     }
-    EXPECT_GT(split, 0) << what << ": the budget should make EPP slice";
-    EXPECT_GT(recompute, 0) << what << ": the budget should force recompute";
+    // The shape over the job (each replica plans its own share).
+    int64_t shape[2] = {split, recompute};
+    MPI_Allreduce(MPI_IN_PLACE, shape, 2, MPI_INT64_T, MPI_SUM, comm.world());
+    EXPECT_GT(shape[0], 0) << what << ": the budget should make EPP slice";
+    EXPECT_GT(shape[1], 0) << what << ": the budget should force recompute";
     for (const ParamRef& p : t.params()) got.weights[p.name].assign(p.value, p.value + p.numel);
     expect_near_rel(got.losses, ref.losses, what + ": loss");
     expect_weights_match(got, ref, what);
@@ -273,12 +276,18 @@ TEST(DistEppVstagesExecutor, Pp4HandMadeSlicesAndPipelinesMatchOneEngine) {
 
 TEST_F(DistEppVstages, Pp2TightBudgetMatchesOneProcessAndPredictsPeaks) {
   DIST_TEST_RANKS(2);
-  expect_trainer_matches(2);
+  expect_trainer_matches(2, 1);
 }
 
 TEST_F(DistEppVstages, Pp4TightBudgetMatchesOneProcessAndPredictsPeaks) {
   DIST_TEST_RANKS(4);
-  expect_trainer_matches(4);
+  expect_trainer_matches(4, 1);
+}
+
+// Two replicas, each planning its share of the batch on its own pipeline's virtual stages.
+TEST_F(DistEppVstages, Pp2Dp2TightBudgetMatchesOneProcessAndPredictsPeaks) {
+  DIST_TEST_RANKS(4);
+  expect_trainer_matches(2, 2);
 }
 
 }  // namespace
