@@ -139,7 +139,9 @@ const std::vector<OptionSpec>& option_specs() {
       INT_OPT("data-parallel-size", {"dp"}, "data-parallel replicas", parallel.data_parallel),
       INT_OPT("virtual-pipeline-model-parallel-size",
               (std::vector<std::string>{"vpp", "num-virtual-stages-per-pipeline-rank"}),
-              "virtual stages per pipeline rank (interleaved schedule)", parallel.virtual_stages),
+              "virtual stages per pipeline rank (interleaved; epp: the most it may use, every "
+              "vpp up to it that splits the layers evenly is searched)",
+              parallel.virtual_stages),
       INT_OPT("num-layers-per-virtual-pipeline-stage", {},
               "Megatron's way to ask for virtual stages: layers in each virtual stage",
               parallel.layers_per_virtual_stage),

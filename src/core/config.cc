@@ -202,10 +202,10 @@ void ParallelConfig::validate() const {
   require_degree(data_parallel, "data-parallel-size");
   require_degree(virtual_stages, "virtual-pipeline-model-parallel-size");
   require_degree(ulysses_degree, "ulysses-degree");
-  if (virtual_stages > 1 && schedule != Schedule::interleaved)
+  if (virtual_stages > 1 && schedule != Schedule::interleaved && schedule != Schedule::epp)
     fail_config(
-        "virtual stages ({} per rank) need --schedule interleaved; schedule {} runs one stage per "
-        "rank: drop --vpp or use --schedule interleaved",
+        "virtual stages ({} per rank) need --schedule interleaved or epp; schedule {} runs one "
+        "stage per rank: drop --vpp or use --schedule interleaved or epp",
         virtual_stages, schedule_name(schedule));
   if (schedule == Schedule::interleaved && virtual_stages < 2)
     fail_config(

@@ -36,7 +36,8 @@ struct EppSearch {
   const cost::CostModel& cm;
   std::span<const int64_t> lengths;
   int32_t fixed_r;  // static recompute count, -1 = adaptive
-  std::vector<StageSpec> stages = stage_layout_planned(cfg, cm, pp(), 1);
+  int32_t vpp = 1;                // virtual stages per rank of the pass (use_vpp)
+  std::vector<StageSpec> stages;  // pp*vpp, set by use_vpp
 
   PlanKnobs knobs;
   Candidate best;
@@ -50,13 +51,37 @@ struct EppSearch {
   int64_t budget() const { return planner_budget(cfg, cm); }
   MemoryContext memory() const { return plan_memory_context(cfg, budget()); }
 
+  // The next passes search EPP on `v` virtual stages per rank (uniform layers, stage_layout).
+  void use_vpp(int32_t v) {
+    vpp = v;
+    stages = stage_layout_planned(cfg, cm, pp(), v);
+  }
+  std::string vpp_label() const { return vpp > 1 ? fmt::format("vpp={}, ", vpp) : ""; }
+
+  // Weights, gradients and optimizer state of rank r's stages.
+  int64_t rank_static(int32_t r) const {
+    const MemoryContext mem = memory();
+    int64_t sum = 0;
+    for (const StageSpec& st : stages)
+      if (st.rank == r) sum += stage_static_bytes(cm, stage_shape(st), mem);
+    return sum;
+  }
+  // Rank r's stages as one: what Eq. 14's estimate charges a chunk on that rank.
+  cost::StageShape rank_shape(int32_t r) const {
+    cost::StageShape sh = stage_shape(stages[r]);
+    sh.num_layers = 0;
+    for (const StageSpec& st : stages)
+      if (st.rank == r) {
+        sh.num_layers += st.num_layers;
+        sh.has_lm_head = sh.has_lm_head || st.has_lm_head;
+      }
+    return sh;
+  }
+
   // Weights alone over budget: no slicing helps.
   bool hopeless() const {
-    const MemoryContext mem = memory();
     int64_t max_static = 0;
-    for (int32_t r = 0; r < pp(); ++r)
-      max_static =
-          std::max(max_static, stage_static_bytes(cm, stage_shape(stages[r]), mem));
+    for (int32_t r = 0; r < pp(); ++r) max_static = std::max(max_static, rank_static(r));
     return max_static >= budget();
   }
 
@@ -64,9 +89,8 @@ struct EppSearch {
   // `label` names the slicing, `processed` the processor run that made the chunks (or null).
   double try_chunks(const std::vector<Chunk>& chunks, int32_t k, const std::string& label,
                     const ProcessorResult* processed) {
-    const MemoryContext mem = memory();
-    const cost::StageShape first = stage_shape(stages[0]);
-    const int64_t act_budget = budget() - stage_static_bytes(cm, first, mem);
+    const cost::StageShape first = rank_shape(0);
+    const int64_t act_budget = budget() - rank_static(0);
     auto groups = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
     std::string grouping = "Eq. 14 grouping";
     if (groups.empty()) {
@@ -76,6 +100,7 @@ struct EppSearch {
     for (int attempt = 0; attempt < 2; ++attempt) {
       CandidateSpec spec;
       spec.schedule = Schedule::epp;
+      spec.vpp = vpp;
       spec.stages = &stages;
       spec.chunks = chunks;
       spec.pipeline_of_chunk = groups;
@@ -83,7 +108,7 @@ struct EppSearch {
       Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
       ++knobs.candidates;
       least.offer(c);
-      explain_record(explain, label + ", " + grouping, k, c);
+      explain_record(explain, vpp_label() + label + ", " + grouping, k, c);
       if (c.fits) {
         const double t = c.plan.predicted_step_time;
         if (!have || t < best.plan.predicted_step_time) {
@@ -147,6 +172,19 @@ struct EppSearch {
   }
 };
 
+// Virtual stages per rank EPP searches: a forced layer split fixes them (the trainer's model is
+// built on it); else vpp = 1 and, with --vpp V > 1, every v in 2..V whose stages get equal layer
+// counts (as stage_layout does for vpp > 1; Config checks V itself).
+std::vector<int32_t> epp_vpp_candidates(const Config& cfg) {
+  const int64_t pp = cfg.parallel.pipeline_parallel;
+  const int64_t forced = static_cast<int64_t>(cfg.parallel.stage_layers.size());
+  if (forced > 0) return {static_cast<int32_t>(std::max<int64_t>(1, forced / pp))};
+  std::vector<int32_t> out{1};
+  for (int64_t v = 2; pp > 1 && v <= cfg.parallel.virtual_stages; ++v)
+    if (cfg.model.num_layers % (pp * v) == 0) out.push_back(static_cast<int32_t>(v));
+  return out;
+}
+
 }  // namespace
 
 PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
@@ -154,7 +192,11 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
   const bool adaptive = cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive;
   EppSearch search(cfg, cm, lengths,
                    adaptive ? -1 : megatron_recompute_layers(cfg.parallel, cm.model().num_layers));
-  search.run();
+  // One K search per vpp; the fastest plan that fits over all of them wins.
+  for (int32_t v : epp_vpp_candidates(cfg)) {
+    search.use_vpp(v);
+    search.run();
+  }
   if (!search.have)
     fail_budget(search.least.bytes, search.least.rank,
                 "the memory budget {} per rank is too small for this batch with the epp schedule: "
@@ -166,9 +208,11 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
   Candidate& best = search.best;
   // The winner gets the exact recompute solve.
   if (adaptive) {
+    const std::vector<StageSpec> stages = best.plan.stages;
     CandidateSpec spec;
     spec.schedule = Schedule::epp;
-    spec.stages = &search.stages;
+    spec.vpp = best.plan.vpp;
+    spec.stages = &stages;
     spec.chunks = best.plan.chunks;
     spec.pipeline_of_chunk = best.plan.pipeline_of_chunk;
     spec.exact = true;
@@ -183,6 +227,7 @@ PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
   ex.recompute_time = adaptive ? best.recompute_time : 0.0;
   PlanKnobs knobs = search.knobs;
   knobs.slices = search.best_k;
+  knobs.vpp = best.plan.vpp;
   knobs.pipelines = best.plan.num_pipelines();
   knobs.recompute_layers = search.fixed_r;
   knobs.uniform_slicing = cfg.parallel.epp_uniform_slicing;

@@ -26,11 +26,9 @@ void require_flat(const Plan& p, const char* name) {
         name, p.vpp);
 }
 
-// Backward order: the forward order with each group of chunks linked by a cut sequence (a
-// sequence with slices in several chunks; seq1f1b segments may link several) reversed among
-// their own positions, so a sequence's later slices (which produce dK/dV for earlier tokens) run
-// their backward first.
-std::vector<int32_t> backward_order(const Plan& p, std::span<const int32_t> fwd) {
+}  // namespace
+
+std::vector<int32_t> schedule_backward_order(const Plan& p, std::span<const int32_t> fwd) {
   const size_t m = fwd.size();
   std::vector<size_t> parent(m);
   for (size_t i = 0; i < m; ++i) parent[i] = i;
@@ -56,6 +54,8 @@ std::vector<int32_t> backward_order(const Plan& p, std::span<const int32_t> fwd)
   return bwd;
 }
 
+namespace {
+
 // One 1F1B pipeline over `fwd` appended to every rank's list (vpp = 1). Before its i-th backward,
 // rank r has run f_r(i) = min(m, max(pp-r+i, ahead(i)+pp-1-r)) forwards. need(i) = 1 + the latest
 // forward position among backwards 0..i: a cut sequence's backwards wait for all its slices'
@@ -69,7 +69,7 @@ void pipeline_append(Plan& p, std::span<const int32_t> fwd, bool gpipe) {
   const int64_t m = static_cast<int64_t>(fwd.size());
   // GPipe runs the backwards in reverse forward order, as autograd over the whole batch would.
   std::vector<int32_t> bwd =
-      gpipe ? std::vector<int32_t>(fwd.rbegin(), fwd.rend()) : backward_order(p, fwd);
+      gpipe ? std::vector<int32_t>(fwd.rbegin(), fwd.rend()) : schedule_backward_order(p, fwd);
   std::unordered_map<int32_t, int64_t> pos;
   for (int64_t i = 0; i < m; ++i) pos[fwd[i]] = i;
   std::vector<int64_t> ahead(m);
@@ -125,8 +125,19 @@ void schedule_seq1f1b(Plan& p) {
 }
 
 void schedule_epp(Plan& p) {
-  require_flat(p, "epp");
+  if (p.pp < 1) fail_config("pipeline-parallel size must be >= 1, got {}", p.pp);
+  if (p.vpp > 1 && p.pp < 2)
+    fail_config(
+        "epp on {} virtual stages needs pipeline-parallel size >= 2, got {}: use --vpp 1", p.vpp,
+        p.pp);
   reset_actions(p, "epp");
+  // vpp > 1: each pipeline runs the interleaved order over the rank's virtual stages.
+  auto append = [&](std::span<const int32_t> g) {
+    if (p.vpp > 1)
+      schedule_interleaved_pipeline_append(p, g);
+    else
+      pipeline_append(p, g, false);
+  };
   const size_t m = p.chunks.size();
   if (p.pipeline_of_chunk.empty()) p.pipeline_of_chunk.assign(m, 0);
   if (p.pipeline_of_chunk.size() != m)
@@ -151,12 +162,12 @@ void schedule_epp(Plan& p) {
             s.seq, it->second, g, c);
     }
     if (!group.empty() && p.pipeline_of_chunk[group.back()] != g) {
-      pipeline_append(p, group, false);
+      append(group);
       group.clear();
     }
     group.push_back(static_cast<int32_t>(c));
   }
-  if (!group.empty()) pipeline_append(p, group, false);
+  if (!group.empty()) append(group);
 }
 
 // Megatron-LM's interleaved 1F1B (forward_backward_pipelining_with_interleaving). The virtual

@@ -4,6 +4,10 @@
 // recompute optimiser and plan_predict in validate.h fill them in).
 #pragma once
 
+#include <cstdint>
+#include <span>
+#include <vector>
+
 #include "core/config.h"
 #include "plan/plan.h"
 
@@ -20,8 +24,17 @@ void schedule_1f1b(Plan& plan);   // warm-up pp-r-1 forwards, steady 1F1B, cool-
 void schedule_interleaved(Plan& plan);
 // seq1f1b / epp: 1F1B over the chunks in order, with the backwards of the split chunks of one
 // sequence in reverse slice order; epp runs one 1F1B pipeline per pipeline_of_chunk group, each
-// drained before the next starts.
+// drained before the next starts. epp with vpp > 1 (pp >= 2) runs each group in the interleaved
+// order over the virtual stages (schedule_interleaved_pipeline_append).
 void schedule_seq1f1b(Plan& plan);
 void schedule_epp(Plan& plan);
+
+// Shared by the generators. The backward order of the chunks `fwd` (forward order): the forward
+// order with each set of chunks linked by a cut sequence reversed among its own positions, so a
+// sequence's later slices (which produce dK/dV for its earlier tokens) run their backward first.
+std::vector<int32_t> schedule_backward_order(const Plan& plan, std::span<const int32_t> fwd);
+// One interleaved 1F1B pipeline over the chunks `fwd` (any kinds, any count >= 1) appended to
+// every rank's list, vpp >= 2, pp >= 2 (schedule_epp_interleaved.cc).
+void schedule_interleaved_pipeline_append(Plan& plan, std::span<const int32_t> fwd);
 
 }  // namespace infinipipe::plan

@@ -131,7 +131,9 @@ void Trainer::model_build() {
   // The layout the planner uses for this schedule: pp stages, or pp × vpp virtual stages. This
   // rank builds the stages it runs (stage s runs on pipeline rank s % pp).
   const int32_t pp = static_cast<int32_t>(cfg_.parallel.pipeline_parallel);
-  const int32_t vpp = cfg_.parallel.schedule == Schedule::interleaved
+  // (interleaved and epp take --vpp; epp plans every batch on this layout's virtual stages).
+  const int32_t vpp = cfg_.parallel.schedule == Schedule::interleaved ||
+                              cfg_.parallel.schedule == Schedule::epp
                           ? static_cast<int32_t>(cfg_.parallel.virtual_stages)
                           : 1;
   layout_ = plan::stage_layout_by_cost(cm_, pp, vpp);

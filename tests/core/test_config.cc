@@ -96,10 +96,16 @@ TEST(Config, UlyssesMustFitInNode) {
   EXPECT_NE(e.find("ulysses-degree 4 does not divide devices-per-node 2"), std::string::npos) << e;
 }
 
-TEST(Config, VirtualStagesNeedInterleaved) {
+TEST(Config, VirtualStagesNeedInterleavedOrEpp) {
   Config c;
   c.parallel.virtual_stages = 2;
-  EXPECT_NE(error_of(c).find("--schedule interleaved"), std::string::npos);
+  c.parallel.schedule = Schedule::one_f_one_b;
+  EXPECT_NE(error_of(c).find("--schedule interleaved or epp"), std::string::npos);
+  c.parallel.pipeline_parallel = 2;
+  c.model.num_layers = 8;
+  c.cluster.num_devices = 2;
+  c.parallel.schedule = Schedule::epp;  // EPP's chunks on virtual stages
+  EXPECT_EQ(error_of(c), "");
   c.parallel.schedule = Schedule::interleaved;
   c.parallel.virtual_stages = 1;
   EXPECT_NE(error_of(c).find("--vpp 2"), std::string::npos);
