@@ -37,7 +37,11 @@ std::vector<int64_t> vpp_choices(Schedule s, int64_t pp, int64_t layers, int64_t
   if (fixed > 0) return {fixed};
   if (!schedule_takes_virtual_stages(s)) return {1};
   std::vector<int64_t> out;
-  if (!schedule_needs_virtual_stages(s)) out.push_back(1);
+  const bool needs = schedule_needs_virtual_stages(s);
+  if (!needs) out.push_back(1);
+  // One pipeline rank runs its virtual stages back to back: one row says whether the planner
+  // takes that at all, rather than one per vpp with the same answer.
+  if (needs && pp == 1) return {std::min<int64_t>(2, std::max<int64_t>(layers, 1))};
   for (int64_t v = 2; pp * v <= layers; ++v)
     if (layers % (pp * v) == 0) out.push_back(v);
   if (out.empty()) out.push_back(0);

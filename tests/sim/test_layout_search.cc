@@ -135,8 +135,9 @@ void expect_search_is_the_exhaustive_best(int64_t devices, int64_t per_node) {
   for (const LayoutResult& x : r.ranked) search_feasible += x.feasible;
   EXPECT_EQ(search_feasible, feasible);
   // Ranked best first.
-  for (size_t i = 1; i < r.ranked.size(); ++i)
+  for (size_t i = 1; i < r.ranked.size(); ++i) {
     if (r.ranked[i].feasible) EXPECT_GE(r.ranked[i - 1].tokens_per_s, r.ranked[i].tokens_per_s);
+  }
 }
 
 TEST(LayoutSearch, BestOfTheExhaustiveEnumerationOnEightDevices) {
@@ -191,10 +192,13 @@ TEST(LayoutSearch, EveryInfeasibleReasonIsRight) {
             "equal virtual stages)");
   EXPECT_EQ(find(r, {1, 1, 1, 8, Schedule::epp}).reason,
             "global batch of 2 sequences is smaller than dp 8: every replica needs one");
-  // Interleaved at pp 2 runs 3 virtual stages of one layer each.
-  EXPECT_TRUE(find(r, {2, 3, 1, 4, Schedule::interleaved}).reason.find("smaller than dp 4") !=
-              std::string::npos);
-  EXPECT_TRUE(find(r, {2, 3, 2, 2, Schedule::interleaved}).feasible);
+  // Interleaved at pp 2 runs 3 virtual stages of one layer each, but a replica's one sequence
+  // is one micro-batch: the planner's reason, named as the schedule's.
+  EXPECT_EQ(find(r, {2, 3, 2, 2, Schedule::interleaved}).reason,
+            "interleaved cannot run it: no setting of the interleaved schedule can run this batch: "
+            "the interleaved schedule needs at least pp = 2 micro-batches, the batch has 1: use "
+            "smaller micro-batches or --schedule 1f1b (batch 0, replica 0)");
+  EXPECT_TRUE(find(r, {2, 1, 2, 2, Schedule::epp}).feasible);  // EPP slices the sequence
   for (const LayoutResult& x : r.ranked) EXPECT_EQ(x.feasible, x.reason.empty()) << x.reason;
 
   // A budget below what the layout needs: over by exactly the planner's least budget minus it.
