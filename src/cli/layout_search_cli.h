@@ -19,7 +19,7 @@ namespace infinipipe::cli {
 
 struct SearchLayoutArgs {
   bool enabled = false;
-  int64_t iterations = 1;
+  int64_t iterations = 4;
   CLI::Option* iterations_option = nullptr;
   // Whether the search was asked for; ConfigError when --search-iterations came without it.
   bool asked(const char* without) const;
