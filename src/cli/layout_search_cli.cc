@@ -15,9 +15,17 @@
 namespace infinipipe::cli {
 
 bool SearchLayoutArgs::asked(const char* without) const {
-  if (!enabled && iterations_option && iterations_option->count() > 0)
-    fail_config("--search-iterations sizes the layout search: add {} or drop it", without);
+  for (const CLI::Option* o : {iterations_option, threads_option})
+    if (!enabled && o && o->count() > 0)
+      fail_config("{} sizes the layout search: add {} or drop it", o->get_name(), without);
   return enabled;
+}
+
+int search_threads(int64_t threads) {
+  if (threads < 0 || threads > 4096)
+    fail_config("--search-threads must be 0 (every core) or 1..4096, got {}", threads);
+  if (threads > 0) return static_cast<int>(threads);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::shared_ptr<SearchLayoutArgs> add_search_layout_options(CLI::App* cmd) {
@@ -31,6 +39,9 @@ std::shared_ptr<SearchLayoutArgs> add_search_layout_options(CLI::App* cmd) {
       cmd->add_option("--search-iterations", a->iterations,
                       "with --search-layout: consecutive global batches sampled from --iteration")
           ->capture_default_str();
+  a->threads_option = cmd->add_option(
+      "--search-threads", a->threads,
+      "with --search-layout: layouts evaluated at once (0 = every core); the ranking is the same");
   return a;
 }
 
@@ -82,7 +93,7 @@ void layout_search_run(const SearchLayoutArgs& args, const ConfigOptions& option
         "over each layout's replicas: drop --replica");
   sim::LayoutSpace space;
   const Config base = layout_search_base(options, Config{}, 0, space);
-  space.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  space.threads = search_threads(args.threads);
   const cost::CostModel cm = obs::planning_cost_model(base);
   const auto batches = load.batches(base, args.iterations);
   const auto t0 = std::chrono::steady_clock::now();

@@ -20,13 +20,17 @@ namespace infinipipe::cli {
 struct SearchLayoutArgs {
   bool enabled = false;
   int64_t iterations = 4;
+  int64_t threads = 0;  // 0 = every core
   CLI::Option* iterations_option = nullptr;
+  CLI::Option* threads_option = nullptr;
   // Whether the search was asked for; ConfigError when --search-iterations came without it.
   bool asked(const char* without) const;
 };
 
-// --search-layout and --search-iterations.
+// --search-layout, --search-iterations and --search-threads.
 std::shared_ptr<SearchLayoutArgs> add_search_layout_options(CLI::App* cmd);
+// --search-threads' value: the threads to use (0 = every core); ConfigError when out of range.
+int search_threads(int64_t threads);
 
 // The configuration to search from: every option but the layout's, validated at the trivial
 // layout of one device; `space` gets the cluster: `devices` when > 0, else --num-devices, else

@@ -67,7 +67,7 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
   space.vpp = searched(p.virtual_stages);
   space.ulysses = 1;  // the runtime runs no Ulysses (train_check_config refuses more)
   space.schedules = {p.schedule};
-  space.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  space.threads = search_threads(0);
   const cost::CostModel cm = obs::planning_cost_model(base);
   const auto batches = training_batches(base, how.search_iterations);
   const sim::LayoutSearchResult r = sim::layout_search(base, cm, space, batches);

@@ -74,6 +74,7 @@ TEST(LayoutSearchCli, OptionsThatDoNotGoWithTheSearchAreErrors) {
        {"plan --search-iterations 2 " + kSmall, "plan --search-layout --explain " + kSmall,
         "plan --search-layout --replica 1 " + kSmall,
         "plan --search-layout --search-iterations 0 " + kSmall,
+        "plan --search-threads 2 " + kSmall, "plan --search-layout --search-threads -1 " + kSmall,
         "simulate --search-layout --compare " + kSmall, "simulate --out x.json " + kSmall}) {
     const ShellResult r = run_cli(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
