@@ -12,16 +12,16 @@ ITERS="${ITERS:-4}"
 OUT="$(mktemp)"
 trap 'rm -f "$OUT"' EXIT
 load_before=$(cut -d' ' -f1 /proc/loadavg)
-start=$(date +%s.%N)
-"$BIN" plan --search-layout --config "examples/$EXAMPLE.yaml" --distribution "$DIST" \
-  --search-iterations "$ITERS" > "$OUT"
-end=$(date +%s.%N)
+TIMEFORMAT='%R %U %S'
+times=$( { time "$BIN" plan --search-layout --config "examples/$EXAMPLE.yaml" \
+  --distribution "$DIST" --search-iterations "$ITERS" > "$OUT"; } 2>&1 )
+read -r wall user sys <<< "$times"
 load_after=$(cut -d' ' -f1 /proc/loadavg)
 echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "- command: \`infinipipe plan --search-layout --config examples/$EXAMPLE.yaml --distribution $DIST --search-iterations $ITERS\`"
 echo "- tree: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo ' + uncommitted changes')"
 echo "- cores: $(nproc); load average (1 min) before $load_before, after $load_after"
-echo "- wall time: $(echo "$end - $start" | bc) s"
+echo "- wall time: $wall s; CPU: $user s user + $sys s system"
 echo
 head -1 "$OUT"
 echo
