@@ -17,7 +17,7 @@ namespace infinipipe::sim {
 
 struct Layout {
   int64_t pp = 1;
-  int64_t vpp = 1;
+  int64_t vpp = 1;  // 0: a schedule that needs virtual stages, where no vpp divides the layers
   int64_t ulysses = 1;
   int64_t dp = 1;
   Schedule schedule = Schedule::epp;

@@ -112,6 +112,12 @@ TEST(LayoutSearchCli, TrainInOneProcessResolvesAutoToOneRank) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("2 sampled batch(es)"), std::string::npos) << r.output;
+  const ShellResult none = run_cli("train --pp auto --memory-budget 64KiB" + common);
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("no layout can run this workload:\n  pp 1 x vpp 1 x ulysses 1 x dp 1, "
+                             "epp: over budget by"),
+            std::string::npos)
+      << none.output;
   const ShellResult i = run_cli("train --search-iterations 2" + common);
   EXPECT_EQ(i.exit_code, 2) << i.output;
   EXPECT_NE(i.output.find("--search-iterations sizes the layout search"), std::string::npos)
