@@ -52,6 +52,10 @@ int64_t searched(int64_t degree) {
 ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config& defaults,
                     const Config& raw, const TrainAutoLayout& how) {
   const ParallelConfig& p = raw.parallel;
+  if (p.layers_per_virtual_stage > 0)
+    fail_config(
+        "--num-layers-per-virtual-pipeline-stage fixes the virtual stages by the pipeline size, "
+        "which auto leaves to the search: give --vpp N (or --vpp auto) instead");
   if (p.virtual_stages == kAutoDegree && !sim::schedule_takes_virtual_stages(p.schedule))
     fail_config(
         "--virtual-pipeline-model-parallel-size auto searches virtual stages, which schedule {} "

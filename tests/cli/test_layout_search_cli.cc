@@ -118,6 +118,11 @@ TEST(LayoutSearchCli, TrainInOneProcessResolvesAutoToOneRank) {
                              "epp: over budget by"),
             std::string::npos)
       << none.output;
+  const ShellResult per =
+      run_cli("train --pp auto --num-layers-per-virtual-pipeline-stage 1" + common);
+  EXPECT_EQ(per.exit_code, 2) << per.output;
+  EXPECT_NE(per.output.find("give --vpp N (or --vpp auto) instead"), std::string::npos)
+      << per.output;
   const ShellResult i = run_cli("train --search-iterations 2" + common);
   EXPECT_EQ(i.exit_code, 2) << i.output;
   EXPECT_NE(i.output.find("--search-iterations sizes the layout search"), std::string::npos)
