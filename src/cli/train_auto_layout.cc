@@ -90,7 +90,18 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
 std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
     const std::shared_ptr<ConfigOptions>& options, const Config& defaults,
     const TrainAutoLayout& how) {
-  const Config raw = resolve_config(*options, defaults, false);
+  Config raw = resolve_config(*options, defaults, false);
+  // As Megatron-LM derives dp from the world and pp, an auto pp leaves a dp the options do not
+  // give to the search too (and the other way round); a degree given as a number stays fixed.
+  int64_t ParallelConfig::*const pair[] = {&ParallelConfig::pipeline_parallel,
+                                           &ParallelConfig::data_parallel};
+  for (int k = 0; k < 2; ++k) {
+    if (raw.parallel.*pair[k] != kAutoDegree || raw.parallel.*pair[1 - k] == kAutoDegree) continue;
+    Config probe = defaults;
+    probe.parallel.*pair[1 - k] = kAutoDegree;
+    if (resolve_config(*options, probe, false).parallel.*pair[1 - k] == kAutoDegree)
+      raw.parallel.*pair[1 - k] = kAutoDegree;
+  }
   if (!parallel_has_auto(raw.parallel)) {
     if (how.search_iterations_given)
       fail_config(

@@ -27,7 +27,9 @@ struct TrainAutoLayout {
 };
 
 // `options` unchanged when no degree is auto (ConfigError if --search-iterations was given),
-// else a copy with the chosen degrees appended. `defaults` is what the flags apply to (the model
+// else a copy with the chosen degrees appended. With pp auto a dp the options do not give is
+// searched too, and the other way round (Megatron derives dp from the world); degrees given as
+// numbers are fixed. `defaults` is what the flags apply to (the model
 // of a Hugging Face folder the run starts from).
 std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
     const std::shared_ptr<ConfigOptions>& options, const Config& defaults,

@@ -60,12 +60,13 @@ class DistAutoLayout : public ::testing::Test {
     return out;
   }
 
-  // Trains with --pp auto --dp auto on np ranks, then with the layout it chose given as numbers.
-  void expect_auto_equals_explicit(int np) {
+  // Trains with `auto` on np ranks, then with the layout it chose given as numbers.
+  // `layouts`: how many (pp, dp) the search must have considered.
+  void expect_auto_equals_explicit(int np, const std::string& auto_flags, int layouts) {
     const std::string auto_metrics = (dir_ / "auto.jsonl").string();
     const std::string ck = (dir_ / "ck").string();
     const testing::ShellResult a = testing::shell_run(
-        mpirun(np, fmt::format("--pp auto --dp auto --save {}", ck), auto_metrics));
+        mpirun(np, fmt::format("{} --save {}", auto_flags, ck), auto_metrics));
     ASSERT_EQ(a.exit_code, 0) << a.output;
     EXPECT_EQ(testing::text_count(a.output, "layout search over"), 1) << a.output;
     std::smatch m;
@@ -76,6 +77,9 @@ class DistAutoLayout : public ::testing::Test {
     ASSERT_TRUE(std::regex_search(a.output, m, chosen)) << a.output;
     const int pp = std::stoi(m[1]), dp = std::stoi(m[2]);
     EXPECT_EQ(pp * dp, np);
+    EXPECT_NE(a.output.find(fmt::format("layouts of {}, 4 sampled batch(es)", layouts)),
+              std::string::npos)
+        << a.output;
     EXPECT_NE(a.output.find(fmt::format("pp {} x dp {}, 3 iterations", pp, dp)),
               std::string::npos)
         << a.output;
@@ -102,12 +106,13 @@ class DistAutoLayout : public ::testing::Test {
   fs::path dir_;
 };
 
+// --pp auto alone: dp, not given, is searched along (pp 1 x dp 2 or pp 2 x dp 1).
 TEST_F(DistAutoLayout, TwoRanksTrainTheChosenLayoutWithItsLosses) {
-  expect_auto_equals_explicit(2);
+  expect_auto_equals_explicit(2, "--pp auto", 2);
 }
 
 TEST_F(DistAutoLayout, FourRanksTrainTheChosenLayoutWithItsLosses) {
-  expect_auto_equals_explicit(4);
+  expect_auto_equals_explicit(4, "--pp auto --dp auto", 3);
 }
 
 // A fixed degree narrows the search: dp 2 of 4 ranks leaves pp 2.
