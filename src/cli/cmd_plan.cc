@@ -166,8 +166,9 @@ void add_plan_command(CLI::App& app) {
   cmd->callback([out, svg, explain, search, load, config, out_option] {
     if (search->asked("--search-layout")) {
       if (!svg->empty() || *explain)
-        fail_config("--svg and --explain draw and explain one plan; --search-layout ranks "
-                    "layouts: drop them or --search-layout");
+        fail_config(
+            "--svg and --explain draw and explain one plan; --search-layout ranks "
+            "layouts: drop them or --search-layout");
       // The plan's default file name is not the ranking's: JSON only where --out says.
       layout_search_run(*search, *config, load, out_option->count() > 0 ? *out : "");
       return;

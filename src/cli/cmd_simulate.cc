@@ -281,8 +281,9 @@ void add_simulate_command(CLI::App& app) {
                              std::any_of(paper->options.begin(), paper->options.end(),
                                          [](const CLI::Option* o) { return o->count() > 0; });
       if (*compare || !plan_file->empty() || *breakdown || baselines)
-        fail_config("--search-layout ranks layouts; --compare, --baselines, --plan and --breakdown "
-                    "are for one layout: drop them or --search-layout");
+        fail_config(
+            "--search-layout ranks layouts; --compare, --baselines, --plan and --breakdown "
+            "are for one layout: drop them or --search-layout");
       layout_search_run(*search, *config, load, *search_out);
       return;
     }

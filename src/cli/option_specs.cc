@@ -70,13 +70,13 @@ int64_t to_degree(const std::string& key, const std::string& v) {
   return out;
 }
 
-#define DEGREE_OPT(KEY, ALIASES, HELP, FIELD)                                                   \
-  OptionSpec {                                                                                  \
-    KEY, ALIASES, Kind::integer, HELP " (train: or auto, chosen by a layout search)",          \
-        [](Config& c, const std::string& v) { c.FIELD = to_degree(KEY, v); },                   \
-        [](const Config& c) {                                                                   \
+#define DEGREE_OPT(KEY, ALIASES, HELP, FIELD)                                            \
+  OptionSpec {                                                                           \
+    KEY, ALIASES, Kind::integer, HELP " (train: or auto, chosen by a layout search)",    \
+        [](Config& c, const std::string& v) { c.FIELD = to_degree(KEY, v); },            \
+        [](const Config& c) {                                                            \
           return c.FIELD == kAutoDegree ? std::string("auto") : std::to_string(c.FIELD); \
-        }                                                                                       \
+        }                                                                                \
   }
 #define REAL_OPT(KEY, HELP, FIELD)                                                                 \
   OptionSpec {                                                                                     \

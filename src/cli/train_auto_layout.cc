@@ -77,8 +77,9 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
   const sim::LayoutSearchResult r = sim::layout_search(base, cm, space, batches);
   const std::string choice = sim::layout_search_choice(r);  // ConfigError when none fits
   if (how.print) {
-    fmt::print("layout search over {} ranks (what train runs: pp x dp, ulysses 1, schedule {}): {}\n",
-               how.world, schedule_name(p.schedule), choice);
+    fmt::print(
+        "layout search over {} ranks (what train runs: pp x dp, ulysses 1, schedule {}): {}\n",
+        how.world, schedule_name(p.schedule), choice);
     std::fflush(stdout);
   }
   const sim::Layout& l = r.best()->layout;

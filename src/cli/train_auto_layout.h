@@ -19,11 +19,11 @@ using ChosenLayout = std::array<int64_t, 5>;
 
 struct TrainAutoLayout {
   int world = 1;
-  bool searcher = true;                             // this rank searches (the first one)
-  bool print = true;                                // print the chosen layout
-  int64_t search_iterations = 4;                    // training batches sampled
-  bool search_iterations_given = false;             // --search-iterations on the command line
-  std::function<void(ChosenLayout&)> share;         // from the searcher to every rank; may be empty
+  bool searcher = true;                      // this rank searches (the first one)
+  bool print = true;                         // print the chosen layout
+  int64_t search_iterations = 4;             // training batches sampled
+  bool search_iterations_given = false;      // --search-iterations on the command line
+  std::function<void(ChosenLayout&)> share;  // from the searcher to every rank; may be empty
 };
 
 // `options` unchanged when no degree is auto (ConfigError if --search-iterations was given),

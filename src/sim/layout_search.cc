@@ -57,9 +57,10 @@ std::string static_reason(const Config& base, const LayoutSpace& space, const La
         "scattered over the sequence-parallel group)",
         l.ulysses, m.num_attention_heads, m.kv_heads());
   if (l.vpp == 0)
-    return fmt::format("num-layers {} is not divisible by pp {} x vpp for any vpp >= 2 ({} needs "
-                       "equal virtual stages)",
-                       m.num_layers, l.pp, schedule_name(l.schedule));
+    return fmt::format(
+        "num-layers {} is not divisible by pp {} x vpp for any vpp >= 2 ({} needs "
+        "equal virtual stages)",
+        m.num_layers, l.pp, schedule_name(l.schedule));
   if (m.num_layers < l.pp * l.vpp)
     return fmt::format("num-layers {} is fewer than the pp {} x vpp {} = {} stages", m.num_layers,
                        l.pp, l.vpp, l.pp * l.vpp);
@@ -67,8 +68,9 @@ std::string static_reason(const Config& base, const LayoutSpace& space, const La
     return fmt::format("num-layers {} is not divisible by pp {} x vpp {}", m.num_layers, l.pp,
                        l.vpp);
   if (base.training.global_batch_size < l.dp)
-    return fmt::format("global batch of {} sequences is smaller than dp {}: every replica needs one",
-                       base.training.global_batch_size, l.dp);
+    return fmt::format(
+        "global batch of {} sequences is smaller than dp {}: every replica needs one",
+        base.training.global_batch_size, l.dp);
   Config c = layout_config(base, space, l);
   try {
     c.validate();
@@ -157,8 +159,8 @@ Config layout_config(const Config& base, const LayoutSpace& space, const Layout&
   c.parallel.schedule = l.schedule;
   c.parallel.stage_layers.clear();
   c.cluster.num_devices = space.num_devices;
-  c.cluster.devices_per_node = space.devices_per_node > 0 ? space.devices_per_node
-                                                          : space.num_devices;
+  c.cluster.devices_per_node =
+      space.devices_per_node > 0 ? space.devices_per_node : space.num_devices;
   return c;
 }
 
@@ -183,9 +185,9 @@ LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
                        : plan::balance_replicas(batch, layout.dp, g);
     double step = 0;
     for (size_t k = 0; k < shares.size(); ++k) {
-      const std::string where =
-          batches.size() > 1 || shares.size() > 1 ? fmt::format(" (batch {}, replica {})", b, k)
-                                                  : "";
+      const std::string where = batches.size() > 1 || shares.size() > 1
+                                    ? fmt::format(" (batch {}, replica {})", b, k)
+                                    : "";
       try {
         const plan::PlanResult p = plan::make_plan_detailed(cfg, g, shares[k], layout.schedule);
         const StepResult st = simulate(p.plan, g, cfg);
@@ -202,12 +204,11 @@ LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
       } catch (const plan::BudgetError& e) {
         r.reason = fmt::format("over budget by {}: needs {} per device, budget {}{}",
                                format_bytes(e.least_budget() - r.budget_bytes),
-                               format_bytes(e.least_budget()), format_bytes(r.budget_bytes),
-                               where);
+                               format_bytes(e.least_budget()), format_bytes(r.budget_bytes), where);
         return r;
       } catch (const ConfigError& e) {
-        r.reason = fmt::format("{} cannot run it: {}{}", schedule_name(layout.schedule), e.what(),
-                               where);
+        r.reason =
+            fmt::format("{} cannot run it: {}{}", schedule_name(layout.schedule), e.what(), where);
         return r;
       } catch (const Error& e) {
         r.reason = fmt::format("planning failed: {}{}", e.what(), where);

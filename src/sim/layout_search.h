@@ -52,7 +52,7 @@ struct LayoutSearchResult {
   // enumeration order.
   std::vector<LayoutResult> ranked;
   int64_t batches = 0;
-  int64_t tokens = 0;  // over the sampled batches
+  int64_t tokens = 0;                // over the sampled batches
   const LayoutResult* best() const;  // nullptr when none is feasible
 };
 

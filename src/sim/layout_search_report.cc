@@ -46,7 +46,9 @@ std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpac
                        format_bytes(x.budget_bytes), x.setting);
   }
   if (feasible_count(r) == r.ranked.size()) return out;
-  out += "\ninfeasible:\n\n| pp | vpp | ulysses | dp | schedule | reason |\n|---:|---:|---:|---:|---|---|\n";
+  out +=
+      "\ninfeasible:\n\n| pp | vpp | ulysses | dp | schedule | reason "
+      "|\n|---:|---:|---:|---:|---|---|\n";
   for (const LayoutResult& x : r.ranked) {
     if (x.feasible) continue;
     const Layout& l = x.layout;
@@ -95,12 +97,12 @@ nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace
     }
     layouts.push_back(std::move(j));
   }
-  return {{"num_devices", space.num_devices},
-          {"devices_per_node",
-           space.devices_per_node > 0 ? space.devices_per_node : space.num_devices},
-          {"batches", r.batches},
-          {"tokens", r.tokens},
-          {"layouts", std::move(layouts)}};
+  return {
+      {"num_devices", space.num_devices},
+      {"devices_per_node", space.devices_per_node > 0 ? space.devices_per_node : space.num_devices},
+      {"batches", r.batches},
+      {"tokens", r.tokens},
+      {"layouts", std::move(layouts)}};
 }
 
 }  // namespace infinipipe::sim

@@ -73,8 +73,8 @@ TEST(LayoutSearchCli, OptionsThatDoNotGoWithTheSearchAreErrors) {
   for (const std::string& args :
        {"plan --search-iterations 2 " + kSmall, "plan --search-layout --explain " + kSmall,
         "plan --search-layout --replica 1 " + kSmall,
-        "plan --search-layout --search-iterations 0 " + kSmall,
-        "plan --search-threads 2 " + kSmall, "plan --search-layout --search-threads -1 " + kSmall,
+        "plan --search-layout --search-iterations 0 " + kSmall, "plan --search-threads 2 " + kSmall,
+        "plan --search-layout --search-threads -1 " + kSmall,
         "simulate --search-layout --compare " + kSmall, "simulate --out x.json " + kSmall}) {
     const ShellResult r = run_cli(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
@@ -86,14 +86,12 @@ TEST(LayoutSearchCli, AutoDegreesAreForTrainOnly) {
   for (const char* flag : {"--pp auto", "--dp auto", "--vpp auto", "--ulysses-degree auto"}) {
     const ShellResult r = run_cli(std::string("plan --distribution github ") + flag);
     EXPECT_EQ(r.exit_code, 2) << flag << "\n" << r.output;
-    EXPECT_NE(r.output.find("auto is chosen by `infinipipe train`"), std::string::npos)
-        << r.output;
+    EXPECT_NE(r.output.find("auto is chosen by `infinipipe train`"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("--search-layout"), std::string::npos) << r.output;
   }
   const ShellResult neg = run_cli("config show --pp -1");
   EXPECT_EQ(neg.exit_code, 2) << neg.output;
-  EXPECT_NE(neg.output.find("must be a positive integer or auto"), std::string::npos)
-      << neg.output;
+  EXPECT_NE(neg.output.find("must be a positive integer or auto"), std::string::npos) << neg.output;
 }
 
 TEST(LayoutSearchCli, TrainInOneProcessResolvesAutoToOneRank) {

@@ -65,8 +65,8 @@ class DistAutoLayout : public ::testing::Test {
   void expect_auto_equals_explicit(int np, const std::string& auto_flags, int layouts) {
     const std::string auto_metrics = (dir_ / "auto.jsonl").string();
     const std::string ck = (dir_ / "ck").string();
-    const testing::ShellResult a = testing::shell_run(
-        mpirun(np, fmt::format("{} --save {}", auto_flags, ck), auto_metrics));
+    const testing::ShellResult a =
+        testing::shell_run(mpirun(np, fmt::format("{} --save {}", auto_flags, ck), auto_metrics));
     ASSERT_EQ(a.exit_code, 0) << a.output;
     EXPECT_EQ(testing::text_count(a.output, "layout search over"), 1) << a.output;
     std::smatch m;
@@ -80,8 +80,7 @@ class DistAutoLayout : public ::testing::Test {
     EXPECT_NE(a.output.find(fmt::format("layouts of {}, 4 sampled batch(es)", layouts)),
               std::string::npos)
         << a.output;
-    EXPECT_NE(a.output.find(fmt::format("pp {} x dp {}, 3 iterations", pp, dp)),
-              std::string::npos)
+    EXPECT_NE(a.output.find(fmt::format("pp {} x dp {}, 3 iterations", pp, dp)), std::string::npos)
         << a.output;
 
     const std::string given_metrics = (dir_ / "given.jsonl").string();
@@ -121,8 +120,8 @@ TEST_F(DistAutoLayout, FixedDegreeIsKeptAndVppAutoNeedsInterleaved) {
       mpirun(4, "--pp auto --dp 2 --train-iters 1", (dir_ / "m.jsonl").string()));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_NE(a.output.find("pp 2 x vpp 1 x ulysses 1 x dp 2, epp"), std::string::npos) << a.output;
-  const testing::ShellResult v = testing::shell_run(
-      mpirun(2, "--vpp auto --train-iters 1", (dir_ / "v.jsonl").string()));
+  const testing::ShellResult v =
+      testing::shell_run(mpirun(2, "--vpp auto --train-iters 1", (dir_ / "v.jsonl").string()));
   EXPECT_EQ(v.exit_code, 2) << v.output;
   EXPECT_EQ(testing::text_count(v.output, "infinipipe: error"), 1) << v.output;
   EXPECT_NE(v.output.find("use --schedule interleaved"), std::string::npos) << v.output;

@@ -217,10 +217,11 @@ TEST(LayoutSearch, EveryInfeasibleReasonIsRight) {
     plan::make_plan_detailed(at, g, shares[0], Schedule::one_f_one_b);
     ADD_FAILURE() << "1f1b fits 16K sequences in 1 GiB";
   } catch (const plan::BudgetError& e) {
-    EXPECT_EQ(x.reason, fmt::format("over budget by {}: needs {} per device, budget {} (batch 0, "
-                                    "replica 0)",
-                                    format_bytes(e.least_budget() - (int64_t{1} << 30)),
-                                    format_bytes(e.least_budget()), format_bytes(int64_t{1} << 30)));
+    EXPECT_EQ(x.reason,
+              fmt::format("over budget by {}: needs {} per device, budget {} (batch 0, "
+                          "replica 0)",
+                          format_bytes(e.least_budget() - (int64_t{1} << 30)),
+                          format_bytes(e.least_budget()), format_bytes(int64_t{1} << 30)));
   }
 }
 
