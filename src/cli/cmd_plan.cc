@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/layout_search_cli.h"
 #include "cli/options.h"
+#include "cli/workload_options.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
@@ -26,8 +28,6 @@
 
 namespace infinipipe::cli {
 
-using Workload = std::pair<std::vector<int64_t>, std::vector<int64_t>>;  // (global batch, share)
-
 namespace {
 
 struct WorkloadArgs {
@@ -37,9 +37,10 @@ struct WorkloadArgs {
   int64_t replica = 0;
 };
 
-// The global batch of `iteration`: sequences [it*gbs, (it+1)*gbs) of the source, wrapping
-// around its end like Megatron's epochs do.
-std::vector<int64_t> workload_lengths(const WorkloadArgs& a, const Config& cfg) {
+// The global batches `iteration` .. iteration + count - 1: batch it is sequences
+// [it*gbs, (it+1)*gbs) of the source, wrapping around its end like Megatron's epochs do.
+std::vector<std::vector<int64_t>> workload_batches(const WorkloadArgs& a, const Config& cfg,
+                                                   int64_t count) {
   const bool data = !cfg.training.data_path.empty();
   const int sources = data + !a.lengths.empty() + !a.distribution.empty();
   if (sources != 1)
@@ -52,7 +53,7 @@ std::vector<int64_t> workload_lengths(const WorkloadArgs& a, const Config& cfg) 
   std::vector<int64_t> all;
   if (!a.distribution.empty()) {
     // Only the sequences this batch needs: the stream is the same whatever the iteration.
-    all = data::lengths_synthetic(a.distribution, (a.iteration + 1) * gbs, cfg.model.seq_length,
+    all = data::lengths_synthetic(a.distribution, (a.iteration + count) * gbs, cfg.model.seq_length,
                                   static_cast<uint64_t>(cfg.training.seed));
   } else if (data) {
     if (data::blend_words(cfg.training.data_path).size() != 1) {
@@ -67,13 +68,16 @@ std::vector<int64_t> workload_lengths(const WorkloadArgs& a, const Config& cfg) 
   } else {
     all = data::lengths_from_text(a.lengths);
   }
-  std::vector<int64_t> batch;
-  batch.reserve(gbs);
+  std::vector<std::vector<int64_t>> batches(static_cast<size_t>(count));
   const size_t n = all.size();
-  for (int64_t i = 0; i < gbs; ++i)
-    batch.push_back(
-        std::min(all[static_cast<size_t>((a.iteration * gbs + i) % n)], cfg.model.seq_length));
-  return batch;
+  for (int64_t b = 0; b < count; ++b) {
+    std::vector<int64_t>& batch = batches[static_cast<size_t>(b)];
+    batch.reserve(gbs);
+    for (int64_t i = 0; i < gbs; ++i)
+      batch.push_back(std::min(all[static_cast<size_t>(((a.iteration + b) * gbs + i) % n)],
+                               cfg.model.seq_length));
+  }
+  return batches;
 }
 
 void print_summary(const Config& cfg, const plan::PlanResult& r, const sim::StepResult& s,
@@ -116,9 +120,7 @@ void print_summary(const Config& cfg, const plan::PlanResult& r, const sim::Step
 
 }  // namespace
 
-// Adds --lengths / --distribution / --iteration / --replica to `cmd`; the returned loader gives
-// the global batch and this replica's share of it (balanced by cost over dp replicas).
-std::function<Workload(const Config&, const cost::CostModel&)> add_workload_options(CLI::App* cmd) {
+WorkloadLoader add_workload_options(CLI::App* cmd) {
   auto a = std::make_shared<WorkloadArgs>();
   cmd->add_option("--lengths", a->lengths, "text file of sequence lengths, one per line");
   cmd->add_option("--distribution", a->distribution,
@@ -127,8 +129,12 @@ std::function<Workload(const Config&, const cost::CostModel&)> add_workload_opti
       ->capture_default_str();
   cmd->add_option("--replica", a->replica, "data-parallel replica whose share is planned")
       ->capture_default_str();
-  return [a](const Config& cfg, const cost::CostModel& cm) {
-    const auto batch = workload_lengths(*a, cfg);
+  WorkloadLoader loader;
+  loader.batches = [a](const Config& cfg, int64_t count) {
+    return workload_batches(*a, cfg, count);
+  };
+  loader.share = [a](const Config& cfg, const cost::CostModel& cm) {
+    const auto batch = workload_batches(*a, cfg, 1).front();
     if (a->replica < 0 || a->replica >= cfg.parallel.data_parallel)
       fail_config("--replica {} is outside the {} data-parallel replicas", a->replica,
                   cfg.parallel.data_parallel);
@@ -136,6 +142,7 @@ std::function<Workload(const Config&, const cost::CostModel&)> add_workload_opti
     return Workload{batch,
                     plan::balance_replicas(batch, cfg.parallel.data_parallel, cm)[a->replica]};
   };
+  return loader;
 }
 
 void add_plan_command(CLI::App& app) {
@@ -143,19 +150,32 @@ void add_plan_command(CLI::App& app) {
       "plan", "plan one global batch (schedule, slicing, packing, recompute) and save it");
   auto out = std::make_shared<std::string>("plan.json");
   auto svg = std::make_shared<std::string>();
-  cmd->add_option("--out", *out, "where to write the plan JSON ('' = do not write)")
+  cmd->add_option("--out", *out,
+                  "where to write the plan JSON ('' = do not write); with --search-layout the "
+                  "ranking's JSON, only when given")
       ->capture_default_str();
   cmd->add_option("--svg", *svg, "also write the simulated step as an SVG Gantt chart");
   auto explain = std::make_shared<bool>(false);
   cmd->add_flag("--explain", *explain,
                 "print why the plan is what it is (candidates tried, cuts, packs, recompute) and "
                 "save it in the plan JSON's \"explain\" field");
+  auto search = add_search_layout_options(cmd);
   auto load = add_workload_options(cmd);
   auto config = add_config_options(cmd);
-  cmd->callback([out, svg, explain, load, config] {
+  auto out_option = cmd->get_option("--out");
+  cmd->callback([out, svg, explain, search, load, config, out_option] {
+    if (search->asked("--search-layout")) {
+      if (!svg->empty() || *explain)
+        fail_config(
+            "--svg and --explain draw and explain one plan; --search-layout ranks "
+            "layouts: drop them or --search-layout");
+      // The plan's default file name is not the ranking's: JSON only where --out says.
+      layout_search_run(*search, *config, load, out_option->count() > 0 ? *out : "");
+      return;
+    }
     const Config cfg = resolve_config(*config);
     const cost::CostModel cm = obs::planning_cost_model(cfg);
-    const auto lengths = load(cfg, cm).second;
+    const auto lengths = load.share(cfg, cm).second;
     const auto t0 = std::chrono::steady_clock::now();
     plan::PlanResult r = plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule);
     const double secs =

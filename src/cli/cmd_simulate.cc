@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/layout_search_cli.h"
 #include "cli/options.h"
+#include "cli/workload_options.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
@@ -28,10 +30,6 @@
 #include "sim/ulysses.h"
 
 namespace infinipipe::cli {
-
-// Defined in cmd_plan.cc: (global batch, this replica's share).
-using Workload = std::pair<std::vector<int64_t>, std::vector<int64_t>>;
-std::function<Workload(const Config&, const cost::CostModel&)> add_workload_options(CLI::App* cmd);
 
 namespace {
 
@@ -270,9 +268,27 @@ void add_simulate_command(CLI::App& app) {
                 "after the table: compute, all-to-all, ZeRO-3, all-reduce and idle seconds of "
                 "each pipeline row's busiest rank");
   auto paper = add_paper_flags(cmd);
+  auto search = add_search_layout_options(cmd);
+  auto search_out = std::make_shared<std::string>();
+  CLI::Option* search_out_option =
+      cmd->add_option("--out", *search_out, "with --search-layout: write the ranking as JSON");
   auto load = add_workload_options(cmd);
   auto config = add_config_options(cmd);
-  cmd->callback([compare, plan_file, breakdown, paper, load, config] {
+  cmd->callback([cmd, compare, plan_file, breakdown, paper, search, search_out, search_out_option,
+                 load, config] {
+    if (search->asked("--search-layout")) {
+      const bool baselines = cmd->get_option("--baselines")->count() > 0 ||
+                             std::any_of(paper->options.begin(), paper->options.end(),
+                                         [](const CLI::Option* o) { return o->count() > 0; });
+      if (*compare || !plan_file->empty() || *breakdown || baselines)
+        fail_config(
+            "--search-layout ranks layouts; --compare, --baselines, --plan and --breakdown "
+            "are for one layout: drop them or --search-layout");
+      layout_search_run(*search, *config, load, *search_out);
+      return;
+    }
+    if (search_out_option->count() > 0)
+      fail_config("simulate --out writes the --search-layout ranking: add --search-layout");
     const Config cfg = resolve_config(*config);
     const cost::CostModel cm = obs::planning_cost_model(cfg);
     const bool paper_flags = std::any_of(paper->options.begin(), paper->options.end(),
@@ -292,7 +308,7 @@ void add_simulate_command(CLI::App& app) {
                                            step_breakdown(s)}});
       return;
     }
-    const auto [global, lengths] = load(cfg, cm);
+    const auto [global, lengths] = load.share(cfg, cm);
     // clang 14 cannot capture a structured binding: capture a reference to it by name.
     auto show = [&, &batch = lengths](const std::vector<Row>& rows) {
       print_compare(cfg, batch, rows);

@@ -1,6 +1,6 @@
 // `infinipipe train`: training of the Llama model on a Megatron dataset, every global batch
 // planned by the planner (EPP by default) and run by the executor; in one process, or under
-// `mpirun -np N` with N = pp × dp ranks.
+// `mpirun -np N` with N = pp × dp ranks (or a degree `auto`, chosen by a layout search first).
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/train_auto_layout.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpi_groups.h"
 #include "comm/mpi_watchdog.h"
@@ -34,6 +35,8 @@ struct TrainArgs {
   std::string trace;
   std::string trace_iterations;
   bool quiet = false;
+  int64_t search_iterations = 4;
+  CLI::Option* search_iterations_option = nullptr;
 };
 
 // The Hugging Face folder the run starts from (--load, else --pretrained-checkpoint), if any.
@@ -44,16 +47,25 @@ std::string hf_start_folder(const TrainingConfig& tc) {
   return "";
 }
 
-// The run's configuration. Starting from a Hugging Face folder, its config.json defines the
-// model: model flags may repeat it but not contradict it.
-Config resolve_train_config(const ConfigOptions& options) {
+// What the run's options apply to: the defaults, or, starting from a Hugging Face folder, the
+// model its config.json defines (`folder` names it, else empty).
+Config train_defaults(const ConfigOptions& options, std::string& folder) {
   const Config user = resolve_config(options, Config{}, false);
-  const std::string folder = hf_start_folder(user.training);
-  if (folder.empty()) return resolve_config(options);
+  folder = hf_start_folder(user.training);
   Config base;
+  if (folder.empty()) return base;
   const ModelConfig defaults = base.model;
   base.model = HfModelReader(folder).model();
   base.model.seq_length = std::min(defaults.seq_length, base.model.max_position_embeddings);
+  return base;
+}
+
+// The run's configuration. Starting from a Hugging Face folder, its config.json defines the
+// model: model flags may repeat it but not contradict it.
+Config resolve_train_config(const ConfigOptions& options) {
+  std::string folder;
+  const Config base = train_defaults(options, folder);
+  if (folder.empty()) return resolve_config(options);
   const Config cfg = resolve_config(options, base);
   const std::vector<std::string> diff = checkpoint_model_diff(base.model, cfg.model);
   if (!diff.empty()) {
@@ -103,14 +115,45 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
   }
 }
 
-void run_train(const TrainArgs& a) {
+// Rank 0 searches an auto layout while the others wait for its answer; the search takes seconds
+// on the models CPU trains, so a wait this long means rank 0 died or hung.
+constexpr double kLayoutSearchWaitSeconds = 900;
+
+// The run's arguments with auto parallel degrees resolved (unchanged without auto).
+TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm) {
+  TrainAutoLayout how;
+  how.world = comm ? comm->size() : 1;
+  how.searcher = !comm || comm->rank() == 0;
+  how.print = how.searcher && !a.quiet;
+  how.search_iterations = a.search_iterations;
+  how.search_iterations_given = a.search_iterations_option->count() > 0;
+  if (comm && comm->size() > 1) {
+    how.share = [comm](ChosenLayout& layout) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      mpi_check(MPI_Ibcast(layout.data(), static_cast<int>(layout.size()), MPI_INT64_T, 0,
+                           comm->world(), &request),
+                "sharing the searched layout");
+      MPI_Status status;
+      mpi_wait_deadline({&request, 1}, {&status, 1}, kLayoutSearchWaitSeconds,
+                        {"the layout rank 0 searched", "rank 0 may have died or hung", {}});
+    };
+  }
+  std::string folder;
+  const Config defaults = train_defaults(*a.config, folder);
+  TrainArgs out = a;
+  out.config = train_resolve_auto_layout(a.config, defaults, how);
+  return out;
+}
+
+void run_train(const TrainArgs& given) {
   if (!mpi_launched()) {
-    run_train_rank(a, nullptr, nullptr);
+    run_train_rank(train_args_resolved(given, nullptr), nullptr, nullptr);
     return;
   }
   // Under mpirun: an error on any rank reaches the terminal once and ends the whole job.
   Comm comm;
   const int rc = comm_run_guarded([&] {
+    const TrainArgs a = train_args_resolved(given, &comm);
     const Config cfg = resolve_train_config(*a.config);
     ProcessGroups groups(comm, cfg.parallel.pipeline_parallel, cfg.parallel.data_parallel);
     // With the exit signal handler a SIGTERM is a request to stop (runtime/train_stop.h), not
@@ -147,6 +190,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--trace-iterations", args->trace_iterations,
                   "the iterations --trace records, FIRST-LAST or N (default: 1-50)");
   cmd->add_flag("--quiet,-q", args->quiet, "no per-iteration lines and no progress line");
+  args->search_iterations_option =
+      cmd->add_option("--search-iterations", args->search_iterations,
+                      "with --pp / --dp / --vpp / --ulysses-degree auto: training batches the "
+                      "layout search samples")
+          ->capture_default_str();
   cmd->callback([args] { run_train(*args); });
 }
 

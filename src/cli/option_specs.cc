@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/parallel_auto.h"
 
 namespace infinipipe::cli {
 namespace {
@@ -57,6 +58,25 @@ std::string real_text(double v) {
     KEY, ALIASES, Kind::integer, HELP,                                     \
         [](Config& c, const std::string& v) { c.FIELD = to_int(KEY, v); }, \
         [](const Config& c) { return std::to_string(c.FIELD); }            \
+  }
+// A parallel degree: an integer, or `auto` (kAutoDegree) for `train` to choose by the
+// layout search. A negative number is refused here, so only the word reaches the sentinel.
+int64_t to_degree(const std::string& key, const std::string& v) {
+  if (v == "auto") return kAutoDegree;
+  const int64_t out = to_int(key, v);
+  if (out < 0)
+    fail_config("{} must be a positive integer or auto (train: chosen by a layout search), got {}",
+                key, v);
+  return out;
+}
+
+#define DEGREE_OPT(KEY, ALIASES, HELP, FIELD)                                            \
+  OptionSpec {                                                                           \
+    KEY, ALIASES, Kind::integer, HELP " (train: or auto, chosen by a layout search)",    \
+        [](Config& c, const std::string& v) { c.FIELD = to_degree(KEY, v); },            \
+        [](const Config& c) {                                                            \
+          return c.FIELD == kAutoDegree ? std::string("auto") : std::to_string(c.FIELD); \
+        }                                                                                \
   }
 #define REAL_OPT(KEY, HELP, FIELD)                                                                 \
   OptionSpec {                                                                                     \
@@ -134,20 +154,20 @@ const std::vector<OptionSpec>& option_specs() {
                "std / sqrt(2 num-layers), as Megatron-LM",
                model.init_method_std),
       // parallelism
-      INT_OPT("pipeline-model-parallel-size", {"pp"}, "pipeline stages",
-              parallel.pipeline_parallel),
-      INT_OPT("data-parallel-size", {"dp"}, "data-parallel replicas", parallel.data_parallel),
-      INT_OPT("virtual-pipeline-model-parallel-size",
-              (std::vector<std::string>{"vpp", "num-virtual-stages-per-pipeline-rank"}),
-              "virtual stages per pipeline rank (interleaved; epp: the most it may use, every "
-              "vpp up to it that splits the layers evenly is searched)",
-              parallel.virtual_stages),
+      DEGREE_OPT("pipeline-model-parallel-size", {"pp"}, "pipeline stages",
+                 parallel.pipeline_parallel),
+      DEGREE_OPT("data-parallel-size", {"dp"}, "data-parallel replicas", parallel.data_parallel),
+      DEGREE_OPT("virtual-pipeline-model-parallel-size",
+                 (std::vector<std::string>{"vpp", "num-virtual-stages-per-pipeline-rank"}),
+                 "virtual stages per pipeline rank (interleaved; epp: the most it may use, every "
+                  "vpp up to it that splits the layers evenly is searched)",
+                 parallel.virtual_stages),
       INT_OPT("num-layers-per-virtual-pipeline-stage", {},
               "Megatron's way to ask for virtual stages: layers in each virtual stage",
               parallel.layers_per_virtual_stage),
-      INT_OPT("ulysses-degree", {"ds-sequence-parallel-size"},
-              "Ulysses sequence-parallel degree inside a stage (planning)",
-              parallel.ulysses_degree),
+      DEGREE_OPT("ulysses-degree", {"ds-sequence-parallel-size"},
+                 "Ulysses sequence-parallel degree inside a stage (planning)",
+                 parallel.ulysses_degree),
       OptionSpec{
           "schedule",
           {},

@@ -4,11 +4,13 @@
 #include <cctype>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/parallel_auto.h"
 
 namespace infinipipe {
 namespace {
@@ -198,6 +200,17 @@ const char* recompute_method_name(RecomputeMethod m) {
 }
 
 void ParallelConfig::validate() const {
+  const std::pair<int64_t, const char*> degrees[] = {
+      {pipeline_parallel, "pipeline-model-parallel-size"},
+      {data_parallel, "data-parallel-size"},
+      {virtual_stages, "virtual-pipeline-model-parallel-size"},
+      {ulysses_degree, "ulysses-degree"}};
+  for (const auto& [value, key] : degrees)
+    if (value == kAutoDegree)
+      fail_config(
+          "{} auto is chosen by `infinipipe train` (a layout search over its ranks before the "
+          "run); plan and simulate rank every layout with --search-layout: give a number here",
+          key);
   require_degree(pipeline_parallel, "pipeline-model-parallel-size");
   require_degree(data_parallel, "data-parallel-size");
   require_degree(virtual_stages, "virtual-pipeline-model-parallel-size");
@@ -333,6 +346,8 @@ void ClusterConfig::validate() const {
 }
 
 void Config::validate() {
+  // Refuses auto before anything uses the degrees.
+  if (parallel_has_auto(parallel)) parallel.validate();
   // Megatron asks for virtual stages as layers per virtual stage; resolve it to vpp first.
   if (int64_t per = parallel.layers_per_virtual_stage; per > 0) {
     require_degree(parallel.pipeline_parallel, "pipeline-model-parallel-size");

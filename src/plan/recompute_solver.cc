@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
@@ -187,6 +188,11 @@ std::vector<int32_t> lp_round(const RecomputeProblem& pb, const MipModel& md,
 double cbc_solve(const RecomputeProblem& pb, MipModel& md, double gap, double seconds,
                  RecomputeSolution& best) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
+  // CBC's solve driver (CbcMain, behind Cbc_solve) keeps process-wide state and is not
+  // thread-safe unless CBC is built with CBC_THREAD_SAFE: planners on several threads (the layout
+  // search, sim/layout_search.h) take turns here.
+  static std::mutex cbc_mutex;
+  const std::lock_guard<std::mutex> one_solve_at_a_time(cbc_mutex);
   Cbc_Model* m = Cbc_newModel();
   Cbc_setLogLevel(m, 0);
   Cbc_loadProblem(m, md.ncols(), md.nrows(), md.start.data(), md.index.data(), md.value.data(),

@@ -1,0 +1,119 @@
+#include "cli/layout_search_cli.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/parallel_auto.h"
+#include "obs/profile.h"
+#include "sim/layout_search_report.h"
+
+namespace infinipipe::cli {
+
+bool SearchLayoutArgs::asked(const char* without) const {
+  for (const CLI::Option* o : {iterations_option, threads_option})
+    if (!enabled && o && o->count() > 0)
+      fail_config("{} sizes the layout search: add {} or drop it", o->get_name(), without);
+  return enabled;
+}
+
+int search_threads(int64_t threads) {
+  if (threads < 0 || threads > 4096)
+    fail_config("--search-threads must be 0 (every core) or 1..4096, got {}", threads);
+  if (threads > 0) return static_cast<int>(threads);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::shared_ptr<SearchLayoutArgs> add_search_layout_options(CLI::App* cmd) {
+  auto a = std::make_shared<SearchLayoutArgs>();
+  cmd->add_flag("--search-layout", a->enabled,
+                "rank every (pp, vpp, ulysses, dp, schedule) of the cluster (--num-devices, "
+                "--devices-per-node, the memory budget) by predicted tokens/s on a sample of the "
+                "workload's batches, with peak memory per stage and why the others cannot run; "
+                "the configuration's own layout is set aside");
+  a->iterations_option =
+      cmd->add_option("--search-iterations", a->iterations,
+                      "with --search-layout: consecutive global batches sampled from --iteration")
+          ->capture_default_str();
+  a->threads_option = cmd->add_option(
+      "--search-threads", a->threads,
+      "with --search-layout: layouts evaluated at once (0 = every core); the ranking is the same");
+  return a;
+}
+
+Config layout_search_base(const ConfigOptions& options, const Config& defaults, int64_t devices,
+                          sim::LayoutSpace& space) {
+  const Config raw = resolve_config(options, defaults, false);
+  const ParallelConfig& p = raw.parallel;
+  if (devices == 0) devices = raw.cluster.num_devices;
+  if (devices == 0) {
+    if (parallel_has_auto(p))
+      fail_config("the layout search needs the device count: give --num-devices N");
+    const ParallelConfig degrees = [&] {
+      ParallelConfig d;
+      d.pipeline_parallel = p.pipeline_parallel;
+      d.data_parallel = p.data_parallel;
+      d.ulysses_degree = p.ulysses_degree;
+      return d;
+    }();
+    degrees.validate();  // positive and bounded, so their product is the device count
+    devices = degrees.world_size();
+  }
+  ClusterConfig cluster = raw.cluster;
+  cluster.num_devices = devices;
+  if (cluster.devices_per_node == 0) cluster.devices_per_node = devices;
+  cluster.validate();
+  space.num_devices = cluster.num_devices;
+  space.devices_per_node = cluster.devices_per_node;
+  // Everything but the layout is checked at the layout of one device; each searched layout is
+  // validated again as it is evaluated.
+  Config base = raw;
+  base.parallel.pipeline_parallel = base.parallel.data_parallel = 1;
+  base.parallel.ulysses_degree = base.parallel.virtual_stages = 1;
+  base.parallel.layers_per_virtual_stage = 0;
+  base.parallel.schedule = Schedule::epp;
+  base.cluster.num_devices = base.cluster.devices_per_node = 1;
+  base.validate();
+  base.cluster = cluster;
+  return base;
+}
+
+void layout_search_run(const SearchLayoutArgs& args, const ConfigOptions& options,
+                       const WorkloadLoader& load, const std::string& json_out) {
+  if (args.iterations < 1)
+    fail_config("--search-iterations must be >= 1 (global batches to sample), got {}",
+                args.iterations);
+  if (const CLI::Option* replica = options.command->get_option("--replica"); replica->count() > 0)
+    fail_config(
+        "--replica picks one replica's share to plan, but --search-layout splits every batch "
+        "over each layout's replicas: drop --replica");
+  sim::LayoutSpace space;
+  const Config base = layout_search_base(options, Config{}, 0, space);
+  space.threads = search_threads(args.threads);
+  const cost::CostModel cm = obs::planning_cost_model(base);
+  const auto batches = load.batches(base, args.iterations);
+  const auto t0 = std::chrono::steady_clock::now();
+  const sim::LayoutSearchResult r = sim::layout_search(base, cm, space, batches);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("{}", sim::layout_search_markdown(r, space));
+  if (r.best()) fmt::print("\nbest: {}\n", sim::layout_search_choice(r));
+  fmt::print("({} layouts searched in {:.1f} s on {} threads)\n", r.ranked.size(), secs,
+             space.threads);
+  if (json_out.empty()) return;
+  const std::string tmp = json_out + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) fail("cannot write {}: check that the directory exists and is writable", tmp);
+    out << sim::layout_search_json(r, space).dump(1) << "\n";
+    if (!out) fail("writing {} failed (disk full?)", tmp);
+  }
+  if (std::rename(tmp.c_str(), json_out.c_str()) != 0)
+    fail("cannot rename {} to {}: check permissions", tmp, json_out);
+  fmt::print("wrote {}\n", json_out);
+}
+
+}  // namespace infinipipe::cli

@@ -1,0 +1,46 @@
+// `plan --search-layout` and `simulate --search-layout`: the options, the configuration the search
+// starts from (the layout flags set aside), and the run that prints the ranking; and what
+// `train --pp auto` shares with them (the search base and the sampled batches' search).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/options.h"
+#include "cli/workload_options.h"
+#include "core/config.h"
+#include "sim/layout_search.h"
+
+namespace infinipipe::cli {
+
+struct SearchLayoutArgs {
+  bool enabled = false;
+  int64_t iterations = 4;
+  int64_t threads = 0;  // 0 = every core
+  CLI::Option* iterations_option = nullptr;
+  CLI::Option* threads_option = nullptr;
+  // Whether the search was asked for; ConfigError when --search-iterations came without it.
+  bool asked(const char* without) const;
+};
+
+// --search-layout, --search-iterations and --search-threads.
+std::shared_ptr<SearchLayoutArgs> add_search_layout_options(CLI::App* cmd);
+// --search-threads' value: the threads to use (0 = every core); ConfigError when out of range.
+int search_threads(int64_t threads);
+
+// The configuration to search from: every option but the layout's, validated at the trivial
+// layout of one device; `space` gets the cluster: `devices` when > 0, else --num-devices, else
+// pp x ulysses x dp of the flags; --devices-per-node, else one node.
+Config layout_search_base(const ConfigOptions& options, const Config& defaults, int64_t devices,
+                          sim::LayoutSpace& space);
+
+// Samples the workload's batches, searches every layout of `space` and prints the ranking;
+// writes it as JSON to `json_out` unless empty.
+void layout_search_run(const SearchLayoutArgs& args, const ConfigOptions& options,
+                       const WorkloadLoader& load, const std::string& json_out);
+
+}  // namespace infinipipe::cli

@@ -1,0 +1,129 @@
+#include "cli/train_auto_layout.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/layout_search_cli.h"
+#include "core/error.h"
+#include "core/parallel_auto.h"
+#include "data/run_datasets.h"
+#include "obs/profile.h"
+#include "sim/layout_search.h"
+#include "sim/layout_search_report.h"
+
+namespace infinipipe::cli {
+namespace {
+
+// The run's first `count` global batches of the training split, as the trainer reads them (one
+// sequence per non-empty document, truncated to seq-length).
+std::vector<std::vector<int64_t>> training_batches(const Config& cfg, int64_t count) {
+  const TrainingConfig& t = cfg.training;
+  if (!t.has_data())
+    fail_config(
+        "auto parallel degrees are searched on the run's own batches: pass --data-path PREFIX");
+  const data::RunDatasets sets = data::RunDatasets::open(
+      {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path});
+  data::DocumentStream stream =
+      sets.stream(data::DataSplit::train, t.global_batch_size, static_cast<uint64_t>(t.seed));
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t i = 0; i < count; ++i) {
+    std::vector<int64_t> lengths;
+    for (const data::DocumentRef& doc : stream.next()) {
+      const int64_t n =
+          std::min(sets.document_length(data::DataSplit::train, doc), cfg.model.seq_length);
+      if (n > 0) lengths.push_back(n);
+    }
+    if (!lengths.empty()) batches.push_back(std::move(lengths));
+  }
+  if (batches.empty())
+    fail_config("the first {} training batches have no non-empty document: check --data-path",
+                count);
+  return batches;
+}
+
+int64_t searched(int64_t degree) {
+  return degree == kAutoDegree ? 0 : degree;
+}
+
+ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config& defaults,
+                    const Config& raw, const TrainAutoLayout& how) {
+  const ParallelConfig& p = raw.parallel;
+  if (p.layers_per_virtual_stage > 0)
+    fail_config(
+        "--num-layers-per-virtual-pipeline-stage fixes the virtual stages by the pipeline size, "
+        "which auto leaves to the search: give --vpp N (or --vpp auto) instead");
+  if (p.virtual_stages == kAutoDegree && !sim::schedule_takes_virtual_stages(p.schedule))
+    fail_config(
+        "--virtual-pipeline-model-parallel-size auto searches virtual stages, which schedule {} "
+        "does not run: use --schedule interleaved or drop the option",
+        schedule_name(p.schedule));
+  if (how.search_iterations < 1)
+    fail_config("--search-iterations must be >= 1 (training batches to sample), got {}",
+                how.search_iterations);
+  sim::LayoutSpace space;
+  const Config base = layout_search_base(*options, defaults, how.world, space);
+  space.pp = searched(p.pipeline_parallel);
+  space.dp = searched(p.data_parallel);
+  space.vpp = searched(p.virtual_stages);
+  space.ulysses = 1;  // the runtime runs no Ulysses (train_check_config refuses more)
+  space.schedules = {p.schedule};
+  space.threads = search_threads(0);
+  const cost::CostModel cm = obs::planning_cost_model(base);
+  const auto batches = training_batches(base, how.search_iterations);
+  const sim::LayoutSearchResult r = sim::layout_search(base, cm, space, batches);
+  const std::string choice = sim::layout_search_choice(r);  // ConfigError when none fits
+  if (how.print) {
+    fmt::print(
+        "layout search over {} ranks (what train runs: pp x dp, ulysses 1, schedule {}): {}\n",
+        how.world, schedule_name(p.schedule), choice);
+    std::fflush(stdout);
+  }
+  const sim::Layout& l = r.best()->layout;
+  return {l.pp, l.vpp, l.ulysses, l.dp, static_cast<int64_t>(l.schedule)};
+}
+
+}  // namespace
+
+std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
+    const std::shared_ptr<ConfigOptions>& options, const Config& defaults,
+    const TrainAutoLayout& how) {
+  Config raw = resolve_config(*options, defaults, false);
+  // As Megatron-LM derives dp from the world and pp, an auto pp leaves a dp the options do not
+  // give to the search too (and the other way round); a degree given as a number stays fixed.
+  int64_t ParallelConfig::*const pair[] = {&ParallelConfig::pipeline_parallel,
+                                           &ParallelConfig::data_parallel};
+  for (int k = 0; k < 2; ++k) {
+    if (raw.parallel.*pair[k] != kAutoDegree || raw.parallel.*pair[1 - k] == kAutoDegree) continue;
+    Config probe = defaults;
+    probe.parallel.*pair[1 - k] = kAutoDegree;
+    if (resolve_config(*options, probe, false).parallel.*pair[1 - k] == kAutoDegree)
+      raw.parallel.*pair[1 - k] = kAutoDegree;
+  }
+  if (!parallel_has_auto(raw.parallel)) {
+    if (how.search_iterations_given)
+      fail_config(
+          "--search-iterations sizes the layout search of auto degrees: add --pp auto (or "
+          "--dp / --vpp / --ulysses-degree auto) or drop it");
+    return options;
+  }
+  ChosenLayout chosen{};
+  if (how.searcher) chosen = search(options, defaults, raw, how);
+  if (how.share) how.share(chosen);
+  auto out = std::make_shared<ConfigOptions>(*options);
+  const ParallelConfig& p = raw.parallel;
+  const std::pair<int64_t, const char*> degrees[] = {
+      {p.pipeline_parallel, "pipeline-model-parallel-size"},
+      {p.virtual_stages, "virtual-pipeline-model-parallel-size"},
+      {p.ulysses_degree, "ulysses-degree"},
+      {p.data_parallel, "data-parallel-size"}};
+  for (size_t i = 0; i < 4; ++i)
+    if (degrees[i].first == kAutoDegree)
+      out->flags.emplace_back(degrees[i].second, std::to_string(chosen[i]));
+  return out;
+}
+
+}  // namespace infinipipe::cli

@@ -1,0 +1,38 @@
+// `train --pp auto` (and --dp, --vpp, --ulysses-degree auto): before the run, the first rank
+// searches the layouts of the world's ranks that the runtime can execute (pp x dp, no Ulysses on
+// CPU; the configured schedule) on a sample of the run's own training batches, prints the choice
+// in one line, and every rank trains with it: the chosen degrees are appended to the options as
+// flags, so `config show`-style output, traces and checkpoints carry the resolved values.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "cli/options.h"
+
+namespace infinipipe::cli {
+
+// pp, vpp, ulysses, dp, schedule (as Schedule's value): what the first rank tells the others.
+using ChosenLayout = std::array<int64_t, 5>;
+
+struct TrainAutoLayout {
+  int world = 1;
+  bool searcher = true;                      // this rank searches (the first one)
+  bool print = true;                         // print the chosen layout
+  int64_t search_iterations = 4;             // training batches sampled
+  bool search_iterations_given = false;      // --search-iterations on the command line
+  std::function<void(ChosenLayout&)> share;  // from the searcher to every rank; may be empty
+};
+
+// `options` unchanged when no degree is auto (ConfigError if --search-iterations was given),
+// else a copy with the chosen degrees appended. With pp auto a dp the options do not give is
+// searched too, and the other way round (Megatron derives dp from the world); degrees given as
+// numbers are fixed. `defaults` is what the flags apply to (the model
+// of a Hugging Face folder the run starts from).
+std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
+    const std::shared_ptr<ConfigOptions>& options, const Config& defaults,
+    const TrainAutoLayout& how);
+
+}  // namespace infinipipe::cli

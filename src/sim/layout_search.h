@@ -1,0 +1,84 @@
+// The parallel layout search: every (pp, vpp, Ulysses degree, dp, schedule) of a cluster, each
+// planned and simulated on a sample of the user's global batches (each batch split over the dp
+// replicas as training splits it, plan::balance_replicas), ranked by predicted tokens/s, with
+// each layout's peak memory per stage; a layout that cannot run says why
+// (docs/cost-model.md, "Layout search").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "cost/cost_model.h"
+
+namespace infinipipe::sim {
+
+struct Layout {
+  int64_t pp = 1;
+  int64_t vpp = 1;  // 0: a schedule that needs virtual stages, where no vpp divides the layers
+  int64_t ulysses = 1;
+  int64_t dp = 1;
+  Schedule schedule = Schedule::epp;
+  bool operator==(const Layout&) const = default;
+  std::string describe() const;  // "pp 4 x vpp 1 x ulysses 8 x dp 1, epp"
+};
+
+// What the search may choose. A degree > 0 is fixed, 0 is searched.
+struct LayoutSpace {
+  int64_t num_devices = 0;       // pp * ulysses * dp must equal it
+  int64_t devices_per_node = 0;  // Ulysses groups stay inside a node (Config::validate's rule)
+  int64_t pp = 0, vpp = 0, ulysses = 0, dp = 0;
+  std::vector<Schedule> schedules;  // empty = every schedule
+  int threads = 1;                  // layouts evaluated at once; the result does not depend on it
+};
+
+struct LayoutResult {
+  Layout layout;
+  bool feasible = false;
+  std::string reason;  // infeasible: why, in words
+  // Over the sampled batches: their tokens over the sum of their step times (a batch's step is
+  // its slowest replica's).
+  double tokens_per_s = 0;
+  double mean_step_s = 0;
+  std::vector<int64_t> peak_bytes;  // per pipeline rank, the largest over batches and replicas
+  int64_t budget_bytes = 0;
+  std::string setting;  // the first batch's tuned knobs (PlanKnobs::describe)
+};
+
+struct LayoutSearchResult {
+  // Feasible layouts, fastest first (ties in enumeration order), then the infeasible ones in
+  // enumeration order.
+  std::vector<LayoutResult> ranked;
+  int64_t batches = 0;
+  int64_t tokens = 0;                // over the sampled batches
+  const LayoutResult* best() const;  // nullptr when none is feasible
+};
+
+// Every layout of the space, in a fixed order (Ulysses degree, pp, schedule, vpp ascending; dp
+// follows), the impossible ones included so the search can say why. ConfigError when the fixed
+// degrees leave no product equal to the device count.
+std::vector<Layout> layout_candidates(const Config& base, const LayoutSpace& space);
+
+// The configuration `base` becomes under a layout on the space's cluster (not validated).
+Config layout_config(const Config& base, const LayoutSpace& space, const Layout& layout);
+
+// Plans and simulates one layout on every batch. `cm` is the cost model of `base` (its Ulysses
+// degree is rescaled to the layout's).
+LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
+                             const LayoutSpace& space, const Layout& layout,
+                             std::span<const std::vector<int64_t>> batches);
+
+// Evaluates every candidate on space.threads threads and ranks them. ConfigError when the
+// batches are empty.
+LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
+                                 const LayoutSpace& space,
+                                 std::span<const std::vector<int64_t>> batches);
+
+// Whether a schedule runs virtual stages (vpp > 1), and whether it needs them; asked of
+// ParallelConfig::validate, so a schedule that learns virtual stages joins the search.
+bool schedule_takes_virtual_stages(Schedule s);
+bool schedule_needs_virtual_stages(Schedule s);
+
+}  // namespace infinipipe::sim

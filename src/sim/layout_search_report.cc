@@ -1,0 +1,108 @@
+#include "sim/layout_search_report.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace infinipipe::sim {
+namespace {
+
+std::string peaks_text(const std::vector<int64_t>& peaks) {
+  std::string out;
+  for (size_t i = 0; i < peaks.size(); ++i)
+    out += fmt::format("{}{}", i ? ", " : "", format_bytes(peaks[i]));
+  return out;
+}
+
+std::string vpp_text(const Layout& l) {
+  return l.vpp > 0 ? fmt::format("{}", l.vpp) : "–";
+}
+
+size_t feasible_count(const LayoutSearchResult& r) {
+  size_t n = 0;
+  for (const LayoutResult& x : r.ranked) n += x.feasible;
+  return n;
+}
+
+}  // namespace
+
+std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpace& space) {
+  std::string out = fmt::format(
+      "layout search: {} devices ({} per node), {} sampled batch(es), {} tokens; {} layouts, {} "
+      "feasible\n\n",
+      space.num_devices, space.devices_per_node > 0 ? space.devices_per_node : space.num_devices,
+      r.batches, r.tokens, r.ranked.size(), feasible_count(r));
+  out +=
+      "| rank | pp | vpp | ulysses | dp | schedule | tokens/s | step (mean) | peak memory per "
+      "stage | budget | setting (first batch) |\n|---:|---:|---:|---:|---:|---|---:|---:|---|---:|"
+      "---|\n";
+  int rank = 0;
+  for (const LayoutResult& x : r.ranked) {
+    if (!x.feasible) continue;
+    const Layout& l = x.layout;
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | {:.3f} s | {} | {} | {} |\n",
+                       ++rank, l.pp, vpp_text(l), l.ulysses, l.dp, schedule_name(l.schedule),
+                       x.tokens_per_s, x.mean_step_s, peaks_text(x.peak_bytes),
+                       format_bytes(x.budget_bytes), x.setting);
+  }
+  if (feasible_count(r) == r.ranked.size()) return out;
+  out +=
+      "\ninfeasible:\n\n| pp | vpp | ulysses | dp | schedule | reason "
+      "|\n|---:|---:|---:|---:|---|---|\n";
+  for (const LayoutResult& x : r.ranked) {
+    if (x.feasible) continue;
+    const Layout& l = x.layout;
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", l.pp, vpp_text(l), l.ulysses, l.dp,
+                       schedule_name(l.schedule), x.reason);
+  }
+  return out;
+}
+
+std::string layout_search_choice(const LayoutSearchResult& r) {
+  const LayoutResult* best = r.best();
+  if (!best) {
+    std::string why;
+    for (const LayoutResult& x : r.ranked)
+      why += fmt::format("\n  {}: {}", x.layout.describe(), x.reason);
+    fail_config("no layout can run this workload:{}\nraise --memory-budget or change the model",
+                why);
+  }
+  return fmt::format(
+      "{}: predicted {:.0f} tokens/s, step {:.3f} s (best of {} feasible layouts of {}, {} "
+      "sampled batch(es))",
+      best->layout.describe(), best->tokens_per_s, best->mean_step_s, feasible_count(r),
+      r.ranked.size(), r.batches);
+}
+
+nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace& space) {
+  nlohmann::json layouts = nlohmann::json::array();
+  int rank = 0;
+  for (const LayoutResult& x : r.ranked) {
+    const Layout& l = x.layout;
+    nlohmann::json j = {{"pp", l.pp},
+                        {"vpp", l.vpp},
+                        {"ulysses", l.ulysses},
+                        {"dp", l.dp},
+                        {"schedule", schedule_name(l.schedule)},
+                        {"feasible", x.feasible}};
+    if (x.feasible) {
+      j["rank"] = ++rank;
+      j["tokens_per_s"] = x.tokens_per_s;
+      j["mean_step_s"] = x.mean_step_s;
+      j["peak_bytes"] = x.peak_bytes;
+      j["budget_bytes"] = x.budget_bytes;
+      j["setting"] = x.setting;
+    } else {
+      j["reason"] = x.reason;
+    }
+    layouts.push_back(std::move(j));
+  }
+  return {
+      {"num_devices", space.num_devices},
+      {"devices_per_node", space.devices_per_node > 0 ? space.devices_per_node : space.num_devices},
+      {"batches", r.batches},
+      {"tokens", r.tokens},
+      {"layouts", std::move(layouts)}};
+}
+
+}  // namespace infinipipe::sim

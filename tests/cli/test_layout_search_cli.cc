@@ -1,0 +1,131 @@
+// `plan --search-layout` / `simulate --search-layout` through the binary: the ranking table, the
+// JSON of --out, and the errors for options that do not go with it; `auto` degrees outside
+// `train`; `train --pp auto` in one process.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_cli.h"
+#include "common/test_temp.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A small model on 8 A800s, 4 per node, one batch of 16 synthetic GitHub-like sequences.
+const std::string kSmall =
+    "--device a800-80gb --bf16 --num-layers 8 --hidden-size 1024 --num-attention-heads 8 "
+    "--vocab-size 32000 --seq-length 16384 --global-batch-size 16 --num-devices 8 "
+    "--devices-per-node 4 --distribution github";
+
+TEST(LayoutSearchCli, PlanPrintsTheRankingAndWritesItsJson) {
+  const fs::path dir = infinipipe::test::test_temp_path("layoutcli");
+  fs::create_directories(dir);
+  const std::string json = (dir / "layouts.json").string();
+  const ShellResult r =
+      run_cli("plan --search-layout --search-iterations 2 " + kSmall + " --out " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("layout search: 8 devices (4 per node), 2 sampled batch(es)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("| rank | pp | vpp | ulysses | dp | schedule | tokens/s |"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("\nbest: "), std::string::npos) << r.output;
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("num_devices"), 8);
+  EXPECT_EQ(j.at("batches"), 2);
+  const nlohmann::json& first = j.at("layouts").at(0);
+  EXPECT_EQ(first.at("rank"), 1);
+  EXPECT_EQ(first.at("pp").get<int64_t>() * first.at("ulysses").get<int64_t>() *
+                first.at("dp").get<int64_t>(),
+            8);
+  // The table's first row is the JSON's first layout.
+  EXPECT_NE(r.output.find(fmt::format("| 1 | {} | {} | {} | {} | {} |", first.at("pp").get<int>(),
+                                      first.at("vpp").get<int>(), first.at("ulysses").get<int>(),
+                                      first.at("dp").get<int>(),
+                                      first.at("schedule").get<std::string>())),
+            std::string::npos)
+      << r.output;
+  // Without --out the plan's default file is not written.
+  const ShellResult s = run_cli("plan --search-layout " + kSmall);
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(s.output.find("wrote"), std::string::npos) << s.output;
+  fs::remove_all(dir);
+}
+
+TEST(LayoutSearchCli, SimulateSearchesToo) {
+  const ShellResult r = run_cli("simulate --search-layout " + kSmall);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("layout search: 8 devices"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\ninfeasible:\n"), std::string::npos) << r.output;
+}
+
+TEST(LayoutSearchCli, OptionsThatDoNotGoWithTheSearchAreErrors) {
+  for (const std::string& args :
+       {"plan --search-iterations 2 " + kSmall, "plan --search-layout --explain " + kSmall,
+        "plan --search-layout --replica 1 " + kSmall,
+        "plan --search-layout --search-iterations 0 " + kSmall, "plan --search-threads 2 " + kSmall,
+        "plan --search-layout --search-threads -1 " + kSmall,
+        "simulate --search-layout --compare " + kSmall, "simulate --out x.json " + kSmall}) {
+    const ShellResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("infinipipe: error"), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
+TEST(LayoutSearchCli, AutoDegreesAreForTrainOnly) {
+  for (const char* flag : {"--pp auto", "--dp auto", "--vpp auto", "--ulysses-degree auto"}) {
+    const ShellResult r = run_cli(std::string("plan --distribution github ") + flag);
+    EXPECT_EQ(r.exit_code, 2) << flag << "\n" << r.output;
+    EXPECT_NE(r.output.find("auto is chosen by `infinipipe train`"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("--search-layout"), std::string::npos) << r.output;
+  }
+  const ShellResult neg = run_cli("config show --pp -1");
+  EXPECT_EQ(neg.exit_code, 2) << neg.output;
+  EXPECT_NE(neg.output.find("must be a positive integer or auto"), std::string::npos) << neg.output;
+}
+
+TEST(LayoutSearchCli, TrainInOneProcessResolvesAutoToOneRank) {
+  const fs::path dir = infinipipe::test::test_temp_path("layoutcli_train");
+  fs::create_directories(dir);
+  const std::string corpus = (dir / "corpus").string();
+  ASSERT_EQ(run_cli("data synth --output " + corpus + " --seq-length 128").exit_code, 0);
+  const std::string common =
+      " --num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 128 "
+      "--global-batch-size 4 --train-iters 1 --cost-model-update off --data-path " +
+      corpus;
+  const ShellResult r = run_cli("train --pp auto --dp auto --search-iterations 2" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("layout search over 1 ranks (what train runs: pp x dp, ulysses 1, "
+                          "schedule epp): pp 1 x vpp 1 x ulysses 1 x dp 1, epp: predicted"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("2 sampled batch(es)"), std::string::npos) << r.output;
+  const ShellResult none = run_cli("train --pp auto --memory-budget 64KiB" + common);
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("no layout can run this workload:\n  pp 1 x vpp 1 x ulysses 1 x dp 1, "
+                             "epp: over budget by"),
+            std::string::npos)
+      << none.output;
+  const ShellResult per =
+      run_cli("train --pp auto --num-layers-per-virtual-pipeline-stage 1" + common);
+  EXPECT_EQ(per.exit_code, 2) << per.output;
+  EXPECT_NE(per.output.find("give --vpp N (or --vpp auto) instead"), std::string::npos)
+      << per.output;
+  const ShellResult i = run_cli("train --search-iterations 2" + common);
+  EXPECT_EQ(i.exit_code, 2) << i.output;
+  EXPECT_NE(i.output.find("--search-iterations sizes the layout search"), std::string::npos)
+      << i.output;
+  fs::remove_all(dir);
+}
+
+}  // namespace

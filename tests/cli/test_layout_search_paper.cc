@@ -1,0 +1,110 @@
+// The twelve paper settings (examples/llama{7b,13b,30b}-{48k,96k}.yaml x github / commoncrawl,
+// A800 preset, one global batch each): EPP in the layout the search picks for it against every
+// tuned baseline of `simulate --compare --baselines tuned` on the same batch (each pipeline
+// schedule tuned in the example's own layout, and the Ulysses baseline's own search).
+// Every setting prints its ratio; the ones listed in kHolds must have EPP at least as fast.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/options.h"
+#include "core/error.h"
+#include "data/lengths.h"
+#include "obs/profile.h"
+#include "plan/planner.h"
+#include "sim/layout_search.h"
+#include "sim/simulator.h"
+#include "sim/ulysses.h"
+
+namespace infinipipe {
+namespace {
+
+// Where EPP in its searched layout beats every tuned baseline with today's planner and cost
+// model. The rest are printed with their gap (see the test's output).
+// Today EPP trails in the four 48K settings of 7B and 13B, where memory does not bind: by 3.1%
+// (7B github, interleaved 1F1B), 5.7% (7B commoncrawl, Ulysses), 2.5% (13B github, Ulysses) and
+// 5.8% (13B commoncrawl, Ulysses).
+const std::vector<std::string> kHolds = {"llama7b-96k github",  "llama7b-96k commoncrawl",
+                                         "llama13b-96k github", "llama13b-96k commoncrawl",
+                                         "llama30b-48k github", "llama30b-48k commoncrawl",
+                                         "llama30b-96k github", "llama30b-96k commoncrawl"};
+
+Config example_config(const std::string& name) {
+  const std::string path = std::string(INFINIPIPE_SOURCE_DIR) + "/examples/" + name + ".yaml";
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  Config cfg;
+  cli::apply_yaml(cfg, text.str(), path);
+  cfg.validate();
+  return cfg;
+}
+
+struct Best {
+  std::string name;
+  double tokens_per_s = 0;
+};
+
+// The fastest row of `simulate --compare --baselines tuned` but EPP's, on this batch.
+Best best_tuned_baseline(const Config& cfg, const cost::CostModel& cm,
+                         const std::vector<int64_t>& batch) {
+  Best best;
+  for (Schedule s :
+       {Schedule::one_f_one_b, Schedule::interleaved, Schedule::gpipe, Schedule::seq1f1b}) {
+    try {
+      const plan::PlanResult r = plan::make_plan_detailed(cfg, cm, batch, s);
+      const sim::StepResult st = sim::simulate(r.plan, cm, cfg);
+      const double tps = st.tokens_per_second * static_cast<double>(cfg.parallel.data_parallel);
+      if (!st.oom && tps > best.tokens_per_s) best = {schedule_name(s), tps};
+    } catch (const ConfigError&) {
+      // Out of memory or not runnable here: the compare table's "OOM" / "n/a" rows.
+    }
+  }
+  const sim::UlyssesResult u = sim::simulate_ulysses(cm, cfg, batch);
+  if (!u.oom && u.tokens_per_s > best.tokens_per_s) best = {"ulysses", u.tokens_per_s};
+  return best;
+}
+
+TEST(LayoutSearchPaper, SearchedEppAgainstEveryTunedBaseline) {
+  std::string report;
+  for (const char* example : {"llama7b-48k", "llama7b-96k", "llama13b-48k", "llama13b-96k",
+                              "llama30b-48k", "llama30b-96k"})
+    for (const char* dist : {"github", "commoncrawl"}) {
+      const Config cfg = example_config(example);
+      const cost::CostModel cm = obs::planning_cost_model(cfg);
+      // The batch `simulate --distribution DIST` plans at --iteration 0.
+      std::vector<int64_t> batch =
+          data::lengths_synthetic(dist, cfg.training.global_batch_size, cfg.model.seq_length,
+                                  static_cast<uint64_t>(cfg.training.seed));
+      for (int64_t& len : batch) len = std::min(len, cfg.model.seq_length);
+      const Best baseline = best_tuned_baseline(cfg, cm, batch);
+
+      sim::LayoutSpace space;
+      space.num_devices = cfg.cluster.num_devices;
+      space.devices_per_node = cfg.cluster.devices_per_node;
+      space.schedules = {Schedule::epp};
+      space.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      const std::vector<std::vector<int64_t>> batches = {batch};
+      const sim::LayoutSearchResult r = sim::layout_search(cfg, cm, space, batches);
+      ASSERT_NE(r.best(), nullptr) << example << " " << dist;
+      const std::string key = fmt::format("{} {}", example, dist);
+      const double ratio = r.best()->tokens_per_s / baseline.tokens_per_s;
+      report += fmt::format("{}: epp {} {:.0f} tokens/s, best tuned baseline {} {:.0f} ({:.3f}x)\n",
+                            key, r.best()->layout.describe(), r.best()->tokens_per_s, baseline.name,
+                            baseline.tokens_per_s, ratio);
+      if (std::find(kHolds.begin(), kHolds.end(), key) != kHolds.end()) {
+        EXPECT_GE(r.best()->tokens_per_s, baseline.tokens_per_s) << key;
+      }
+    }
+  std::printf("%s", report.c_str());
+}
+
+}  // namespace
+}  // namespace infinipipe

@@ -1,0 +1,131 @@
+// `mpirun -np N infinipipe train --pp auto --dp auto`: rank 0 searches the layouts of N ranks on
+// the run's own batches, every rank trains with the one chosen, and the losses are those of the
+// same layout given explicitly; the checkpoint's configuration holds the resolved degrees.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/shell_run.h"
+#include "common/test_temp.h"
+#include "common/text_count.h"
+#include "dist_test_util.h"
+
+namespace infinipipe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DistAutoLayout : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
+    dir_ = test::test_temp_path("distauto");
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const testing::ShellResult j =
+        testing::shell_run(fmt::format("{} data synth --output {} --seq-length 256",
+                                       INFINIPIPE_BINARY, (dir_ / "corpus").string()));
+    ASSERT_EQ(j.exit_code, 0) << j.output;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // 3 iterations of a small Llama under a 6 MiB budget (a pipeline of one stage does not fit
+  // every layout), the cost model not refitted so two runs plan alike.
+  std::string mpirun(int np, const std::string& layout, const std::string& metrics) const {
+    return fmt::format(
+        "timeout -s KILL 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np {} env "
+        "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive {} train --num-layers 4 --hidden-size 64 "
+        "--num-attention-heads 4 --num-query-groups 2 --group-query-attention --seq-length 256 "
+        "--global-batch-size 8 --device cpu --memory-budget 6MiB --cost-model-update off "
+        "--train-iters 3 --data-path {} --metrics {} {}",
+        np, INFINIPIPE_BINARY, (dir_ / "corpus").string(), metrics, layout);
+  }
+
+  static std::vector<std::string> losses(const std::string& metrics) {
+    std::ifstream in(metrics);
+    std::vector<std::string> out;
+    const std::regex loss("\"loss\":([-0-9.e+]+)");
+    std::smatch m;
+    for (std::string line; std::getline(in, line);)
+      if (std::regex_search(line, m, loss)) out.push_back(m[1]);
+    return out;
+  }
+
+  // Trains with `auto` on np ranks, then with the layout it chose given as numbers.
+  // `layouts`: how many (pp, dp) the search must have considered.
+  void expect_auto_equals_explicit(int np, const std::string& auto_flags, int layouts) {
+    const std::string auto_metrics = (dir_ / "auto.jsonl").string();
+    const std::string ck = (dir_ / "ck").string();
+    const testing::ShellResult a =
+        testing::shell_run(mpirun(np, fmt::format("{} --save {}", auto_flags, ck), auto_metrics));
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    EXPECT_EQ(testing::text_count(a.output, "layout search over"), 1) << a.output;
+    std::smatch m;
+    const std::regex chosen(fmt::format(
+        "layout search over {} ranks \\(what train runs: pp x dp, ulysses 1, schedule epp\\): pp "
+        "([0-9]+) x vpp 1 x ulysses 1 x dp ([0-9]+), epp: predicted [0-9]+ tokens/s",
+        np));
+    ASSERT_TRUE(std::regex_search(a.output, m, chosen)) << a.output;
+    const int pp = std::stoi(m[1]), dp = std::stoi(m[2]);
+    EXPECT_EQ(pp * dp, np);
+    EXPECT_NE(a.output.find(fmt::format("layouts of {}, 4 sampled batch(es)", layouts)),
+              std::string::npos)
+        << a.output;
+    EXPECT_NE(a.output.find(fmt::format("pp {} x dp {}, 3 iterations", pp, dp)), std::string::npos)
+        << a.output;
+
+    const std::string given_metrics = (dir_ / "given.jsonl").string();
+    const testing::ShellResult g =
+        testing::shell_run(mpirun(np, fmt::format("--pp {} --dp {}", pp, dp), given_metrics));
+    ASSERT_EQ(g.exit_code, 0) << g.output;
+    EXPECT_EQ(g.output.find("layout search"), std::string::npos) << g.output;
+    const std::vector<std::string> want = losses(given_metrics);
+    ASSERT_EQ(want.size(), 3u) << g.output;
+    EXPECT_EQ(losses(auto_metrics), want);
+
+    // The checkpoint keeps the resolved degrees, not "auto".
+    std::ifstream state(fs::path(ck) / "iter_0000003" / "state.json");
+    std::stringstream text;
+    text << state.rdbuf();
+    EXPECT_NE(text.str().find(fmt::format("pipeline-model-parallel-size: {}\\n", pp)),
+              std::string::npos);
+    EXPECT_NE(text.str().find(fmt::format("data-parallel-size: {}\\n", dp)), std::string::npos);
+    EXPECT_EQ(text.str().find(": auto\\n"), std::string::npos);
+  }
+
+  fs::path dir_;
+};
+
+// --pp auto alone: dp, not given, is searched along (pp 1 x dp 2 or pp 2 x dp 1).
+TEST_F(DistAutoLayout, TwoRanksTrainTheChosenLayoutWithItsLosses) {
+  expect_auto_equals_explicit(2, "--pp auto", 2);
+}
+
+TEST_F(DistAutoLayout, FourRanksTrainTheChosenLayoutWithItsLosses) {
+  expect_auto_equals_explicit(4, "--pp auto --dp auto", 3);
+}
+
+// A fixed degree narrows the search: dp 2 of 4 ranks leaves pp 2.
+TEST_F(DistAutoLayout, FixedDegreeIsKeptAndVppAutoNeedsInterleaved) {
+  const testing::ShellResult a = testing::shell_run(
+      mpirun(4, "--pp auto --dp 2 --train-iters 1", (dir_ / "m.jsonl").string()));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("pp 2 x vpp 1 x ulysses 1 x dp 2, epp"), std::string::npos) << a.output;
+  const testing::ShellResult v =
+      testing::shell_run(mpirun(2, "--vpp auto --train-iters 1", (dir_ / "v.jsonl").string()));
+  EXPECT_EQ(v.exit_code, 2) << v.output;
+  EXPECT_EQ(testing::text_count(v.output, "infinipipe: error"), 1) << v.output;
+  EXPECT_NE(v.output.find("use --schedule interleaved"), std::string::npos) << v.output;
+}
+
+}  // namespace
+}  // namespace infinipipe
