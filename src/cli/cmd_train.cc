@@ -33,6 +33,7 @@ struct TrainArgs {
   std::string timings;
   std::string trace;
   std::string trace_iterations;
+  bool trace_explain = false;
   bool quiet = false;
 };
 
@@ -79,6 +80,10 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
     }
     opts.trace_iterations = obs::trace_iterations_parse(a.trace_iterations);
   }
+  if (a.trace_explain && a.trace.empty()) {
+    throw ConfigError("--trace-explain explains the plans --trace saves: add --trace DIR");
+  }
+  opts.trace_explain = a.trace_explain;
   opts.tensorboard_dir = opts.config.training.tensorboard_dir;
   if (!a.trace.empty() && a.metrics.empty() && a.log_dir.empty()) {
     opts.metrics_path = runtime::train_metrics_path("", a.trace, "");  // next to the traces
@@ -146,6 +151,9 @@ void add_train_command(CLI::App& app) {
                   "report DIR` compares them with the predictions");
   cmd->add_option("--trace-iterations", args->trace_iterations,
                   "the iterations --trace records, FIRST-LAST or N (default: 1-50)");
+  cmd->add_flag("--trace-explain", args->trace_explain,
+                "save each traced plan with its explanation (as `plan --explain`), which "
+                "`infinipipe report DIR` shows");
   cmd->add_flag("--quiet,-q", args->quiet, "no per-iteration lines and no progress line");
   cmd->callback([args] { run_train(*args); });
 }

@@ -83,7 +83,7 @@ struct EppSearch {
       Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
       ++knobs.candidates;
       least.offer(c);
-      explain_record(explain, label + ", " + grouping, k, c);
+      explain_record(explain, label + ", " + grouping, k, c).recompute_layers = fixed_r;
       if (c.fits) {
         const double t = c.plan.predicted_step_time;
         if (!have || t < best.plan.predicted_step_time) {
