@@ -84,6 +84,16 @@ TEST_F(ReportExplainCli, TracedPlansCarryTheirExplanationAndThePageShowsIt) {
   EXPECT_NE(html.find("<option value=\"2-0\" selected>iteration 2, replica 0</option>"),
             std::string::npos);
   EXPECT_NE(html.find("<select id=\"explain-plan\">"), std::string::npos);
+
+  // A damaged explanation is an error naming the file and the field, not a page without it.
+  const fs::path first = run() / "plans" / "iter-00000001-replica0.json";
+  json damaged = json_read(first);
+  damaged["explain"]["candidates"][0]["chunks"] = "many";
+  std::ofstream(first) << damaged.dump(1);
+  const ShellResult bad = run_cli("report " + run().string());
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find(first.string()), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("explain: candidates[0]: chunks"), std::string::npos) << bad.output;
 }
 
 TEST_F(ReportExplainCli, WithoutTheFlagPlansCarryNoneAndThePageSaysHow) {
