@@ -125,18 +125,19 @@ struct Search {
 
 // Evaluates setting `k` with static recompute: tuned by bisection (the least count that fits),
 // or the user's fixed Megatron choice. Every count tried is recorded; the kept one is offered.
-void evaluate_static(const Config& cfg, const cost::CostModel& cm,
-                     std::span<const int64_t> lengths, const CandidateSpec& spec, PlanKnobs k,
-                     Search& search) {
+void evaluate_static(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> lengths,
+                     const CandidateSpec& spec, PlanKnobs k, Search& search) {
   const int32_t max_r = max_stage_layers(*spec.stages);
   const size_t first = search.explain.candidates.size();
   Candidate c;
   if (cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive) {
-    c = planner_least_recompute(cfg, cm, lengths, spec, max_r,
-                                [&](int32_t r, const Candidate& tried) { search.record(tried, k, r); });
+    c = planner_least_recompute(
+        cfg, cm, lengths, spec, max_r,
+        [&](int32_t r, const Candidate& tried) { search.record(tried, k, r); });
     k.recompute_layers = 0;
     for (const auto& list : c.plan.actions)
-      for (const Action& a : list) k.recompute_layers = std::max(k.recompute_layers, a.recompute_layers);
+      for (const Action& a : list)
+        k.recompute_layers = std::max(k.recompute_layers, a.recompute_layers);
   } else {
     CandidateSpec s = spec;
     s.static_recompute = megatron_recompute_layers(cfg.parallel, max_r);

@@ -46,9 +46,10 @@ std::string pack_rule(const PlanExplain& ex, const Plan& plan) {
   if (plan.schedule == "epp")
     return "whole sequences, Best-Fit-Decreasing by tokens up to the longest sequence's length";
   if (plan.schedule == "seq1f1b")
-    return win ? fmt::format("micro-batches of at most {} tokens (Best-Fit-Decreasing), each cut "
-                             "into {} piece(s) of equal cost",
-                             win->micro_batch_tokens, win->k)
+    return win ? fmt::format(
+                     "micro-batches of at most {} tokens (Best-Fit-Decreasing), each cut "
+                     "into {} piece(s) of equal cost",
+                     win->micro_batch_tokens, win->k)
                : "micro-batches cut into pieces of equal cost";
   if (win && win->micro_batch_size > 0)
     return fmt::format("{} consecutive sequence(s) per micro-batch, in batch order",
@@ -154,7 +155,8 @@ void explain_verdicts(PlanExplain& ex, size_t chosen, int64_t budget) {
       c.verdict = fmt::format("rank {} over budget by {}", worst,
                               format_bytes(c.peak_bytes[worst] - budget));
     } else if (c.step_time == win.step_time) {
-      c.verdict = fmt::format("as fast as the chosen {}, which the search found first", win.setting);
+      c.verdict =
+          fmt::format("as fast as the chosen {}, which the search found first", win.setting);
     } else if (c.step_time > win.step_time) {
       c.verdict = fmt::format("{:.1f}% slower than the chosen {}",
                               100 * (c.step_time - win.step_time) / win.step_time, win.setting);

@@ -70,7 +70,7 @@ struct PlanExplain {
   // packed by tokens, or a schedule without the processor).
   bool has_limits = false;
   PackLimits limits;
-  int32_t relaxed = 0;   // short sequences placed above T_t
+  int32_t relaxed = 0;    // short sequences placed above T_t
   std::string pack_rule;  // how the chosen plan put whole sequences into chunks
   std::vector<ExplainCut> cuts;
   std::vector<ExplainPack> packs;

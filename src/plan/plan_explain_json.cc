@@ -44,10 +44,10 @@ json explain_to_json(const PlanExplain& ex) {
   json rec = json::array();
   for (const ExplainRecompute& r : ex.recompute)
     rec.push_back({r.stage, r.chunk, r.rank, r.layers, r.max_layers, r.saved_bytes, r.time});
-  json j = {{"schedule", ex.schedule},        {"candidates", std::move(cands)},
-            {"notes", ex.notes},              {"pack_rule", ex.pack_rule},
-            {"cuts", std::move(cuts)},        {"packs", std::move(packs)},
-            {"recompute", std::move(rec)},    {"recompute_time", ex.recompute_time}};
+  json j = {{"schedule", ex.schedule},     {"candidates", std::move(cands)},
+            {"notes", ex.notes},           {"pack_rule", ex.pack_rule},
+            {"cuts", std::move(cuts)},     {"packs", std::move(packs)},
+            {"recompute", std::move(rec)}, {"recompute_time", ex.recompute_time}};
   if (ex.has_limits)
     j["limits"] = {{"time_threshold", ex.limits.time_threshold},
                    {"token_threshold", ex.limits.token_threshold},

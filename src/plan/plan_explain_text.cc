@@ -44,8 +44,7 @@ void text_slicing(std::string& s, const PlanExplain& ex) {
 }
 
 void text_packs(std::string& s, const PlanExplain& ex) {
-  s += fmt::format("packing: {} chunks of whole sequences ({})\n", ex.packs.size(),
-                   ex.pack_rule);
+  s += fmt::format("packing: {} chunks of whole sequences ({})\n", ex.packs.size(), ex.pack_rule);
   for (size_t i = 0; i < ex.packs.size() && i < kTextRows; ++i) {
     const ExplainPack& p = ex.packs[i];
     std::string what = p.tail_of >= 0 ? fmt::format("tail of seq {} + ", p.tail_of) : "";

@@ -16,7 +16,9 @@ using Key = std::pair<int64_t, int32_t>;
 // Lists longer than this fold into a <details> (every row is kept).
 constexpr size_t kOpenRows = 16;
 
-std::string key_value(const Key& k) { return fmt::format("{}-{}", k.first, k.second); }
+std::string key_value(const Key& k) {
+  return fmt::format("{}-{}", k.first, k.second);
+}
 
 std::string bytes_list(const std::vector<int64_t>& bytes) {
   std::string s;
@@ -24,7 +26,9 @@ std::string bytes_list(const std::vector<int64_t>& bytes) {
   return s;
 }
 
-std::string td(const std::string& text) { return "<td>" + svg_escape(text) + "</td>"; }
+std::string td(const std::string& text) {
+  return "<td>" + svg_escape(text) + "</td>";
+}
 
 std::string table_open(const std::vector<const char*>& heads) {
   std::string h = "<table>\n<tr>";
@@ -45,8 +49,8 @@ std::string candidates_html(const plan::PlanExplain& ex) {
       "fits the budget, every other says why it lost.</p>\n",
       ex.candidates.size());
   if (ex.candidates.empty()) return h + "<p class=\"note\">None recorded.</p>\n";
-  h += table_open({"", "setting", "chunks", "pipelines", "predicted step", "peak per rank",
-                   "fits", "verdict"});
+  h += table_open(
+      {"", "setting", "chunks", "pipelines", "predicted step", "peak per rank", "fits", "verdict"});
   for (const plan::ExplainCandidate& c : ex.candidates) {
     h += c.chosen ? "<tr class=\"chosen\"><td>&#9733;</td>" : "<tr><td></td>";
     h += td(c.setting) + fmt::format("<td>{}</td><td>{}</td>", c.chunks, c.pipelines) +
@@ -75,8 +79,8 @@ std::string cuts_html(const plan::PlanExplain& ex) {
   for (const plan::ExplainCut& c : ex.cuts) {
     std::string slices;
     for (size_t i = 0; i < c.lens.size(); ++i)
-      slices += fmt::format("{}[{}, +{}) {:.5f} s", i ? " " : "", c.offsets[i], c.lens[i],
-                            c.times[i]);
+      slices +=
+          fmt::format("{}[{}, +{}) {:.5f} s", i ? " " : "", c.offsets[i], c.lens[i], c.times[i]);
     h += fmt::format("<tr><td>{}</td><td>{}</td>", c.seq, c.length) + td(c.rule) + td(slices) +
          "</tr>\n";
   }
@@ -84,9 +88,10 @@ std::string cuts_html(const plan::PlanExplain& ex) {
 }
 
 std::string packs_html(const plan::PlanExplain& ex) {
-  std::string h = fmt::format("<h4>Packs</h4>\n<p class=\"note\">{} chunk(s) of whole sequences: "
-                              "{}.</p>\n",
-                              ex.packs.size(), svg_escape(ex.pack_rule));
+  std::string h = fmt::format(
+      "<h4>Packs</h4>\n<p class=\"note\">{} chunk(s) of whole sequences: "
+      "{}.</p>\n",
+      ex.packs.size(), svg_escape(ex.pack_rule));
   if (ex.packs.empty()) return h;
   std::string t = table_open({"chunk", "tail slice of", "whole sequences", "tokens", "seconds"});
   for (const plan::ExplainPack& p : ex.packs) {
@@ -144,9 +149,10 @@ std::string html_explain(const std::map<Key, plan::PlanExplain>& explains,
                          int64_t shown_iteration) {
   std::string h = "<h2>Why these plans</h2>\n";
   if (explains.empty()) {
-    return h + "<p class=\"note\">The traced plans carry no explanation; trace with "
-               "<code>train --trace DIR --trace-explain</code> to see the settings each "
-               "iteration's planner evaluated and why it chose its plan.</p>\n";
+    return h +
+           "<p class=\"note\">The traced plans carry no explanation; trace with "
+           "<code>train --trace DIR --trace-explain</code> to see the settings each "
+           "iteration's planner evaluated and why it chose its plan.</p>\n";
   }
   const Key shown =
       explains.count({shown_iteration, 0}) ? Key{shown_iteration, 0} : explains.rbegin()->first;

@@ -13,10 +13,10 @@
 #include <fmt/format.h>
 
 #include "common/test_temp.h"
+#include "explain_test_util.h"
 #include "plan/plan_explain.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
-#include "explain_test_util.h"
 
 namespace infinipipe::plan {
 namespace {

@@ -24,7 +24,9 @@ namespace {
 using testing::example_config;
 using testing::example_lengths;
 
-int64_t max_of(const std::vector<int64_t>& v) { return *std::max_element(v.begin(), v.end()); }
+int64_t max_of(const std::vector<int64_t>& v) {
+  return *std::max_element(v.begin(), v.end());
+}
 
 size_t chosen_index(const PlanExplain& ex) {
   size_t n = 0, at = 0;
@@ -49,9 +51,9 @@ void expect_verdict(const ExplainCandidate& c, const ExplainCandidate& win, int6
     EXPECT_EQ(c.verdict, "as fast as the chosen " + win.setting + ", which the search found first");
   } else {
     EXPECT_GT(c.step_time, win.step_time);
-    EXPECT_EQ(c.verdict, fmt::format("{:.1f}% slower than the chosen {}",
-                                     100 * (c.step_time - win.step_time) / win.step_time,
-                                     win.setting));
+    EXPECT_EQ(c.verdict,
+              fmt::format("{:.1f}% slower than the chosen {}",
+                          100 * (c.step_time - win.step_time) / win.step_time, win.setting));
   }
 }
 
@@ -183,7 +185,8 @@ TEST_F(BatchLevelExplain, RecomputeBisectionListsEveryCountTried) {
   bool saw_more = false;
   for (const ExplainCandidate& c : ex.candidates) {
     expect_verdict(c, win, cfg.training.memory_budget);
-    if (c.micro_batch_tokens != win.micro_batch_tokens || c.micro_batch_size != win.micro_batch_size)
+    if (c.micro_batch_tokens != win.micro_batch_tokens ||
+        c.micro_batch_size != win.micro_batch_size)
       continue;
     if (c.recompute_layers < win.recompute_layers) {
       EXPECT_FALSE(c.fits) << c.setting;
@@ -194,7 +197,8 @@ TEST_F(BatchLevelExplain, RecomputeBisectionListsEveryCountTried) {
       EXPECT_GT(c.step_time, win.step_time) << c.setting;
     }
   }
-  EXPECT_TRUE(saw_more) << "the bisection tries the most recompute before narrowing\n" << explain_text(ex);
+  EXPECT_TRUE(saw_more) << "the bisection tries the most recompute before narrowing\n"
+                        << explain_text(ex);
   // Each setting's first try is no recompute.
   for (size_t i = 0; i < ex.candidates.size(); ++i) {
     const bool first_of_setting =
@@ -232,7 +236,8 @@ TEST(Seq1f1bExplain, ListsEveryCapacityAndSliceCount) {
   spec.static_recompute = 0;
   EXPECT_EQ(planner_evaluate(cfg, cm, lengths, std::move(spec)).plan.predicted_step_time,
             win.step_time);
-  for (const ExplainCandidate& c : ex.candidates) expect_verdict(c, win, cfg.training.memory_budget);
+  for (const ExplainCandidate& c : ex.candidates)
+    expect_verdict(c, win, cfg.training.memory_budget);
 
   explain_chosen_plan(r.explain, r.plan, cfg, cm);
   EXPECT_NE(r.explain.pack_rule.find(fmt::format("at most {} tokens", win.micro_batch_tokens)),
