@@ -1,3 +1,5 @@
+// Recording the search's candidates and their verdicts, and explaining the chosen plan's cuts,
+// packs and recompute.
 #include "plan/plan_explain.h"
 
 #include <algorithm>

@@ -1,8 +1,10 @@
-// Why a plan is what it is: the settings the planner's search evaluated (with their predicted
+// Why a plan is what it is: the settings the planner's search evaluated (EPP's K and grouping,
+// a baseline tuner's micro-batch, slices, vpp and static recompute counts; with their predicted
 // step time, peak memory per rank and the reason each lost), and for the chosen plan how the long
 // sequences were cut, how the short ones were packed and which (stage, chunk) recomputes what.
 // Collected while the search runs; every number is one the planner computed. `plan --explain`
-// prints it and saves it as the plan JSON's optional "explain" object (docs/plan-format.md).
+// prints it and saves it as the plan JSON's optional "explain" object (docs/plan-format.md);
+// `train --trace-explain` saves it with the traced plans, and the report shows it.
 #pragma once
 
 #include <cstdint>
