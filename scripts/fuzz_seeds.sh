@@ -33,6 +33,8 @@ model=(--hidden-size 8 --ffn-hidden-size 8 --num-attention-heads 2 --seq-length 
 printf '%s\n' 64 40 17 9 >"$tmp/lengths.txt"
 $bin plan "${model[@]}" --num-layers 2 --pp 2 --num-devices 2 --global-batch-size 4 --lengths "$tmp/lengths.txt" \
   --out "$corpus/plan_json/plan.json" >/dev/null
+$bin plan "${model[@]}" --num-layers 2 --pp 2 --num-devices 2 --global-batch-size 4 --lengths "$tmp/lengths.txt" \
+  --explain --out "$corpus/plan_json/plan-explained.json" >/dev/null
 OMP_NUM_THREADS=1 $bin train "${model[@]}" --num-layers 1 --data-path "$tmp/synth" --global-batch-size 2 \
   --train-iters 2 --save "$tmp/ckpt" --trace "$tmp/run" --quiet >/dev/null
 iter=$(ls -d "$tmp"/ckpt/iter_* | tail -1)
