@@ -31,6 +31,7 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
 p.note { font-size: 13px; color: #444; max-width: 1000px; }
 h4 { font-size: 14px; margin-bottom: 4px; } tr.chosen td { font-weight: bold; background: #eef6ee; }
+td.text { text-align: left; } ul.note { font-size: 13px; color: #444; }
 #render-check { font-size: 11px; color: #888; }
 )";
 

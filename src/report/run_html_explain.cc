@@ -26,8 +26,9 @@ std::string bytes_list(const std::vector<int64_t>& bytes) {
   return s;
 }
 
+// A cell of text (left-aligned; the page right-aligns numbers).
 std::string td(const std::string& text) {
-  return "<td>" + svg_escape(text) + "</td>";
+  return "<td class=\"text\">" + svg_escape(text) + "</td>";
 }
 
 std::string table_open(const std::vector<const char*>& heads) {
@@ -54,7 +55,7 @@ std::string candidates_html(const plan::PlanExplain& ex) {
   for (const plan::ExplainCandidate& c : ex.candidates) {
     h += c.chosen ? "<tr class=\"chosen\"><td>&#9733;</td>" : "<tr><td></td>";
     h += td(c.setting) + fmt::format("<td>{}</td><td>{}</td>", c.chunks, c.pipelines) +
-         td(fmt::format("{:.4f} s", c.step_time)) + td(bytes_list(c.peak_bytes)) +
+         fmt::format("<td>{:.4f} s</td>", c.step_time) + td(bytes_list(c.peak_bytes)) +
          td(c.fits ? "yes" : "no") + td(c.verdict) + "</tr>\n";
   }
   h += "</table>\n";
@@ -120,12 +121,14 @@ std::string recompute_html(const plan::PlanExplain& ex) {
     h += fmt::format(" ({:.4f} s on the critical waves, the recompute solve's objective)",
                      ex.recompute_time);
   h += ".</p>\n";
-  if (ex.recompute.empty()) return h;
+  if (ex.recompute.empty())
+    return "<h4>Recompute</h4>\n<p class=\"note\">No (stage, chunk) recomputes: every chunk "
+           "keeps its activations from forward to backward.</p>\n";
   std::string t = table_open({"stage", "chunk", "rank", "layers", "saves", "costs"});
   for (const plan::ExplainRecompute& r : ex.recompute)
     t += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}/{}</td>", r.stage, r.chunk,
                      r.rank, r.layers, r.max_layers) +
-         td(format_bytes(r.saved_bytes)) + td(fmt::format("{:.5f} s", r.time)) + "</tr>\n";
+         fmt::format("<td>{}</td><td>{:.5f} s</td></tr>\n", format_bytes(r.saved_bytes), r.time);
   t += "</table>\n";
   return h + folded(fmt::format("{} recomputing (stage, chunk)", ex.recompute.size()), t,
                     ex.recompute.size());

@@ -77,7 +77,7 @@ TEST_F(ReportExplainCli, TracedPlansCarryTheirExplanationAndThePageShowsIt) {
       ++chosen;
       EXPECT_EQ(c.at("predicted_step_time"), plan.at("predicted_step_time"));
       EXPECT_EQ(c.at("predicted_peak_bytes"), plan.at("predicted_peak_bytes"));
-      EXPECT_NE(html.find("<tr class=\"chosen\"><td>&#9733;</td><td>" +
+      EXPECT_NE(html.find("<tr class=\"chosen\"><td>&#9733;</td><td class=\"text\">" +
                           escaped(c.at("setting").get<std::string>()) + "</td>"),
                 std::string::npos)
           << c.dump();

@@ -49,7 +49,8 @@ TEST(RunHtmlExplain, ShowsEveryCandidateAndTheChosenPlansCutsPacksAndRecompute) 
   for (const plan::ExplainCandidate& c : ex.candidates) {
     EXPECT_NE(h.find(svg_escape(c.verdict)), std::string::npos) << c.verdict;
     if (c.chosen) {
-      EXPECT_NE(h.find("<tr class=\"chosen\"><td>&#9733;</td><td>" + svg_escape(c.setting)),
+      EXPECT_NE(h.find("<tr class=\"chosen\"><td>&#9733;</td><td class=\"text\">" +
+                       svg_escape(c.setting)),
                 std::string::npos);
     }
   }
