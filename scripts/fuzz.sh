@@ -15,10 +15,10 @@ limit=(-max_total_time="$seconds")
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(config_yaml megatron_idx safetensors checkpoint_json plan_json calibration_json
-    trace_json metrics_jsonl data_prepare)
+    trace_json metrics_jsonl data_prepare cost_fit_json tokenizer_config_json)
 fi
 status=0
-printf '%-18s %10s %8s %6s %s\n' target runs exec/s cov result
+printf '%-22s %10s %8s %6s %s\n' target runs exec/s cov result
 for t in "${targets[@]}"; do
   bin=build-fuzz/fuzz/fuzz_$t
   [ -x "$bin" ] || { echo "fuzz: $bin is missing; run \`make fuzz\` (it builds them)"; exit 2; }
@@ -38,6 +38,6 @@ for t in "${targets[@]}"; do
     result="FINDING (see $log)"
     status=1
   fi
-  printf '%-18s %10s %8s %6s %s\n' "$t" "${runs:-?}" "${speed:-?}" "${cov:-?}" "$result"
+  printf '%-22s %10s %8s %6s %s\n' "$t" "${runs:-?}" "${speed:-?}" "${cov:-?}" "$result"
 done
 exit $status

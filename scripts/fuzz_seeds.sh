@@ -9,7 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 corpus=fuzz/corpus
 rm -rf "$corpus"
-mkdir -p "$corpus"/{config_yaml,megatron_idx,safetensors,checkpoint_json,plan_json,calibration_json,trace_json,metrics_jsonl,data_prepare}
+mkdir -p "$corpus"/{config_yaml,megatron_idx,safetensors,checkpoint_json,plan_json,calibration_json,trace_json,metrics_jsonl,data_prepare,cost_fit_json,tokenizer_config_json}
 
 # data prepare: its JSON-lines input and the indexed dataset it writes.
 printf '%s\n' '{"text": "hello world"}' '{"text": "a second, longer document: ünïcødé"}' \
@@ -33,6 +33,8 @@ model=(--hidden-size 8 --ffn-hidden-size 8 --num-attention-heads 2 --seq-length 
 printf '%s\n' 64 40 17 9 >"$tmp/lengths.txt"
 $bin plan "${model[@]}" --num-layers 2 --pp 2 --num-devices 2 --global-batch-size 4 --lengths "$tmp/lengths.txt" \
   --out "$corpus/plan_json/plan.json" >/dev/null
+$bin plan "${model[@]}" --num-layers 2 --pp 2 --num-devices 2 --global-batch-size 4 --lengths "$tmp/lengths.txt" \
+  --explain --out "$corpus/plan_json/plan-explained.json" >/dev/null
 OMP_NUM_THREADS=1 $bin train "${model[@]}" --num-layers 1 --data-path "$tmp/synth" --global-batch-size 2 \
   --train-iters 2 --save "$tmp/ckpt" --trace "$tmp/run" --quiet >/dev/null
 iter=$(ls -d "$tmp"/ckpt/iter_* | tail -1)
@@ -40,6 +42,10 @@ for f in state.json config.json model.safetensors.index.json optimizer.safetenso
   cp "$iter/$f" "$corpus/checkpoint_json/$f"
 done
 cp "$iter"/model*.safetensors "$corpus/safetensors/"
+# The online cost fit's state (--cost-model-update online, the default) and the tokenizer config
+# every save keeps.
+cp "$iter"/cost-fit-rank00000.json "$corpus/cost_fit_json/"
+cp "$iter"/tokenizer_config.json "$corpus/tokenizer_config_json/"
 cp "$tmp"/run/trace-rank*.json "$corpus/trace_json/"
 cp "$tmp"/run/metrics.jsonl "$corpus/metrics_jsonl/"
 cp "$tmp"/run/plans/*.json "$corpus/plan_json/"

@@ -34,6 +34,7 @@ struct TrainArgs {
   std::string timings;
   std::string trace;
   std::string trace_iterations;
+  bool trace_explain = false;
   bool quiet = false;
   int64_t search_iterations = 4;
   CLI::Option* search_iterations_option = nullptr;
@@ -91,6 +92,10 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
     }
     opts.trace_iterations = obs::trace_iterations_parse(a.trace_iterations);
   }
+  if (a.trace_explain && a.trace.empty()) {
+    throw ConfigError("--trace-explain explains the plans --trace saves: add --trace DIR");
+  }
+  opts.trace_explain = a.trace_explain;
   opts.tensorboard_dir = opts.config.training.tensorboard_dir;
   if (!a.trace.empty() && a.metrics.empty() && a.log_dir.empty()) {
     opts.metrics_path = runtime::train_metrics_path("", a.trace, "");  // next to the traces
@@ -189,6 +194,9 @@ void add_train_command(CLI::App& app) {
                   "report DIR` compares them with the predictions");
   cmd->add_option("--trace-iterations", args->trace_iterations,
                   "the iterations --trace records, FIRST-LAST or N (default: 1-50)");
+  cmd->add_flag("--trace-explain", args->trace_explain,
+                "save each traced plan with its explanation (as `plan --explain`), which "
+                "`infinipipe report DIR` shows");
   cmd->add_flag("--quiet,-q", args->quiet, "no per-iteration lines and no progress line");
   args->search_iterations_option =
       cmd->add_option("--search-iterations", args->search_iterations,

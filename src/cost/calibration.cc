@@ -213,6 +213,14 @@ void coefficients_read(const json& j, const std::string& where, int file_version
 
 }  // namespace
 
+double calibration_coefficient_max(const std::string& key) {
+  return coefficient_max(key);
+}
+
+bool calibration_coefficient_positive(const std::string& key) {
+  return must_be_positive(key);
+}
+
 std::string calibration_to_json(const Calibration& cal) {
   const ModelConfig& m = cal.model;
   const DeviceSpec& d = cal.device;

@@ -36,4 +36,9 @@ void save_calibration(const Calibration& cal, const std::string& path);
 std::string calibration_to_json(const Calibration& cal);  // pretty-printed
 Calibration calibration_from_json(const std::string& text, const std::string& where);
 
+// The range calibration_from_json allows the coefficient `key` ("alpha1", "backward_factor",
+// ...): at most calibration_coefficient_max, and > 0 where the formulas divide by it.
+double calibration_coefficient_max(const std::string& key);
+bool calibration_coefficient_positive(const std::string& key);
+
 }  // namespace infinipipe::cost

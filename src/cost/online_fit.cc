@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "cost/calibration.h"
 
 namespace infinipipe::cost {
 namespace {
@@ -214,13 +215,48 @@ OnlineFitState OnlineFit::state() const {
 
 namespace {
 
-void state_check(const OnlineFitState& s, const std::string& where) {
+// Whether `cov` is positive semi-definite to within `slack` (Cholesky of cov + slack·I): the
+// recursion keeps it so, and its update divides by λ + xᵀ·cov·x, which only that keeps positive.
+bool positive_semidefinite(
+    const std::array<std::array<double, kNumOnlineTerms>, kNumOnlineTerms>& cov, double slack) {
+  std::array<std::array<double, kNumOnlineTerms>, kNumOnlineTerms> l{};
+  for (int i = 0; i < kNumOnlineTerms; ++i) {
+    for (int j = 0; j <= i; ++j) {
+      double sum = cov[i][j] + (i == j ? slack : 0.0);
+      for (int k = 0; k < j; ++k) sum -= l[i][k] * l[j][k];
+      if (i == j) {
+        if (!(sum > 0)) return false;
+        l[i][i] = std::sqrt(sum);
+      } else {
+        l[i][j] = sum / l[j][j];
+      }
+    }
+  }
+  return true;
+}
+
+// A restored state is one a fit reaches: its terms within what a calibration file may hold
+// (online_fit_calibration writes them as one), each variance within the prior's (`var`: the
+// recursion caps them there), the covariance symmetric and positive semi-definite.
+void state_check(const OnlineFitState& s, double var, const std::string& where) {
   const auto sane = [](double v) { return std::isfinite(v) && v >= 0; };
+  constexpr double kSlack = 1e-9;  // round-off of the variance cap
   for (int i = 0; i < kNumOnlineTerms; ++i) {
     const char* name = kTerms[i].name;
     if (!sane(s.value[i]) || !sane(s.scale[i]) || !sane(s.cov[i][i]))
       fail("{}: term {} has value {}, scale {}, variance {}; each must be finite and >= 0", where,
            name, s.value[i], s.scale[i], s.cov[i][i]);
+    const double most = calibration_coefficient_max(name);
+    if (s.value[i] > most || s.scale[i] > most ||
+        (s.value[i] == 0 && calibration_coefficient_positive(name)))
+      fail(
+          "{}: term {} has value {} and scale {}; a fit keeps them within what a calibration "
+          "holds ({}at most {:g})",
+          where, name, s.value[i], s.scale[i],
+          calibration_coefficient_positive(name) ? "value > 0, " : "", most);
+    if (s.cov[i][i] > var * (1 + kSlack))
+      fail("{}: term {} has variance {}; a fit keeps each at most the prior's, {}", where, name,
+           s.cov[i][i], var);
     for (int j = 0; j < kNumOnlineTerms; ++j)
       if (!std::isfinite(s.cov[i][j]) || s.cov[i][j] != s.cov[j][i])
         fail("{}: the covariance of {} and {} is {} and {}; it must be finite and symmetric", where,
@@ -234,12 +270,16 @@ void state_check(const OnlineFitState& s, const std::string& where) {
     if (s.count[k] < 0 || !sane(s.residual_sq[k]) || !sane(s.residual_weight[k]))
       fail("{}: {} samples {}, residual {} over weight {}; each must be finite and >= 0", where,
            k == 0 ? "forward" : "backward", s.count[k], s.residual_sq[k], s.residual_weight[k]);
+  // Generous against the recursion's round-off, which a long run accumulates.
+  if (!positive_semidefinite(s.cov, 1e-6 * var))
+    fail("{}: the covariance of the terms is not positive semi-definite; not a state a fit reaches",
+         where);
 }
 
 }  // namespace
 
 void OnlineFit::restore(const OnlineFitState& s, const std::string& where) {
-  state_check(s, where);
+  state_check(s, options_.prior_relative_sd * options_.prior_relative_sd, where);
   value_ = s.value;
   scale_ = s.scale;
   cov_ = s.cov;

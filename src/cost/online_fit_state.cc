@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/json_read.h"
+#include "cost/calibration.h"
 
 namespace infinipipe::cost {
 
@@ -80,10 +81,18 @@ OnlineFitState online_fit_state_from_json(const Json& j, const std::string& wher
 }
 
 void json_terms_read(const Json& j, const std::string& where, std::span<double> out) {
+  if (out.size() != static_cast<size_t>(kNumOnlineTerms))
+    fail("{}: {} time terms asked for, there are {}", where, out.size(), kNumOnlineTerms);
   if (!j.is_array() || j.size() != out.size())
     fail("{} must be an array of {} numbers, got {}", where, out.size(), json_brief(j));
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = json_number(j[i], fmt::format("{}[{}]", where, i), 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    // What the run plans with and writes as its calibration file: within a calibration's range.
+    const char* name = online_term_name(OnlineTerm(i));
+    out[i] = json_number(j[i], fmt::format("{}[{}] ({})", where, i, name), 0,
+                         calibration_coefficient_max(name));
+    if (out[i] == 0 && calibration_coefficient_positive(name))
+      fail("{}[{}] ({}) must be > 0", where, i, name);
+  }
 }
 
 }  // namespace infinipipe::cost

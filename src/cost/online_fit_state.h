@@ -18,7 +18,8 @@ nlohmann::json online_fit_state_to_json(const OnlineFitState& s);
 // values a fit reaches (the ranges OnlineFit::restore checks are checked there).
 OnlineFitState online_fit_state_from_json(const nlohmann::json& j, const std::string& where);
 
-// A fixed number of finite numbers >= 0 (time terms, residuals): Error naming `where` otherwise.
+// The kNumOnlineTerms time terms in OnlineTerm order, each finite and within the range a
+// calibration file allows it (what a run plans with and writes as one): Error naming `where`.
 void json_terms_read(const nlohmann::json& j, const std::string& where, std::span<double> out);
 
 }  // namespace infinipipe::cost

@@ -334,10 +334,10 @@ void TraceWriter::append(const std::string& text) {
 bool TraceWriter::iteration_add(const IterationMetrics& m, const plan::Plan& plan,
                                 const std::vector<StepStats>& stats,
                                 TraceClock::time_point step_start,
-                                TraceClock::time_point step_end) {
+                                TraceClock::time_point step_end, const nlohmann::json* explain) {
   if (!iterations_.contains(m.iteration)) return false;
-  if (who_.one_process || who_.stage == 0) {
-    plan::plan_save(plan, trace_plan_path(dir_, m.iteration, who_.replica));
+  if (saves_plan(m.iteration)) {
+    plan::plan_save(plan, trace_plan_path(dir_, m.iteration, who_.replica), explain);
   }
   const nlohmann::json events =
       trace_iteration_events(who_, m, plan.num_stages(), stats, origin_, step_start, step_end);

@@ -92,11 +92,16 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Appends an iteration (and saves its plan from the first pipeline rank of each replica);
-  // outside the traced iterations it does nothing and returns false.
+  // Appends an iteration (and saves its plan from the first pipeline rank of each replica, with
+  // `explain` as its "explain" object when given); outside the traced iterations it does nothing
+  // and returns false.
   bool iteration_add(const IterationMetrics& m, const plan::Plan& plan,
                      const std::vector<StepStats>& stats, TraceClock::time_point step_start,
-                     TraceClock::time_point step_end);
+                     TraceClock::time_point step_end, const nlohmann::json* explain = nullptr);
+  // Whether iteration_add saves this process's plan of `iteration`.
+  bool saves_plan(int64_t iteration) const {
+    return iterations_.contains(iteration) && (who_.one_process || who_.stage == 0);
+  }
   const std::string& path() const { return path_; }
 
  private:

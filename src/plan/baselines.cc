@@ -6,8 +6,11 @@
 #include <limits>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "plan/budget_error.h"
+#include "plan/plan_explain.h"
 #include "plan/planner.h"
 #include "plan/recompute.h"
 #include "plan/sequence_processor.h"
@@ -53,6 +56,15 @@ int32_t max_stage_layers(const std::vector<StageSpec>& stages) {
   return static_cast<int32_t>(m);
 }
 
+// A baseline setting as `plan --explain` names it ("mb<=8192 tok, vpp=2").
+std::string setting_name(const PlanKnobs& k) {
+  std::string s = k.micro_batch_size > 0 ? fmt::format("mbs={}", k.micro_batch_size)
+                                         : fmt::format("mb<={} tok", k.micro_batch_tokens);
+  if (k.slices > 0) s += fmt::format(", slices={}", k.slices);
+  if (k.vpp > 1) s += fmt::format(", vpp={}", k.vpp);
+  return s;
+}
+
 struct Search {
   Candidate best;
   PlanKnobs knobs;
@@ -61,15 +73,34 @@ struct Search {
   std::string last_config_error;
   bool runtime_error = false;  // last_config_error came from a failed plan, not the config
   int32_t evaluated = 0;
+  PlanExplain explain;    // every evaluated setting, in order
+  size_t best_index = 0;  // of `best` in explain.candidates
 
-  void offer(Candidate c, const PlanKnobs& k) {
+  // One evaluated candidate of setting `k` under static recompute r.
+  void record(const Candidate& c, const PlanKnobs& k, int32_t r) {
+    ++evaluated;
+    ExplainCandidate& e = explain_record(
+        explain,
+        setting_name(k) + (r == 0 ? ", no recompute" : fmt::format(", recompute {} layers", r)),
+        k.slices > 0 ? k.slices : 1, c);
+    e.micro_batch_tokens = k.micro_batch_tokens;
+    e.micro_batch_size = k.micro_batch_size;
+    e.vpp = k.vpp;
+    e.recompute_layers = r;
+  }
+  // The setting's candidate the tuner keeps; `index` is its entry in explain.candidates.
+  void offer(Candidate c, const PlanKnobs& k, size_t index) {
     least.offer(c);
     if (!c.fits) return;
     if (!have || c.plan.predicted_step_time < best.plan.predicted_step_time) {
       best = std::move(c);
       knobs = k;
       have = true;
+      best_index = index;
     }
+  }
+  void skipped(const PlanKnobs& k, const std::string& why) {
+    explain.notes.push_back(fmt::format("{}: not evaluated, {}", setting_name(k), why));
   }
   PlanResult finish(const char* schedule, const Config& cfg, int64_t budget) {
     if (!have) {
@@ -87,27 +118,37 @@ struct Search {
                   least.rank, least_budget_hint(cfg));
     }
     knobs.candidates = evaluated;
-    return PlanResult{std::move(best.plan), knobs};
+    explain_verdicts(explain, best_index, budget);
+    return PlanResult{std::move(best.plan), knobs, std::move(explain)};
   }
 };
 
-// Tries static recompute counts (tuned by bisection, or the user's fixed Megatron choice).
-Candidate evaluate_static(const Config& cfg, const cost::CostModel& cm,
-                          std::span<const int64_t> lengths, const CandidateSpec& spec,
-                          int32_t* evaluated, int32_t* chosen_r) {
+// Evaluates setting `k` with static recompute: tuned by bisection (the least count that fits),
+// or the user's fixed Megatron choice. Every count tried is recorded; the kept one is offered.
+void evaluate_static(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> lengths,
+                     const CandidateSpec& spec, PlanKnobs k, Search& search) {
   const int32_t max_r = max_stage_layers(*spec.stages);
+  const size_t first = search.explain.candidates.size();
+  Candidate c;
   if (cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive) {
-    Candidate c = planner_least_recompute(cfg, cm, lengths, spec, max_r, evaluated);
-    *chosen_r = 0;
+    c = planner_least_recompute(
+        cfg, cm, lengths, spec, max_r,
+        [&](int32_t r, const Candidate& tried) { search.record(tried, k, r); });
+    k.recompute_layers = 0;
     for (const auto& list : c.plan.actions)
-      for (const Action& a : list) *chosen_r = std::max(*chosen_r, a.recompute_layers);
-    return c;
+      for (const Action& a : list)
+        k.recompute_layers = std::max(k.recompute_layers, a.recompute_layers);
+  } else {
+    CandidateSpec s = spec;
+    s.static_recompute = megatron_recompute_layers(cfg.parallel, max_r);
+    k.recompute_layers = s.static_recompute;
+    c = planner_evaluate(cfg, cm, lengths, std::move(s));
+    search.record(c, k, k.recompute_layers);
   }
-  CandidateSpec s = spec;
-  s.static_recompute = megatron_recompute_layers(cfg.parallel, max_r);
-  *chosen_r = s.static_recompute;
-  ++*evaluated;
-  return planner_evaluate(cfg, cm, lengths, std::move(s));
+  size_t index = first;
+  for (size_t i = first; i < search.explain.candidates.size(); ++i)
+    if (search.explain.candidates[i].recompute_layers == k.recompute_layers) index = i;
+  search.offer(std::move(c), k, index);
 }
 
 }  // namespace
@@ -253,6 +294,7 @@ PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
       stages = stage_layout_planned(cfg, cm, pp, vpp);
     } catch (const ConfigError& e) {
       search.last_config_error = e.what();
+      search.explain.notes.push_back(fmt::format("vpp={}: not evaluated, {}", vpp, e.what()));
       continue;
     }
     for (size_t i = 0; i < packings.size(); ++i) {
@@ -261,20 +303,19 @@ PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
       spec.vpp = vpp;
       spec.stages = &stages;
       spec.chunks = packings[i];
+      PlanKnobs k;
+      k.micro_batch_tokens = caps[i];
+      k.micro_batch_size = counts[i];
+      k.vpp = vpp;
       try {
-        int32_t r = 0;
-        Candidate c = evaluate_static(cfg, cm, lengths, spec, &search.evaluated, &r);
-        PlanKnobs k;
-        k.micro_batch_tokens = caps[i];
-        k.micro_batch_size = counts[i];
-        k.vpp = vpp;
-        k.recompute_layers = r;
-        search.offer(std::move(c), k);
+        evaluate_static(cfg, cm, lengths, spec, k, search);
       } catch (const ConfigError& e) {
         search.last_config_error = e.what();
+        search.skipped(k, e.what());
       } catch (const Error& e) {  // a generator's plan that deadlocks: skip that setting
         search.last_config_error = e.what();
         search.runtime_error = true;
+        search.skipped(k, e.what());
       }
     }
   }
@@ -304,13 +345,10 @@ PlanResult tune_seq1f1b(const Config& cfg, const cost::CostModel& cm,
       spec.schedule = Schedule::seq1f1b;
       spec.stages = &stages;
       spec.chunks = seq1f1b_chunks(lengths, cap, k, cm, ref);
-      int32_t r = 0;
-      Candidate c = evaluate_static(cfg, cm, lengths, spec, &search.evaluated, &r);
       PlanKnobs kn;
       kn.micro_batch_tokens = cap;
       kn.slices = k;
-      kn.recompute_layers = r;
-      search.offer(std::move(c), kn);
+      evaluate_static(cfg, cm, lengths, spec, kn, search);
     }
   return search.finish("seq1f1b", cfg, planner_budget(cfg, cm));
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <span>
 #include <vector>
@@ -56,9 +57,11 @@ Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
                            std::span<const int64_t> lengths, CandidateSpec spec);
 
 // Candidates' peak memory falls as static recompute rises: the least r in [0, max_r] that fits,
-// found by bisection, or the r = max_r candidate (not fitting) when none does.
+// found by bisection, or the r = max_r candidate (not fitting) when none does. `on_evaluated`
+// sees every r the bisection tried with its candidate, in order.
+using RecomputeTried = std::function<void(int32_t r, const Candidate& c)>;
 Candidate planner_least_recompute(const Config& cfg, const cost::CostModel& cm,
                                   std::span<const int64_t> lengths, const CandidateSpec& spec,
-                                  int32_t max_r, int32_t* evaluated);
+                                  int32_t max_r, const RecomputeTried& on_evaluated);
 
 }  // namespace infinipipe::plan

@@ -1,3 +1,5 @@
+// Recording the search's candidates and their verdicts, and explaining the chosen plan's cuts,
+// packs and recompute.
 #include "plan/plan_explain.h"
 
 #include <algorithm>
@@ -11,14 +13,6 @@
 namespace infinipipe::plan {
 
 namespace {
-
-using nlohmann::json;
-
-std::string bytes_list(const std::vector<int64_t>& bytes) {
-  std::string s;
-  for (size_t i = 0; i < bytes.size(); ++i) s += (i ? ", " : "") + format_bytes(bytes[i]);
-  return s;
-}
 
 // The first of the longest sequences: the one the processor splits into K balanced slices.
 int32_t longest_sequence(const Plan& plan) {
@@ -39,6 +33,33 @@ std::string cut_rule(const PlanExplain& ex, const Plan& plan, int32_t seq) {
       "longer than T_m = {} tokens: slices carved front first, each within T_t and T_m, the tail "
       "grown to at least {} tokens",
       ex.limits.token_threshold, ex.limits.min_tail_slice);
+}
+
+const ExplainCandidate* chosen_candidate(const PlanExplain& ex) {
+  for (const ExplainCandidate& c : ex.candidates)
+    if (c.chosen) return &c;
+  return nullptr;
+}
+
+// How the chosen plan's chunks hold whole sequences, from the winning setting's knobs.
+std::string pack_rule(const PlanExplain& ex, const Plan& plan) {
+  const ExplainCandidate* win = chosen_candidate(ex);
+  if (ex.has_limits) return "Best-Fit-Decreasing within T_t and T_m";
+  if (plan.schedule == "epp")
+    return "whole sequences, Best-Fit-Decreasing by tokens up to the longest sequence's length";
+  if (plan.schedule == "seq1f1b")
+    return win ? fmt::format(
+                     "micro-batches of at most {} tokens (Best-Fit-Decreasing), each cut "
+                     "into {} piece(s) of equal cost",
+                     win->micro_batch_tokens, win->k)
+               : "micro-batches cut into pieces of equal cost";
+  if (win && win->micro_batch_size > 0)
+    return fmt::format("{} consecutive sequence(s) per micro-batch, in batch order",
+                       win->micro_batch_size);
+  if (win && win->micro_batch_tokens > 0)
+    return fmt::format("Best-Fit-Decreasing by tokens, at most {} tokens per micro-batch",
+                       win->micro_batch_tokens);
+  return "whole sequences per micro-batch";
 }
 
 void explain_cuts(PlanExplain& ex, const Plan& plan, const cost::CostModel& cm,
@@ -108,7 +129,8 @@ void explain_recompute(PlanExplain& ex, const Plan& plan, const Config& cfg,
 
 }  // namespace
 
-void explain_record(PlanExplain& ex, std::string setting, int32_t k, const Candidate& c) {
+ExplainCandidate& explain_record(PlanExplain& ex, std::string setting, int32_t k,
+                                 const Candidate& c) {
   ExplainCandidate e;
   e.setting = std::move(setting);
   e.k = k;
@@ -118,6 +140,7 @@ void explain_record(PlanExplain& ex, std::string setting, int32_t k, const Candi
   e.peak_bytes = c.plan.predicted_peak_bytes;
   e.fits = c.fits;
   ex.candidates.push_back(std::move(e));
+  return ex.candidates.back();
 }
 
 void explain_verdicts(PlanExplain& ex, size_t chosen, int64_t budget) {
@@ -133,7 +156,10 @@ void explain_verdicts(PlanExplain& ex, size_t chosen, int64_t budget) {
         if (c.peak_bytes[r] > c.peak_bytes[worst]) worst = r;
       c.verdict = fmt::format("rank {} over budget by {}", worst,
                               format_bytes(c.peak_bytes[worst] - budget));
-    } else if (c.step_time >= win.step_time) {
+    } else if (c.step_time == win.step_time) {
+      c.verdict =
+          fmt::format("as fast as the chosen {}, which the search found first", win.setting);
+    } else if (c.step_time > win.step_time) {
       c.verdict = fmt::format("{:.1f}% slower than the chosen {}",
                               100 * (c.step_time - win.step_time) / win.step_time, win.setting);
     } else {
@@ -159,129 +185,11 @@ void explain_search_end(PlanExplain& ex, size_t best, const Candidate* exact, in
 void explain_chosen_plan(PlanExplain& ex, const Plan& plan, const Config& cfg,
                          const cost::CostModel& cm) {
   const cost::StageShape ref = processor_reference_stage(cm.model(), plan.pp);
+  ex.schedule = plan.schedule;
+  ex.pack_rule = pack_rule(ex, plan);
   explain_cuts(ex, plan, cm, ref);
   explain_packs(ex, plan, cm, ref);
   explain_recompute(ex, plan, cfg, cm);
-}
-
-json explain_to_json(const PlanExplain& ex) {
-  json cands = json::array();
-  for (const ExplainCandidate& c : ex.candidates)
-    cands.push_back({{"setting", c.setting},
-                     {"k", c.k},
-                     {"chunks", c.chunks},
-                     {"pipelines", c.pipelines},
-                     {"predicted_step_time", c.step_time},
-                     {"predicted_peak_bytes", c.peak_bytes},
-                     {"fits", c.fits},
-                     {"chosen", c.chosen},
-                     {"verdict", c.verdict}});
-  json cuts = json::array();
-  for (const ExplainCut& c : ex.cuts)
-    cuts.push_back({{"seq", c.seq},
-                    {"length", c.length},
-                    {"rule", c.rule},
-                    {"offsets", c.offsets},
-                    {"lens", c.lens},
-                    {"times", c.times}});
-  json packs = json::array();
-  for (const ExplainPack& p : ex.packs)
-    packs.push_back({{"chunk", p.chunk},
-                     {"tail_of", p.tail_of},
-                     {"seqs", p.seqs},
-                     {"tokens", p.tokens},
-                     {"time", p.time}});
-  json rec = json::array();
-  for (const ExplainRecompute& r : ex.recompute)
-    rec.push_back({r.stage, r.chunk, r.rank, r.layers, r.max_layers, r.saved_bytes, r.time});
-  json j = {{"candidates", std::move(cands)}, {"notes", ex.notes},
-            {"cuts", std::move(cuts)},        {"packs", std::move(packs)},
-            {"recompute", std::move(rec)},    {"recompute_time", ex.recompute_time}};
-  if (ex.has_limits)
-    j["limits"] = {{"time_threshold", ex.limits.time_threshold},
-                   {"token_threshold", ex.limits.token_threshold},
-                   {"min_tail_slice", ex.limits.min_tail_slice},
-                   {"relaxed", ex.relaxed}};
-  return j;
-}
-
-namespace {
-
-// Long lists are cut in the text; the JSON keeps every entry.
-constexpr size_t kTextRows = 16;
-
-void text_candidates(std::string& s, const PlanExplain& ex) {
-  if (ex.candidates.empty()) {
-    s += "candidates: only the epp search records them\n";
-    return;
-  }
-  s += fmt::format("candidates ({} evaluated, in search order):\n", ex.candidates.size());
-  for (const ExplainCandidate& c : ex.candidates)
-    s += fmt::format("  {} {}: {} chunks, {} pipeline(s), step {:.4f} s, peak {} -> {}\n",
-                     c.chosen ? "*" : " ", c.setting, c.chunks, c.pipelines, c.step_time,
-                     bytes_list(c.peak_bytes), c.verdict);
-  for (const std::string& n : ex.notes) s += "    note: " + n + "\n";
-}
-
-void text_slicing(std::string& s, const PlanExplain& ex) {
-  if (ex.has_limits)
-    s += fmt::format("slicing: T_t = {:.5f} s, T_m = {} tokens, min tail {} tokens{}\n",
-                     ex.limits.time_threshold, ex.limits.token_threshold, ex.limits.min_tail_slice,
-                     ex.relaxed ? fmt::format(", {} short sequences above T_t", ex.relaxed) : "");
-  if (ex.cuts.empty()) s += "  no sequence is cut\n";
-  for (const ExplainCut& c : ex.cuts) {
-    s += fmt::format("  seq {} ({} tokens), {}:\n   ", c.seq, c.length, c.rule);
-    for (size_t i = 0; i < c.lens.size(); ++i)
-      s += fmt::format(" [{}, +{}) {:.5f} s", c.offsets[i], c.lens[i], c.times[i]);
-    s += "\n";
-  }
-}
-
-void text_packs(std::string& s, const PlanExplain& ex) {
-  s += fmt::format("packing: {} chunks of whole sequences (Best-Fit-Decreasing within T_t, T_m)\n",
-                   ex.packs.size());
-  for (size_t i = 0; i < ex.packs.size() && i < kTextRows; ++i) {
-    const ExplainPack& p = ex.packs[i];
-    std::string what = p.tail_of >= 0 ? fmt::format("tail of seq {} + ", p.tail_of) : "";
-    s += fmt::format("  chunk {}: {}{} whole, {} tokens, {:.5f} s\n", p.chunk, what, p.seqs.size(),
-                     p.tokens, p.time);
-  }
-  if (ex.packs.size() > kTextRows)
-    s += fmt::format("  ... {} more in the plan JSON's explain\n", ex.packs.size() - kTextRows);
-}
-
-void text_recompute(std::string& s, const PlanExplain& ex) {
-  int64_t saved = 0;
-  double time = 0;
-  for (const ExplainRecompute& r : ex.recompute) {
-    saved += r.saved_bytes;
-    time += r.time;
-  }
-  s += fmt::format(
-      "recompute: {} (stage, chunk) recompute, {} less held and {:.4f} s of recompute summed over "
-      "them",
-      ex.recompute.size(), format_bytes(saved), time);
-  if (ex.recompute_time > 0)
-    s += fmt::format(" ({:.4f} s on the critical waves, the solve's objective)", ex.recompute_time);
-  s += "\n";
-  for (size_t i = 0; i < ex.recompute.size() && i < kTextRows; ++i) {
-    const ExplainRecompute& r = ex.recompute[i];
-    s += fmt::format("  stage {} chunk {}: {}/{} layers, saves {}, costs {:.5f} s\n", r.stage,
-                     r.chunk, r.layers, r.max_layers, format_bytes(r.saved_bytes), r.time);
-  }
-  if (ex.recompute.size() > kTextRows)
-    s += fmt::format("  ... {} more in the plan JSON's explain\n", ex.recompute.size() - kTextRows);
-}
-
-}  // namespace
-
-std::string explain_text(const PlanExplain& ex) {
-  std::string s;
-  text_candidates(s, ex);
-  text_slicing(s, ex);
-  text_packs(s, ex);
-  text_recompute(s, ex);
-  return s;
 }
 
 }  // namespace infinipipe::plan

@@ -100,12 +100,13 @@ Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
 
 Candidate planner_least_recompute(const Config& cfg, const cost::CostModel& cm,
                                   std::span<const int64_t> lengths, const CandidateSpec& spec,
-                                  int32_t max_r, int32_t* evaluated) {
+                                  int32_t max_r, const RecomputeTried& on_evaluated) {
   auto eval = [&](int32_t r) {
     CandidateSpec s = spec;
     s.static_recompute = r;
-    if (evaluated) ++*evaluated;
-    return planner_evaluate(cfg, cm, lengths, std::move(s));
+    Candidate c = planner_evaluate(cfg, cm, lengths, std::move(s));
+    on_evaluated(r, c);
+    return c;
   };
   Candidate best = eval(0);
   if (best.fits || max_r == 0) return best;

@@ -108,7 +108,9 @@ struct EppSearch {
       Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
       ++knobs.candidates;
       least.offer(c);
-      explain_record(explain, vpp_label() + label + ", " + grouping, k, c);
+      ExplainCandidate& ec = explain_record(explain, vpp_label() + label + ", " + grouping, k, c);
+      ec.recompute_layers = fixed_r;
+      ec.vpp = c.plan.vpp;
       if (c.fits) {
         const double t = c.plan.predicted_step_time;
         if (!have || t < best.plan.predicted_step_time) {

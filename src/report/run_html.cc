@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "report/chart_svg.h"
+#include "report/run_html_explain.h"
 #include "report/run_html_gantt.h"
 #include "report/run_html_training.h"
 #include "report/svg_util.h"
@@ -29,6 +30,8 @@ table { border-collapse: collapse; font-size: 13px; margin: 8px 0 16px 0; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
 p.note { font-size: 13px; color: #444; max-width: 1000px; }
+h4 { font-size: 14px; margin-bottom: 4px; } tr.chosen td { font-weight: bold; background: #eef6ee; }
+td.text { text-align: left; } ul.note { font-size: 13px; color: #444; }
 #render-check { font-size: 11px; color: #888; }
 )";
 
@@ -208,6 +211,7 @@ std::string run_html(const RunCompare& c, const RunTrace& trace) {
   std::string h = html_head(c);
   h += html_gantts(c, chart);
   h += html_memory(c, span, memory_budget(c, metrics));
+  h += html_explain(trace.explains, c.shown_iteration);
   h += html_training(metrics, chart);
   h += html_rss(trace.iterations, chart);
   h += "<h2>Predicted vs measured</h2>\n" + markdown_html(run_compare_tables(c));

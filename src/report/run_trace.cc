@@ -194,6 +194,18 @@ void trace_files_check(const RunTrace& out) {
   }
 }
 
+// One plan file, and its explanation when it carries one.
+void plan_file_read(const std::string& path, std::pair<int64_t, int32_t> key, RunTrace& out) {
+  const json j = json_read_file(path, kRerun);
+  try {
+    out.plans[key] = plan::plan_from_json(j);
+    if (j.is_object() && j.contains("explain"))
+      out.explains[key] = plan::explain_from_json(j["explain"], "explain");
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+}
+
 // DIR/plans/iter-N-replicaR.json, one per traced (iteration, replica).
 void plans_read(const std::string& dir, RunTrace& out) {
   std::error_code ec;
@@ -209,7 +221,7 @@ void plans_read(const std::string& dir, RunTrace& out) {
           tail != 'n') {
         continue;  // temporary files and anything else
       }
-      out.plans[{iteration, replica}] = plan::plan_load(entry.path().string());
+      plan_file_read(entry.path().string(), {iteration, replica}, out);
     }
   }
   for (const TracedAction& a : out.actions) {

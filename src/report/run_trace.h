@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plan/plan.h"
+#include "plan/plan_explain.h"
 
 namespace infinipipe::report {
 
@@ -61,6 +62,8 @@ struct RunTrace {
   std::vector<TracedEvent> events;
   std::vector<TracedIteration> iterations;
   std::map<std::pair<int64_t, int32_t>, plan::Plan> plans;  // (iteration, replica)
+  // The explanations of the plans that carry one (`train --trace-explain`), by the same key.
+  std::map<std::pair<int64_t, int32_t>, plan::PlanExplain> explains;
   std::string config_yaml;                                  // DIR/config.yaml ("" if absent)
   // Per-iteration metrics for the loss and tokens/s curves: DIR/metrics.jsonl when the run wrote
   // it there (every iteration), else those of the traced iterations (world rank 0).

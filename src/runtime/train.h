@@ -49,6 +49,7 @@ struct TrainOptions {
   std::string timings_path;  // per-action measured vs predicted times, a JSON line per iteration
   std::string trace_dir;     // Chrome traces, plans and config for `infinipipe report` (trace.h)
   obs::TraceIterations trace_iterations;  // which iterations --trace records
+  bool trace_explain = false;  // traced plans carry their explanation (plan_explain.h)
   std::string tensorboard_dir;            // TensorBoard event files, written by world rank 0
   bool quiet = false;        // no per-iteration lines, no progress line
   std::FILE* out = stdout;   // per-iteration report lines and messages
@@ -117,6 +118,9 @@ class Trainer {
   std::span<const float> tied_copy_values();
   MemoryTracker& tracker() { return tracker_; }
   const plan::Plan& last_plan() const { return last_plan_; }
+  // The last plan's explanation, as the plan JSON's "explain" object: the planner's candidates
+  // and the chosen plan's cuts, packs and recompute (train_plan.cc). On the rank that planned it.
+  nlohmann::json last_plan_explain() const;
   const std::vector<obs::StepStats>& last_stats() const { return last_stats_; }
   const cost::CostModel& cost_model() const { return cm_; }
   // The cost model the last plan was made with: the prior (cost_model()), or with
@@ -258,6 +262,7 @@ class Trainer {
   std::string weights_from_;
   CheckpointTokenizer saved_tokenizer_;  // what every checkpoint records of the tokenizer
   plan::Plan last_plan_;
+  plan::PlanExplain last_explain_;  // the planner's search for last_plan_ (planning rank)
   plan::Plan last_eval_plan_;
   std::vector<obs::StepStats> last_stats_;
   // The next batch's plan, made on a background thread (which never calls MPI) while this one

@@ -8,6 +8,7 @@
 
 #include "comm/mpi_comm.h"
 #include "plan/plan_costs.h"
+#include "plan/plan_explain.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "runtime/train.h"
@@ -112,6 +113,12 @@ plan::PlanResult Trainer::plan_replica(std::span<const int64_t> lengths, double&
   }
   plan_cost_set(terms, out.plan);
   return out;
+}
+
+nlohmann::json Trainer::last_plan_explain() const {
+  plan::PlanExplain ex = last_explain_;
+  plan::explain_chosen_plan(ex, last_plan_, cfg_, last_plan_cm_);
+  return plan::explain_to_json(ex);
 }
 
 void Trainer::plan_cost_set(const std::array<double, cost::kNumOnlineTerms>& terms,

@@ -215,7 +215,11 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
       fmt::print(opts.out, "{}\n", trainer.length_shift_note());
     evaluations_run(trainer, tc, m);
     if (trace) {
-      trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, Clock::now());
+      const auto t_end = Clock::now();
+      nlohmann::json why;
+      if (opts.trace_explain && trace->saves_plan(m.iteration)) why = trainer.last_plan_explain();
+      trace->iteration_add(m, trainer.last_plan(), trainer.last_stats(), t_step, t_end,
+                           why.is_null() ? nullptr : &why);
     }
     online_calibration_write(trainer, opts);
     const nlohmann::json record = obs::metrics_to_json(m);

@@ -67,6 +67,7 @@ Trainer::Clock::time_point Trainer::step_plan(std::span<const int64_t> lengths,
   const auto t_plan = Clock::now();
   plan::PlanResult planned = plan_replica(lengths, m.plan_seconds);
   last_plan_ = std::move(planned.plan);
+  last_explain_ = std::move(planned.explain);
   m.plan_wait_seconds = seconds_since(t_plan);
   if ((!groups_ || groups_->layout().stage == 0) && m.iteration < cfg_.training.train_iters) {
     plan_ahead_start();

@@ -16,7 +16,9 @@
 namespace infinipipe::cost {
 namespace {
 
-CostModel prior() { return fit_test_prior(4096); }
+CostModel prior() {
+  return fit_test_prior(4096);
+}
 
 // Forwards and backwards of packed and sliced chunks on a first and a last stage, with times
 // 1.7x what the prior predicts, so the fit moves.
@@ -108,6 +110,34 @@ TEST(OnlineFitState, HostileStatesAreRefused) {
             std::string::npos);
 }
 
+// Found by the cost_fit_json fuzz target's oracles: states whose every number was finite and
+// >= 0, yet no fit reaches them, made a fit that predicts infinite or NaN times, or writes a
+// calibration file that does not load (and plans with terms Clp refuses).
+TEST(OnlineFitState, StatesNoFitReachesAreRefused) {
+  OnlineFit fit(prior());
+  const nlohmann::json good = trained_state_json(fit, 20);
+  const auto damaged = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    return refusal(nlohmann::json::parse(j.dump()));
+  };
+  const std::string big = damaged([](auto& j) { j["value"][0] = 100.0; });
+  EXPECT_NE(big.find("term alpha1 has value 100"), std::string::npos) << big;
+  EXPECT_NE(big.find("at most 60"), std::string::npos) << big;
+  EXPECT_NE(damaged([](auto& j) { j["scale"][1] = 1e300; }).find("term alpha2"), std::string::npos);
+  EXPECT_NE(damaged([](auto& j) { j["value"][4] = 0.0; }).find("value > 0"), std::string::npos);
+  EXPECT_NE(damaged([](auto& j) { j["covariance"][0][0] = 1e300; }).find("at most the prior's, 9"),
+            std::string::npos);
+  // Symmetric, every variance within the prior's, yet |cov01| > sqrt(cov00 cov11).
+  const std::string indefinite = damaged([](auto& j) {
+    j["covariance"][0][0] = 1.0;
+    j["covariance"][1][1] = 1.0;
+    j["covariance"][0][1] = 1.5;
+    j["covariance"][1][0] = 1.5;
+  });
+  EXPECT_NE(indefinite.find("not positive semi-definite"), std::string::npos) << indefinite;
+}
+
 TEST(OnlineFitState, TermListsAreCheckedForSizeAndSign) {
   std::array<double, kNumOnlineTerms> out{};
   EXPECT_THROW(json_terms_read(nlohmann::json::array({1.0, 2.0}), "t", out), Error);
@@ -117,6 +147,18 @@ TEST(OnlineFitState, TermListsAreCheckedForSizeAndSign) {
   j[3] = 0.5;
   json_terms_read(j, "t", out);
   EXPECT_EQ(out[3], 0.5);
+  // Beyond a calibration's range (seconds per token pair at most 60; backward factor > 0).
+  j[0] = 1e20;
+  EXPECT_THROW(json_terms_read(j, "t", out), Error);
+  try {
+    json_terms_read(j, "pooled.terms", out);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pooled.terms[0] (alpha1)"), std::string::npos)
+        << e.what();
+  }
+  j[0] = 1.0;
+  j[4] = 0.0;
+  EXPECT_THROW(json_terms_read(j, "t", out), Error);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // reason, and its cuts, packs and recompute agree with the plan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,33 +13,16 @@
 #include <fmt/format.h>
 
 #include "common/test_temp.h"
+#include "explain_test_util.h"
 #include "plan/plan_explain.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
-#include "test_plan_util.h"
 
 namespace infinipipe::plan {
 namespace {
 
-// examples/lengths-small.txt: one length a line, '#' lines are comments.
-std::vector<int64_t> example_lengths() {
-  std::ifstream in(std::string(INFINIPIPE_SOURCE_DIR) + "/examples/lengths-small.txt");
-  std::vector<int64_t> out;
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] != '#') out.push_back(std::stoll(line));
-  return out;
-}
-
-// examples/cpu-small.yaml's model and parallel setting, at `budget` bytes per rank.
-Config example_config(int64_t budget) {
-  Config cfg = testing::small_config(2);
-  cfg.model.vocab_size = 257;
-  cfg.parallel.min_tail_slice = 512;
-  cfg.parallel.recompute_granularity = RecomputeGranularity::adaptive;
-  cfg.training.memory_budget = budget;
-  return cfg;
-}
+using testing::example_config;
+using testing::example_lengths;
 
 constexpr int64_t kTightBudget = int64_t{320} << 20;
 
@@ -165,12 +149,16 @@ TEST(PlanExplain, BaselineSchedulesExplainTheirChosenPlan) {
   const auto cm = cost::CostModel::from_config(cfg);
   PlanResult r = make_plan_detailed(cfg, cm, example_lengths(), Schedule::one_f_one_b);
   explain_chosen_plan(r.explain, r.plan, cfg, cm);
-  EXPECT_TRUE(r.explain.candidates.empty());
+  EXPECT_EQ(static_cast<int32_t>(r.explain.candidates.size()), r.knobs.candidates);
+  EXPECT_EQ(std::count_if(r.explain.candidates.begin(), r.explain.candidates.end(),
+                          [](const ExplainCandidate& c) { return c.chosen; }),
+            1);
   EXPECT_TRUE(r.explain.cuts.empty()) << "batch-level schedules never cut";
   size_t whole = 0;
   for (const ExplainPack& p : r.explain.packs) whole += p.seqs.size();
   EXPECT_EQ(whole, r.plan.seq_lengths.size());
-  EXPECT_NE(explain_text(r.explain).find("only the epp search"), std::string::npos);
+  EXPECT_EQ(r.explain.schedule, "1f1b");
+  EXPECT_NE(explain_text(r.explain).find("-> chosen"), std::string::npos);
 }
 
 }  // namespace
