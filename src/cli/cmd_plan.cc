@@ -7,6 +7,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -14,19 +15,20 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/workload.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
+#include "data/outlier_delay.h"
 #include "data/run_datasets.h"
 #include "obs/profile.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
+#include "plan/replica_balance.h"
 #include "report/gantt_svg.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::cli {
-
-using Workload = std::pair<std::vector<int64_t>, std::vector<int64_t>>;  // (global batch, share)
 
 namespace {
 
@@ -34,12 +36,53 @@ struct WorkloadArgs {
   std::string lengths;
   std::string distribution;
   int64_t iteration = 0;
-  int64_t replica = 0;
+  std::string replica = "0";
 };
 
+// With --outlier-delay: the batches 0..iteration of the delay over the source's order (as
+// `train` draws them: data/outlier_delay.h), the last one's lengths and what the delay did.
+std::pair<std::vector<int64_t>, std::string> delayed_batch(const WorkloadArgs& a,
+                                                           const Config& cfg,
+                                                           const cost::CostModel& cm,
+                                                           std::vector<int64_t> all) {
+  const int64_t gbs = cfg.training.global_batch_size;
+  const int64_t seq = cfg.model.seq_length;
+  const bool synthetic = !a.distribution.empty();
+  auto pos = std::make_shared<int64_t>(0);
+  auto lengths = std::make_shared<std::vector<int64_t>>(std::move(all));
+  // A synthetic stream has no end (no epoch); it is drawn again, longer, when the delay needs
+  // more of it (the same seed gives the same prefix). Files and datasets repeat by epoch.
+  const data::OutlierDelay::Source source = [&a, &cfg, synthetic, seq, pos, lengths] {
+    const int64_t i = (*pos)++;
+    if (synthetic && i >= static_cast<int64_t>(lengths->size()))
+      *lengths = data::lengths_synthetic(a.distribution, 2 * (i + 1), seq,
+                                         static_cast<uint64_t>(cfg.training.seed));
+    const int64_t n = static_cast<int64_t>(lengths->size());
+    const int64_t k = synthetic ? i : i % n;
+    return data::DelayedDocument{{0, k}, std::min((*lengths)[static_cast<size_t>(k)], seq),
+                                 synthetic ? 0 : i / n};
+  };
+  data::OutlierDelay delay(gbs, cfg.parallel.data_parallel, plan::replica_sequence_cost_fn(cm));
+  data::OutlierDelay::Batch b;
+  int64_t carrying = 0;
+  for (int64_t it = 0; it <= a.iteration; ++it) {
+    b = delay.next(source);
+    carrying += b.released > 0;
+  }
+  std::vector<int64_t> batch;
+  for (const data::DelayedDocument& d : b.documents) batch.push_back(d.length);
+  const std::string note = fmt::format(
+      "outlier delay: batch {} released {} queued outliers, flushed {}, delayed {}; {} wait; {} "
+      "of batches 0..{} carried released outliers",
+      a.iteration, b.released, b.flushed, b.delayed, delay.queue().size(), carrying, a.iteration);
+  return {batch, note};
+}
+
 // The global batch of `iteration`: sequences [it*gbs, (it+1)*gbs) of the source, wrapping
-// around its end like Megatron's epochs do.
-std::vector<int64_t> workload_lengths(const WorkloadArgs& a, const Config& cfg) {
+// around its end like Megatron's epochs do; with --outlier-delay, the delay's batch of it.
+std::pair<std::vector<int64_t>, std::string> workload_lengths(const WorkloadArgs& a,
+                                                              const Config& cfg,
+                                                              const cost::CostModel& cm) {
   const bool data = !cfg.training.data_path.empty();
   const int sources = data + !a.lengths.empty() + !a.distribution.empty();
   if (sources != 1)
@@ -51,7 +94,8 @@ std::vector<int64_t> workload_lengths(const WorkloadArgs& a, const Config& cfg) 
   const int64_t gbs = cfg.training.global_batch_size;
   std::vector<int64_t> all;
   if (!a.distribution.empty()) {
-    // Only the sequences this batch needs: the stream is the same whatever the iteration.
+    // Only the sequences this batch needs (the delay draws more when it needs them): the stream
+    // is the same whatever the iteration.
     all = data::lengths_synthetic(a.distribution, (a.iteration + 1) * gbs, cfg.model.seq_length,
                                   static_cast<uint64_t>(cfg.training.seed));
   } else if (data) {
@@ -67,13 +111,16 @@ std::vector<int64_t> workload_lengths(const WorkloadArgs& a, const Config& cfg) 
   } else {
     all = data::lengths_from_text(a.lengths);
   }
-  std::vector<int64_t> batch;
-  batch.reserve(gbs);
-  const size_t n = all.size();
-  for (int64_t i = 0; i < gbs; ++i)
-    batch.push_back(
-        std::min(all[static_cast<size_t>((a.iteration * gbs + i) % n)], cfg.model.seq_length));
-  return batch;
+  if (!cfg.parallel.outlier_delay) {
+    std::vector<int64_t> batch;
+    batch.reserve(gbs);
+    const size_t n = all.size();
+    for (int64_t i = 0; i < gbs; ++i)
+      batch.push_back(
+          std::min(all[static_cast<size_t>((a.iteration * gbs + i) % n)], cfg.model.seq_length));
+    return {batch, ""};
+  }
+  return delayed_batch(a, cfg, cm, std::move(all));
 }
 
 void print_summary(const Config& cfg, const plan::PlanResult& r, const sim::StepResult& s,
@@ -114,10 +161,17 @@ void print_summary(const Config& cfg, const plan::PlanResult& r, const sim::Step
   fmt::print("  peak memory per rank: {} (budget {})\n", peaks, format_bytes(p.memory_budget));
 }
 
+// plan.json -> plan.r3.json (a name without .json gets .r3.json appended).
+std::string replica_path(const std::string& out, size_t replica) {
+  const std::string ext = ".json";
+  const bool json = out.size() >= ext.size() && out.compare(out.size() - ext.size(), ext.size(), ext) == 0;
+  return fmt::format("{}.r{}.json", json ? out.substr(0, out.size() - ext.size()) : out, replica);
+}
+
 }  // namespace
 
 // Adds --lengths / --distribution / --iteration / --replica to `cmd`; the returned loader gives
-// the global batch and this replica's share of it (balanced by cost over dp replicas).
+// the global batch and every replica's share of it (balanced by cost over dp replicas).
 std::function<Workload(const Config&, const cost::CostModel&)> add_workload_options(CLI::App* cmd) {
   auto a = std::make_shared<WorkloadArgs>();
   cmd->add_option("--lengths", a->lengths, "text file of sequence lengths, one per line");
@@ -125,17 +179,59 @@ std::function<Workload(const Config&, const cost::CostModel&)> add_workload_opti
                   "synthetic lengths: github | commoncrawl | uniform | fixed (seed: --seed)");
   cmd->add_option("--iteration", a->iteration, "which global batch of the workload (from 0)")
       ->capture_default_str();
-  cmd->add_option("--replica", a->replica, "data-parallel replica whose share is planned")
+  cmd->add_option("--replica", a->replica,
+                  "data-parallel replica whose share is planned, or 'all' (each replica, then the "
+                  "slowest against the mean)")
       ->capture_default_str();
   return [a](const Config& cfg, const cost::CostModel& cm) {
-    const auto batch = workload_lengths(*a, cfg);
-    if (a->replica < 0 || a->replica >= cfg.parallel.data_parallel)
-      fail_config("--replica {} is outside the {} data-parallel replicas", a->replica,
-                  cfg.parallel.data_parallel);
-    if (cfg.parallel.data_parallel == 1) return Workload{batch, batch};
-    return Workload{batch,
-                    plan::balance_replicas(batch, cfg.parallel.data_parallel, cm)[a->replica]};
+    Workload w;
+    const int64_t dp = cfg.parallel.data_parallel;
+    if (a->replica == "all") {
+      w.replica = -1;
+    } else {
+      size_t used = 0;
+      try {
+        w.replica = std::stoll(a->replica, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used == 0 || used != a->replica.size())
+        fail_config("--replica takes a replica index or 'all', got '{}'", a->replica);
+      if (w.replica < 0 || w.replica >= dp)
+        fail_config("--replica {} is outside the {} data-parallel replicas", w.replica, dp);
+    }
+    std::tie(w.global, w.delay_note) = workload_lengths(*a, cfg, cm);
+    w.shares = dp == 1 ? std::vector<std::vector<int64_t>>{w.global}
+                       : plan::balance_replicas(w.global, dp, cm);
+    return w;
   };
+}
+
+// Plans and simulates every replica's share with `schedule`; prints one line per replica and the
+// slowest against the mean. Returns the plans (replica order).
+std::vector<plan::PlanResult> plan_every_replica(const Config& cfg, const cost::CostModel& cm,
+                                                 const Workload& w, Schedule schedule) {
+  std::vector<plan::PlanResult> out;
+  std::vector<double> steps;
+  for (size_t r = 0; r < w.shares.size(); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    out.push_back(plan::make_plan_detailed(cfg, cm, w.shares[r], schedule));
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const sim::StepResult s = sim::simulate(out.back().plan, cm, cfg);
+    int64_t tokens = 0, longest = 0;
+    for (int64_t l : w.shares[r]) {
+      tokens += l;
+      longest = std::max(longest, l);
+    }
+    fmt::print(
+        "replica {}: {} sequences, {} tokens (longest {}), predicted step {:.3f} s, planned in "
+        "{:.3f} s\n",
+        r, w.shares[r].size(), tokens, longest, s.step_time, secs);
+    steps.push_back(s.step_time);
+  }
+  fmt::print("{}\n", plan::replica_imbalance_line(plan::replica_imbalance(steps)));
+  return out;
 }
 
 void add_plan_command(CLI::App& app) {
@@ -143,7 +239,9 @@ void add_plan_command(CLI::App& app) {
       "plan", "plan one global batch (schedule, slicing, packing, recompute) and save it");
   auto out = std::make_shared<std::string>("plan.json");
   auto svg = std::make_shared<std::string>();
-  cmd->add_option("--out", *out, "where to write the plan JSON ('' = do not write)")
+  cmd->add_option("--out", *out,
+                  "where to write the plan JSON ('' = do not write; with --replica all, one file "
+                  "per replica: plan.r0.json, ...)")
       ->capture_default_str();
   cmd->add_option("--svg", *svg, "also write the simulated step as an SVG Gantt chart");
   auto explain = std::make_shared<bool>(false);
@@ -155,7 +253,22 @@ void add_plan_command(CLI::App& app) {
   cmd->callback([out, svg, explain, load, config] {
     const Config cfg = resolve_config(*config);
     const cost::CostModel cm = obs::planning_cost_model(cfg);
-    const auto lengths = load(cfg, cm).second;
+    const Workload w = load(cfg, cm);
+    if (!w.delay_note.empty()) fmt::print("{}\n", w.delay_note);
+    if (w.replica < 0) {
+      if (*explain || !svg->empty())
+        fail_config("--explain and --svg show one plan: give --replica N instead of 'all'");
+      const auto plans = plan_every_replica(cfg, cm, w, cfg.parallel.schedule);
+      if (!out->empty()) {
+        for (size_t r = 0; r < plans.size(); ++r) {
+          const std::string path = replica_path(*out, r);
+          plan::plan_save(plans[r].plan, path);
+          fmt::print("wrote {}\n", path);
+        }
+      }
+      return;
+    }
+    const auto& lengths = w.share();
     const auto t0 = std::chrono::steady_clock::now();
     plan::PlanResult r = plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule);
     const double secs =
