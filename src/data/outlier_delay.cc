@@ -59,8 +59,8 @@ const OutlierDelay::Entry& OutlierDelay::look(size_t k, const Source& source) {
 }
 
 // One candidate batch: the queued documents `release` (indices into queue_), then the stream.
-// Fill documents costlier than the batch's mean replica load go to the queue (while it has room)
-// and the batch is refilled, until none is left.
+// Drawn documents costlier than a replica's share of the drawn ones go to the queue (while it
+// has room) and the batch is refilled, until none is left.
 OutlierDelay::Assembly OutlierDelay::assemble(const std::vector<size_t>& release,
                                               const Source& source) {
   Assembly a;
@@ -95,14 +95,21 @@ OutlierDelay::Assembly OutlierDelay::assemble(const std::vector<size_t>& release
       fill.push_back(true);
       ++a.used;
     }
-    double total = 0;
-    for (const Entry& e : a.batch) total += e.cost;
+    double total = 0, fill_total = 0;
+    for (size_t i = 0; i < a.batch.size(); ++i) {
+      total += a.batch[i].cost;
+      if (fill[i]) fill_total += a.batch[i].cost;
+    }
     a.mean = total / static_cast<double>(replicas_);
+    // What a replica absorbs is its share of the drawn sequences: with released outliers in the
+    // batch each replica already carries one, and a mid-sized sequence next to it would make
+    // that replica the slowest.
+    const double absorbable = fill_total / static_cast<double>(replicas_);
     std::vector<Entry> kept;
     std::vector<bool> kept_fill;
     int64_t moved = 0;
     for (size_t i = 0; i < a.batch.size(); ++i) {
-      if (fill[i] && a.batch[i].cost > a.mean && a.queue.size() < cap) {
+      if (fill[i] && a.batch[i].cost > absorbable && a.queue.size() < cap) {
         a.queue.push_back(a.batch[i]);
         ++moved;
       } else {

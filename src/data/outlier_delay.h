@@ -1,8 +1,9 @@
 // Outlier delay (after WLB-LLM): global batches whose data-parallel replicas can finish
-// together. A sequence whose predicted cost exceeds its batch's mean replica load (batch cost /
-// dp) cannot be balanced by any split of that batch: the replica that gets it finishes last
-// whatever the others do. Such a sequence is held back in a queue; queued sequences are
-// released together, dp at a time (one per replica), into a batch that can absorb them, and the
+// together. A sequence whose predicted cost exceeds a replica's share of the sequences its batch
+// drew from the stream (their cost / dp) cannot be balanced by any split of that batch: the
+// replica that gets it finishes last whatever the others do. Such a sequence is held back in a
+// queue; queued sequences are released together, dp at a time (one per replica), into a batch
+// whose mean replica load (batch cost / dp) absorbs the costliest of them, and the
 // batch is refilled from the stream so it keeps global_batch_size documents. Queued documents of
 // an epoch that ended are flushed into the batch that draws the next epoch's first document of
 // their dataset, so every document is still trained exactly once per epoch.

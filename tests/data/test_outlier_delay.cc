@@ -30,7 +30,7 @@ std::vector<int64_t> dataset_lengths() {
 
 double cost(int64_t length) { return static_cast<double>(length) * static_cast<double>(length); }
 
-struct Setup {
+struct DelayRun {
   std::vector<int64_t> lengths = dataset_lengths();
   DocumentStream stream{{DocRange{0, kDocs}}, {1.0}, kBatch, 11};
   OutlierDelay delay{kBatch, kDp, cost};
@@ -43,14 +43,14 @@ struct Setup {
   }
 };
 
-std::vector<OutlierDelay::Batch> batches(Setup& s, int64_t n) {
+std::vector<OutlierDelay::Batch> batches(DelayRun& s, int64_t n) {
   std::vector<OutlierDelay::Batch> out;
   for (int64_t i = 0; i < n; ++i) out.push_back(s.next());
   return out;
 }
 
 TEST(OutlierDelay, EveryDocumentOncePerEpochAndWithinItsEpoch) {
-  Setup s;
+  DelayRun s;
   // Three epochs' worth of batches: epochs 0 and 1 are complete.
   const auto all = batches(s, 3 * kDocs / kBatch);
   std::map<int64_t, std::vector<int64_t>> by_epoch;
@@ -77,7 +77,7 @@ TEST(OutlierDelay, EveryDocumentOncePerEpochAndWithinItsEpoch) {
 }
 
 TEST(OutlierDelay, ReleasedBatchesAreAbsorbedAndOtherBatchesHoldNoOutlier) {
-  Setup s;
+  DelayRun s;
   int64_t checked = 0, with_release = 0;
   for (int64_t b = 0; b < kDocs / kBatch - 1; ++b) {  // within epoch 0: no flush
     const auto queued_before = static_cast<int64_t>(s.delay.queue().size());
@@ -93,7 +93,9 @@ TEST(OutlierDelay, ReleasedBatchesAreAbsorbedAndOtherBatchesHoldNoOutlier) {
     // A released group may reach 5% above the mean; a sequence drawn in is never above it.
     EXPECT_LE(largest, (batch.released > 0 ? 1.05 : 1.0) * mean) << "batch " << b;
     with_release += batch.released > 0;
-    if (batch.released > 0) EXPECT_EQ(batch.released, kDp);
+    if (batch.released > 0) {
+      EXPECT_EQ(batch.released, kDp);
+    }
     ++checked;
   }
   EXPECT_GT(checked, 10);
@@ -101,7 +103,7 @@ TEST(OutlierDelay, ReleasedBatchesAreAbsorbedAndOtherBatchesHoldNoOutlier) {
 }
 
 TEST(OutlierDelay, Deterministic) {
-  Setup a, b;
+  DelayRun a, b;
   const auto x = batches(a, 40), y = batches(b, 40);
   ASSERT_EQ(x.size(), y.size());
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i].documents, y[i].documents) << i;
@@ -110,9 +112,9 @@ TEST(OutlierDelay, Deterministic) {
 // Stop with outliers queued, save the stream position, queue and lookahead, resume in a fresh
 // stream and delay: the same batches as the uninterrupted run.
 TEST(OutlierDelay, ResumeFromTheSavedStateIsExact) {
-  Setup whole;
+  DelayRun whole;
   const auto want = batches(whole, 50);
-  Setup first;
+  DelayRun first;
   int64_t stop = 0;
   for (; stop < 45; ++stop) {
     first.next();
@@ -120,7 +122,7 @@ TEST(OutlierDelay, ResumeFromTheSavedStateIsExact) {
   }
   ++stop;
   ASSERT_FALSE(first.delay.queue().empty()) << "the test must stop with outliers queued";
-  Setup resumed;
+  DelayRun resumed;
   resumed.stream.set_consumed_samples(first.stream.consumed_samples());
   resumed.delay.restore(first.delay.queue(), first.delay.lookahead());
   for (int64_t i = stop; i < 50; ++i)
