@@ -13,6 +13,11 @@ namespace {
 // A released group may leave its largest outlier this much above the batch's mean replica load:
 // the slowest replica is then within 5% of the mean by the cost the split balances.
 constexpr double kReleaseTolerance = 0.05;
+// A replica that holds a long sequence plans about 20% slower than the cost the split balances
+// (slicing, the pipeline's fill and drain, recompute): with the whole share as the threshold a
+// 590K-token sequence balanced at the share planned 59.8 s against the others' 49.4 s
+// (docs/benchmarks.md, "Replica balance"). So a drawn sequence must fit in 80% of the share.
+constexpr double kAbsorbableShare = 0.8;
 
 std::vector<DelayedDocument> docs_of(const auto& entries) {
   std::vector<DelayedDocument> out;
@@ -104,7 +109,7 @@ OutlierDelay::Assembly OutlierDelay::assemble(const std::vector<size_t>& release
     // What a replica absorbs is its share of the drawn sequences: with released outliers in the
     // batch each replica already carries one, and a mid-sized sequence next to it would make
     // that replica the slowest.
-    const double absorbable = fill_total / static_cast<double>(replicas_);
+    const double absorbable = kAbsorbableShare * fill_total / static_cast<double>(replicas_);
     std::vector<Entry> kept;
     std::vector<bool> kept_fill;
     int64_t moved = 0;

@@ -90,8 +90,9 @@ TEST(OutlierDelay, ReleasedBatchesAreAbsorbedAndOtherBatchesHoldNoOutlier) {
       largest = std::max(largest, cost(d.length));
     }
     const double mean = total / kDp;
-    // A released group may reach 5% above the mean; a sequence drawn in is never above it.
-    EXPECT_LE(largest, (batch.released > 0 ? 1.05 : 1.0) * mean) << "batch " << b;
+    // A released group may reach 5% above the mean; a sequence drawn in stays within 80% of a
+    // replica's share of the drawn ones, so within the mean.
+    EXPECT_LE(largest, (batch.released > 0 ? 1.05 : 0.8) * mean) << "batch " << b;
     with_release += batch.released > 0;
     if (batch.released > 0) {
       EXPECT_EQ(batch.released, kDp);
