@@ -17,7 +17,7 @@
 namespace infinipipe::runtime {
 namespace {
 
-constexpr int64_t kIters = 8;
+constexpr int64_t kIters = 10;
 
 class DistOutlierDelay : public disttest_fixture::DistTrainFixture {
  protected:
@@ -25,13 +25,13 @@ class DistOutlierDelay : public disttest_fixture::DistTrainFixture {
     DistTrainFixture::SetUp();
     if (!disttest::under_mpirun()) return;
     Comm& comm = disttest::test_comm();
-    // Web-like lengths up to 1024 tokens: in a batch of 4 a long document often costs more
+    // Web-like lengths up to 4096 tokens: in a batch of 4 a long document often costs more
     // than the other three together, more than a replica's share.
     if (comm.rank() == 0) {
       data::SynthOptions so;
       so.distribution = "commoncrawl";
       so.num_documents = 120;
-      so.seq_length = 1024;
+      so.seq_length = 4096;
       so.seed = 3;
       so.output = (dir_ / "web").string();
       data::synth_corpus_write(so);
@@ -43,7 +43,7 @@ class DistOutlierDelay : public disttest_fixture::DistTrainFixture {
     TrainOptions o = options_base(pp, dp, schedule, iters, Optimizer::adamw, false);
     Config& c = o.config;
     c.model.num_layers = 2;
-    c.model.seq_length = 1024;
+    c.model.seq_length = 4096;
     c.training.global_batch_size = 4;
     c.training.data_path = (dir_ / "web").string();
     c.parallel.outlier_delay = true;
