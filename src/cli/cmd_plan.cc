@@ -41,8 +41,7 @@ struct WorkloadArgs {
 
 // With --outlier-delay: the batches 0..iteration of the delay over the source's order (as
 // `train` draws them: data/outlier_delay.h), the last one's lengths and what the delay did.
-std::pair<std::vector<int64_t>, std::string> delayed_batch(const WorkloadArgs& a,
-                                                           const Config& cfg,
+std::pair<std::vector<int64_t>, std::string> delayed_batch(const WorkloadArgs& a, const Config& cfg,
                                                            const cost::CostModel& cm,
                                                            std::vector<int64_t> all) {
   const int64_t gbs = cfg.training.global_batch_size;
@@ -59,8 +58,8 @@ std::pair<std::vector<int64_t>, std::string> delayed_batch(const WorkloadArgs& a
                                          static_cast<uint64_t>(cfg.training.seed));
     const int64_t n = static_cast<int64_t>(lengths->size());
     const int64_t k = synthetic ? i : i % n;
-    return data::DelayedDocument{{0, k}, std::min((*lengths)[static_cast<size_t>(k)], seq),
-                                 synthetic ? 0 : i / n};
+    return data::DelayedDocument{
+        {0, k}, std::min((*lengths)[static_cast<size_t>(k)], seq), synthetic ? 0 : i / n};
   };
   data::OutlierDelay delay(gbs, cfg.parallel.data_parallel, plan::replica_sequence_cost_fn(cm));
   data::OutlierDelay::Batch b;
@@ -164,7 +163,8 @@ void print_summary(const Config& cfg, const plan::PlanResult& r, const sim::Step
 // plan.json -> plan.r3.json (a name without .json gets .r3.json appended).
 std::string replica_path(const std::string& out, size_t replica) {
   const std::string ext = ".json";
-  const bool json = out.size() >= ext.size() && out.compare(out.size() - ext.size(), ext.size(), ext) == 0;
+  const bool json =
+      out.size() >= ext.size() && out.compare(out.size() - ext.size(), ext.size(), ext) == 0;
   return fmt::format("{}.r{}.json", json ? out.substr(0, out.size() - ext.size()) : out, replica);
 }
 

@@ -293,7 +293,8 @@ void add_simulate_command(CLI::App& app) {
     if (!w.delay_note.empty()) fmt::print("{}\n", w.delay_note);
     if (w.replica < 0) {
       if (*compare || *breakdown)
-        fail_config("--compare and --breakdown show one replica: give --replica N instead of 'all'");
+        fail_config(
+            "--compare and --breakdown show one replica: give --replica N instead of 'all'");
       plan_every_replica(cfg, cm, w, cfg.parallel.schedule);
       return;
     }

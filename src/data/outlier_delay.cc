@@ -30,9 +30,10 @@ std::vector<DelayedDocument> docs_of(const auto& entries) {
 OutlierDelay::OutlierDelay(int64_t global_batch_size, int64_t replicas, Cost cost)
     : global_batch_size_(global_batch_size), replicas_(replicas), cost_(std::move(cost)) {
   if (replicas < 2)
-    fail_config("--outlier-delay balances data-parallel replicas: it needs --data-parallel-size "
-                ">= 2, got {}",
-                replicas);
+    fail_config(
+        "--outlier-delay balances data-parallel replicas: it needs --data-parallel-size "
+        ">= 2, got {}",
+        replicas);
   if (global_batch_size < 2 * replicas)
     fail_config(
         "--outlier-delay needs --global-batch-size >= 2 x data-parallel size ({}) so a batch "
@@ -40,15 +41,20 @@ OutlierDelay::OutlierDelay(int64_t global_batch_size, int64_t replicas, Cost cos
         2 * replicas, global_batch_size);
 }
 
-std::vector<DelayedDocument> OutlierDelay::queue() const { return docs_of(queue_); }
-std::vector<DelayedDocument> OutlierDelay::lookahead() const { return docs_of(lookahead_); }
+std::vector<DelayedDocument> OutlierDelay::queue() const {
+  return docs_of(queue_);
+}
+std::vector<DelayedDocument> OutlierDelay::lookahead() const {
+  return docs_of(lookahead_);
+}
 
 void OutlierDelay::restore(std::vector<DelayedDocument> queue,
                            std::vector<DelayedDocument> lookahead) {
   if (static_cast<int64_t>(queue.size()) > capacity())
-    fail("the saved outlier queue holds {} documents, more than the {} it can (4 x dp); the "
-         "checkpoint belongs to a run with more data-parallel replicas or is damaged",
-         queue.size(), capacity());
+    fail(
+        "the saved outlier queue holds {} documents, more than the {} it can (4 x dp); the "
+        "checkpoint belongs to a run with more data-parallel replicas or is damaged",
+        queue.size(), capacity());
   queue_.clear();
   lookahead_.clear();
   for (const DelayedDocument& d : queue) queue_.push_back({d, cost_(d.length)});

@@ -41,9 +41,9 @@ class OutlierDelay {
 
   struct Batch {
     std::vector<DelayedDocument> documents;  // global_batch_size, released outliers first
-    int64_t released = 0;  // queued outliers released together (0 or dp)
-    int64_t flushed = 0;   // queued documents of an ended epoch
-    int64_t delayed = 0;   // documents this batch drew and put into the queue
+    int64_t released = 0;                    // queued outliers released together (0 or dp)
+    int64_t flushed = 0;                     // queued documents of an ended epoch
+    int64_t delayed = 0;                     // documents this batch drew and put into the queue
   };
   Batch next(const Source& source);
 

@@ -18,7 +18,8 @@ std::vector<ReplicaBalance> run_replica_balance(const RunCompare& c) {
       predicted.push_back(ic->predicted_step_s);
       measured.push_back(ic->measured_step_s);
     }
-    out.push_back({iteration, plan::replica_imbalance(predicted), plan::replica_imbalance(measured)});
+    out.push_back(
+        {iteration, plan::replica_imbalance(predicted), plan::replica_imbalance(measured)});
   }
   return out;
 }
@@ -26,16 +27,18 @@ std::vector<ReplicaBalance> run_replica_balance(const RunCompare& c) {
 std::string run_replica_balance_table(const std::vector<ReplicaBalance>& rows) {
   if (rows.empty()) return "";
   std::string t =
-      "\n## Replicas: the slowest replica's step against the mean (the global step waits for it)\n\n"
+      "\n## Replicas: the slowest replica's step against the mean (the global step waits for "
+      "it)\n\n"
       "| iteration | predicted slowest (replica) | predicted mean | predicted slowest/mean | "
       "measured slowest (replica) | measured mean | measured slowest/mean |\n"
       "|---:|---:|---:|---:|---:|---:|---:|\n";
   double pr = 0, mr = 0;
   for (const ReplicaBalance& r : rows) {
-    t += fmt::format("| {} | {:.4f} s ({}) | {:.4f} s | {:.3f} | {:.4f} s ({}) | {:.4f} s | {:.3f} |\n",
-                     r.iteration, r.predicted.slowest, r.predicted.slowest_replica, r.predicted.mean,
-                     r.predicted.ratio, r.measured.slowest, r.measured.slowest_replica,
-                     r.measured.mean, r.measured.ratio);
+    t += fmt::format(
+        "| {} | {:.4f} s ({}) | {:.4f} s | {:.3f} | {:.4f} s ({}) | {:.4f} s | {:.3f} |\n",
+        r.iteration, r.predicted.slowest, r.predicted.slowest_replica, r.predicted.mean,
+        r.predicted.ratio, r.measured.slowest, r.measured.slowest_replica, r.measured.mean,
+        r.measured.ratio);
     pr += r.predicted.ratio;
     mr += r.measured.ratio;
   }

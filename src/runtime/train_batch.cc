@@ -54,15 +54,17 @@ nlohmann::json Trainer::delay_state() const {
   if (!delay_) return start_delay_;
   auto entries = [](const std::vector<data::DelayedDocument>& docs) {
     nlohmann::json j = nlohmann::json::array();
-    for (const data::DelayedDocument& d : docs) j.push_back({d.ref.dataset, d.ref.document, d.epoch});
+    for (const data::DelayedDocument& d : docs)
+      j.push_back({d.ref.dataset, d.ref.document, d.epoch});
     return j;
   };
   return {{"queue", entries(delay_->queue())}, {"lookahead", entries(delay_->lookahead())}};
 }
 
 void Trainer::delay_restore(const nlohmann::json& state) {
-  const bool saved = state.is_object() && (!state.value("queue", nlohmann::json::array()).empty() ||
-                                           !state.value("lookahead", nlohmann::json::array()).empty());
+  const bool saved =
+      state.is_object() && (!state.value("queue", nlohmann::json::array()).empty() ||
+                            !state.value("lookahead", nlohmann::json::array()).empty());
   if (!cfg_.parallel.outlier_delay) {
     if (saved)
       fail_config(

@@ -35,7 +35,8 @@ TEST_F(ReplicasCli, ReplicaAllPrintsEveryReplicaAndTheSlowestAgainstTheMean) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       r.output, m,
-      std::regex(R"(replicas: slowest ([0-9.]+) s \(replica \d\), mean ([0-9.]+) s, slowest/mean ([0-9.]+))")))
+      std::regex(
+          R"(replicas: slowest ([0-9.]+) s \(replica \d\), mean ([0-9.]+) s, slowest/mean ([0-9.]+))")))
       << r.output;
   const double slowest = std::max(steps[0], steps[1]), mean = (steps[0] + steps[1]) / 2;
   EXPECT_NEAR(std::stod(m[1]), slowest, 1e-3);
@@ -49,10 +50,10 @@ TEST_F(ReplicasCli, OutlierDelayReplaysTheBatchesAndRefusesWhatItCannotDo) {
   const ShellResult r = run_cli(kTwoReplicas + "--outlier-delay --iteration 2 --out ''");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("outlier delay: batch 2 released"), std::string::npos) << r.output;
-  const ShellResult one = run_cli(
-      fmt::format("plan --config {0}/examples/cpu-small.yaml --lengths "
-                  "{0}/examples/lengths-small.txt --outlier-delay --out ''",
-                  INFINIPIPE_SOURCE_DIR));
+  const ShellResult one =
+      run_cli(fmt::format("plan --config {0}/examples/cpu-small.yaml --lengths "
+                          "{0}/examples/lengths-small.txt --outlier-delay --out ''",
+                          INFINIPIPE_SOURCE_DIR));
   EXPECT_EQ(one.exit_code, 2) << one.output;
   EXPECT_NE(one.output.find("outlier-delay"), std::string::npos) << one.output;
   const ShellResult svg = run_cli(kTwoReplicas + "--replica all --svg x.svg --out ''");

@@ -28,7 +28,9 @@ std::vector<int64_t> dataset_lengths() {
   return out;
 }
 
-double cost(int64_t length) { return static_cast<double>(length) * static_cast<double>(length); }
+double cost(int64_t length) {
+  return static_cast<double>(length) * static_cast<double>(length);
+}
 
 struct DelayRun {
   std::vector<int64_t> lengths = dataset_lengths();
