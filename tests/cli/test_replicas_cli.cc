@@ -44,6 +44,12 @@ TEST_F(ReplicasCli, ReplicaAllPrintsEveryReplicaAndTheSlowestAgainstTheMean) {
   EXPECT_NEAR(std::stod(m[3]), slowest / mean, 2e-3);
   EXPECT_TRUE(std::filesystem::exists(dir_ / "p.r0.json"));
   EXPECT_TRUE(std::filesystem::exists(dir_ / "p.r1.json"));
+  // simulate plans the same shares: the same line.
+  std::string sim_args = kTwoReplicas + "--replica all";
+  sim_args.replace(0, 4, "simulate");
+  const ShellResult sim = run_cli(sim_args);
+  ASSERT_EQ(sim.exit_code, 0) << sim.output;
+  EXPECT_NE(sim.output.find(m.str()), std::string::npos) << sim.output;
 }
 
 TEST_F(ReplicasCli, OutlierDelayReplaysTheBatchesAndRefusesWhatItCannotDo) {
