@@ -15,6 +15,7 @@
 #include "obs/profile.h"
 #include "report/run_compare.h"
 #include "report/run_html.h"
+#include "report/run_replicas.h"
 #include "report/run_terms.h"
 #include "report/run_trace.h"
 #include "report/trace_merge.h"
@@ -47,9 +48,12 @@ void run_report(const ReportArgs& a) {
   const report::RunCompare c = report::run_compare(trace, cost, cfg);
   fmt::print("{}", report::run_compare_tables(c));
   fmt::print("{}", report::run_rank_terms_table(trace));
+  const auto replicas = report::run_replica_balance(c);
+  fmt::print("{}", report::run_replica_balance_table(replicas));
   if (!a.json.empty()) {
     nlohmann::json j = report::run_compare_to_json(c);
     j["rank_time_terms"] = report::run_rank_terms_json(trace);
+    j["replica_balance"] = report::run_replica_balance_json(replicas);
     std::ofstream out(a.json);
     out << j.dump(1) << "\n";
     if (!out) fail("cannot write {}: check that its directory exists and is writable", a.json);

@@ -16,7 +16,6 @@
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
 #include "cli/options.h"
-#include "cli/workload_options.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
@@ -308,10 +307,19 @@ void add_simulate_command(CLI::App& app) {
                                            step_breakdown(s)}});
       return;
     }
-    const auto [global, lengths] = load.share(cfg, cm);
-    // clang 14 cannot capture a structured binding: capture a reference to it by name.
-    auto show = [&, &batch = lengths](const std::vector<Row>& rows) {
-      print_compare(cfg, batch, rows);
+    const Workload w = load.share(cfg, cm);
+    if (!w.delay_note.empty()) fmt::print("{}\n", w.delay_note);
+    if (w.replica < 0) {
+      if (*compare || *breakdown)
+        fail_config(
+            "--compare and --breakdown show one replica: give --replica N instead of 'all'");
+      plan_every_replica(cfg, cm, w, cfg.parallel.schedule);
+      return;
+    }
+    const std::vector<int64_t>& global = w.global;
+    const std::vector<int64_t>& lengths = w.share();
+    auto show = [&](const std::vector<Row>& rows) {
+      print_compare(cfg, lengths, rows);
       if (*breakdown) print_breakdown(rows);
     };
     if (!*compare) {

@@ -11,7 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/options.h"
-#include "cli/workload_options.h"
+#include "cli/workload.h"
 #include "core/config.h"
 #include "sim/layout_search.h"
 

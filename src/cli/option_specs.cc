@@ -244,6 +244,10 @@ const std::vector<OptionSpec>& option_specs() {
       FLAG_OPT("epp-uniform-slicing",
                "ablation: EPP cuts long sequences into slices of equal tokens, not equal cost",
                parallel.epp_uniform_slicing),
+      FLAG_OPT("outlier-delay",
+               "hold back sequences costlier than their batch's mean replica load and release "
+               "them dp at a time, one per replica (WLB-LLM's outlier delay; docs/data.md)",
+               parallel.outlier_delay),
       // training
       INT_OPT("global-batch-size", {}, "sequences per iteration over all replicas",
               training.global_batch_size),

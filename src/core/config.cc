@@ -410,6 +410,12 @@ void Config::validate() {
         "global-batch-size {} is smaller than data-parallel-size {}: every replica needs at least "
         "one sequence; raise --global-batch-size",
         training.global_batch_size, p.data_parallel);
+  if (p.outlier_delay && (p.data_parallel < 2 || training.global_batch_size < 2 * p.data_parallel))
+    fail_config(
+        "outlier-delay releases delayed sequences one per data-parallel replica into a batch that "
+        "also fills the others: it needs data-parallel-size >= 2 (got {}) and global-batch-size "
+        ">= 2 x data-parallel-size (got {})",
+        p.data_parallel, training.global_batch_size);
   if (p.recompute_num_layers > model.num_layers / stages + 1 &&
       p.recompute_granularity == RecomputeGranularity::full)
     fail_config("recompute-num-layers {} exceeds the {} layers of a stage: use at most {}",

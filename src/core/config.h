@@ -85,6 +85,9 @@ struct ParallelConfig {
   // EPP ablation (the paper's "without balanced chunking"): cut long sequences into slices of
   // equal tokens instead of equal cost.
   bool epp_uniform_slicing = false;
+  // Hold back sequences a replica cannot absorb and release them dp at a time
+  // (data/outlier_delay.h, docs/data.md "Outlier delay"); off keeps Megatron's data order.
+  bool outlier_delay = false;
   // Layers of each (virtual) stage, model order, when the model already lives on its ranks:
   // `train` sets it from the layout it built, so plans keep that layout whatever cost model plans
   // them. Not a flag; empty = the planner splits the layers by cost.

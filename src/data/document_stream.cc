@@ -39,12 +39,15 @@ DocumentStream::DocumentStream(std::vector<DocRange> ranges, std::vector<double>
 std::vector<DocumentRef> DocumentStream::next() {
   std::vector<DocumentRef> batch;
   batch.reserve(static_cast<size_t>(global_batch_size_));
-  for (int64_t i = 0; i < global_batch_size_; ++i) {
-    const int32_t d = cursor_.next();
-    Source& s = sources_[static_cast<size_t>(d)];
-    batch.push_back({d, s.range.begin + s.order.next().front()});
-  }
+  for (int64_t i = 0; i < global_batch_size_; ++i) batch.push_back(draw().ref);
   return batch;
+}
+
+DocumentStream::Drawn DocumentStream::draw() {
+  const int32_t d = cursor_.next();
+  Source& s = sources_[static_cast<size_t>(d)];
+  const int64_t epoch = s.order.epoch();
+  return {{d, s.range.begin + s.order.next().front()}, epoch};
 }
 
 void DocumentStream::set_consumed_samples(int64_t consumed) {

@@ -30,6 +30,14 @@ class DocumentStream {
 
   std::vector<DocumentRef> next();  // the next global batch
 
+  // One document at a time (next() is global_batch_size of these), with the epoch of its
+  // dataset it belongs to (its pass over the split), which the outlier delay needs.
+  struct Drawn {
+    DocumentRef ref;
+    int64_t epoch = 0;
+  };
+  Drawn draw();
+
   int64_t consumed_samples() const { return cursor_.consumed(); }
   void set_consumed_samples(int64_t consumed);
   int64_t global_batch_size() const { return global_batch_size_; }

@@ -353,34 +353,4 @@ PlanResult tune_seq1f1b(const Config& cfg, const cost::CostModel& cm,
   return search.finish("seq1f1b", cfg, planner_budget(cfg, cm));
 }
 
-std::vector<std::vector<int64_t>> balance_replicas(std::span<const int64_t> lengths, int64_t dp,
-                                                   const cost::CostModel& cm) {
-  if (dp < 1) fail_config("data-parallel size must be >= 1, got {}", dp);
-  if (static_cast<int64_t>(lengths.size()) < dp)
-    fail_config(
-        "a global batch of {} sequences cannot feed {} data-parallel replicas: raise "
-        "--global-batch-size to at least {}",
-        lengths.size(), dp, dp);
-  const cost::StageShape whole{cm.model().num_layers, false, false};
-  std::vector<std::pair<double, int64_t>> items;
-  for (int64_t l : lengths) {
-    const cost::SliceShape s{0, l, true};
-    items.push_back({chunk_cost(cm, whole, std::span<const cost::SliceShape>(&s, 1)), l});
-  }
-  std::stable_sort(items.begin(), items.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<std::vector<int64_t>> out(dp);
-  std::vector<double> load(dp, 0.0);
-  for (const auto& [c, l] : items) {
-    // Least loaded replica; among equals the one with fewer sequences.
-    size_t best = 0;
-    for (size_t r = 1; r < out.size(); ++r)
-      if (load[r] < load[best] || (load[r] == load[best] && out[r].size() < out[best].size()))
-        best = r;
-    out[best].push_back(l);
-    load[best] += c;
-  }
-  return out;
-}
-
 }  // namespace infinipipe::plan

@@ -1,4 +1,5 @@
 #include "report/run_html.h"
+#include "report/run_replicas.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -214,7 +215,8 @@ std::string run_html(const RunCompare& c, const RunTrace& trace) {
   h += html_explain(trace.explains, c.shown_iteration);
   h += html_training(metrics, chart);
   h += html_rss(trace.iterations, chart);
-  h += "<h2>Predicted vs measured</h2>\n" + markdown_html(run_compare_tables(c));
+  h += "<h2>Predicted vs measured</h2>\n" +
+       markdown_html(run_compare_tables(c) + run_replica_balance_table(run_replica_balance(c)));
   h += html_config(trace.config_yaml);
   h += html_render_check(run_html_chart_count(c));
   return h;

@@ -123,6 +123,7 @@ void Trainer::dataset_open() {
   stream_.emplace(datasets_->stream(data::DataSplit::train, t.global_batch_size,
                                     static_cast<uint64_t>(t.seed)));
   stream_->set_consumed_samples(start_consumed_);
+  delay_restore(start_delay_);
 }
 
 Trainer::~Trainer() = default;

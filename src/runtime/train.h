@@ -29,6 +29,7 @@
 #include "cost/length_shift.h"
 #include "cost/online_fit.h"
 #include "data/document_stream.h"
+#include "data/outlier_delay.h"
 #include "data/run_datasets.h"
 #include "model/engine.h"
 #include "model/lr_schedule.h"
@@ -87,6 +88,11 @@ class Trainer {
 
   int64_t iteration() const { return iteration_; }  // completed iterations
   int64_t consumed_samples() const;
+  // --outlier-delay: documents drawn from the stream and not trained yet (queued outliers and
+  // the lookahead); 0 without the delay.
+  int64_t delayed_documents() const {
+    return delay_ ? static_cast<int64_t>(delay_->queue().size() + delay_->lookahead().size()) : 0;
+  }
   bool resumed() const { return resumed_; }
   // The --load (Hugging Face folder) or --pretrained-checkpoint whose weights started this run at
   // iteration 0 with a fresh optimizer; empty when it resumed or started from the seed.
@@ -183,6 +189,13 @@ class Trainer {
                            data::DataSplit split = data::DataSplit::train) const;
   void batch_tokens_read(Batch& batch, data::DataSplit split = data::DataSplit::train) const;
   Batch batch_next(int64_t iteration);
+  // The next global batch's documents from `stream`, through `delay` when --outlier-delay is on.
+  std::vector<data::DocumentRef> documents_next(data::DocumentStream& stream,
+                                                std::optional<data::OutlierDelay>& delay) const;
+  // The outlier delay's state for a checkpoint's data position, and back (train_batch.cc).
+  nlohmann::json delay_state() const;
+  void delay_restore(const nlohmann::json& state);
+  int64_t document_length(const data::DocumentRef& doc) const;  // training split, truncated
   Batch replica_share(const Batch& batch) const;
 
   // Planning (train_plan.cc).
@@ -256,6 +269,8 @@ class Trainer {
   LrSchedule lr_;
   std::optional<data::RunDatasets> datasets_;
   std::optional<data::DocumentStream> stream_;  // the training split's global batches
+  std::optional<data::OutlierDelay> delay_;     // --outlier-delay: its queue and lookahead
+  nlohmann::json start_delay_;                  // the delay's saved state, until dataset_open
   int64_t start_consumed_ = 0;                  // data position before the dataset is opened
   int64_t iteration_ = 0;
   bool resumed_ = false;

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
+#include "plan/replica_balance.h"
 #include "runtime/dist_step.h"
 #include "runtime/train.h"
 
@@ -30,9 +33,69 @@ void Trainer::batch_tokens_read(Batch& batch, data::DataSplit split) const {
   }
 }
 
+std::vector<data::DocumentRef> Trainer::documents_next(
+    data::DocumentStream& stream, std::optional<data::OutlierDelay>& delay) const {
+  if (!cfg_.parallel.outlier_delay) return stream.next();
+  const data::OutlierDelay::Source source = [this, &stream] {
+    const data::DocumentStream::Drawn d = stream.draw();
+    return data::DelayedDocument{d.ref, document_length(d.ref), d.epoch};
+  };
+  std::vector<data::DocumentRef> out;
+  for (const data::DelayedDocument& d : delay->next(source).documents) out.push_back(d.ref);
+  return out;
+}
+
+int64_t Trainer::document_length(const data::DocumentRef& doc) const {
+  return std::min(datasets_->document_length(data::DataSplit::train, doc), cfg_.model.seq_length);
+}
+
+// Entries [dataset, document, epoch]; lengths come back from the dataset.
+nlohmann::json Trainer::delay_state() const {
+  if (!delay_) return start_delay_;
+  auto entries = [](const std::vector<data::DelayedDocument>& docs) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const data::DelayedDocument& d : docs)
+      j.push_back({d.ref.dataset, d.ref.document, d.epoch});
+    return j;
+  };
+  return {{"queue", entries(delay_->queue())}, {"lookahead", entries(delay_->lookahead())}};
+}
+
+void Trainer::delay_restore(const nlohmann::json& state) {
+  const bool saved =
+      state.is_object() && (!state.value("queue", nlohmann::json::array()).empty() ||
+                            !state.value("lookahead", nlohmann::json::array()).empty());
+  if (!cfg_.parallel.outlier_delay) {
+    if (saved)
+      fail_config(
+          "the checkpoint was saved with --outlier-delay and holds {} delayed documents not yet "
+          "trained: resume with --outlier-delay so none is lost",
+          state.value("queue", nlohmann::json::array()).size() +
+              state.value("lookahead", nlohmann::json::array()).size());
+    return;
+  }
+  delay_.emplace(cfg_.training.global_batch_size, cfg_.parallel.data_parallel,
+                 plan::replica_sequence_cost_fn(cm_));
+  if (!saved) return;
+  auto docs = [this](const nlohmann::json& j, const char* what) {
+    std::vector<data::DelayedDocument> out;
+    try {
+      for (const nlohmann::json& e : j) {
+        const data::DocumentRef ref{e.at(0).get<int32_t>(), e.at(1).get<int64_t>()};
+        out.push_back({ref, document_length(ref), e.at(2).get<int64_t>()});
+      }
+    } catch (const nlohmann::json::exception& ex) {
+      fail("the checkpoint's outlier-delay {} is damaged: {}", what, ex.what());
+    }
+    return out;
+  };
+  delay_->restore(docs(state.value("queue", nlohmann::json::array()), "queue"),
+                  docs(state.value("lookahead", nlohmann::json::array()), "lookahead"));
+}
+
 // The sampler's next global batch, lengths only; Error if it predicts no token.
 Trainer::Batch Trainer::batch_next(int64_t iteration) {
-  Batch batch = batch_lengths_read(stream_->next());
+  Batch batch = batch_lengths_read(documents_next(*stream_, delay_));
   if (batch_predicted_tokens(batch.lengths) == 0) {
     fail(
         "iteration {}: the global batch (documents {}..{} of the data order) predicts no token "

@@ -76,6 +76,8 @@ void Trainer::checkpoint_load(const std::string& dir) {
   }
   iteration_ = reader.iteration();
   start_consumed_ = reader.consumed_samples();
+  start_delay_ = reader.rng().contains("outlier_delay") ? reader.rng().at("outlier_delay")
+                                                        : nlohmann::json();
   fit_state_load(reader);
   resumed_ = true;
 }
@@ -102,10 +104,13 @@ void Trainer::save() {
   meta.consumed_samples = consumed_samples();
   meta.model = cfg_.model;
   // Training draws no random numbers: the data order is the sampler's seeded shuffle, fully
-  // determined by (seed, consumed samples), and the initialisation only by the seed.
+  // determined by (seed, consumed samples, the outlier delay's documents), and the
+  // initialisation only by the seed.
   meta.rng = {{"generator", "none"},
               {"data_order_seed", cfg_.training.seed},
               {"consumed_samples", meta.consumed_samples}};
+  // With --outlier-delay the position also holds the documents drawn but not trained yet.
+  if (cfg_.parallel.outlier_delay) meta.rng["outlier_delay"] = delay_state();
   meta.config = {{"format", "yaml"}, {"yaml", config_yaml_}};
   meta.tokenizer = saved_tokenizer_;
   if (!groups_) {

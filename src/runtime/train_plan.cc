@@ -47,7 +47,8 @@ Trainer::Planned Trainer::plan_take(std::span<const int64_t> lengths) {
 // changes plan_cm_ while the thread plans.
 void Trainer::plan_ahead_start() {
   data::DocumentStream peek = *stream_;
-  const Batch batch = batch_lengths_read(peek.next());
+  std::optional<data::OutlierDelay> peek_delay = delay_;
+  const Batch batch = batch_lengths_read(documents_next(peek, peek_delay));
   if (batch_predicted_tokens(batch.lengths) == 0) return;  // step() reports that batch
   ahead_lengths_ = replica_share(batch).lengths;
   ahead_ = std::async(std::launch::async, [this, lengths = ahead_lengths_, cm = plan_cm_] {
