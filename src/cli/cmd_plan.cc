@@ -146,18 +146,24 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--out", *out, "where to write the plan JSON ('' = do not write)")
       ->capture_default_str();
   cmd->add_option("--svg", *svg, "also write the simulated step as an SVG Gantt chart");
+  auto threads = std::make_shared<int32_t>(1);
+  cmd->add_option("--planner-threads", *threads,
+                  "threads evaluating the EPP search's candidates side by side (0 = every core); "
+                  "the plan is the same for any count")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   auto explain = std::make_shared<bool>(false);
   cmd->add_flag("--explain", *explain,
                 "print why the plan is what it is (candidates tried, cuts, packs, recompute) and "
                 "save it in the plan JSON's \"explain\" field");
   auto load = add_workload_options(cmd);
   auto config = add_config_options(cmd);
-  cmd->callback([out, svg, explain, load, config] {
+  cmd->callback([out, svg, threads, explain, load, config] {
     const Config cfg = resolve_config(*config);
     const cost::CostModel cm = obs::planning_cost_model(cfg);
     const auto lengths = load(cfg, cm).second;
     const auto t0 = std::chrono::steady_clock::now();
-    plan::PlanResult r = plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule);
+    plan::PlanResult r = plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule, *threads);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const sim::StepResult s = sim::simulate(r.plan, cm, cfg);

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "plan/recompute.h"
@@ -145,6 +148,57 @@ MipModel mip_model(const RecomputeProblem& pb, const RecomputeIndex& ix) {
   return md;
 }
 
+// A lower bound in O(nonzeros log nonzeros), computed before the LP so that the solve always has
+// one: each budget row alone, with y in [0, 1] and the thermometer order dropped, is a fractional
+// covering knapsack whose cheapest cover takes columns by objective per unit of coefficient.
+// Rows over disjoint columns add up (objectives are >= 0), so rows are taken dearest first while
+// their columns are untouched. 0 when some objective is negative (nothing is proven then).
+double cover_bound(const MipModel& md) {
+  for (double o : md.obj)
+    if (o < 0) return 0.0;
+  const int nrows = md.nrows();
+  struct Col {
+    double per_unit;  // objective per unit of coefficient
+    int col;
+    double coef;
+    bool operator<(const Col& o) const {
+      return per_unit < o.per_unit || (per_unit == o.per_unit && col < o.col);
+    }
+  };
+  std::vector<std::vector<Col>> cols_of(nrows);
+  for (int c = 0; c < md.ncols(); ++c)
+    for (CoinBigIndex e = md.start[c]; e < md.start[c + 1]; ++e) {
+      const int r = md.index[e];
+      if (md.row_lb[r] > 0 && md.value[e] > 0)
+        cols_of[r].push_back({md.obj[c] / md.value[e], c, md.value[e]});
+    }
+  std::vector<std::pair<double, int>> row_bound;  // {bound, row}
+  for (int r = 0; r < nrows; ++r) {
+    if (md.row_lb[r] <= 0) continue;  // a thermometer row
+    auto& cols = cols_of[r];
+    std::sort(cols.begin(), cols.end());
+    double need = md.row_lb[r], cost = 0;
+    for (const Col& col : cols) {
+      if (need <= 0) break;
+      const double take = std::min(1.0, need / col.coef);
+      cost += take * md.obj[col.col];
+      need -= take * col.coef;
+    }
+    row_bound.push_back({cost, r});
+  }
+  std::sort(row_bound.begin(), row_bound.end(), std::greater<>());
+  std::vector<char> used(md.ncols(), 0);
+  double sum = 0;
+  for (const auto& rb : row_bound) {
+    bool disjoint = true;
+    for (const Col& col : cols_of[rb.second]) disjoint = disjoint && !used[col.col];
+    if (!disjoint) continue;
+    for (const Col& col : cols_of[rb.second]) used[col.col] = 1;
+    sum += rb.first;
+  }
+  return sum * (1 - 1e-9);  // round-off of the sums, so the bound stays a bound
+}
+
 // The LP relaxation: its optimum bounds every integer answer from below; its y guides rounding.
 struct LpResult {
   bool optimal = false, infeasible = false;
@@ -237,6 +291,13 @@ double cbc_solve(const RecomputeProblem& pb, MipModel& md, double gap, double se
 RecomputeSolution recompute_solve_greedy(const RecomputeProblem& pb) {
   RecomputeSolution sol;
   sol.layers.assign(pb.group_max.size(), 0);
+  // Nothing over budget without recompute: the repair below would change nothing, and its
+  // index is most of the cost of a candidate where memory does not bind.
+  if (fits(pb, sol.layers)) {
+    sol.feasible = true;
+    sol.proven = true;
+    return sol;
+  }
   const RecomputeIndex ix = recompute_index(pb);
   sol.feasible = recompute_repair(pb, ix, sol.layers);
   sol.cost = recompute_cost(pb, sol.layers);
@@ -263,6 +324,8 @@ RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
     return best;
   }
 
+  // The cheap bound first: whatever the LP and CBC manage within the cap, a bound is proven.
+  const double cover = cover_bound(md);
   const LpResult lp = lp_solve(md, std::max(0.01, 0.5 * left()));
   if (lp.infeasible) {  // not even the relaxation fits: no choice does
     best.feasible = false;
@@ -281,7 +344,7 @@ RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
   if (best.feasible) offer(best.layers, false);
   if (lp.optimal)
     for (double threshold : {0.5, 0.25, 0.75, 1e-6}) offer(lp_round(pb, md, lp.y, threshold), true);
-  best.lower_bound = lp.optimal ? std::min(lp.bound, best.cost) : 0.0;
+  best.lower_bound = std::min(best.cost, std::max(cover, lp.optimal ? lp.bound : 0.0));
   auto closed = [&] {
     // (1e-6: the solvers' own tolerances, far below any gap worth asking for)
     return best.feasible && best.cost - best.lower_bound <= (gap + 1e-6) * best.cost;
@@ -292,6 +355,11 @@ RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
   }
   best.proven = closed();
   return best;
+}
+
+double recompute_cover_bound(const RecomputeProblem& pb) {
+  const MipModel md = mip_model(pb, recompute_index(pb));
+  return md.infeasible ? std::numeric_limits<double>::infinity() : cover_bound(md);
 }
 
 RecomputeSolution recompute_solve_brute(const RecomputeProblem& pb) {
