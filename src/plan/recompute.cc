@@ -125,6 +125,7 @@ struct ProblemBuilder {
       RecomputePoint pt;
       pt.rank = rank;
       pt.action = a;
+      pt.terms.reserve(live.size() + 1);
       const int64_t sent_before = in_flight[a];  // as schedule_memory_trace counts them
       if (act.kind == ActionKind::forward) {
         live.push_back(item);
