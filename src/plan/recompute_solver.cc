@@ -206,11 +206,29 @@ double cover_bound(const MipModel& md) {
 }
 
 // The LP relaxation: its optimum bounds every integer answer from below; its y guides rounding.
+// `lagrangian` is a bound from the row duals the simplex holds when it stops, optimal or not.
 struct LpResult {
   bool optimal = false, infeasible = false;
   double bound = 0;
+  double lagrangian = 0;
   std::vector<double> y;
 };
+
+// Weak duality, with every row relaxed and the [0, 1] boxes kept: for any row multipliers
+// pi >= 0, sum_r pi_r lb_r + sum_c min(0, obj_c - sum_r pi_r a_rc) is at most the optimum. So a
+// simplex stopped by its time limit still yields a bound, computed here from its duals rather
+// than trusted from its (perhaps perturbed) objective.
+double lagrangian_bound(const MipModel& md, const double* pi) {
+  double sum = 0;
+  for (int r = 0; r < md.nrows(); ++r) sum += std::max(0.0, pi[r]) * md.row_lb[r];
+  for (int c = 0; c < md.ncols(); ++c) {
+    double reduced = md.obj[c];
+    for (CoinBigIndex e = md.start[c]; e < md.start[c + 1]; ++e)
+      reduced -= std::max(0.0, pi[md.index[e]]) * md.value[e];
+    sum += std::min(0.0, reduced);
+  }
+  return std::max(0.0, sum * (1 - 1e-9));  // round-off of the sums, so the bound stays a bound
+}
 
 LpResult lp_solve(MipModel& md, double seconds) {
   LpResult r;
@@ -223,6 +241,7 @@ LpResult lp_solve(MipModel& md, double seconds) {
   Clp_dual(lp, 0);
   r.optimal = Clp_isProvenOptimal(lp) != 0;
   r.infeasible = Clp_status(lp) == 1;
+  if (!r.infeasible && md.nrows() > 0) r.lagrangian = lagrangian_bound(md, Clp_dualRowSolution(lp));
   if (r.optimal) {
     // Relative slack for the simplex's round-off, so the bound stays a bound.
     r.bound = std::max(0.0, Clp_objectiveValue(lp) * (1 - 1e-7));
@@ -352,7 +371,8 @@ RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
   if (best.feasible) offer(best.layers, false);
   if (lp.optimal)
     for (double threshold : {0.5, 0.25, 0.75, 1e-6}) offer(lp_round(pb, md, lp.y, threshold), true);
-  best.lower_bound = std::min(best.cost, std::max(cover, lp.optimal ? lp.bound : 0.0));
+  best.lower_bound =
+      std::min(best.cost, std::max({cover, lp.lagrangian, lp.optimal ? lp.bound : 0.0}));
   auto closed = [&] {
     // (1e-6: the solvers' own tolerances, far below any gap worth asking for)
     return best.feasible && best.cost - best.lower_bound <= (gap + 1e-6) * best.cost;
