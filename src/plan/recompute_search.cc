@@ -206,7 +206,7 @@ double thread_cpu_seconds() {
 }
 
 void recompute_improve(const RecomputeProblem& pb, const RecomputeIndex& ix,
-                       std::vector<int32_t>& x, double cpu_deadline_s) {
+                       std::vector<int32_t>& x, double cpu_deadline_s, double good_enough) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
   State s(pb, ix, x);
   if (!s.fits()) return;
@@ -222,7 +222,7 @@ void recompute_improve(const RecomputeProblem& pb, const RecomputeIndex& ix,
             {recompute_group_time(pb, ix, g, x[g]) - recompute_group_time(pb, ix, g, x[g] - 1), g});
     std::sort(moves.begin(), moves.end(), std::greater<>());
     for (const auto& [saving, g] : moves) {
-      if (thread_cpu_seconds() > cpu_deadline_s) return;
+      if (cost <= good_enough || thread_cpu_seconds() > cpu_deadline_s) return;
       if (x[g] == 0) continue;
       const std::vector<int32_t> keep_x = x;
       const std::vector<int64_t> keep_val = s.val;

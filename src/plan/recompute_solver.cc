@@ -358,9 +358,14 @@ RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
     best.feasible = false;
     return best;
   }
+  // Proven before any search: the search stops once it is within the gap of it (the goal; going
+  // on would spend the cap, and make the answer depend on the machine's speed).
+  const double bound = std::max({cover, lp.lagrangian, lp.optimal ? lp.bound : 0.0});
+  const double good_enough = gap + 1e-6 < 1 ? bound / (1 - gap - 1e-6) : 0.0;
   auto offer = [&](std::vector<int32_t> x, bool repair) {
+    if (best.feasible && best.cost <= good_enough) return;
     if (repair && !recompute_repair(pb, ix, x)) return;
-    recompute_improve(pb, ix, x, deadline);
+    recompute_improve(pb, ix, x, deadline, good_enough);
     const double c = recompute_cost(pb, x);
     if (fits(pb, x) && (!best.feasible || c < best.cost)) {
       best.layers = std::move(x);
@@ -371,8 +376,7 @@ RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
   if (best.feasible) offer(best.layers, false);
   if (lp.optimal)
     for (double threshold : {0.5, 0.25, 0.75, 1e-6}) offer(lp_round(pb, md, lp.y, threshold), true);
-  best.lower_bound =
-      std::min(best.cost, std::max({cover, lp.lagrangian, lp.optimal ? lp.bound : 0.0}));
+  best.lower_bound = std::min(best.cost, bound);
   auto closed = [&] {
     // (1e-6: the solvers' own tolerances, far below any gap worth asking for)
     return best.feasible && best.cost - best.lower_bound <= (gap + 1e-6) * best.cost;
