@@ -228,9 +228,15 @@ struct Processor {
   // Packs every short sequence, longest first; returns how many needed a relaxed T_t.
   int32_t pack_short(Packing& pk, const PackLimits& lim) const {
     int32_t relaxed_count = 0;
+    // Sequences come longest first: a bucket without room for the shortest never takes another
+    // (best_bucket would pass over it every time), so it leaves the order for good.
+    const int64_t shortest = pk.shorts.empty() ? 0 : lengths[pk.shorts.back()];
     RatioOrder order;
-    for (size_t i = 0; i < pk.buckets.size(); ++i)
-      order.insert({ratio_of(pk.buckets[i]), static_cast<int>(i)});
+    auto enter = [&](int i) {
+      if (pk.buckets[i].tokens + shortest <= lim.token_threshold)
+        order.insert({ratio_of(pk.buckets[i]), i});
+    };
+    for (size_t i = 0; i < pk.buckets.size(); ++i) enter(static_cast<int>(i));
     for (int32_t seq : pk.shorts) {
       const int64_t len = lengths[seq];
       bool relaxed = false;
@@ -247,7 +253,7 @@ struct Processor {
       b.tokens += len;
       b.shapes.push_back({0, len, true});
       b.time = chunk_cost(cm, stage, b.shapes);
-      order.insert({ratio_of(b), best});
+      enter(best);
     }
     return relaxed_count;
   }
