@@ -120,7 +120,9 @@ TEST(RecomputeBound, ExactSolveBoundsNeverExceedTheOptimum) {
       ASSERT_TRUE(sol.feasible);
       EXPECT_LE(sol.lower_bound, brute.cost * (1 + 1e-9) + 1e-12);
       EXPECT_GE(sol.cost, brute.cost * (1 - 1e-9));
-      if (brute.cost > 0) EXPECT_GT(sol.lower_bound, 0.0);
+      if (brute.cost > 0) {
+        EXPECT_GT(sol.lower_bound, 0.0);
+      }
     }
     ++compared;
   }
