@@ -235,12 +235,13 @@ WorkloadLoader add_workload_options(CLI::App* cmd) {
 // Plans and simulates every replica's share with `schedule`; prints one line per replica and the
 // slowest against the mean. Returns the plans (replica order).
 std::vector<plan::PlanResult> plan_every_replica(const Config& cfg, const cost::CostModel& cm,
-                                                 const Workload& w, Schedule schedule) {
+                                                 const Workload& w, Schedule schedule,
+                                                 int32_t threads) {
   std::vector<plan::PlanResult> out;
   std::vector<double> steps;
   for (size_t r = 0; r < w.shares.size(); ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    out.push_back(plan::make_plan_detailed(cfg, cm, w.shares[r], schedule));
+    out.push_back(plan::make_plan_detailed(cfg, cm, w.shares[r], schedule, threads));
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const sim::StepResult s = sim::simulate(out.back().plan, cm, cfg);
@@ -270,6 +271,12 @@ void add_plan_command(CLI::App& app) {
                   "when given)")
       ->capture_default_str();
   cmd->add_option("--svg", *svg, "also write the simulated step as an SVG Gantt chart");
+  auto threads = std::make_shared<int32_t>(1);
+  cmd->add_option("--planner-threads", *threads,
+                  "threads evaluating the EPP search's candidates side by side (0 = every core); "
+                  "the plan is the same for any count")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   auto explain = std::make_shared<bool>(false);
   cmd->add_flag("--explain", *explain,
                 "print why the plan is what it is (candidates tried, cuts, packs, recompute) and "
@@ -278,12 +285,12 @@ void add_plan_command(CLI::App& app) {
   auto load = add_workload_options(cmd);
   auto config = add_config_options(cmd);
   auto out_option = cmd->get_option("--out");
-  cmd->callback([out, svg, explain, search, load, config, out_option] {
+  cmd->callback([out, svg, threads, explain, search, load, config, out_option] {
     if (search->asked("--search-layout")) {
-      if (!svg->empty() || *explain)
+      if (!svg->empty() || *explain || *threads != 1)
         fail_config(
-            "--svg and --explain draw and explain one plan; --search-layout ranks "
-            "layouts: drop them or --search-layout");
+            "--svg, --explain and --planner-threads are for one plan; --search-layout ranks "
+            "layouts (its threads: --search-threads): drop them or --search-layout");
       // The plan's default file name is not the ranking's: JSON only where --out says.
       layout_search_run(*search, *config, load, out_option->count() > 0 ? *out : "");
       return;
@@ -295,7 +302,7 @@ void add_plan_command(CLI::App& app) {
     if (w.replica < 0) {
       if (*explain || !svg->empty())
         fail_config("--explain and --svg show one plan: give --replica N instead of 'all'");
-      const auto plans = plan_every_replica(cfg, cm, w, cfg.parallel.schedule);
+      const auto plans = plan_every_replica(cfg, cm, w, cfg.parallel.schedule, *threads);
       if (!out->empty()) {
         for (size_t r = 0; r < plans.size(); ++r) {
           const std::string path = replica_path(*out, r);
@@ -307,7 +314,7 @@ void add_plan_command(CLI::App& app) {
     }
     const auto& lengths = w.share();
     const auto t0 = std::chrono::steady_clock::now();
-    plan::PlanResult r = plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule);
+    plan::PlanResult r = plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule, *threads);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const sim::StepResult s = sim::simulate(r.plan, cm, cfg);

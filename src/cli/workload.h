@@ -38,6 +38,7 @@ WorkloadLoader add_workload_options(CLI::App* cmd);
 // Plans and simulates every replica's share with `schedule`; prints one line per replica, then
 // "replicas: slowest X s, mean Y s, slowest/mean Z". Returns the plans, replica order.
 std::vector<plan::PlanResult> plan_every_replica(const Config& cfg, const cost::CostModel& cm,
-                                                 const Workload& w, Schedule schedule);
+                                                 const Workload& w, Schedule schedule,
+                                                 int32_t threads = 1);
 
 }  // namespace infinipipe::cli

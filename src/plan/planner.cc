@@ -128,7 +128,8 @@ Candidate planner_least_recompute(const Config& cfg, const cost::CostModel& cm,
 
 
 PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
-                              std::span<const int64_t> seq_lengths, Schedule schedule) {
+                              std::span<const int64_t> seq_lengths, Schedule schedule,
+                              int32_t threads) {
   if (seq_lengths.empty()) fail("the batch has no sequences: give at least one length");
   std::vector<int64_t> lengths(seq_lengths.begin(), seq_lengths.end());
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -139,7 +140,7 @@ PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
   PlanResult res;
   switch (schedule) {
     case Schedule::epp:
-      res = plan_epp(cfg, cm, lengths);
+      res = plan_epp(cfg, cm, lengths, threads);
       break;
     case Schedule::seq1f1b:
       res = tune_seq1f1b(cfg, cm, lengths);

@@ -52,11 +52,15 @@ int64_t planner_budget(const Config& cfg, const cost::CostModel& cm);
 // setting fits the budget, carrying the smallest budget that would under cfg's recompute setting
 // and the rank that binds.
 Plan make_plan(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> seq_lengths);
+// `threads`: how many of EPP's candidates are evaluated side by side (0 = every core); the plan
+// is the same for any count.
 PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
-                              std::span<const int64_t> seq_lengths, Schedule schedule);
+                              std::span<const int64_t> seq_lengths, Schedule schedule,
+                              int32_t threads = 1);
 
 // One schedule each; fixed knobs in cfg are honoured, the rest searched.
-PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> lengths);
+PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> lengths,
+                    int32_t threads = 1);
 PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
                             std::span<const int64_t> lengths, Schedule schedule);
 PlanResult tune_seq1f1b(const Config& cfg, const cost::CostModel& cm,

@@ -1,6 +1,11 @@
 // EPP's search: K, the pipeline grouping and recompute, then the exact recompute solve.
 #include <algorithm>
+#include <exception>
 #include <limits>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "plan/baselines.h"
 #include "plan/budget_error.h"
@@ -16,6 +21,12 @@ namespace infinipipe::plan {
 
 namespace {
 
+// Threads for the candidate loop: as asked, 0 = every core.
+size_t planner_thread_count(int32_t asked) {
+  if (asked > 0) return static_cast<size_t>(asked);
+  return std::max<size_t>(1, std::thread::hardware_concurrency());
+}
+
 // K values the EPP search tries: dense where it matters, geometric beyond.
 std::vector<int32_t> epp_k_candidates(int32_t k_max) {
   static constexpr int32_t kList[] = {1,  2,  3,  4,  5,  6,  8,   10,  12, 16,
@@ -26,16 +37,36 @@ std::vector<int32_t> epp_k_candidates(int32_t k_max) {
   return out;
 }
 
+// One evaluated grouping of a candidate chunk list, as try_chunks would have recorded it.
+struct Attempt {
+  Candidate cand;
+  std::string grouping;
+};
+
+// One candidate of the K search, evaluated without touching the search's state: the K = 1
+// packing (no processor run) or one K's processor run, and its groupings tried in order.
+struct Evaluated {
+  int32_t k = 1;  // asked for
+  std::optional<ProcessorResult> processed;
+  std::vector<Chunk> packed;  // the K = 1 packing's chunks when there is no processor run
+  std::vector<Attempt> attempts;
+};
+
 // EPP's search over K (slices of the longest sequence): each K's chunk list grouped into
 // pipelines (Eq. 14), scheduled, recompute chosen, timed; the fastest that fits wins.
+// Candidates are evaluated `threads` at a time but recorded in order, with the sequential
+// search's stopping rule: the plan is the same for any thread count (a wave may evaluate a few
+// candidates past the stop, which are dropped).
 struct EppSearch {
-  EppSearch(const Config& c, const cost::CostModel& m, std::span<const int64_t> l, int32_t r)
-      : cfg(c), cm(m), lengths(l), fixed_r(r) {}
+  EppSearch(const Config& c, const cost::CostModel& m, std::span<const int64_t> l, int32_t r,
+            int32_t t)
+      : cfg(c), cm(m), lengths(l), fixed_r(r), threads(planner_thread_count(t)) {}
 
   const Config& cfg;
   const cost::CostModel& cm;
   std::span<const int64_t> lengths;
   int32_t fixed_r;  // static recompute count, -1 = adaptive
+  size_t threads;   // candidates evaluated side by side
   int32_t vpp = 1;                // virtual stages per rank of the pass (use_vpp)
   std::vector<StageSpec> stages;  // pp*vpp, set by use_vpp
 
@@ -85,10 +116,9 @@ struct EppSearch {
     return max_static >= budget();
   }
 
-  // One candidate chunk list; its predicted step time, infinity when it does not fit.
-  // `label` names the slicing, `processed` the processor run that made the chunks (or null).
-  double try_chunks(const std::vector<Chunk>& chunks, int32_t k, const std::string& label,
-                    const ProcessorResult* processed) {
+  // The groupings of one candidate chunk list, tried in order until one fits: Eq. 14's, then
+  // the finest. Pure: runs on any thread.
+  std::vector<Attempt> evaluate_chunks(const std::vector<Chunk>& chunks) const {
     const cost::StageShape first = rank_shape(0);
     const int64_t act_budget = budget() - rank_static(0);
     auto groups = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
@@ -97,6 +127,7 @@ struct EppSearch {
       groups = finest_grouping(chunks);
       grouping = "finest grouping (none fits the Eq. 14 estimate)";
     }
+    std::vector<Attempt> out;
     for (int attempt = 0; attempt < 2; ++attempt) {
       CandidateSpec spec;
       spec.schedule = Schedule::epp;
@@ -105,71 +136,130 @@ struct EppSearch {
       spec.chunks = chunks;
       spec.pipeline_of_chunk = groups;
       spec.static_recompute = fixed_r;
-      Candidate c = planner_evaluate(cfg, cm, lengths, std::move(spec));
-      ++knobs.candidates;
-      least.offer(c);
-      ExplainCandidate& ec = explain_record(explain, vpp_label() + label + ", " + grouping, k, c);
-      ec.recompute_layers = fixed_r;
-      ec.vpp = c.plan.vpp;
-      if (c.fits) {
-        const double t = c.plan.predicted_step_time;
-        if (!have || t < best.plan.predicted_step_time) {
-          best = std::move(c);
-          best_k = k;
-          have = true;
-          best_index = explain.candidates.size() - 1;
-          explain.has_limits = processed != nullptr;
-          if (processed) {
-            explain.limits = processed->limits;
-            explain.relaxed = processed->relaxed;
-          }
-        }
-        return t;
-      }
+      out.push_back({planner_evaluate(cfg, cm, lengths, std::move(spec)), grouping});
+      if (out.back().cand.fits) break;
       const auto finest = finest_grouping(chunks);
       if (groups == finest) break;
       groups = finest;  // the estimate was optimistic: every sequence run on its own
       grouping = "finest grouping (retry)";
     }
+    return out;
+  }
+
+  // Candidate `k` of the search (k = 0: the K = 1 packing of whole sequences). Pure.
+  Evaluated evaluate(int32_t k, const cost::StageShape& ref, int64_t longest) const {
+    Evaluated ev;
+    if (k == 0) {
+      ev.packed = pack_micro_batches(lengths, longest);
+      ev.attempts = evaluate_chunks(ev.packed);
+      return ev;
+    }
+    ev.k = k;
+    ev.processed = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice,
+                                    cfg.parallel.epp_uniform_slicing);
+    if (ev.processed->slices_of_longest != k && k > 1) return ev;  // skipped when recorded
+    ev.attempts = evaluate_chunks(ev.processed->chunks);
+    return ev;
+  }
+
+  // Records one candidate's attempts in order; its predicted step time, infinity when none
+  // fits. `label` names the slicing, `processed` the processor run that made the chunks.
+  double record(std::vector<Attempt>& attempts, int32_t k, const std::string& label,
+                const ProcessorResult* processed) {
+    for (Attempt& at : attempts) {
+      Candidate& c = at.cand;
+      ++knobs.candidates;
+      least.offer(c);
+      ExplainCandidate& ec = explain_record(explain, vpp_label() + label + ", " + at.grouping, k, c);
+      ec.recompute_layers = fixed_r;
+      ec.vpp = c.plan.vpp;
+      if (!c.fits) continue;
+      const double t = c.plan.predicted_step_time;
+      if (!have || t < best.plan.predicted_step_time) {
+        best = std::move(c);
+        best_k = k;
+        have = true;
+        best_index = explain.candidates.size() - 1;
+        explain.has_limits = processed != nullptr;
+        if (processed) {
+          explain.limits = processed->limits;
+          explain.relaxed = processed->relaxed;
+        }
+      }
+      return t;
+    }
     return std::numeric_limits<double>::infinity();
+  }
+
+  // Evaluates candidates [from, to) of `ks` (0 = the K = 1 packing), one thread each.
+  std::vector<Evaluated> evaluate_wave(const std::vector<int32_t>& ks, size_t from, size_t to,
+                                       const cost::StageShape& ref, int64_t longest) const {
+    std::vector<Evaluated> out(to - from);
+    if (to - from == 1) {
+      out[0] = evaluate(ks[from], ref, longest);
+      return out;
+    }
+    std::vector<std::exception_ptr> errors(to - from);
+    std::vector<std::thread> pool;
+    for (size_t i = from; i < to; ++i)
+      pool.emplace_back([this, &out, &errors, &ks, &ref, longest, from, i] {
+        try {
+          out[i - from] = evaluate(ks[i], ref, longest);
+        } catch (...) {
+          errors[i - from] = std::current_exception();
+        }
+      });
+    for (std::thread& t : pool) t.join();
+    for (const std::exception_ptr& e : errors)  // the first in order, as one thread would throw
+      if (e) std::rethrow_exception(e);
+    return out;
   }
 
   void run() {
     const cost::StageShape ref = processor_reference_stage(cm.model(), pp());
     const int32_t k_max = sequence_max_slices(lengths, cfg.parallel.min_tail_slice);
     auto ks = epp_k_candidates(k_max);
+    int64_t longest = 0;
+    for (int64_t l : lengths) longest = std::max(longest, l);
     // Hopeless: one candidate (the finest) tells by how much. Else K = 1 is batch-level PP:
-    // also try the tight token packing the batch-level schedules use.
+    // also try the tight token packing the batch-level schedules use (candidate 0).
     if (hopeless()) {
       ks = {ks.back()};
       explain.notes.push_back(
           fmt::format("the weights alone exceed the budget: only K={} is tried", ks.back()));
     } else {
-      int64_t longest = 0;
-      for (int64_t l : lengths) longest = std::max(longest, l);
-      try_chunks(pack_micro_batches(lengths, longest), 1,
-                 fmt::format("K=1, whole sequences packed (<= {} tokens)", longest), nullptr);
+      ks.insert(ks.begin(), 0);
     }
-    for (int32_t k : ks) {
-      ProcessorResult pr = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice,
-                                            cfg.parallel.epp_uniform_slicing);
-      if (pr.slices_of_longest != k && k > 1) {
-        explain.notes.push_back(
-            fmt::format("K={} skipped: the longest sequence splits into {} "
-                        "slices, as with a smaller K",
-                        k, pr.slices_of_longest));
-        continue;
+    for (size_t from = 0; from < ks.size();) {
+      const size_t to = std::min(ks.size(), from + threads);
+      std::vector<Evaluated> wave = evaluate_wave(ks, from, to, ref, longest);
+      for (Evaluated& ev : wave) {
+        if (!ev.processed) {
+          record(ev.attempts, 1, fmt::format("K=1, whole sequences packed (<= {} tokens)", longest),
+                 nullptr);
+          continue;
+        }
+        const int32_t k = ev.k;
+        const ProcessorResult& pr = *ev.processed;
+        if (pr.slices_of_longest != k && k > 1) {
+          explain.notes.push_back(
+              fmt::format("K={} skipped: the longest sequence splits into {} "
+                          "slices, as with a smaller K",
+                          k, pr.slices_of_longest));
+          continue;
+        }
+        const double t = record(ev.attempts, pr.slices_of_longest,
+                                fmt::format("K={}", pr.slices_of_longest), &pr);
+        // Finer slicing only adds overhead once it has clearly lost (time is unimodal in K).
+        if (have && t > 1.1 * best.plan.predicted_step_time && k >= 2 * best_k + 2) {
+          explain.notes.push_back(fmt::format(
+              "search stopped after K={}: more than 10% slower than K={} (step time is unimodal "
+              "in K, finer slicing only adds overhead)",
+              k, best_k));
+          return;
+        }
       }
-      const double t = try_chunks(pr.chunks, pr.slices_of_longest,
-                                  fmt::format("K={}", pr.slices_of_longest), &pr);
-      // Finer slicing only adds overhead once it has clearly lost (time is unimodal in K).
-      if (have && t > 1.1 * best.plan.predicted_step_time && k >= 2 * best_k + 2) {
-        explain.notes.push_back(fmt::format(
-            "search stopped after K={}: more than 10% slower than K={} (step time is unimodal "
-            "in K, finer slicing only adds overhead)",
-            k, best_k));
-        break;
-      }
+      from = to;
     }
   }
 };
@@ -190,10 +280,11 @@ std::vector<int32_t> epp_vpp_candidates(const Config& cfg) {
 }  // namespace
 
 PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
-                    std::span<const int64_t> lengths) {
+                    std::span<const int64_t> lengths, int32_t threads) {
   const bool adaptive = cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive;
   EppSearch search(cfg, cm, lengths,
-                   adaptive ? -1 : megatron_recompute_layers(cfg.parallel, cm.model().num_layers));
+                   adaptive ? -1 : megatron_recompute_layers(cfg.parallel, cm.model().num_layers),
+                   threads);
   // One K search per vpp; the fastest plan that fits over all of them wins.
   for (int32_t v : epp_vpp_candidates(cfg)) {
     search.use_vpp(v);

@@ -91,11 +91,15 @@ struct ProblemBuilder {
     it.chunk = c;
     it.rank = plan.rank_of_stage(s);
     it.max_layers = static_cast<int32_t>(spec.num_layers);
+    // The K/V kept and the dK/dV buffer do not depend on r.
+    const int64_t kv = cm.kv_keep_bytes(shapes[c], sh), dkv = cm.dkv_buffer_bytes(shapes[c], sh);
+    it.time.reserve(it.max_layers + 1);
+    it.act.reserve(it.max_layers + 1);
+    it.transient.reserve(it.max_layers + 1);
     for (int32_t r = 0; r <= it.max_layers; ++r) {
       it.time.push_back(r == 0 ? 0.0 : cm.recompute_time(shapes[c], r, it.rank));
-      it.act.push_back(cm.activation_bytes(shapes[c], sh, r) + cm.kv_keep_bytes(shapes[c], sh));
-      it.transient.push_back(cm.backward_transient_bytes(shapes[c], sh, r) +
-                             cm.dkv_buffer_bytes(shapes[c], sh));
+      it.act.push_back(cm.activation_bytes(shapes[c], sh, r) + kv);
+      it.transient.push_back(cm.backward_transient_bytes(shapes[c], sh, r) + dkv);
     }
     return it;
   }
@@ -121,6 +125,7 @@ struct ProblemBuilder {
       RecomputePoint pt;
       pt.rank = rank;
       pt.action = a;
+      pt.terms.reserve(live.size() + 1);
       const int64_t sent_before = in_flight[a];  // as schedule_memory_trace counts them
       if (act.kind == ActionKind::forward) {
         live.push_back(item);

@@ -90,6 +90,10 @@ RecomputeSolution recompute_solve_greedy(const RecomputeProblem& pb);
 // count their process's). On timeout: the best answer found, proven = false.
 RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap = 0.02,
                                         double time_limit_s = 1.0);
+// A lower bound on the optimum in O(nonzeros log nonzeros), what the exact solve proves before
+// its LP: each point over budget alone as a fractional covering knapsack, points over disjoint
+// groups added up. 0 when nothing needs recomputing; +infinity when no choice fits.
+double recompute_cover_bound(const RecomputeProblem& pb);
 // Enumerates every choice; for tests on tiny problems only.
 RecomputeSolution recompute_solve_brute(const RecomputeProblem& pb);
 

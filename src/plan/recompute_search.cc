@@ -39,9 +39,21 @@ struct State {
     }
     x[g] = to;
   }
-  bool fits_around(int32_t g) const {
-    for (const RecomputeOccurrence& o : ix.occ_of[g])
-      if (over(o.point)) return false;
+  // Whether every point of group g would fit with g at level `to`, g left where it is: what
+  // set(g, to) then checking g's points says, without writing (a group's occurrences of one
+  // point are consecutive: recompute_index lists them point by point).
+  bool fits_at(int32_t g, int32_t to) const {
+    const auto& occ = ix.occ_of[g];
+    for (size_t i = 0; i < occ.size();) {
+      const int32_t p = occ[i].point;
+      int64_t v = val[p];
+      for (; i < occ.size() && occ[i].point == p; ++i) {
+        const RecomputeItem& it = pb.items[occ[i].item];
+        v += recompute_term_value(it, occ[i].transient, occ[i].forward, to) -
+             recompute_term_value(it, occ[i].transient, occ[i].forward, x[g]);
+      }
+      if (v > pb.budget) return false;
+    }
     return true;
   }
   bool fits() const {
@@ -134,12 +146,11 @@ struct State {
     std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return t[a] > t[b]; });
     for (int32_t g : order) {
       if (x[g] == 0) continue;
-      const int32_t old = x[g];
-      for (int32_t to = 0; to < old; ++to) {
-        set(g, to);
-        if (fits_around(g)) break;
-        set(g, old);
-      }
+      for (int32_t to = 0; to < x[g]; ++to)
+        if (fits_at(g, to)) {
+          set(g, to);
+          break;
+        }
     }
   }
 };
@@ -195,7 +206,7 @@ double thread_cpu_seconds() {
 }
 
 void recompute_improve(const RecomputeProblem& pb, const RecomputeIndex& ix,
-                       std::vector<int32_t>& x, double cpu_deadline_s) {
+                       std::vector<int32_t>& x, double cpu_deadline_s, double good_enough) {
   const int32_t ng = static_cast<int32_t>(pb.group_max.size());
   State s(pb, ix, x);
   if (!s.fits()) return;
@@ -211,7 +222,7 @@ void recompute_improve(const RecomputeProblem& pb, const RecomputeIndex& ix,
             {recompute_group_time(pb, ix, g, x[g]) - recompute_group_time(pb, ix, g, x[g] - 1), g});
     std::sort(moves.begin(), moves.end(), std::greater<>());
     for (const auto& [saving, g] : moves) {
-      if (thread_cpu_seconds() > cpu_deadline_s) return;
+      if (cost <= good_enough || thread_cpu_seconds() > cpu_deadline_s) return;
       if (x[g] == 0) continue;
       const std::vector<int32_t> keep_x = x;
       const std::vector<int64_t> keep_val = s.val;

@@ -34,10 +34,11 @@ bool recompute_repair(const RecomputeProblem& pb, const RecomputeIndex& ix,
                       std::vector<int32_t>& x);
 
 // Local search on a feasible `x`: lowers one group by a level, repairs with the others, and keeps
-// the result when it is cheaper; repeats until no such move helps or the calling thread's CPU
-// time (thread_cpu_seconds) passes cpu_deadline_s.
+// the result when it is cheaper; repeats until no such move helps, the cost is at most
+// `good_enough` (a known bound's gap goal: further search cannot prove more), or the calling
+// thread's CPU time (thread_cpu_seconds) passes cpu_deadline_s.
 void recompute_improve(const RecomputeProblem& pb, const RecomputeIndex& ix,
-                       std::vector<int32_t>& x, double cpu_deadline_s);
+                       std::vector<int32_t>& x, double cpu_deadline_s, double good_enough = 0);
 
 // The calling thread's CPU seconds. The solve's time limit counts the work it did, not the
 // wall-clock a loaded machine stretches (Clp's and CBC's limits count their process's CPU time).

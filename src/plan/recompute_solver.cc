@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "plan/recompute.h"
@@ -41,6 +44,12 @@ struct MipModel {
 };
 
 constexpr double kBruteForceChoices = 20000;
+
+// CBC solves the LP again, its own way, before it cuts and branches, and its time limit does
+// not cover that solve: on the 30B 96K plan of 8192 sequences at pp 4 (perf) it took about 4x our
+// dual simplex's time, some 3 s of CPU against the 1 s cap. So CBC starts only when this many LP
+// times are left.
+constexpr double kCbcStartLpTimes = 4.0;
 
 // Rows gathered as triplets, then stored at once (adding rows one by one makes CoinUtils resize
 // its matrix each time).
@@ -146,12 +155,81 @@ MipModel mip_model(const RecomputeProblem& pb, const RecomputeIndex& ix) {
   return md;
 }
 
+// A lower bound in O(nonzeros log nonzeros), computed before the LP so that the solve always has
+// one: each budget row alone, with y in [0, 1] and the thermometer order dropped, is a fractional
+// covering knapsack whose cheapest cover takes columns by objective per unit of coefficient.
+// Rows over disjoint columns add up (objectives are >= 0), so rows are taken dearest first while
+// their columns are untouched. 0 when some objective is negative (nothing is proven then).
+double cover_bound(const MipModel& md) {
+  for (double o : md.obj)
+    if (o < 0) return 0.0;
+  const int nrows = md.nrows();
+  struct Col {
+    double per_unit;  // objective per unit of coefficient
+    int col;
+    double coef;
+    bool operator<(const Col& o) const {
+      return per_unit < o.per_unit || (per_unit == o.per_unit && col < o.col);
+    }
+  };
+  std::vector<std::vector<Col>> cols_of(nrows);
+  for (int c = 0; c < md.ncols(); ++c)
+    for (CoinBigIndex e = md.start[c]; e < md.start[c + 1]; ++e) {
+      const int r = md.index[e];
+      if (md.row_lb[r] > 0 && md.value[e] > 0)
+        cols_of[r].push_back({md.obj[c] / md.value[e], c, md.value[e]});
+    }
+  std::vector<std::pair<double, int>> row_bound;  // {bound, row}
+  for (int r = 0; r < nrows; ++r) {
+    if (md.row_lb[r] <= 0) continue;  // a thermometer row
+    auto& cols = cols_of[r];
+    std::sort(cols.begin(), cols.end());
+    double need = md.row_lb[r], cost = 0;
+    for (const Col& col : cols) {
+      if (need <= 0) break;
+      const double take = std::min(1.0, need / col.coef);
+      cost += take * md.obj[col.col];
+      need -= take * col.coef;
+    }
+    row_bound.push_back({cost, r});
+  }
+  std::sort(row_bound.begin(), row_bound.end(), std::greater<>());
+  std::vector<char> used(md.ncols(), 0);
+  double sum = 0;
+  for (const auto& rb : row_bound) {
+    bool disjoint = true;
+    for (const Col& col : cols_of[rb.second]) disjoint = disjoint && !used[col.col];
+    if (!disjoint) continue;
+    for (const Col& col : cols_of[rb.second]) used[col.col] = 1;
+    sum += rb.first;
+  }
+  return sum * (1 - 1e-9);  // round-off of the sums, so the bound stays a bound
+}
+
 // The LP relaxation: its optimum bounds every integer answer from below; its y guides rounding.
+// `lagrangian` is a bound from the row duals the simplex holds when it stops, optimal or not.
 struct LpResult {
   bool optimal = false, infeasible = false;
   double bound = 0;
+  double lagrangian = 0;
   std::vector<double> y;
 };
+
+// Weak duality, with every row relaxed and the [0, 1] boxes kept: for any row multipliers
+// pi >= 0, sum_r pi_r lb_r + sum_c min(0, obj_c - sum_r pi_r a_rc) is at most the optimum. So a
+// simplex stopped by its time limit still yields a bound, computed here from its duals rather
+// than trusted from its (perhaps perturbed) objective.
+double lagrangian_bound(const MipModel& md, const double* pi) {
+  double sum = 0;
+  for (int r = 0; r < md.nrows(); ++r) sum += std::max(0.0, pi[r]) * md.row_lb[r];
+  for (int c = 0; c < md.ncols(); ++c) {
+    double reduced = md.obj[c];
+    for (CoinBigIndex e = md.start[c]; e < md.start[c + 1]; ++e)
+      reduced -= std::max(0.0, pi[md.index[e]]) * md.value[e];
+    sum += std::min(0.0, reduced);
+  }
+  return std::max(0.0, sum * (1 - 1e-9));  // round-off of the sums, so the bound stays a bound
+}
 
 LpResult lp_solve(MipModel& md, double seconds) {
   LpResult r;
@@ -164,6 +242,7 @@ LpResult lp_solve(MipModel& md, double seconds) {
   Clp_dual(lp, 0);
   r.optimal = Clp_isProvenOptimal(lp) != 0;
   r.infeasible = Clp_status(lp) == 1;
+  if (!r.infeasible && md.nrows() > 0) r.lagrangian = lagrangian_bound(md, Clp_dualRowSolution(lp));
   if (r.optimal) {
     // Relative slack for the simplex's round-off, so the bound stays a bound.
     r.bound = std::max(0.0, Clp_objectiveValue(lp) * (1 - 1e-7));
@@ -243,6 +322,13 @@ double cbc_solve(const RecomputeProblem& pb, MipModel& md, double gap, double se
 RecomputeSolution recompute_solve_greedy(const RecomputeProblem& pb) {
   RecomputeSolution sol;
   sol.layers.assign(pb.group_max.size(), 0);
+  // Nothing over budget without recompute: the repair below would change nothing, and its
+  // index is most of the cost of a candidate where memory does not bind.
+  if (fits(pb, sol.layers)) {
+    sol.feasible = true;
+    sol.proven = true;
+    return sol;
+  }
   const RecomputeIndex ix = recompute_index(pb);
   sol.feasible = recompute_repair(pb, ix, sol.layers);
   sol.cost = recompute_cost(pb, sol.layers);
@@ -269,14 +355,23 @@ RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
     return best;
   }
 
+  // The cheap bound first: whatever the LP and CBC manage within the cap, a bound is proven.
+  const double cover = cover_bound(md);
+  const double lp_start = thread_cpu_seconds();
   const LpResult lp = lp_solve(md, std::max(0.01, 0.5 * left()));
+  const double lp_seconds = thread_cpu_seconds() - lp_start;
   if (lp.infeasible) {  // not even the relaxation fits: no choice does
     best.feasible = false;
     return best;
   }
+  // Proven before any search: the search stops once it is within the gap of it (the goal; going
+  // on would spend the cap, and make the answer depend on the machine's speed).
+  const double bound = std::max({cover, lp.lagrangian, lp.optimal ? lp.bound : 0.0});
+  const double good_enough = gap + 1e-6 < 1 ? bound / (1 - gap - 1e-6) : 0.0;
   auto offer = [&](std::vector<int32_t> x, bool repair) {
+    if (best.feasible && best.cost <= good_enough) return;
     if (repair && !recompute_repair(pb, ix, x)) return;
-    recompute_improve(pb, ix, x, deadline);
+    recompute_improve(pb, ix, x, deadline, good_enough);
     const double c = recompute_cost(pb, x);
     if (fits(pb, x) && (!best.feasible || c < best.cost)) {
       best.layers = std::move(x);
@@ -287,17 +382,22 @@ RecomputeSolution recompute_solve_exact(const RecomputeProblem& pb, double gap,
   if (best.feasible) offer(best.layers, false);
   if (lp.optimal)
     for (double threshold : {0.5, 0.25, 0.75, 1e-6}) offer(lp_round(pb, md, lp.y, threshold), true);
-  best.lower_bound = lp.optimal ? std::min(lp.bound, best.cost) : 0.0;
+  best.lower_bound = std::min(best.cost, bound);
   auto closed = [&] {
     // (1e-6: the solvers' own tolerances, far below any gap worth asking for)
     return best.feasible && best.cost - best.lower_bound <= (gap + 1e-6) * best.cost;
   };
-  if (!closed() && left() > 0) {
+  if (!closed() && left() > kCbcStartLpTimes * lp_seconds) {
     const double bound = cbc_solve(pb, md, gap, left(), best);
     best.lower_bound = std::min(best.cost, std::max(best.lower_bound, bound));
   }
   best.proven = closed();
   return best;
+}
+
+double recompute_cover_bound(const RecomputeProblem& pb) {
+  const MipModel md = mip_model(pb, recompute_index(pb));
+  return md.infeasible ? std::numeric_limits<double>::infinity() : cover_bound(md);
 }
 
 RecomputeSolution recompute_solve_brute(const RecomputeProblem& pb) {

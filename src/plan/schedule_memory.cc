@@ -31,23 +31,35 @@ int64_t plan_static_bytes(const Plan& plan, const cost::CostModel& cost, const C
   return rank_static_bytes(plan, cost, plan_memory_context(cfg, plan.memory_budget), rank);
 }
 
+namespace {
+
+// A forward sends its activation on unless it is on the last stage; a backward its gradient back
+// unless it is on the first.
+bool action_sends(const Plan& plan, const Action& a) {
+  return a.kind == ActionKind::forward ? a.stage + 1 < static_cast<int32_t>(plan.stages.size())
+                                       : a.stage > 0;
+}
+
+}  // namespace
+
 int64_t action_send_bytes(const Plan& plan, const Action& a, const cost::CostModel& cost,
                           std::span<const cost::SliceShape> chunk) {
-  const bool sends = a.kind == ActionKind::forward
-                         ? a.stage + 1 < static_cast<int32_t>(plan.stages.size())
-                         : a.stage > 0;
-  return sends ? cost.p2p_bytes(chunk) : 0;
+  return action_sends(plan, a) ? cost.p2p_bytes(chunk) : 0;
 }
 
 std::vector<std::vector<int64_t>> in_flight_bytes(const Plan& plan, const cost::CostModel& cost) {
   const std::vector<std::vector<int32_t>> hold = send_hold_start(plan);
+  // A chunk's message bytes, once per chunk rather than once per action.
+  std::vector<int64_t> chunk_bytes(plan.chunks.size());
+  for (size_t c = 0; c < plan.chunks.size(); ++c)
+    chunk_bytes[c] = cost.p2p_bytes(plan.chunks[c].shapes());
   std::vector<std::vector<int64_t>> out(plan.actions.size());
   for (size_t r = 0; r < plan.actions.size(); ++r) {
     const auto& list = plan.actions[r];
     std::vector<int64_t> sum(list.size() + 1, 0);  // sum[i]: sends of actions 0..i-1
     for (size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
-      sum[i + 1] = sum[i] + action_send_bytes(plan, a, cost, plan.chunks[a.chunk].shapes());
+      sum[i + 1] = sum[i] + (action_sends(plan, a) ? chunk_bytes[a.chunk] : 0);
     }
     out[r].resize(list.size());
     for (size_t i = 0; i < list.size(); ++i) out[r][i] = sum[i] - sum[hold[r][i]];

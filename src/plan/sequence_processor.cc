@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <set>
+#include <utility>
 
 #include "core/error.h"
 
@@ -91,6 +93,15 @@ std::vector<cost::SliceShape> shapes_of(const std::vector<Slice>& slices) {
   return out;
 }
 
+// Buckets by time per token (empty ones, at +infinity, last), then index: the order in which
+// best_bucket ranks them before it knows their time with one more sequence.
+using RatioOrder = std::set<std::pair<double, int>>;
+
+double ratio_of(const Bucket& b) {
+  return b.tokens > 0 ? b.time / static_cast<double>(b.tokens)
+                      : std::numeric_limits<double>::infinity();
+}
+
 // Long sequences cut into slices (each cut sequence's tail opens a bucket of its own) and the
 // short ones left whole, to be packed into the buckets.
 struct Packing {
@@ -171,28 +182,42 @@ struct Processor {
   // tightest fit; an empty bucket only when no other fits (as BFD opens a new bin), else the
   // empties took every short sequence and left the tail slices alone in tiny hybrid chunks that
   // stall the pipeline. When none is within T_t, relax it (*relaxed set): the bucket that ends
-  // least loaded among those within T_m. -1 when none is within T_m either.
-  int best_bucket(std::vector<Bucket>& buckets, int64_t len, const PackLimits& lim,
-                  bool* relaxed_used) const {
+  // least loaded among those within T_m. -1 when none is within T_m either. Ties go to the
+  // lowest index. Buckets are visited in `order`, so once one fits, only those of its ratio
+  // remain to be timed (the same choice as timing every bucket, at a fraction of the cost).
+  int best_bucket(std::vector<Bucket>& buckets, const RatioOrder& order, int64_t len,
+                  const PackLimits& lim, bool* relaxed_used) const {
     int best = -1, relaxed = -1;
     double best_key1 = 0, best_key2 = 0, relaxed_time = 0;
-    for (size_t i = 0; i < buckets.size(); ++i) {
+    double alone = 0;  // the time of the sequence alone: every empty bucket's trial
+    bool have_alone = false;
+    for (const std::pair<double, int>& key : order) {
+      const double ratio = key.first;
+      const int i = key.second;
+      // Every later bucket has a larger ratio, or is empty like the chosen one (no less slack).
+      if (best >= 0 && (ratio != best_key1 || std::isinf(ratio))) break;
       Bucket& b = buckets[i];
       if (b.tokens + len > lim.token_threshold) continue;
-      b.shapes.push_back({0, len, true});
-      const double t = chunk_cost(cm, stage, b.shapes);
-      b.shapes.pop_back();
+      const bool empty = b.shapes.empty();
+      double t = alone;
+      if (!empty || !have_alone) {
+        b.shapes.push_back({0, len, true});
+        t = chunk_cost(cm, stage, b.shapes);
+        b.shapes.pop_back();
+        if (empty) {
+          alone = t;
+          have_alone = true;
+        }
+      }
       if (t <= lim.time_threshold) {
-        const double ratio = b.tokens > 0 ? b.time / static_cast<double>(b.tokens)
-                                          : std::numeric_limits<double>::infinity();
         const double slack = lim.time_threshold - t;
-        if (best < 0 || ratio < best_key1 || (ratio == best_key1 && slack < best_key2)) {
-          best = static_cast<int>(i);
+        if (best < 0 || slack < best_key2) {
+          best = i;
           best_key1 = ratio;
           best_key2 = slack;
         }
-      } else if (relaxed < 0 || t < relaxed_time) {
-        relaxed = static_cast<int>(i);
+      } else if (relaxed < 0 || t < relaxed_time || (t == relaxed_time && i < relaxed)) {
+        relaxed = i;
         relaxed_time = t;
       }
     }
@@ -203,20 +228,32 @@ struct Processor {
   // Packs every short sequence, longest first; returns how many needed a relaxed T_t.
   int32_t pack_short(Packing& pk, const PackLimits& lim) const {
     int32_t relaxed_count = 0;
+    // Sequences come longest first: a bucket without room for the shortest never takes another
+    // (best_bucket would pass over it every time), so it leaves the order for good.
+    const int64_t shortest = pk.shorts.empty() ? 0 : lengths[pk.shorts.back()];
+    RatioOrder order;
+    auto enter = [&](int i) {
+      if (pk.buckets[i].tokens + shortest <= lim.token_threshold)
+        order.insert({ratio_of(pk.buckets[i]), i});
+    };
+    for (size_t i = 0; i < pk.buckets.size(); ++i) enter(static_cast<int>(i));
     for (int32_t seq : pk.shorts) {
       const int64_t len = lengths[seq];
       bool relaxed = false;
-      int best = best_bucket(pk.buckets, len, lim, &relaxed);
+      int best = best_bucket(pk.buckets, order, len, lim, &relaxed);
       if (relaxed) ++relaxed_count;
       if (best < 0) {
         pk.buckets.emplace_back();
         best = static_cast<int>(pk.buckets.size()) - 1;
+      } else {
+        order.erase({ratio_of(pk.buckets[best]), best});
       }
       Bucket& b = pk.buckets[best];
       b.slices.push_back({seq, 0, len, len});
       b.tokens += len;
       b.shapes.push_back({0, len, true});
       b.time = chunk_cost(cm, stage, b.shapes);
+      enter(best);
     }
     return relaxed_count;
   }

@@ -1,0 +1,93 @@
+// The EPP search evaluates its candidates on several threads: the plan, the search's record and
+// the knobs are the same, byte for byte, for any thread count, on batches whose plans have
+// slices, hybrid and packed chunks, several pipelines and recompute.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plan/plan_json.h"
+#include "plan/planner.h"
+
+namespace infinipipe::plan {
+namespace {
+
+// Llama-30B at 96K on A800s, Ulysses 8 (examples/llama30b-96k.yaml): memory binds at pp 4.
+Config big_config(int64_t pp) {
+  Config cfg;
+  cfg.model.num_layers = 60;
+  cfg.model.hidden_size = 6144;
+  cfg.model.num_attention_heads = 48;
+  cfg.model.ffn_hidden_size = 16384;
+  cfg.model.vocab_size = 32000;
+  cfg.model.seq_length = 98304;
+  cfg.training.bf16 = true;
+  cfg.cluster.device = "a800-80gb";
+  cfg.parallel.pipeline_parallel = pp;
+  cfg.parallel.ulysses_degree = 8;
+  cfg.cluster.num_devices = pp * 8;
+  cfg.cluster.devices_per_node = 8;
+  cfg.parallel.schedule = Schedule::epp;
+  return cfg;
+}
+
+// Long-tail lengths: mostly short, a few near the maximum, the maximum itself once.
+std::vector<int64_t> long_tail(std::mt19937& rng, int n, int64_t max_len) {
+  std::lognormal_distribution<double> body(8.0, 1.2);
+  std::uniform_int_distribution<int64_t> tail(max_len / 4, max_len);
+  std::bernoulli_distribution is_long(0.04);
+  std::vector<int64_t> out(n);
+  for (auto& l : out)
+    l = is_long(rng) ? tail(rng)
+                     : std::clamp<int64_t>(static_cast<int64_t>(body(rng)), 16, max_len);
+  out[n / 3] = max_len;
+  return out;
+}
+
+std::string record_of(const PlanResult& r) {
+  std::string s = plan_to_json(r.plan).dump() + "\n" + r.knobs.describe() + "\n" +
+                  std::to_string(r.knobs.candidates) + "\n";
+  for (const std::string& n : r.explain.notes) s += n + "\n";
+  s += std::to_string(r.explain.candidates.size());
+  return s;
+}
+
+TEST(PlannerThreads, SamePlanForAnyThreadCount) {
+  std::mt19937 rng(7);
+  bool split = false, hybrid = false, batched = false, pipelines = false, recompute = false;
+  const struct {
+    int64_t pp;
+    int n;
+  } cases[] = {{4, 160}, {4, 320}, {8, 200}};
+  for (const auto& c : cases) {
+    const Config cfg = big_config(c.pp);
+    const auto cm = cost::CostModel::from_config(cfg);
+    const auto lengths = long_tail(rng, c.n, cfg.model.seq_length);
+    const PlanResult one = make_plan_detailed(cfg, cm, lengths, Schedule::epp, 1);
+    for (const Chunk& ch : one.plan.chunks) {
+      split = split || ch.kind() == ChunkKind::split;
+      hybrid = hybrid || ch.kind() == ChunkKind::hybrid;
+      batched = batched || ch.kind() == ChunkKind::batched;
+    }
+    pipelines = pipelines || one.plan.num_pipelines() > 1;
+    for (const auto& list : one.plan.actions)
+      for (const Action& a : list) recompute = recompute || a.recompute_layers > 0;
+    const std::string want = record_of(one);
+    for (int32_t threads : {2, 3, 8}) {
+      SCOPED_TRACE(::testing::Message() << "pp " << c.pp << ", " << c.n << " sequences, "
+                                        << threads << " threads");
+      EXPECT_EQ(record_of(make_plan_detailed(cfg, cm, lengths, Schedule::epp, threads)), want);
+    }
+  }
+  // The batches exercise what the search decides (else this test would prove little).
+  EXPECT_TRUE(split);
+  EXPECT_TRUE(hybrid);
+  EXPECT_TRUE(batched);
+  EXPECT_TRUE(pipelines);
+  EXPECT_TRUE(recompute);
+}
+
+}  // namespace
+}  // namespace infinipipe::plan
