@@ -32,6 +32,9 @@ def parse_args():
                     help="iterations left out of the error (the online fit is learning)")
     ap.add_argument("--out", default=os.environ.get("OUT", "out/bench-prediction-error"))
     ap.add_argument("--timeout", type=int, default=bc.env_int("TIMEOUT", 1800))
+    ap.add_argument("--calibration", default=os.environ.get("CALIBRATION", ""),
+                    help="use this calibration file instead of profiling one (a profile taken "
+                         "on a loaded machine can be far off; every run then starts from it)")
     return ap.parse_args()
 
 
@@ -40,6 +43,8 @@ def prepare(a, exe):
     corpus = os.path.join(a.out, "corpus")
     bc.run([exe, "data", "synth", "--distribution", "github", "--num-documents", "2000",
             "--seq-length", "2048", "--seed", "1", "--output", corpus])
+    if a.calibration:
+        return corpus, a.calibration
     cal = os.path.join(a.out, "calibration.json")
     bc.run([exe, "profile", *MODEL, "--threads", "1", "--quick", "--out", cal],
            env={"OMP_NUM_THREADS": "1"})
@@ -161,7 +166,8 @@ def main():
                     results[(label, dp, update)] = train(a, exe, corpus, cal, dp, update, out)
     print(f"- {load.describe()}")
     print(f"- {a.iters} iterations each, errors over iterations {a.skip + 1}..{a.iters}; "
-          f"calibration: `profile --quick --threads 1` of the same model; builds: "
+          f"calibration: " + (f"`{a.calibration}`" if a.calibration else
+                              "`profile --quick --threads 1` of the same model") + "; builds: "
           + ", ".join(f"{label} = `{exe}`" for label, exe in runs) + "\n")
     rows = []
     for (label, dp, update), run_dir in results.items():
