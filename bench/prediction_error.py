@@ -3,10 +3,12 @@
 (pp 2 x dp 2, 4 ranks) and pp 2 x dp 1 (2 ranks), each trained with --cost-model-update off
 (the offline calibration only) and online (refitted from measured actions, per rank). Reads the
 traces and plans each run leaves (docs/tracing.md) and prints, after the first --skip
-iterations, the median absolute relative error of the iteration (span of a replica's actions
-against its plan's predicted_step_time) and of the actions (measured interval against
-predicted_s), then the trajectory of each rank's fitted alpha2 and beta1 (Plan.rank_time_terms).
-The four runs go one after another on the same calibration and corpus."""
+iterations, the median absolute relative error of the iteration (its plan's predicted_step_time
+against the span of a replica's actions, and against its whole step up to the last optimizer
+step), and of the actions (measured interval against predicted_s), then the trajectory of each
+rank's fitted alpha2 and beta1 (Plan.rank_time_terms) and its step costs (Plan.rank_step_terms).
+The four runs go one after another on the same calibration and corpus; with
+INFINIPIPE_BASE_BUILD_DIR set, the base build's four runs go first, on the same calibration."""
 
 import argparse
 import glob
@@ -30,6 +32,9 @@ def parse_args():
                     help="iterations left out of the error (the online fit is learning)")
     ap.add_argument("--out", default=os.environ.get("OUT", "out/bench-prediction-error"))
     ap.add_argument("--timeout", type=int, default=bc.env_int("TIMEOUT", 1800))
+    ap.add_argument("--calibration", default=os.environ.get("CALIBRATION", ""),
+                    help="use this calibration file instead of profiling one (a profile taken "
+                         "on a loaded machine can be far off; every run then starts from it)")
     return ap.parse_args()
 
 
@@ -38,14 +43,16 @@ def prepare(a, exe):
     corpus = os.path.join(a.out, "corpus")
     bc.run([exe, "data", "synth", "--distribution", "github", "--num-documents", "2000",
             "--seq-length", "2048", "--seed", "1", "--output", corpus])
+    if a.calibration:
+        return corpus, a.calibration
     cal = os.path.join(a.out, "calibration.json")
     bc.run([exe, "profile", *MODEL, "--threads", "1", "--quick", "--out", cal],
            env={"OMP_NUM_THREADS": "1"})
     return corpus, cal
 
 
-def train(a, exe, corpus, cal, dp, update):
-    run_dir = os.path.join(a.out, f"pp2-dp{dp}-{update}")
+def train(a, exe, corpus, cal, dp, update, out):
+    run_dir = os.path.join(out, f"pp2-dp{dp}-{update}")
     cmd = ["timeout", str(a.timeout), "mpirun", "--allow-run-as-root", "--oversubscribe",
            "--bind-to", "none", "-np", str(2 * dp), "env", "OMP_NUM_THREADS=1",
            "OMP_WAIT_POLICY=passive", exe, "train", "--data-path", corpus, "--pp", "2",
@@ -57,18 +64,29 @@ def train(a, exe, corpus, cal, dp, update):
     return run_dir
 
 
-def trace_actions(run_dir):
-    """(iteration, replica) -> list of (start_us, end_us, predicted_s), over every rank."""
+def trace_events(run_dir):
+    """(iteration, replica) -> {"actions": [(start_us, end_us, predicted_s)], "ends": [us]}:
+    every rank's actions, and where each rank's step ended (its optimizer step's end)."""
     out = {}
     for path in glob.glob(os.path.join(run_dir, "trace-rank*.json")):
         with open(path) as f:
             t = json.load(f)
-        for e in t["traceEvents"] if isinstance(t, dict) else t:
-            if e.get("ph") != "X" or e.get("cat") not in ("forward", "backward"):
+        events = t["traceEvents"] if isinstance(t, dict) else t
+        replica = None
+        for e in events:
+            if e.get("ph") == "X" and e.get("cat") in ("forward", "backward"):
+                replica = e["args"]["replica"]
+                break
+        for e in events:
+            if e.get("ph") != "X":
                 continue
-            g = e["args"]
-            out.setdefault((g["iteration"], g["replica"]), []).append(
-                (e["ts"], e["ts"] + e["dur"], g["predicted_s"]))
+            g = e.get("args", {})
+            if e.get("cat") in ("forward", "backward"):
+                out.setdefault((g["iteration"], g["replica"]), {"actions": [], "ends": []})[
+                    "actions"].append((e["ts"], e["ts"] + e["dur"], g["predicted_s"]))
+            elif e.get("cat") == "optimizer" and replica is not None:
+                out.setdefault((g["iteration"], replica), {"actions": [], "ends": []})[
+                    "ends"].append(e["ts"] + e["dur"])
     return out
 
 
@@ -82,15 +100,30 @@ def plan_of(run_dir, it, replica):
 
 
 def errors(run_dir, skip):
-    acts = trace_actions(run_dir)
-    it_err, act_err = [], []
-    for (it, rep), lst in sorted(acts.items()):
-        if it <= skip:
+    """Median errors after `skip` iterations: the replica's actions' span and its whole step (to
+    the last rank's optimizer end) against predicted_step_time, and each action's interval
+    against its predicted_s; then the counts."""
+    ev = trace_events(run_dir)
+    span_err, step_err, act_err = [], [], []
+    for (it, rep), d in sorted(ev.items()):
+        lst = d["actions"]
+        if it <= skip or not lst:
             continue
-        span = (max(e for _, e, _ in lst) - min(s for s, _, _ in lst)) / 1e6
-        it_err.append(rel(span, plan_of(run_dir, it, rep)["predicted_step_time"]))
+        start = min(s for s, _, _ in lst)
+        predicted = plan_of(run_dir, it, rep)["predicted_step_time"]
+        span_err.append(rel((max(e for _, e, _ in lst) - start) / 1e6, predicted))
+        if d["ends"]:
+            step_err.append(rel((max(d["ends"]) - start) / 1e6, predicted))
         act_err += [rel((e - s) / 1e6, p) for s, e, p in lst]
-    return bc.median(it_err), bc.median(act_err), len(it_err), len(act_err)
+    return (bc.median(span_err), bc.median(step_err), bc.median(act_err), len(span_err),
+            len(act_err))
+
+
+def step_terms(run_dir, iters):
+    """Each rank's action gap and tail as the last plan of replica 0 carried them."""
+    terms = plan_of(run_dir, iters, 0).get("rank_step_terms", [])
+    return ", ".join(f"rank {r}: gap {g * 1e3:.2f} ms, tail {t * 1e3:.1f} ms"
+                     for r, (g, t) in enumerate(terms)) or "none"
 
 
 def trajectory(run_dir, iters):
@@ -103,32 +136,55 @@ def trajectory(run_dir, iters):
     return rows
 
 
+def builds():
+    """(label, binary) per build to compare: $INFINIPIPE_BASE_BUILD_DIR (label 'before') runs
+    first when set, then this tree's build ('after', or the only one)."""
+    out = []
+    base = os.environ.get("INFINIPIPE_BASE_BUILD_DIR")
+    if base:
+        exe = os.path.join(base, "infinipipe")
+        if not os.access(exe, os.X_OK):
+            sys.exit(f"error: {exe} not found; build the base commit there first")
+        out.append(("before", exe))
+    out.append(("after" if base else "this tree", bc.binary()))
+    return out
+
+
 def main():
     a = parse_args()
-    exe = bc.binary()
+    runs = builds()
     print("## Cost-model prediction error in real training\n")
     for line in bc.machine_lines():
         print(line)
-    corpus, cal = prepare(a, exe)
+    corpus, cal = prepare(a, runs[-1][1])
     results = {}
     with bc.LoadSampler() as load:
-        for dp in (2, 1):
-            for update in ("off", "online"):
-                results[(dp, update)] = train(a, exe, corpus, cal, dp, update)
+        for label, exe in runs:
+            for dp in (2, 1):
+                for update in ("off", "online"):
+                    out = os.path.join(a.out, label.replace(" ", "-"))
+                    results[(label, dp, update)] = train(a, exe, corpus, cal, dp, update, out)
     print(f"- {load.describe()}")
     print(f"- {a.iters} iterations each, errors over iterations {a.skip + 1}..{a.iters}; "
-          f"calibration: `profile --quick --threads 1` of the same model\n")
+          f"calibration: " + (f"`{a.calibration}`" if a.calibration else
+                              "`profile --quick --threads 1` of the same model") + "; builds: "
+          + ", ".join(f"{label} = `{exe}`" for label, exe in runs) + "\n")
     rows = []
-    for (dp, update), run_dir in results.items():
-        it_med, act_med, n_it, n_act = errors(run_dir, a.skip)
-        rows.append([f"pp 2 x dp {dp}", update, f"{100 * it_med:.1f}%", str(n_it),
-                     f"{100 * act_med:.1f}%", str(n_act)])
-    print(bc.md_table(["layout", "cost-model update", "iteration median abs err", "n",
-                       "action median abs err", "n"], rows))
-    for dp in (2, 1):
-        print(f"\nFitted alpha2 / beta1 per rank (online, pp 2 x dp {dp}, replica 0's plans):\n")
-        print(bc.md_table(["iteration", "rank 0", "rank 1"],
-                          trajectory(results[(dp, "online")], a.iters)))
+    for (label, dp, update), run_dir in results.items():
+        span, step, act, n_it, n_act = errors(run_dir, a.skip)
+        rows.append([label, f"pp 2 x dp {dp}", update, f"{100 * span:.1f}%",
+                     f"{100 * step:.1f}%", str(n_it), f"{100 * act:.1f}%", str(n_act)])
+    print(bc.md_table(["build", "layout", "cost-model update", "actions' span", "whole step",
+                       "n", "action median abs err", "n"], rows))
+    print("\n(median |measured - predicted| / predicted of predicted_step_time against the span "
+          "of a replica's actions, and against its whole step: from its first action to the "
+          "last of its ranks' optimizer steps)")
+    for (label, dp, update), run_dir in results.items():
+        if update != "online":
+            continue
+        print(f"\nFitted alpha2 / beta1 per rank ({label}, online, pp 2 x dp {dp}, replica 0's "
+              f"plans); step costs at iteration {a.iters}: {step_terms(run_dir, a.iters)}\n")
+        print(bc.md_table(["iteration", "rank 0", "rank 1"], trajectory(run_dir, a.iters)))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,12 @@ struct Coefficients {
   double lm_head_backward_factor = 2.0;
   double recompute_factor = 1.0;      // recompute / forward of the same layers
   double half_efficiency_tokens = 0;  // eff(t) = t / (t + this), t = tokens of the chunk per device
+  // A training rank's per-step costs outside its actions, measured while training (0 in presets
+  // and calibrations, which time kernels alone): the executor's bookkeeping before each action,
+  // and the tail after the last one (exposed data-parallel all-reduce, clip, optimizer step).
+  // docs/cost-model.md, "Per-rank costs".
+  double action_gap_s = 0;
+  double step_tail_s = 0;
   // communication
   double p2p_bandwidth_intra = 0;  // bytes/s
   double p2p_bandwidth_inter = 0;  // bytes/s

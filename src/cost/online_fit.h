@@ -121,7 +121,10 @@ class OnlineFit {
   // Prediction and its derivative by each term (absolute units), at the current values.
   double predict_with_gradient(const ActionSample& s, Vec& gradient) const;
   void check_shape(const ActionSample& s) const;  // chunk and recompute layers
-  void guard_step(const Vec& step);
+  double step_limit(int term) const;
+  double floor_of(int term) const;    // 0, or a small part of a backward
+  double ceiling_of(int term) const;  // max_factor_from_prior × the term's scale
+  bool at_bound(int term, double step) const;
 
   CostModel prior_;
   OnlineFitOptions options_;

@@ -86,6 +86,9 @@ struct Plan {
   // Per pipeline rank, the time terms (cost::OnlineTerm order) its actions were predicted with,
   // when ranks have costs of their own (plan_costs.h); empty: one set of coefficients for all.
   std::vector<std::vector<double>> rank_time_terms;
+  // Per pipeline rank, its costs outside the actions ({action gap, step tail} seconds,
+  // plan_costs.h) the step time was predicted with; empty: none.
+  std::vector<std::vector<double>> rank_step_terms;
   // An evaluation plan (forward_plan.h): forwards only, no recompute, nothing kept for backward.
   bool forward_only = false;
 

@@ -16,16 +16,32 @@ std::vector<std::vector<double>> plan_rank_time_terms(const cost::CostModel& cm)
   return out;
 }
 
+std::vector<std::vector<double>> plan_rank_step_terms(const cost::CostModel& cm) {
+  std::vector<std::vector<double>> out;
+  bool any = false;
+  for (const cost::Coefficients& c : cm.rank_coefficients()) {
+    out.push_back({c.action_gap_s, c.step_tail_s});
+    any = any || c.action_gap_s > 0 || c.step_tail_s > 0;
+  }
+  return any ? out : std::vector<std::vector<double>>{};
+}
+
 cost::CostModel plan_cost_model(const Plan& plan, const cost::CostModel& base) {
-  if (plan.rank_time_terms.empty()) return base;
-  if (plan.rank_time_terms.size() != static_cast<size_t>(plan.pp))
-    fail("the plan carries time terms for {} ranks, it has pp {}", plan.rank_time_terms.size(),
-         plan.pp);
-  std::vector<cost::Coefficients> ranks;
-  for (const std::vector<double>& terms : plan.rank_time_terms) {
-    cost::Coefficients c = base.coefficients();
-    cost::online_terms_set(terms, c);  // Error unless kNumOnlineTerms values
-    ranks.push_back(c);
+  if (plan.rank_time_terms.empty() && plan.rank_step_terms.empty()) return base;
+  const size_t pp = static_cast<size_t>(plan.pp);
+  for (const auto* list : {&plan.rank_time_terms, &plan.rank_step_terms})
+    if (!list->empty() && list->size() != pp)
+      fail("the plan carries time terms for {} ranks, it has pp {}", list->size(), plan.pp);
+  std::vector<cost::Coefficients> ranks(pp, base.coefficients());
+  for (size_t r = 0; r < pp; ++r) {
+    // Error unless kNumOnlineTerms values
+    if (!plan.rank_time_terms.empty()) cost::online_terms_set(plan.rank_time_terms[r], ranks[r]);
+    if (plan.rank_step_terms.empty()) continue;
+    if (plan.rank_step_terms[r].size() != kPlanStepTerms)
+      fail("the plan carries {} step terms for rank {}; expected {}",
+           plan.rank_step_terms[r].size(), r, kPlanStepTerms);
+    ranks[r].action_gap_s = plan.rank_step_terms[r][0];
+    ranks[r].step_tail_s = plan.rank_step_terms[r][1];
   }
   return base.with_rank_coefficients(std::move(ranks));
 }

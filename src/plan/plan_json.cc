@@ -51,19 +51,21 @@ const json& as_array(const json& v, const std::string& where, size_t size = SIZE
 }
 
 // One list of time terms per pipeline rank, each non-negative and finite.
-void rank_time_terms_from_json(Plan& p, const json& j) {
-  if (!j.contains("rank_time_terms")) return;
-  const json& all = as_array(j.at("rank_time_terms"), "rank_time_terms", static_cast<size_t>(p.pp));
+// (rank_time_terms, and rank_step_terms with kPlanStepTerms entries per rank.)
+void rank_terms_from_json(std::vector<std::vector<double>>& out, const json& j, const char* key,
+                          size_t pp, size_t per_rank) {
+  if (!j.contains(key)) return;
+  const std::string name = key;
+  const json& all = as_array(j.at(key), name.c_str(), pp);
   for (const json& rank : all) {
     std::vector<double> terms;
-    for (const json& v : as_array(rank, "rank_time_terms[]", kPlanTimeTerms)) {
-      const double x = as_double(v, "rank_time_terms[][]");
+    for (const json& v : as_array(rank, (name + "[]").c_str(), per_rank)) {
+      const double x = as_double(v, (name + "[][]").c_str());
       if (!(x >= 0) || !std::isfinite(x))
-        fail("plan JSON: rank_time_terms[{}] holds {}; time terms are finite and >= 0",
-             p.rank_time_terms.size(), x);
+        fail("plan JSON: {}[{}] holds {}; time terms are finite and >= 0", name, out.size(), x);
       terms.push_back(x);
     }
-    p.rank_time_terms.push_back(std::move(terms));
+    out.push_back(std::move(terms));
   }
 }
 
@@ -81,6 +83,7 @@ json plan_to_json(const Plan& plan) {
   j["predicted_step_time"] = plan.predicted_step_time;
   j["predicted_peak_bytes"] = plan.predicted_peak_bytes;
   if (!plan.rank_time_terms.empty()) j["rank_time_terms"] = plan.rank_time_terms;
+  if (!plan.rank_step_terms.empty()) j["rank_step_terms"] = plan.rank_step_terms;
   j["seq_lengths"] = plan.seq_lengths;
   json chunks = json::array();
   for (const Chunk& c : plan.chunks) {
@@ -234,7 +237,10 @@ Plan plan_from_json(const json& j) {
   for (const json& v :
        as_array(field(j, "predicted_peak_bytes", "the plan"), "predicted_peak_bytes"))
     p.predicted_peak_bytes.push_back(as_int(v, "predicted_peak_bytes[]", 0));
-  rank_time_terms_from_json(p, j);  // optional: plans before per-rank costs have none
+  rank_terms_from_json(p.rank_time_terms, j, "rank_time_terms", static_cast<size_t>(p.pp),
+                       kPlanTimeTerms);
+  rank_terms_from_json(p.rank_step_terms, j, "rank_step_terms", static_cast<size_t>(p.pp),
+                       kPlanStepTerms);  // optional: plans before per-rank costs have none
   lengths_from_json(p, j);
   chunks_from_json(p, j);
   stages_from_json(p, j);

@@ -150,6 +150,7 @@ PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
       break;
   }
   res.plan.rank_time_terms = plan_rank_time_terms(cm);
+  res.plan.rank_step_terms = plan_rank_step_terms(cm);
   validate_or_throw(res.plan, cm, cfg);
   return res;
 }

@@ -39,8 +39,18 @@ std::vector<double> replay_transfer_times(const Plan& plan, const cost::CostMode
   return t;
 }
 
+std::vector<RankStepCost> replay_step_costs(const Plan& plan, const cost::CostModel& cost) {
+  std::vector<RankStepCost> out(static_cast<size_t>(plan.pp));
+  for (int32_t k = 0; k < plan.pp; ++k) {
+    const cost::Coefficients& c = cost.time_coefficients(k);
+    out[static_cast<size_t>(k)] = {c.action_gap_s, c.step_tail_s};
+  }
+  return out;
+}
+
 Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
-                       const std::vector<std::vector<double>>& durations) {
+                       const std::vector<std::vector<double>>& durations,
+                       std::span<const RankStepCost> step_costs) {
   const int32_t ns = plan.num_stages(), pp = plan.pp;
   const size_t m = plan.chunks.size();
   // Completion time of forward / backward of (stage, chunk); kNotDone until it ran.
@@ -82,7 +92,7 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
         }
         double dur = durations.empty() ? a.predicted_time : durations[k][next[k]];
         ActionTiming& t = r.timing[k][next[k]];
-        t.start = std::max(clock[k], ready);
+        t.start = std::max(clock[k], ready) + (step_costs.empty() ? 0.0 : step_costs[k].action_gap);
         t.end = t.start + dur;
         clock[k] = t.end;
         (a.kind == ActionKind::forward ? fdone : bdone)[idx(a.stage, a.chunk)] = t.end;
@@ -92,7 +102,9 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
       if (next[k] < list.size()) finished = false;
     }
   }
-  for (int32_t k = 0; k < pp; ++k) r.step_time = std::max(r.step_time, clock[k]);
+  for (int32_t k = 0; k < pp; ++k)
+    r.step_time =
+        std::max(r.step_time, clock[k] + (step_costs.empty() ? 0.0 : step_costs[k].tail));
   if (finished) return r;
 
   r.deadlock = true;

@@ -20,7 +20,7 @@ struct ActionTiming {
 
 struct Replay {
   std::vector<std::vector<ActionTiming>> timing;  // per rank, per action of plan.actions
-  double step_time = 0;                           // end of the last action
+  double step_time = 0;  // end of the last action, plus its rank's tail (step_costs)
   bool deadlock = false;
   std::string deadlock_reason;  // names each stuck rank, its action and what it waits for
 };
@@ -32,9 +32,21 @@ std::vector<double> replay_transfer_times(const Plan& plan, const cost::CostMode
 // Node of a pipeline rank: Megatron's rank order puts pp outermost (device = r*dp*ulysses + ...).
 int64_t pipeline_rank_node(const Config& cfg, int64_t rank);
 
-// `durations` per rank and action (empty = each action's predicted_time).
+// A pipeline rank's costs outside its actions (cost::Coefficients::action_gap_s, step_tail_s):
+// `action_gap` before every action, once its input is there; `tail` after its last action.
+struct RankStepCost {
+  double action_gap = 0, tail = 0;
+};
+
+// Each rank's step costs of `cost` (all 0 when its coefficients have none).
+std::vector<RankStepCost> replay_step_costs(const Plan& plan, const cost::CostModel& cost);
+
+// `durations` per rank and action (empty = each action's predicted_time). `step_costs` per rank
+// (empty = none): an action starts its rank's gap after both its rank is free and its input is
+// there, and the step ends at the latest rank's last action plus its tail.
 Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
-                       const std::vector<std::vector<double>>& durations = {});
+                       const std::vector<std::vector<double>>& durations = {},
+                       std::span<const RankStepCost> step_costs = {});
 
 // How long a sent message may stay in flight. A message lives (its sender's buffer) until the
 // receiving rank reaches the action that takes it and posts the receive; pipelines hold some for

@@ -282,7 +282,8 @@ void plan_predict(Plan& plan, const cost::CostModel& cost, const Config& cfg) {
                     zero3_backward_exposed_seconds(cost, cfg, sh, st, rank);
     }
   plan.predicted_peak_bytes = schedule_memory_trace(plan, cost, cfg).peak;
-  Replay r = schedule_replay(plan, replay_transfer_times(plan, cost, cfg));
+  Replay r = schedule_replay(plan, replay_transfer_times(plan, cost, cfg), {},
+                             replay_step_costs(plan, cost));
   if (r.deadlock) fail("the {} plan deadlocks: {}", plan.schedule, r.deadlock_reason);
   plan.predicted_step_time = r.step_time;
 }

@@ -73,6 +73,7 @@ Trainer::Trainer(const TrainOptions& opts)
   if (cfg_.training.cost_model_update == CostModelUpdate::online) {
     fit_.emplace(cm_);
     pooled_.coeffs = cm_.coefficients();
+    if (groups_) step_fit_.emplace();  // one rank per process: its gaps and tail are its own
   }
   if (!cfg_.training.load.empty()) {
     checkpoint_load(cfg_.training.load);

@@ -28,6 +28,7 @@
 #include "cost/cost_model.h"
 #include "cost/length_shift.h"
 #include "cost/online_fit.h"
+#include "cost/online_fit_step.h"
 #include "data/document_stream.h"
 #include "data/outlier_delay.h"
 #include "data/run_datasets.h"
@@ -183,6 +184,7 @@ class Trainer {
   nlohmann::json fit_state_gather(const std::string& mine) const;
   nlohmann::json fit_state_find(CheckpointReader& reader) const;
   cost::CostModel plan_terms_from_json(const nlohmann::json& j, const std::string& where) const;
+  nlohmann::json step_costs_json() const;
 
   // Batches (train_batch.cc).
   Batch batch_lengths_read(std::span<const data::DocumentRef> documents,
@@ -217,6 +219,11 @@ class Trainer {
   // The online refit (train_cost.cc): this rank's measured actions into its fit, the pipeline's
   // fits pooled into the coefficients the next plans use.
   void cost_model_update(int64_t iteration);
+  // The step-cost sample of this iteration: the gaps before its actions, then each part of the
+  // tail as it runs, then the fit.
+  void step_costs_measure_actions();
+  void step_costs_add_tail(Clock::time_point start);
+  void step_costs_update();
   std::vector<cost::Coefficients> rank_coefficients_gather(int64_t iteration) const;
 
   // One iteration's parts, in order (train_step.cc).
@@ -242,6 +249,10 @@ class Trainer {
   cost::CostModel plan_cm_;       // what the planner plans with next (cm_ refitted when online)
   cost::CostModel last_plan_cm_;  // what the last plan was planned with
   std::optional<cost::OnlineFit> fit_;  // this rank's fit (--cost-model-update online)
+  // Distributed and online: this rank's costs outside its actions, and what this iteration
+  // measured of them so far (the tail is complete after the optimizer step).
+  std::optional<cost::StepCostFit> step_fit_;
+  cost::StepCostSample step_sample_;
   cost::OnlinePooled pooled_;           // the pipeline's pooled fit after the last iteration
   // plan_cm_ before the last refit: what the background planner planned the next batch with.
   cost::CostModel plan_cm_before_refit_;

@@ -24,6 +24,7 @@ void Trainer::cost_model_update(int64_t iteration) {
         "iteration {}: {}; the online cost fit now weighs the new shapes as it did its first",
         iteration, *moved);
   }
+  const auto t_fit = Clock::now();
   for (const obs::StepStats& stats : last_stats_) {
     for (const obs::ActionTiming& t : stats.timings) {
       const plan::Action& a = t.action;
@@ -37,6 +38,7 @@ void Trainer::cost_model_update(int64_t iteration) {
       if (s.seconds > 0) fit_->update(s);
     }
   }
+  step_costs_add_tail(t_fit);
   std::array<double, cost::kOnlineShareSize> share = cost::online_fit_share(*fit_);
   if (groups_) {
     allreduce_sum(groups_->pp_comm(), share, p2p_->timeout_s(),
@@ -49,27 +51,62 @@ void Trainer::cost_model_update(int64_t iteration) {
   if (groups_) plan_cm_ = plan_cm_.with_rank_coefficients(rank_coefficients_gather(iteration));
 }
 
-// Every rank of the pipeline learns each rank's own time terms (its slot of one summed vector),
-// so the planner times a rank's stages with what that rank measured: a slow rank gets less work.
+// Every rank of the pipeline learns each rank's own time terms and step costs (its slot of one
+// summed vector), so the planner times a rank's stages with what that rank measured: a slow
+// rank gets less work.
 std::vector<cost::Coefficients> Trainer::rank_coefficients_gather(int64_t iteration) const {
-  const int pp = static_cast<int>(cfg_.parallel.pipeline_parallel);
+  constexpr size_t kSlot = cost::kNumOnlineTerms + 2;  // the time terms, action gap, tail
+  const size_t pp = static_cast<size_t>(cfg_.parallel.pipeline_parallel);
   const auto mine = cost::online_terms_get(fit_->coefficients());
-  std::vector<double> all(static_cast<size_t>(pp) * cost::kNumOnlineTerms, 0.0);
-  std::copy(
-      mine.begin(), mine.end(),
-      all.begin() + static_cast<std::ptrdiff_t>(groups_->layout().stage) * cost::kNumOnlineTerms);
+  std::vector<double> all(pp * kSlot, 0.0);
+  const size_t at = static_cast<size_t>(groups_->layout().stage) * kSlot;
+  std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(at));
+  all[at + cost::kNumOnlineTerms] = step_fit_ ? step_fit_->action_gap() : 0.0;
+  all[at + cost::kNumOnlineTerms + 1] = step_fit_ ? step_fit_->tail() : 0.0;
   allreduce_sum(groups_->pp_comm(), std::span<double>(all), p2p_->timeout_s(),
                 fmt::format("the ranks' cost terms of iteration {}", iteration));
   std::vector<cost::Coefficients> out;
-  for (int r = 0; r < pp; ++r) {
+  for (size_t r = 0; r < pp; ++r) {
     cost::Coefficients c = pooled_.coeffs;
-    cost::online_terms_set(
-        std::span<const double>(all).subspan(static_cast<size_t>(r) * cost::kNumOnlineTerms,
-                                             cost::kNumOnlineTerms),
-        c);
+    const std::span<const double> slot = std::span<const double>(all).subspan(r * kSlot, kSlot);
+    cost::online_terms_set(slot.first(cost::kNumOnlineTerms), c);
+    c.action_gap_s = slot[cost::kNumOnlineTerms];
+    c.step_tail_s = slot[cost::kNumOnlineTerms + 1];
     out.push_back(c);
   }
   return out;
+}
+
+// The gap before each action: from the previous action's end (the step's start for the first)
+// or, when it waited for its input, from the wait's end, to the action's start. What the
+// executor does after the last action (completing its sends) waits for the receiver to take
+// them, so it is not part of the tail: on the last stage it was 0.1 s of a 3 s step, spent while
+// the first stage still computed.
+void Trainer::step_costs_measure_actions() {
+  step_sample_ = {};
+  if (!step_fit_ || last_stats_.size() != 1) return;
+  const obs::StepStats& st = last_stats_.front();
+  double prev_end = 0;
+  for (const obs::ActionTiming& t : st.timings) {
+    double ready = prev_end;
+    for (const obs::EventTiming& e : st.events)
+      if (e.category == "p2p_wait" && e.end_s <= t.start_s && e.end_s > ready) ready = e.end_s;
+    step_sample_.gap_sum_s += std::max(0.0, t.start_s - ready);
+    ++step_sample_.actions;
+    prev_end = t.end_s;
+  }
+}
+
+// Parts of the tail are this rank's own work (the exposed all-reduce, the cost fit, clip and
+// optimizer); the collectives that wait for other ranks (the loss sum, the terms' exchange) are
+// not costs of this rank and stay out.
+void Trainer::step_costs_add_tail(Clock::time_point start) {
+  if (step_fit_) step_sample_.tail_s += seconds_since(start);
+}
+
+void Trainer::step_costs_update() {
+  if (step_fit_ && step_sample_.actions > 0) step_fit_->update(step_sample_);
+  step_sample_ = {};
 }
 
 std::optional<cost::Calibration> Trainer::online_calibration() const {

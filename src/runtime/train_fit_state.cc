@@ -29,10 +29,14 @@ std::string fit_file_name(int64_t writer) {
 
 // A planning cost model's time terms: the shared ones and each pipeline rank's own.
 Json plan_terms_to_json(const cost::CostModel& cm) {
-  Json ranks = Json::array();
-  for (const cost::Coefficients& c : cm.rank_coefficients())
+  Json ranks = Json::array(), steps = Json::array();
+  for (const cost::Coefficients& c : cm.rank_coefficients()) {
     ranks.push_back(cost::online_terms_get(c));
-  return {{"terms", cost::online_terms_get(cm.coefficients())}, {"rank_terms", ranks}};
+    steps.push_back({c.action_gap_s, c.step_tail_s});
+  }
+  return {{"terms", cost::online_terms_get(cm.coefficients())},
+          {"rank_terms", ranks},
+          {"rank_step_terms", steps}};
 }
 
 }  // namespace
@@ -49,14 +53,30 @@ cost::CostModel Trainer::plan_terms_from_json(const Json& j, const std::string& 
   if (!ranks.is_array() || ranks.size() != (ranks.empty() ? 0 : pp))
     fail("{}.rank_terms must hold none or one entry per pipeline rank ({})", where, pp);
   if (ranks.empty()) return out;
+  // Each rank's step costs (action gap, tail); absent in checkpoints saved before they were fitted.
+  const Json* steps = j.contains("rank_step_terms") ? &j.at("rank_step_terms") : nullptr;
+  if (steps && (!steps->is_array() || steps->size() != ranks.size()))
+    fail("{}.rank_step_terms must hold one entry per pipeline rank ({})", where, pp);
   std::vector<cost::Coefficients> per_rank;
   for (size_t r = 0; r < ranks.size(); ++r) {
     cost::json_terms_read(ranks[r], fmt::format("{}.rank_terms[{}]", where, r), terms);
     cost::Coefficients c = shared;
     cost::online_terms_set(terms, c);
+    if (steps) {
+      std::array<double, 2> step{};
+      cost::json_terms_read((*steps)[r], fmt::format("{}.rank_step_terms[{}]", where, r), step);
+      c.action_gap_s = step[0];
+      c.step_tail_s = step[1];
+    }
     per_rank.push_back(c);
   }
   return out.with_rank_coefficients(std::move(per_rank));
+}
+
+// The step-cost fit's state: gap Σ and weight, tail Σ and weight (zeros without one).
+Json Trainer::step_costs_json() const {
+  const cost::StepCostState s = step_fit_ ? step_fit_->state() : cost::StepCostState{};
+  return {s.weighted[0], s.weight[0], s.weighted[1], s.weight[1]};
 }
 
 Json Trainer::fit_state_entry() const {
@@ -69,6 +89,7 @@ Json Trainer::fit_state_entry() const {
             {"residual_forward", pooled_.residual_forward},
             {"residual_backward", pooled_.residual_backward}}},
           {"seen_lengths", {{"max", length_shift_.seen().max}, {"p90", length_shift_.seen().p90}}},
+          {"step_costs", step_costs_json()},
           {"next_plans", plan_terms_to_json(plan_cm_)},
           {"next_batch_plan", plan_terms_to_json(plan_cm_before_refit_)}};
 }
@@ -171,6 +192,11 @@ void Trainer::fit_state_load(CheckpointReader& reader) {
   const Json& seen = json_field(e, "seen_lengths", where);
   length_shift_.restore({json_int(json_field(seen, "max", where), where + ".seen_lengths.max", 0),
                          json_int(json_field(seen, "p90", where), where + ".seen_lengths.p90", 0)});
+  if (step_fit_ && e.contains("step_costs")) {
+    std::array<double, 4> v{};  // gap Σ, its weight, tail Σ, its weight
+    cost::json_terms_read(e.at("step_costs"), where + ".step_costs", v);
+    step_fit_->restore({{v[0], v[2]}, {v[1], v[3]}}, where + ".step_costs");
+  }
   plan_cm_ = plan_terms_from_json(json_field(e, "next_plans", where), where + ".next_plans");
   plan_cm_before_refit_ = plan_cm_;
   first_plan_cm_ =

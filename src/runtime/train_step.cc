@@ -97,6 +97,7 @@ void Trainer::step_execute(const Batch& share, int64_t predicted, obs::Iteration
         execute_plan_local(last_plan_, engine_ptrs_, share.sequences, loss_scale, &tracker_);
   }
   m.measured_step_seconds = seconds_since(t_exec);
+  step_costs_measure_actions();
 }
 
 // The loss over the whole batch (distributed: last stages hold the losses, every rank learns the
@@ -123,7 +124,9 @@ void Trainer::step_loss_reduce(int64_t predicted, obs::IterationMetrics& m) {
   const auto [loss_sum, loss_tokens] = world_loss(last_stats_, it);
   if (groups_ && grads_) {
     if (watchdog_) watchdog_->arm("the gradient all-reduce" + it);
+    const auto t_finish = Clock::now();
     grads_->finish("the data-parallel gradient all-reduce" + it, last_stats_[0].events);
+    step_costs_add_tail(t_finish);  // the all-reduce the backwards did not hide
     if (watchdog_) watchdog_->disarm();
   }
   if (loss_tokens != predicted) {
@@ -161,6 +164,8 @@ void Trainer::step_optimize(obs::IterationMetrics& m) {
   tied_values_copy();
   obs::trace_event_add(last_stats_.front(), "optimizer", "clip and optimizer step", t_optimizer,
                        Clock::now());
+  step_costs_add_tail(t_optimizer);
+  step_costs_update();
 }
 
 // What the iteration did (the whole batch's sequences and tokens) next to what its plan predicted

@@ -60,7 +60,9 @@ StepResult Simulator::execute(const plan::Plan& input) {
 
   std::vector<double> transfer;
   if (!opts_.ignore_comms) transfer = plan::replay_transfer_times(plan, costs, cfg_);
-  plan::Replay replay = plan::schedule_replay(plan, transfer);
+  // The ranks' measured step costs, where the plan carries them (training's online fit).
+  const std::vector<plan::RankStepCost> step_costs = plan::replay_step_costs(plan, costs);
+  plan::Replay replay = plan::schedule_replay(plan, transfer, {}, step_costs);
   if (replay.deadlock)
     fail("cannot simulate the {} plan: {}", plan.schedule, replay.deadlock_reason);
   plan::MemoryTrace mem = plan::schedule_memory_trace(plan, costs, cfg_);
@@ -71,7 +73,10 @@ StepResult Simulator::execute(const plan::Plan& input) {
   for (int32_t k = 0; k < plan.pp; ++k) {
     r.dp_sync_time[k] = dp_sync_seconds(plan, costs, cfg_, k);
     double done = replay.timing[k].empty() ? 0.0 : replay.timing[k].back().end;
-    r.step_time = std::max(r.step_time, done + r.dp_sync_time[k]);
+    // A measured tail holds the exposed data-parallel all-reduce already: it replaces the
+    // modelled one, so the step time is the replay's (the plan's predicted_step_time).
+    const double tail = step_costs[k].tail > 0 ? step_costs[k].tail : r.dp_sync_time[k];
+    r.step_time = std::max(r.step_time, done + tail);
   }
   r.actions.resize(plan.pp);
   r.memory.resize(plan.pp);

@@ -146,9 +146,11 @@ TEST(OnlineFit, FollowsAStepChangeInSpeed) {
   for (int i = 0; i < 300; ++i) fit.update(measured(src, fast, 0.03, rng));
   EXPECT_LT(median_error(fit, fast, 98), 0.03);
   EXPECT_GT(median_error(fit, slow, 98), 0.3);  // 1/1.5: the change is visible
-  // From here every action is 1.5x slower; within 400 updates (about 15 iterations of a demo
-  // rank, 4 forgetting horizons) the fit has followed.
-  for (int i = 0; i < 400; ++i) fit.update(measured(src, slow, 0.03, rng));
+  // From here every action is 1.5x slower; within 600 updates (6 forgetting horizons, 6–12
+  // iterations of a demo rank) the fit has followed. The step bound scales the whole step, so
+  // the uncertain terms' large relative steps slow the others (400 updates sufficed when each
+  // term was bounded on its own, which biased the fit on noisy timings: test_online_fit_guard.cc).
+  for (int i = 0; i < 600; ++i) fit.update(measured(src, slow, 0.03, rng));
   EXPECT_LT(median_error(fit, slow, 98), 0.05);
 }
 

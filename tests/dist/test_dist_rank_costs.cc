@@ -51,6 +51,10 @@ TEST_F(DistRankCosts, SlowRankIsTimedSlowerAndEveryRankHoldsThePlan) {
 
   const plan::Plan& p = t.last_plan();
   ASSERT_EQ(p.rank_time_terms.size(), 2u);
+  // Each rank's measured costs outside its actions came with the plan: every rank steps its
+  // optimizer, so every tail is positive.
+  ASSERT_EQ(p.rank_step_terms.size(), 2u);
+  for (const std::vector<double>& terms : p.rank_step_terms) EXPECT_GT(terms[1], 0.0);
   const cost::CostModel& cm = t.plan_cost_model();
   const double slow = rank_reference_seconds(cm, 0), fast = rank_reference_seconds(cm, 1);
   EXPECT_GT(slow, 1.5 * fast) << "rank 0 runs 4x slower; its fitted terms give " << slow
@@ -118,6 +122,7 @@ TEST_F(DistRankCosts, Pp2ResumePlansTheNextBatchesAsTheUninterruptedRun) {
         << "iteration " << m.iteration << " was planned differently after the resume";
     EXPECT_EQ(m.loss, losses[i]) << "iteration " << m.iteration;
     EXPECT_EQ(t.last_plan().rank_time_terms.size(), 2u);
+    EXPECT_EQ(t.last_plan().rank_step_terms.size(), 2u);  // the step costs resumed too
     for (const plan::Chunk& c : t.last_plan().chunks)
       packs_or_slices |= c.slices.size() > 1 || c.kind() == plan::ChunkKind::split;
   }
