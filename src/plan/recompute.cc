@@ -31,11 +31,23 @@ std::vector<int32_t> previous_slice_chunk(const Plan& plan) {
   return prev;
 }
 
-// Group of each (stage, chunk) under the tie rule.
-int32_t diagonal_key(const Plan& plan, const std::vector<int32_t>& local_index, int32_t stage,
-                     int32_t chunk) {
-  (void)plan;
-  return local_index[chunk] - stage;
+// Position of each (stage, chunk)'s backward among its pipeline's backwards on that stage
+// (stage * nchunks + chunk; -1 when the stage never runs it). The backwards that run at the
+// same time are position j on stage s and j + 1 on stage s + 1; a cut sequence's slices run
+// backward in reverse order, so the forward positions would tie slices that never overlap.
+std::vector<int32_t> backward_positions(const Plan& plan, const std::vector<int32_t>& pipeline) {
+  const int32_t n = static_cast<int32_t>(plan.chunks.size()), nstages = plan.num_stages();
+  std::vector<int32_t> pos(static_cast<size_t>(nstages) * n, -1);
+  for (const auto& list : plan.actions) {
+    std::map<std::pair<int32_t, int32_t>, int32_t> count;  // (stage, pipeline) -> backwards seen
+    for (const Action& a : list) {
+      if (a.kind != ActionKind::backward || a.stage < 0 || a.stage >= nstages || a.chunk < 0 ||
+          a.chunk >= n)
+        continue;
+      pos[static_cast<size_t>(a.stage) * n + a.chunk] = count[{a.stage, pipeline[a.chunk]}]++;
+    }
+  }
+  return pos;
 }
 
 std::vector<std::vector<cost::SliceShape>> shapes_of_chunks(const Plan& plan) {
@@ -52,26 +64,25 @@ struct ProblemBuilder {
 
   int32_t nchunks() const { return static_cast<int32_t>(plan.chunks.size()); }
 
-  // One item per (stage, chunk), grouped along the diagonals of each consecutive pipeline (EPP)
-  // when `diagonal`, else one group each. Returns the item of each stage * nchunks + chunk.
+  // One item per (stage, chunk), grouped along the backward diagonals of each consecutive
+  // pipeline (EPP) when `diagonal`, else one group each (also an item whose stage never runs its
+  // backward, which validation refuses). Returns the item of each stage * nchunks + chunk.
   std::vector<int32_t> add_items(RecomputeProblem& pb, bool diagonal) const {
     const int32_t n = nchunks(), nstages = plan.num_stages();
-    // Position of each chunk inside its consecutive pipeline, for the diagonals.
-    std::vector<int32_t> local_index(n, 0), pipeline(n, 0);
-    std::map<int32_t, int32_t> count;
-    for (int32_t c = 0; c < n; ++c) {
+    std::vector<int32_t> pipeline(n, 0);
+    for (int32_t c = 0; c < n; ++c)
       pipeline[c] =
           c < static_cast<int32_t>(plan.pipeline_of_chunk.size()) ? plan.pipeline_of_chunk[c] : 0;
-      local_index[c] = count[pipeline[c]]++;
-    }
+    const std::vector<int32_t> bwd_pos = backward_positions(plan, pipeline);
     std::vector<int32_t> item_of(static_cast<size_t>(nstages) * n, -1);
     std::map<std::pair<int32_t, int32_t>, int32_t> group_of_key;
     for (int32_t s = 0; s < nstages; ++s)
       for (int32_t c = 0; c < n; ++c) {
         RecomputeItem it = item(s, c);
+        const int32_t pos = bwd_pos[static_cast<size_t>(s) * n + c];
         const std::pair<int32_t, int32_t> key =
-            diagonal ? std::pair{pipeline[c], diagonal_key(plan, local_index, s, c)}
-                     : std::pair{-1, static_cast<int32_t>(pb.items.size())};
+            diagonal && pos >= 0 ? std::pair{pipeline[c], pos - s}
+                                 : std::pair{-1, static_cast<int32_t>(pb.items.size())};
         auto [g, fresh] = group_of_key.try_emplace(key, static_cast<int32_t>(pb.group_max.size()));
         if (fresh) pb.group_max.push_back(0);
         it.group = g->second;

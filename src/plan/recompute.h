@@ -1,9 +1,11 @@
 // Stage-aware chunk-level adaptive recompute (InfiniPipe §V, Eq. 15–16): how many layers of
 // each (stage, chunk) are recomputed so that every rank's memory stays within its budget at every
-// point of its action list, at the least recompute time. Variables are tied along the schedule's
-// diagonals (chunk j on stage s with chunk j+1 on stage s+1: the backwards that run at the same
-// time), so a recompute lengthens a whole wave of concurrent backwards instead of rippling
-// bubbles through the pipeline; a tied group costs the slowest of its recomputes.
+// point of its action list, at the least recompute time. Variables are tied along the diagonals
+// of the backward order (the j-th backward of a pipeline on stage s with its (j+1)-th on stage
+// s+1: the backwards that run at the same time; a cut sequence's slices run backward in reverse
+// order, so this is not the forward order), so a recompute lengthens a whole wave of concurrent
+// backwards instead of rippling bubbles through the pipeline; a tied group costs the slowest of
+// its recomputes.
 // Also Megatron-LM's static choices for the baselines.
 #pragma once
 

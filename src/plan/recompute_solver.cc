@@ -296,6 +296,10 @@ double cbc_solve(const RecomputeProblem& pb, MipModel& md, double gap, double se
   // two-step MIR cuts took most of the root's time for little more (measured on the examples).
   Cbc_setParameter(m, "gomoryCuts", "off");
   Cbc_setParameter(m, "twoMirCuts", "off");
+  // CglPreProcess::postProcess (CBC's preprocessing) dereferenced null on models whose solve
+  // the time limit cut short (twice in the layout search's paper test); these small rows gain
+  // little from it.
+  Cbc_setParameter(m, "preprocess", "off");
   Cbc_solve(m);
   const double* xs = Cbc_getColSolution(m);
   if (xs != nullptr && Cbc_getObjValue(m) < std::numeric_limits<double>::max() / 2) {

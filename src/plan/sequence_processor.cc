@@ -225,8 +225,9 @@ struct Processor {
     return best >= 0 ? best : relaxed;
   }
 
-  // Packs every short sequence, longest first; returns how many needed a relaxed T_t.
-  int32_t pack_short(Packing& pk, const PackLimits& lim) const {
+  // Packs every short sequence, longest first; returns how many needed a relaxed T_t. A
+  // relaxation persists (Alg. 1): T_t rises to the chunk it made, for every later sequence.
+  int32_t pack_short(Packing& pk, PackLimits& lim) const {
     int32_t relaxed_count = 0;
     // Sequences come longest first: a bucket without room for the shortest never takes another
     // (best_bucket would pass over it every time), so it leaves the order for good.
@@ -253,6 +254,7 @@ struct Processor {
       b.tokens += len;
       b.shapes.push_back({0, len, true});
       b.time = chunk_cost(cm, stage, b.shapes);
+      if (relaxed) lim.time_threshold = std::max(lim.time_threshold, b.time);
       enter(best);
     }
     return relaxed_count;
@@ -370,6 +372,7 @@ ProcessorResult sequence_process(std::span<const int64_t> lengths, int32_t k,
           ? sequence_split_uniform(longest, top_len, (top_len + k - 1) / k, min_tail)
           : sequence_split_balanced(longest, top_len, k, cm, stage, min_tail);
   res.limits = pr.limits_of(top, min_tail);
+  res.derived_time_threshold = res.limits.time_threshold;
   res.slices_of_longest = static_cast<int32_t>(top.size());
   Packing pk = pr.cut_long(order, top, res.limits);
   pr.add_empty_buckets(pk, res.limits);

@@ -21,8 +21,9 @@ struct PackLimits {
 
 struct ProcessorResult {
   std::vector<Chunk> chunks;  // forward order: sliced sequences (longest first), then the packs
-  PackLimits limits;
-  int32_t slices_of_longest = 1;  // K
+  PackLimits limits;  // T_t as the packing left it: raised by every relaxation
+  double derived_time_threshold = 0;  // T_t from the longest sequence's split, before relaxing
+  int32_t slices_of_longest = 1;      // K
   int32_t relaxed = 0;  // short sequences placed above T_t because no chunk could hold them
 };
 

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "plan/recompute.h"
@@ -228,6 +229,97 @@ TEST(Recompute, MegatronStaticChoices) {
   par.recompute_num_layers = 3;
   EXPECT_EQ(megatron_recompute_layers(par, 8), 3);
   EXPECT_EQ(megatron_recompute_layers(par, 2), 2);
+}
+
+}  // namespace
+}  // namespace infinipipe::plan
+
+namespace infinipipe::plan {
+namespace {
+
+// A cut sequence (four slices, the tail packed with a short one) then packs of short ones: the
+// slices run backward in reverse order, so backward and forward positions differ.
+Plan cut_sequence_plan(const Config& cfg) {
+  std::vector<int64_t> lens = {8192, 300, 2000, 1800, 1500, 1200, 900, 700};
+  Plan p = testing::plan_from_chunks(cfg, lens,
+                                     {{{0, 0, 2048}},
+                                      {{0, 2048, 2048}},
+                                      {{0, 4096, 2048}},
+                                      {{0, 6144, 2048}, {1, 0, 300}},
+                                      {{2, 0, 2000}},
+                                      {{3, 0, 1800}},
+                                      {{4, 0, 1500}, {7, 0, 700}},
+                                      {{5, 0, 1200}, {6, 0, 900}}});
+  schedule_build(p, Schedule::epp);
+  return p;
+}
+
+// Backward position of (stage, chunk) on its stage: stage * nchunks + chunk.
+std::vector<int32_t> backward_position(const Plan& p) {
+  const size_t n = p.chunks.size();
+  std::vector<int32_t> pos(p.num_stages() * n, -1);
+  for (const auto& list : p.actions) {
+    int32_t k = 0;
+    for (const Action& a : list)
+      if (a.kind == ActionKind::backward) pos[a.stage * n + a.chunk] = k++;
+  }
+  return pos;
+}
+
+// The same problem (one pipeline) with its items tied along the forward order's diagonals.
+RecomputeProblem forward_tied(RecomputeProblem pb) {
+  std::map<int32_t, int32_t> group_of_key;
+  pb.group_max.clear();
+  for (RecomputeItem& it : pb.items) {
+    auto [g, fresh] =
+        group_of_key.try_emplace(it.chunk - it.stage, static_cast<int32_t>(pb.group_max.size()));
+    if (fresh) pb.group_max.push_back(0);
+    it.group = g->second;
+    pb.group_max[it.group] = std::max(pb.group_max[it.group], it.max_layers);
+  }
+  return pb;
+}
+
+TEST(Recompute, TiesFollowTheBackwardOrderOfCutSequences) {
+  const Config cfg = small_config(4);
+  const Plan p = cut_sequence_plan(cfg);
+  const auto cm = cost::CostModel::from_config(cfg);
+  const auto pb = recompute_problem(p, cm, memory_of(cfg, 0), RecomputeTie::diagonal);
+  const auto pos = backward_position(p);
+  const size_t n = p.chunks.size();
+  // Every group holds backwards that run at the same time: position j on stage s, j+1 on s+1.
+  std::map<int32_t, int32_t> wave_of_group;
+  for (const RecomputeItem& it : pb.items) {
+    const int32_t wave = pos[it.stage * n + it.chunk] - it.stage;
+    auto [w, fresh] = wave_of_group.emplace(it.group, wave);
+    EXPECT_EQ(w->second, wave) << "stage " << it.stage << " chunk " << it.chunk;
+  }
+  EXPECT_EQ(pb.group_max.size(), n + 3);
+  // The forward order ties slices whose backwards never overlap.
+  EXPECT_NE(pos[0 * n + 0], 0) << "the first slice's backward should not run first";
+}
+
+TEST(Recompute, BackwardTiesFitWithNoMoreRecomputeThanForwardTies) {
+  const Config cfg = small_config(4);
+  const Plan p = cut_sequence_plan(cfg);
+  const auto cm = cost::CostModel::from_config(cfg);
+  auto bwd = recompute_problem(p, cm, memory_of(cfg, 0), RecomputeTie::diagonal);
+  auto fwd = forward_tied(recompute_problem(p, cm, memory_of(cfg, 0), RecomputeTie::none));
+  const int64_t lean = std::max(recompute_min_budget(bwd), recompute_min_budget(fwd));
+  const int64_t fat = max_of(recompute_peaks(bwd, std::vector<int32_t>(bwd.group_max.size(), 0)));
+  ASSERT_GT(fat, lean);
+  int cheaper = 0;
+  for (double f : {0.0, 0.1, 0.25, 0.4, 0.55, 0.7, 0.85}) {
+    bwd.budget = fwd.budget = lean + static_cast<int64_t>(static_cast<double>(fat - lean) * f);
+    const auto sb = recompute_solve_exact(bwd, 0.0, 5.0);
+    const auto sf = recompute_solve_exact(fwd, 0.0, 5.0);
+    ASSERT_TRUE(sb.feasible) << "budget share " << f;
+    ASSERT_TRUE(sf.feasible) << "budget share " << f;
+    EXPECT_LE(max_of(recompute_peaks(bwd, sb.layers)), bwd.budget);
+    EXPECT_LE(sb.cost, sf.cost * (1 + 1e-9)) << "budget share " << f;
+    cheaper += sb.cost < sf.cost * (1 - 1e-6);
+  }
+  EXPECT_GT(cheaper, 0) << "the batch never tells the two tie rules apart";
 }
 
 }  // namespace
