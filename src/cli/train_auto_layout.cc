@@ -59,7 +59,7 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
   if (p.virtual_stages == kAutoDegree && !sim::schedule_takes_virtual_stages(p.schedule))
     fail_config(
         "--virtual-pipeline-model-parallel-size auto searches virtual stages, which schedule {} "
-        "does not run: use --schedule interleaved or drop the option",
+        "does not run: use --schedule interleaved or epp, or drop the option",
         schedule_name(p.schedule));
   if (how.search_iterations < 1)
     fail_config("--search-iterations must be >= 1 (training batches to sample), got {}",

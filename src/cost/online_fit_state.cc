@@ -95,4 +95,11 @@ void json_terms_read(const Json& j, const std::string& where, std::span<double> 
   }
 }
 
+void json_numbers_read(const Json& j, const std::string& where, std::span<double> out, double hi) {
+  if (!j.is_array() || j.size() != out.size())
+    fail("{} must be an array of {} numbers, got {}", where, out.size(), json_brief(j));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = json_number(j[i], fmt::format("{}[{}]", where, i), 0, hi);
+}
+
 }  // namespace infinipipe::cost

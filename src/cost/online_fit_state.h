@@ -21,5 +21,8 @@ OnlineFitState online_fit_state_from_json(const nlohmann::json& j, const std::st
 // The kNumOnlineTerms time terms in OnlineTerm order, each finite and within the range a
 // calibration file allows it (what a run plans with and writes as one): Error naming `where`.
 void json_terms_read(const nlohmann::json& j, const std::string& where, std::span<double> out);
+// An array of exactly out.size() numbers within [0, hi] (the step costs and their fit's sums).
+void json_numbers_read(const nlohmann::json& j, const std::string& where, std::span<double> out,
+                       double hi);
 
 }  // namespace infinipipe::cost

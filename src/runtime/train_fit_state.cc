@@ -64,7 +64,9 @@ cost::CostModel Trainer::plan_terms_from_json(const Json& j, const std::string& 
     cost::online_terms_set(terms, c);
     if (steps) {
       std::array<double, 2> step{};
-      cost::json_terms_read((*steps)[r], fmt::format("{}.rank_step_terms[{}]", where, r), step);
+      // Seconds per action gap and per step tail: an hour bounds either on any machine.
+      cost::json_numbers_read((*steps)[r], fmt::format("{}.rank_step_terms[{}]", where, r), step,
+                              3600.0);
       c.action_gap_s = step[0];
       c.step_tail_s = step[1];
     }
@@ -194,7 +196,8 @@ void Trainer::fit_state_load(CheckpointReader& reader) {
                          json_int(json_field(seen, "p90", where), where + ".seen_lengths.p90", 0)});
   if (step_fit_ && e.contains("step_costs")) {
     std::array<double, 4> v{};  // gap Σ, its weight, tail Σ, its weight
-    cost::json_terms_read(e.at("step_costs"), where + ".step_costs", v);
+    // Forgetting-weighted sums; restore() checks that they make sane means.
+    cost::json_numbers_read(e.at("step_costs"), where + ".step_costs", v, 1e15);
     step_fit_->restore({{v[0], v[2]}, {v[1], v[3]}}, where + ".step_costs");
   }
   plan_cm_ = plan_terms_from_json(json_field(e, "next_plans", where), where + ".next_plans");

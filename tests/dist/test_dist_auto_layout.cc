@@ -115,13 +115,13 @@ TEST_F(DistAutoLayout, FourRanksTrainTheChosenLayoutWithItsLosses) {
 }
 
 // A fixed degree narrows the search: dp 2 of 4 ranks leaves pp 2.
-TEST_F(DistAutoLayout, FixedDegreeIsKeptAndVppAutoNeedsInterleaved) {
+TEST_F(DistAutoLayout, FixedDegreeIsKeptAndVppAutoNeedsVirtualStages) {
   const testing::ShellResult a = testing::shell_run(
       mpirun(4, "--pp auto --dp 2 --train-iters 1", (dir_ / "m.jsonl").string()));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_NE(a.output.find("pp 2 x vpp 1 x ulysses 1 x dp 2, epp"), std::string::npos) << a.output;
-  const testing::ShellResult v =
-      testing::shell_run(mpirun(2, "--vpp auto --train-iters 1", (dir_ / "v.jsonl").string()));
+  const testing::ShellResult v = testing::shell_run(
+      mpirun(2, "--vpp auto --schedule 1f1b --train-iters 1", (dir_ / "v.jsonl").string()));
   EXPECT_EQ(v.exit_code, 2) << v.output;
   EXPECT_EQ(testing::text_count(v.output, "infinipipe: error"), 1) << v.output;
   EXPECT_NE(v.output.find("use --schedule interleaved"), std::string::npos) << v.output;
