@@ -15,6 +15,7 @@
 #include "common/shell_run.h"
 #include "common/test_temp.h"
 #include "common/text_count.h"
+#include "corpus_dir_fixture.h"
 #include "dist_test_util.h"
 
 namespace infinipipe {
@@ -22,21 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class DistAutoLayout : public ::testing::Test {
+class DistAutoLayout : public disttest::CorpusDirTest {
  protected:
-  void SetUp() override {
-    if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
-    dir_ = test::test_temp_path("distauto");
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const testing::ShellResult j =
-        testing::shell_run(fmt::format("{} data synth --output {} --seq-length 256",
-                                       INFINIPIPE_BINARY, (dir_ / "corpus").string()));
-    ASSERT_EQ(j.exit_code, 0) << j.output;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
+  DistAutoLayout() : CorpusDirTest("distauto") {}
 
   // 3 iterations of a small Llama under a 6 MiB budget (a pipeline of one stage does not fit
   // every layout), the cost model not refitted so two runs plan alike.
@@ -102,7 +91,6 @@ class DistAutoLayout : public ::testing::Test {
     EXPECT_EQ(text.str().find(": auto\\n"), std::string::npos);
   }
 
-  fs::path dir_;
 };
 
 // --pp auto alone: dp, not given, is searched along (pp 1 x dp 2 or pp 2 x dp 1).

@@ -15,6 +15,7 @@
 #include "common/shell_run.h"
 #include "common/test_temp.h"
 #include "common/text_count.h"
+#include "corpus_dir_fixture.h"
 #include "dist_test_util.h"
 
 namespace infinipipe {
@@ -22,21 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class DistCli : public ::testing::Test {
+class DistCli : public disttest::CorpusDirTest {
  protected:
-  void SetUp() override {
-    if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
-    dir_ = test::test_temp_path("distcli");
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const testing::ShellResult j =
-        testing::shell_run(fmt::format("{} data synth --output {} --seq-length 256",
-                                       INFINIPIPE_BINARY, (dir_ / "corpus").string()));
-    ASSERT_EQ(j.exit_code, 0) << j.output;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
+  DistCli() : CorpusDirTest("distcli") {}
 
   // Starts `job`, waits (up to 60 s) for its first checkpoint in `ck` to appear, sends `signal`
   // to rank 1 (found by its environment among the launcher's children) and waits for the job.
@@ -92,7 +81,6 @@ echo "CKPT=$C HIT=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
         np, INFINIPIPE_BINARY, (dir_ / "corpus").string(), args);
   }
 
-  fs::path dir_;
 };
 
 TEST_F(DistCli, TrainsOnPpTimesDpRanksAndOneProcessResumes) {
