@@ -39,6 +39,7 @@ std::vector<int64_t> vpp_choices(Schedule s, int64_t pp, int64_t layers, int64_t
   std::vector<int64_t> out;
   const bool needs = schedule_needs_virtual_stages(s);
   if (!needs) out.push_back(1);
+  if (!needs && pp == 1) return out;  // EPP plans one stage per rank at pp 1 whatever vpp says
   // One pipeline rank runs its virtual stages back to back: one row says whether the planner
   // takes that at all, rather than one per vpp with the same answer.
   if (needs && pp == 1) return {std::min<int64_t>(2, std::max<int64_t>(layers, 1))};
