@@ -220,6 +220,11 @@ void ParallelConfig::validate() const {
         "virtual stages ({} per rank) need --schedule interleaved or epp; schedule {} runs one "
         "stage per rank: drop --vpp or use --schedule interleaved or epp",
         virtual_stages, schedule_name(schedule));
+  if (schedule == Schedule::epp && virtual_stages > 1 && pipeline_parallel == 1)
+    fail_config(
+        "epp on virtual stages ({} per rank) needs pipeline-model-parallel-size >= 2: one rank "
+        "would run its stages back to back, as one stage; drop --vpp or raise --pp",
+        virtual_stages);
   if (schedule == Schedule::interleaved && virtual_stages < 2)
     fail_config(
         "schedule interleaved needs at least 2 virtual stages per rank: add --vpp 2 (or "

@@ -106,6 +106,12 @@ TEST(Config, VirtualStagesNeedInterleavedOrEpp) {
   c.cluster.num_devices = 2;
   c.parallel.schedule = Schedule::epp;  // EPP's chunks on virtual stages
   EXPECT_EQ(error_of(c), "");
+  c.parallel.pipeline_parallel = 1;  // one rank: its virtual stages would run as one
+  c.cluster.num_devices = 1;
+  EXPECT_NE(error_of(c).find("needs pipeline-model-parallel-size >= 2"), std::string::npos)
+      << error_of(c);
+  c.parallel.pipeline_parallel = 2;
+  c.cluster.num_devices = 2;
   c.parallel.schedule = Schedule::interleaved;
   c.parallel.virtual_stages = 1;
   EXPECT_NE(error_of(c).find("--vpp 2"), std::string::npos);
