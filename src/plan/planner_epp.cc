@@ -162,9 +162,9 @@ struct EppSearch {
     return ev;
   }
 
-  // Records one candidate's attempts in order; its predicted step time, infinity when none
-  // fits. `label` names the slicing, `processed` the processor run that made the chunks.
-  double record(std::vector<Attempt>& attempts, int32_t k, const std::string& label,
+  // Records one candidate's attempts in order, up to the first that fits. `label` names the
+  // slicing, `processed` the processor run that made the chunks.
+  void record(std::vector<Attempt>& attempts, int32_t k, const std::string& label,
                 const ProcessorResult* processed) {
     for (Attempt& at : attempts) {
       Candidate& c = at.cand;
@@ -186,9 +186,8 @@ struct EppSearch {
           explain.relaxed = processed->relaxed;
         }
       }
-      return t;
+      return;
     }
-    return std::numeric_limits<double>::infinity();
   }
 
   // Evaluates candidates [from, to) of `ks` (0 = the K = 1 packing), one thread each.

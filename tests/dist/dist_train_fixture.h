@@ -54,6 +54,25 @@ class DistTrainFixture : public ::testing::Test {
     if (comm.rank() == 0) std::filesystem::remove_all(dir_);
   }
 
+  // Another synthetic corpus in the test's directory, written by rank 0 while every rank waits;
+  // returns its prefix.
+  std::string corpus_write_shared(const std::string& name, const std::string& distribution,
+                                  int64_t num_documents, int64_t seq_length, uint64_t seed) const {
+    Comm& comm = disttest::test_comm();
+    const std::string prefix = (dir_ / name).string();
+    if (comm.rank() == 0) {
+      data::SynthOptions so;
+      so.distribution = distribution;
+      so.num_documents = num_documents;
+      so.seq_length = seq_length;
+      so.seed = seed;
+      so.output = prefix;
+      data::synth_corpus_write(so);
+    }
+    comm.barrier(fmt::format("the {} corpus", name));
+    return prefix;
+  }
+
   // The test's options: options_base with its optimizer and embeddings.
   virtual TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const = 0;
 

@@ -155,19 +155,7 @@ class DistEppVstages : public disttest_fixture::DistTrainFixture {
  protected:
   static constexpr int64_t kIters = 3;
 
-  void write_long_corpus() {
-    Comm& comm = disttest::test_comm();
-    if (comm.rank() == 0) {
-      data::SynthOptions so;
-      so.distribution = "github";
-      so.num_documents = 64;
-      so.seq_length = 1024;
-      so.seed = 11;
-      so.output = (dir_ / "long").string();
-      data::synth_corpus_write(so);
-    }
-    comm.barrier("the long corpus");
-  }
+  void write_long_corpus() { corpus_write_shared("long", "github", 64, 1024, 11); }
 
   // 2 layers per virtual stage, sequences up to 1024 tokens, adaptive recompute; epp with
   // vpp 2 (one process: the reference, vpp 1).

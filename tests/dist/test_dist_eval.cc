@@ -39,20 +39,8 @@ class DistEval : public disttest_fixture::DistTrainFixture {
     return o;
   }
 
-  void corpus_write() {
-    Comm& comm = disttest::test_comm();
-    // Web-like lengths (median 768, a long tail cut at 1024): long documents and short ones.
-    if (comm.rank() == 0) {
-      data::SynthOptions so;
-      so.distribution = "commoncrawl";
-      so.num_documents = 200;
-      so.seq_length = 1024;
-      so.seed = 5;
-      so.output = (dir_ / "long").string();
-      data::synth_corpus_write(so);
-    }
-    comm.barrier("the long corpus");
-  }
+  // Web-like lengths (median 768, a long tail cut at 1024): long documents and short ones.
+  void corpus_write() { corpus_write_shared("long", "commoncrawl", 200, 1024, 5); }
 
   // The sequences of evaluation `index` of the validation split, as the trainer reads them.
   std::vector<std::vector<int32_t>> eval_sequences(const Config& c, int64_t index) const {

@@ -119,17 +119,7 @@ class DistMatrix : public disttest_fixture::DistTrainFixture,
   void SetUp() override {
     DistTrainFixture::SetUp();
     if (!disttest::under_mpirun()) return;
-    Comm& comm = disttest::test_comm();
-    if (comm.rank() == 0) {
-      data::SynthOptions so;
-      so.distribution = "github";
-      so.num_documents = 64;
-      so.seq_length = kSeqLength;
-      so.seed = 11;
-      so.output = (dir_ / "long").string();
-      data::synth_corpus_write(so);
-    }
-    comm.barrier("the long corpus");
+    corpus_write_shared("long", "github", 64, kSeqLength, 11);
   }
 
   // The group's model and training on the long corpus; no memory budget yet. Interleaved on

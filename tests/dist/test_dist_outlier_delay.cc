@@ -24,19 +24,9 @@ class DistOutlierDelay : public disttest_fixture::DistTrainFixture {
   void SetUp() override {
     DistTrainFixture::SetUp();
     if (!disttest::under_mpirun()) return;
-    Comm& comm = disttest::test_comm();
     // Web-like lengths up to 4096 tokens: in a batch of 4 a long document often costs more
     // than the other three together, more than a replica's share.
-    if (comm.rank() == 0) {
-      data::SynthOptions so;
-      so.distribution = "commoncrawl";
-      so.num_documents = 120;
-      so.seq_length = 4096;
-      so.seed = 3;
-      so.output = (dir_ / "web").string();
-      data::synth_corpus_write(so);
-    }
-    comm.barrier("the web corpus");
+    corpus_write_shared("web", "commoncrawl", 120, 4096, 3);
   }
 
   TrainOptions options(int64_t pp, int64_t dp, Schedule schedule, int64_t iters) const override {

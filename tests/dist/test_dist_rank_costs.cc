@@ -77,17 +77,7 @@ TEST_F(DistRankCosts, Pp2ResumePlansTheNextBatchesAsTheUninterruptedRun) {
   DIST_TEST_RANKS(2);
   Comm& comm = disttest::test_comm();
   // Lengths uniform in 1..1024: EPP packs short documents and slices long ones.
-  const std::string corpus = (dir_ / "mixed").string();
-  if (comm.rank() == 0) {
-    data::SynthOptions so;
-    so.distribution = "uniform";
-    so.num_documents = 200;
-    so.seq_length = 1024;
-    so.seed = 5;
-    so.output = corpus;
-    data::synth_corpus_write(so);
-  }
-  comm.barrier("the mixed-length corpus");
+  const std::string corpus = corpus_write_shared("mixed", "uniform", 200, 1024, 5);
   ProcessGroups groups(comm, 2, 1);
   TrainOptions o = options(2, 1, Schedule::epp, 5);
   o.config.model.seq_length = 1024;
