@@ -10,31 +10,14 @@
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
+#include "paper_llama.h"
 #include "plan/planner.h"
 
 namespace {
 
-infinipipe::Config bench_config(int64_t pp) {
-  infinipipe::Config cfg;
-  cfg.model.num_layers = 32;
-  cfg.model.hidden_size = 4096;
-  cfg.model.num_attention_heads = 32;
-  cfg.model.ffn_hidden_size = 11008;
-  cfg.model.vocab_size = 32000;
-  cfg.model.seq_length = 49152;
-  cfg.training.bf16 = true;
-  cfg.cluster.device = "a800-80gb";
-  cfg.parallel.pipeline_parallel = pp;
-  cfg.parallel.ulysses_degree = 8;
-  cfg.cluster.num_devices = pp * 8;
-  cfg.cluster.devices_per_node = 8;
-  cfg.parallel.schedule = infinipipe::Schedule::epp;
-  return cfg;
-}
-
 void BM_PlanEpp(benchmark::State& state) {
   const int64_t n = state.range(0), pp = state.range(1);
-  const infinipipe::Config cfg = bench_config(pp);
+  const infinipipe::Config cfg = infinipipe::bench::paper_llama(pp, false);
   const auto cm = infinipipe::cost::CostModel::from_config(cfg);
   const auto lengths = infinipipe::data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
   size_t chunks = 0;
@@ -50,12 +33,7 @@ void BM_PlanEpp(benchmark::State& state) {
 // pipelines and adaptive recompute are needed on pp 4, so the recompute solve runs in full.
 void BM_PlanEpp30b96k(benchmark::State& state) {
   const int64_t n = state.range(0), pp = state.range(1);
-  infinipipe::Config cfg = bench_config(pp);
-  cfg.model.num_layers = 60;
-  cfg.model.hidden_size = 6144;
-  cfg.model.num_attention_heads = 48;
-  cfg.model.ffn_hidden_size = 16384;
-  cfg.model.seq_length = 98304;
+  const infinipipe::Config cfg = infinipipe::bench::paper_llama(pp, true);
   const auto cm = infinipipe::cost::CostModel::from_config(cfg);
   const auto lengths = infinipipe::data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
   size_t chunks = 0;

@@ -20,9 +20,10 @@
 #include "cost/cost_model.h"
 #include "data/lengths.h"
 #include "obs/process_rss.h"
+#include "paper_llama.h"
+#include "plan/planner.h"
 #include "plan/recompute.h"
 #include "plan/recompute_search.h"
-#include "plan/planner.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "plan/sequence_processor.h"
@@ -69,26 +70,6 @@ Config cluster_config() {
   cfg.parallel.data_parallel = 8;
   cfg.parallel.ulysses_degree = 8;
   cfg.cluster.num_devices = 1024;
-  cfg.cluster.devices_per_node = 8;
-  cfg.parallel.schedule = Schedule::epp;
-  return cfg;
-}
-
-// Llama-7B at 48K (memory does not bind: no recompute) or Llama-30B at 96K (memory binds:
-// slicing, several pipelines and the exact checkpoint solve all run), as examples/llama*.yaml.
-Config grid_config(int64_t pp, bool big) {
-  Config cfg;
-  cfg.model.num_layers = big ? 60 : 32;
-  cfg.model.hidden_size = big ? 6144 : 4096;
-  cfg.model.num_attention_heads = big ? 48 : 32;
-  cfg.model.ffn_hidden_size = big ? 16384 : 11008;
-  cfg.model.vocab_size = 32000;
-  cfg.model.seq_length = big ? 98304 : 49152;
-  cfg.training.bf16 = true;
-  cfg.cluster.device = "a800-80gb";
-  cfg.parallel.pipeline_parallel = pp;
-  cfg.parallel.ulysses_degree = 8;
-  cfg.cluster.num_devices = pp * 8;
   cfg.cluster.devices_per_node = 8;
   cfg.parallel.schedule = Schedule::epp;
   return cfg;
@@ -208,15 +189,15 @@ void plan_point(const std::string& what, const Config& cfg, const cost::CostMode
       "%s%s | %.0f%% |\n",
       what.c_str(), ms(total).c_str(), ms(cpu).c_str(), mib(rss).c_str(), r.knobs.candidates,
       r.plan.chunks.size(), r.knobs.slices, r.knobs.pipelines, r.knobs.pipelines > 1 ? "s" : "",
-      ms(t.processor).c_str(),
-      ms(t.grouping).c_str(), ms(t.schedule).c_str(), ms(t.greedy).c_str(), ms(t.predict).c_str(),
-      ms(t.exact).c_str(), exact_gap(t.exact_solution).c_str(), ms(t.validate).c_str(),
-      t.valid ? "" : " INVALID", 100.0 * std::min(1.0, t.attributed(r.knobs.candidates) / total));
+      ms(t.processor).c_str(), ms(t.grouping).c_str(), ms(t.schedule).c_str(), ms(t.greedy).c_str(),
+      ms(t.predict).c_str(), ms(t.exact).c_str(), exact_gap(t.exact_solution).c_str(),
+      ms(t.validate).c_str(), t.valid ? "" : " INVALID",
+      100.0 * std::min(1.0, t.attributed(r.knobs.candidates) / total));
   std::fflush(stdout);
 }
 
 void grid_point(int64_t n, int64_t pp, bool big, int32_t threads) {
-  const Config cfg = grid_config(pp, big);
+  const Config cfg = bench::paper_llama(pp, big);
   const auto cm = cost::CostModel::from_config(cfg);
   const auto lengths = data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
   plan_point(std::to_string(n) + " | " + std::to_string(pp), cfg, cm, lengths, threads);
@@ -226,8 +207,8 @@ void grid_point(int64_t n, int64_t pp, bool big, int32_t threads) {
 void cluster_points(int32_t threads) {
   const Config cfg = cluster_config();
   const auto cm = cost::CostModel::from_config(cfg);
-  const auto batch = data::lengths_synthetic("github", cfg.training.global_batch_size,
-                                             cfg.model.seq_length, 1234);
+  const auto batch =
+      data::lengths_synthetic("github", cfg.training.global_batch_size, cfg.model.seq_length, 1234);
   const auto shares = plan::balance_replicas(batch, cfg.parallel.data_parallel, cm);
   for (size_t r = 0; r < shares.size(); ++r) {
     int64_t longest = 0;
@@ -242,7 +223,8 @@ const char* kColumns =
     "whole plan | CPU | peak RSS | candidates | chunks | processor | grouping | schedule | "
     "recompute problem + greedy | predict + memory | recompute exact (CPU) | validate | attributed "
     "|\n";
-const char* kAlign = "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+const char* kAlign =
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
 
 }  // namespace
 

@@ -14,7 +14,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as bc  # noqa: E402
-from paper_settings import PAPER_ROWS, parse_compare  # noqa: E402
+from paper_settings import PAPER_ROWS, compare_add  # noqa: E402
 
 PLANNING = re.compile(r"planning took epp ([\d.]+)s")
 
@@ -48,14 +48,7 @@ class Runner:
             m = PLANNING.search(out)
             if m:
                 planning.append(float(m.group(1)))
-            for key, r in parse_compare(out).items():
-                prev = total.get(key)
-                if prev is None:
-                    total[key] = dict(r)
-                elif prev["step"] is not None and r["step"] is not None:
-                    prev["step"] += r["step"]
-                else:
-                    prev["step"], prev["note"] = None, r["note"]
+            compare_add(total, out)
         return total, planning
 
 

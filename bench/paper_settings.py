@@ -58,6 +58,19 @@ def parse_compare(text):
     return rows
 
 
+def compare_add(total, text):
+    """Adds one `--compare` table's step times into `total`, per schedule; a schedule that could
+    not run in any batch keeps that batch's note instead of a time."""
+    for key, r in parse_compare(text).items():
+        prev = total.get(key)
+        if prev is None:
+            total[key] = dict(r)
+        elif prev["step"] is not None and r["step"] is not None:
+            prev["step"] += r["step"]
+        else:
+            prev["step"], prev["note"] = None, r["note"]
+
+
 def short_note(note):
     m = re.match(r"OOM \(needs ([^)]*)\)", note)
     if m:
@@ -84,14 +97,7 @@ def run_mode(exe, a, mode, baselines):
                     name = f"{mode}-{model}-{length}-{dist}-{it}.md"
                     with open(os.path.join(a.out, name), "w") as f:
                         f.write(f"$ {shlex.join(cmd)}\n\n{out}")
-                    for key, r in parse_compare(out).items():
-                        prev = total.get(key)
-                        if prev is None:
-                            total[key] = dict(r)
-                        elif prev["step"] is not None and r["step"] is not None:
-                            prev["step"] += r["step"]
-                        else:
-                            prev["step"], prev["note"] = None, r["note"]
+                    compare_add(total, out)
                 epp = total.get("epp")
                 if epp is None:
                     sys.exit(f"error: no epp row in `simulate --compare` for {cfg}")

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/random_tokens.h"
+#include "common/tiny_model.h"
 #include "core/error.h"
 #include "engine_harness.h"
 #include "grad_check.h"
@@ -17,16 +18,8 @@ using namespace infinipipe::testing;
 namespace {
 
 ModelConfig tiny_config() {
-  ModelConfig cfg;
-  // untied, the model these tests were written for (Megatron-LM ties by default)
-  cfg.tie_embeddings = false;
-  cfg.num_layers = 3;
-  cfg.hidden_size = 32;
-  cfg.num_attention_heads = 4;
-  cfg.num_query_groups = 2;
-  cfg.ffn_hidden_size = 48;
-  cfg.vocab_size = 37;
-  cfg.seq_length = 1024;
+  ModelConfig cfg = tiny_model_config(3, 1024);
+  cfg.tie_embeddings = false;  // the model these tests were written for (Megatron-LM ties)
   return cfg;
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/random_tokens.h"
+#include "common/tiny_model.h"
 #include "core/error.h"
 #include "engine_harness.h"
 
@@ -17,15 +18,7 @@ using namespace infinipipe::testing;
 namespace {
 
 ModelConfig eval_config() {
-  ModelConfig cfg;
-  cfg.num_layers = 3;
-  cfg.hidden_size = 32;
-  cfg.num_attention_heads = 4;
-  cfg.num_query_groups = 2;
-  cfg.ffn_hidden_size = 48;
-  cfg.vocab_size = 37;
-  cfg.seq_length = 1024;
-  return cfg;
+  return tiny_model_config(3, 1024);
 }
 
 const std::vector<int64_t> kLengths = {300, 41, 7, 130};

@@ -10,6 +10,7 @@
 #include "common/error_text.h"
 #include "common/random_tokens.h"
 #include "common/tensor_close.h"
+#include "common/tiny_model.h"
 #include "core/error.h"
 #include "model/engine.h"
 #include "model/generate.h"
@@ -26,15 +27,7 @@ namespace {
 constexpr uint64_t kSeed = 11;
 
 ModelConfig tiny_config() {
-  ModelConfig cfg;
-  cfg.num_layers = 3;
-  cfg.hidden_size = 32;
-  cfg.num_attention_heads = 4;
-  cfg.num_query_groups = 2;
-  cfg.ffn_hidden_size = 48;
-  cfg.vocab_size = 37;
-  cfg.seq_length = 300;  // more than one 256-key attention block
-  return cfg;
+  return tiny_model_config(3, 300);  // more than one 256-key attention block
 }
 
 // The trainer's forward of the whole sequence: StageEngine runs every layer (the same weights

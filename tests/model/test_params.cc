@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tiny_model.h"
 #include "core/error.h"
 #include "model/params.h"
 
@@ -13,16 +14,9 @@ namespace infinipipe {
 namespace {
 
 ModelConfig tiny_config() {
-  ModelConfig cfg;
-  // untied, the model these tests were written for (Megatron-LM ties by default)
-  cfg.tie_embeddings = false;
-  cfg.num_layers = 4;
-  cfg.hidden_size = 32;
-  cfg.num_attention_heads = 4;
-  cfg.num_query_groups = 2;
-  cfg.ffn_hidden_size = 48;
+  ModelConfig cfg = testing::tiny_model_config(4, 512);
+  cfg.tie_embeddings = false;  // the model these tests were written for (Megatron-LM ties)
   cfg.vocab_size = 41;
-  cfg.seq_length = 512;
   return cfg;
 }
 

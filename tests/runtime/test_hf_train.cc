@@ -3,7 +3,6 @@
 // infinipipe -> HF out is bit-identical (fp32, and bf16 exported as bf16); a saved checkpoint
 // records the tokenizer; --pretrained-checkpoint starts at iteration 0 with the weights only.
 #include <gtest/gtest.h>
-#include <omp.h>
 #include <sentencepiece_trainer.h>
 
 #include <cstring>
@@ -16,8 +15,8 @@
 #include "common/error_text.h"
 #include "common/hf_folder_write.h"
 #include "common/synth_corpus.h"
-#include "common/test_temp.h"
 #include "common/tiny_train.h"
+#include "common/trainer_dir_test.h"
 #include "core/json_read.h"
 #include "data/indexed_dataset.h"
 #include "data/tokenizer.h"
@@ -30,17 +29,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class HfTrainTest : public ::testing::Test {
+class HfTrainTest : public testing::TrainerDirTest {
  protected:
+  HfTrainTest() : TrainerDirTest("hftrain") {}
   void SetUp() override {
-    omp_set_num_threads(1);
-    dir_ = test::test_temp_path("hftrain");
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TrainerDirTest::SetUp();
     // As many documents as one global batch: the first iteration sees every one of them.
     testing::synth_corpus_write_small(corpus(), 8);
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::string corpus() const { return (dir_ / "corpus").string(); }
   TrainOptions options(int64_t iters) const {
@@ -48,7 +44,6 @@ class HfTrainTest : public ::testing::Test {
     o.config.validate();
     return o;
   }
-  fs::path dir_;
 };
 
 // Every tensor of `folder` holds the bytes `want` holds, in the same dtype.

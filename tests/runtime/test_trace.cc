@@ -2,9 +2,6 @@
 // planned action appears exactly once per iteration with dur >= 0, each lane is in time order,
 // memory counters follow the actions, and the plans and config the report needs are written.
 #include <gtest/gtest.h>
-#include <omp.h>
-
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,11 +12,11 @@
 #include <tuple>
 #include <vector>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/synth_corpus.h"
 #include "common/tiny_train.h"
+#include "common/trainer_dir_test.h"
 #include "core/error.h"
 #include "obs/trace.h"
 #include "plan/plan_json.h"
@@ -38,21 +35,9 @@ json json_read(const fs::path& p) {
   return json::parse(s.str());  // throws on invalid JSON: the test fails
 }
 
-class TraceTest : public ::testing::Test {
+class TraceTest : public testing::TrainerDirTest {
  protected:
-  void SetUp() override {
-    threads_ = omp_get_max_threads();
-    omp_set_num_threads(1);
-    dir_ = fs::path(::testing::TempDir()) /
-           fmt::format("infinipipe_trace_{}_{}", getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    fs::remove_all(dir_);
-    omp_set_num_threads(threads_);
-  }
+  TraceTest() : TrainerDirTest("trace") {}
   TrainOptions options(int64_t iters, Schedule schedule) {
     const std::string corpus = (dir_ / "corpus").string();
     testing::synth_corpus_write_small(corpus, 64);
@@ -65,8 +50,6 @@ class TraceTest : public ::testing::Test {
     o.trace_dir = (dir_ / "trace").string();
     return o;
   }
-  fs::path dir_;
-  int threads_ = 1;
 };
 
 // Checks one process's trace against the plans it ran; returns the iterations it holds.
@@ -83,7 +66,8 @@ std::set<int64_t> trace_check(const json& t, const fs::path& trace_dir) {
     const std::string ph = e.at("ph");
     EXPECT_TRUE(ph == "X" || ph == "C" || ph == "M" || ph == "s" || ph == "f") << e.dump();
     if (ph == "M") {
-      if (e.at("name") == "thread_name") named_lanes.insert({e.at("pid").get<int32_t>(), e.at("tid").get<int32_t>()});
+      if (e.at("name") == "thread_name")
+        named_lanes.insert({e.at("pid").get<int32_t>(), e.at("tid").get<int32_t>()});
       continue;
     }
     if (ph == "s" || ph == "f") {
@@ -181,8 +165,8 @@ TEST_F(TraceTest, TraceIterationsTracesExactlyThoseIterations) {
   for (const auto& f : fs::directory_iterator(trace / "plans")) {
     plans.insert(f.path().filename().string());
   }
-  EXPECT_EQ(plans, (std::set<std::string>{"iter-00000002-replica0.json",
-                                          "iter-00000003-replica0.json"}));
+  EXPECT_EQ(plans,
+            (std::set<std::string>{"iter-00000002-replica0.json", "iter-00000003-replica0.json"}));
 }
 
 TEST_F(TraceTest, TraceIterationsParsesRangesAndRefusesTheRest) {

@@ -1,9 +1,6 @@
 // The training loop: resume is bit-identical, the loss falls on the synthetic corpus, metrics are
 // written, and bad setups are refused with a clear error.
 #include <gtest/gtest.h>
-#include <omp.h>
-
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -18,6 +15,7 @@
 #include "ckpt/checkpoint.h"
 #include "common/synth_corpus.h"
 #include "common/tiny_train.h"
+#include "common/trainer_dir_test.h"
 #include "core/error.h"
 #include "cost/calibration.h"
 #include "cost/online_fit.h"
@@ -31,21 +29,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TrainTest : public ::testing::Test {
+class TrainTest : public testing::TrainerDirTest {
  protected:
+  TrainTest() : TrainerDirTest("train") {}
   void SetUp() override {
-    threads_ = omp_get_max_threads();
-    omp_set_num_threads(1);  // a tiny model: threads on a busy machine only add waiting
-    dir_ = fs::path(::testing::TempDir()) /
-           fmt::format("infinipipe_train_{}_{}", getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TrainerDirTest::SetUp();
     testing::synth_corpus_write_small((dir_ / "corpus").string(), 200);
-  }
-  void TearDown() override {
-    fs::remove_all(dir_);
-    omp_set_num_threads(threads_);
   }
 
   TrainOptions options(int64_t iters) const {
@@ -60,9 +49,6 @@ class TrainTest : public ::testing::Test {
     c.validate();
     return o;
   }
-
-  fs::path dir_;
-  int threads_ = 1;
 };
 
 std::vector<std::vector<float>> weights_of(Trainer& t) {

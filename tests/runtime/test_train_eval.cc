@@ -3,20 +3,16 @@
 // run evaluates the very same documents; train_run puts the losses on exactly the evaluated
 // iterations' records.
 #include <gtest/gtest.h>
-#include <omp.h>
-
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "common/reference_run.h"
 #include "common/synth_corpus.h"
 #include "common/tiny_train.h"
+#include "common/trainer_dir_test.h"
 #include "data/run_datasets.h"
 #include "runtime/train.h"
 
@@ -25,21 +21,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TrainEvalTest : public ::testing::Test {
+class TrainEvalTest : public testing::TrainerDirTest {
  protected:
+  TrainEvalTest() : TrainerDirTest("train_eval") {}
   void SetUp() override {
-    threads_ = omp_get_max_threads();
-    omp_set_num_threads(1);
-    dir_ = fs::path(::testing::TempDir()) /
-           fmt::format("infinipipe_train_eval_{}_{}", getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TrainerDirTest::SetUp();
     testing::synth_corpus_write_small((dir_ / "corpus").string(), 200);
-  }
-  void TearDown() override {
-    fs::remove_all(dir_);
-    omp_set_num_threads(threads_);
   }
 
   // A budget tight enough for several chunks per batch, so plans slice and pack.
@@ -55,9 +42,6 @@ class TrainEvalTest : public ::testing::Test {
     c.validate();
     return o;
   }
-
-  fs::path dir_;
-  int threads_ = 1;
 };
 
 TEST_F(TrainEvalTest, ValidLossEqualsTheDocumentsRunWhole) {

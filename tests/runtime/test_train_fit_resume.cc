@@ -4,9 +4,6 @@
 // A checkpoint without fit state still loads (the fit starts from the calibration), and a
 // damaged or hostile fit file is refused.
 #include <gtest/gtest.h>
-#include <omp.h>
-
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -15,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_checksum.h"
 #include "common/tiny_train.h"
+#include "common/trainer_dir_test.h"
 #include "core/error.h"
 #include "cost/online_fit.h"
 #include "data/synth.h"
@@ -32,16 +29,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TrainFitResume : public ::testing::Test {
+class TrainFitResume : public testing::TrainerDirTest {
  protected:
+  TrainFitResume() : TrainerDirTest("fit_resume") {}
   void SetUp() override {
-    threads_ = omp_get_max_threads();
-    omp_set_num_threads(1);
-    dir_ = fs::path(::testing::TempDir()) /
-           fmt::format("infinipipe_fit_resume_{}_{}", getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TrainerDirTest::SetUp();
     // Lengths uniform in 1..1024: short documents and long ones.
     data::SynthOptions so;
     so.distribution = "uniform";
@@ -50,10 +42,6 @@ class TrainFitResume : public ::testing::Test {
     so.seed = 5;
     so.output = (dir_ / "corpus").string();
     data::synth_corpus_write(so);
-  }
-  void TearDown() override {
-    fs::remove_all(dir_);
-    omp_set_num_threads(threads_);
   }
 
   TrainOptions options(int64_t iters, CostModelUpdate update) const {
@@ -84,9 +72,6 @@ class TrainFitResume : public ::testing::Test {
         {"bytes", text.size()}};
     std::ofstream(iter / "state.json", std::ios::trunc) << state.dump(2);
   }
-
-  fs::path dir_;
-  int threads_ = 1;
 };
 
 std::array<double, cost::kNumOnlineTerms> pooled_terms(const Trainer& t) {

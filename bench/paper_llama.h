@@ -1,0 +1,31 @@
+// The paper's Llama settings the planner benchmarks plan, as examples/llama7b-48k.yaml and
+// examples/llama30b-96k.yaml: 7B at 48K (memory does not bind: no recompute) or 30B at 96K
+// (memory binds: slicing, several pipelines and the exact checkpoint solve all run), on A800s
+// with Ulysses 8 inside a node and `pp` nodes.
+#pragma once
+
+#include <cstdint>
+
+#include "core/config.h"
+
+namespace infinipipe::bench {
+
+inline Config paper_llama(int64_t pp, bool big) {
+  Config cfg;
+  cfg.model.num_layers = big ? 60 : 32;
+  cfg.model.hidden_size = big ? 6144 : 4096;
+  cfg.model.num_attention_heads = big ? 48 : 32;
+  cfg.model.ffn_hidden_size = big ? 16384 : 11008;
+  cfg.model.vocab_size = 32000;
+  cfg.model.seq_length = big ? 98304 : 49152;
+  cfg.training.bf16 = true;
+  cfg.cluster.device = "a800-80gb";
+  cfg.parallel.pipeline_parallel = pp;
+  cfg.parallel.ulysses_degree = 8;
+  cfg.cluster.num_devices = pp * 8;
+  cfg.cluster.devices_per_node = 8;
+  cfg.parallel.schedule = Schedule::epp;
+  return cfg;
+}
+
+}  // namespace infinipipe::bench
