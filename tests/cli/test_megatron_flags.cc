@@ -211,7 +211,9 @@ TEST(MegatronFlags, DefaultsAreMegatronsWhereTheConceptIsTheSame) {
   for (const auto& [key, d] : diff) EXPECT_FALSE(d.why.empty()) << key;
   // A value the user sets shows up as differing.
   for (const DefaultDifference& d : megatron_default_differences(parse({"--adam-beta2", "0.95"})))
-    if (d.option == "adam-beta2") EXPECT_EQ(d.infinipipe, "0.95");
+    if (d.option == "adam-beta2") {
+      EXPECT_EQ(d.infinipipe, "0.95");
+    }
 }
 
 TEST(MegatronFlags, ConfigShowDiffMegatron) {

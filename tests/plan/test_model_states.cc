@@ -131,10 +131,12 @@ TEST(ModelStates, PredictedActionTimesCarryTheExposedGathers) {
         EXPECT_DOUBLE_EQ(a.predicted_time, base + zero3);
         EXPECT_EQ(zero3 > 0, stage == 3);
       }
-    if (stage == 1)
-      for (int32_t r = 0; r < plan.pp; ++r)
+    if (stage == 1) {
+      for (int32_t r = 0; r < plan.pp; ++r) {
         EXPECT_EQ(plan_static_bytes(plan, cm, cfg, r),
                   cm.static_bytes(stage_shape(plan.stages[r]), 1, true));
+      }
+    }
   }
 }
 

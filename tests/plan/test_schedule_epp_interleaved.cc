@@ -205,7 +205,9 @@ TEST(EppInterleaved, MemoryTraceCountsEveryVirtualStagesChunksInFlight) {
         const cost::StageShape st = stage_shape(p.stages[a.stage]);
         const int64_t bytes = cm.activation_bytes(sh, st, 0) + cm.kv_keep_bytes(sh, st);
         live += a.kind == ActionKind::forward ? bytes : -bytes;
-        if (exact) EXPECT_EQ(t.steps[r][i].after, live) << "trial " << trial << " action " << i;
+        if (exact) {
+          EXPECT_EQ(t.steps[r][i].after, live) << "trial " << trial << " action " << i;
+        }
       }
       EXPECT_EQ(t.steps[r].back().after, t.static_bytes[r]) << "trial " << trial;
     }

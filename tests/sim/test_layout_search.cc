@@ -136,7 +136,9 @@ void expect_search_is_the_exhaustive_best(int64_t devices, int64_t per_node) {
   EXPECT_EQ(search_feasible, feasible);
   // Ranked best first.
   for (size_t i = 1; i < r.ranked.size(); ++i) {
-    if (r.ranked[i].feasible) EXPECT_GE(r.ranked[i - 1].tokens_per_s, r.ranked[i].tokens_per_s);
+    if (r.ranked[i].feasible) {
+      EXPECT_GE(r.ranked[i - 1].tokens_per_s, r.ranked[i].tokens_per_s);
+    }
   }
 }
 
