@@ -121,10 +121,14 @@ def compare_report(a, runs, summaries, schedules):
                          f"{mean([f['recompute'] for f in facts]):.1f}",
                          f"{100 * bc.median(errors):+.1f}%" if errors else "–"])
             if u == "online" and plans:
+                # The first round's plans, each with the seconds that round measured for it.
+                secs = {m: rank0_metrics(a, runs[(s, m)][0]) for m in ("off", "online")}
                 for (it, rep), f in sorted(plans[0].items()):
                     if (it, rep) in ref and f["key"] != ref[(it, rep)]["key"]:
-                        changes.append(f"- {s}, iteration {it}, replica {rep}: off "
-                                       f"{describe(ref[(it, rep)])}; online {describe(f)}")
+                        changes.append(
+                            f"- {s}, iteration {it}, replica {rep}: off {describe(ref[(it, rep)])}, "
+                            f"measured {secs['off'][it]['seconds']:.2f} s; online {describe(f)}, "
+                            f"measured {secs['online'][it]['seconds']:.2f} s")
     out.append(bc.md_table(
         ["schedule", "mode", "plans unlike off's", "plan knobs (iterations)", "chunks",
          "pipelines", "slices of cut sequences", "recompute layers", "step prediction error "
