@@ -12,6 +12,7 @@
 
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_groups.h"
+#include "core/error.h"
 #include "cost/calibration.h"
 #include "cost/online_fit.h"
 #include "dist_test_util.h"
@@ -31,7 +32,7 @@ class DistCalibrationRanks : public disttest_fixture::DistTrainFixture {
 const cost::CalibrationRank& entry(const cost::Calibration& cal, int64_t stage, int64_t replica) {
   for (const cost::CalibrationRank& r : cal.ranks)
     if (r.stage == stage && r.replica == replica) return r;
-  throw Error("the calibration has no entry for that rank");
+  throw infinipipe::Error("the calibration has no entry for that rank");
 }
 
 TEST_F(DistCalibrationRanks, Pp2Dp2FileHoldsEveryRankAndStartsTheNextRunWithIt) {
@@ -78,7 +79,7 @@ TEST_F(DistCalibrationRanks, Pp2Dp2FileHoldsEveryRankAndStartsTheNextRunWithIt) 
 
   // The same layout started from the file: the first plan times each rank with its own entry.
   for (const CostModelUpdate update : {CostModelUpdate::off, CostModelUpdate::online}) {
-    TrainOptions next = options(2, 2, Schedule::epp, 1);
+    TrainOptions next = options(2, 2, Schedule::epp, 3);
     next.config.cluster.calibration = file;
     next.config.training.cost_model_update = update;
     next.groups = &groups;
