@@ -8,7 +8,11 @@ Every size is a flag with an environment-variable default (flag wins), e.g.
     bash bench/schedules_real.sh --pp 2 --dp 2 --schedules "epp 1f1b"
 BUDGET=auto (the default) takes the smallest budget at which batch-level 1F1B still fits a batch
 of GBS maximum-length sequences (the planner's own figure): every schedule then runs at a budget
-where 1F1B survives only by recomputing heavily."""
+where 1F1B survives only by recomputing heavily.
+
+--cost-model-updates "off online" runs every schedule under each mode from the same calibration
+(bench/schedules_real_costs.py compares them): does planning with the measured costs pick
+better plans?"""
 
 import argparse
 import json
