@@ -8,7 +8,11 @@ Every size is a flag with an environment-variable default (flag wins), e.g.
     bash bench/schedules_real.sh --pp 2 --dp 2 --schedules "epp 1f1b"
 BUDGET=auto (the default) takes the smallest budget at which batch-level 1F1B still fits a batch
 of GBS maximum-length sequences (the planner's own figure): every schedule then runs at a budget
-where 1F1B survives only by recomputing heavily."""
+where 1F1B survives only by recomputing heavily.
+
+--cost-model-updates "off online" runs every schedule under each mode from the same calibration
+(bench/schedules_real_costs.py compares them): does planning with the measured costs pick
+better plans?"""
 
 import argparse
 import json
@@ -21,6 +25,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as bc  # noqa: E402
+import schedules_real_costs as costs  # noqa: E402
 
 
 def parse_args():
@@ -59,6 +64,11 @@ def parse_args():
     opt("--calibration", "CALIBRATION", "auto", str,
         "calibration file; auto = examples/calibration-cpu.json when the model has its shape, "
         "else `infinipipe profile` of this model, cached in --out; '' = cpu preset")
+    opt("--cost-model-updates", "COST_MODEL_UPDATES", "", str,
+        "--cost-model-update modes every schedule runs under, in turn, e.g. 'off online': the "
+        "same runs planned with the calibration only and with the online refit, compared (EPP's "
+        "speed-up in each, what the online plans chose differently); '' = train's default "
+        "(online) without the flag")
     opt("--timeout", "RUN_TIMEOUT", 300, int, "seconds per training run")
     opt("--out", "OUT", "out/bench/schedules_real", str, "working folder")
     return ap.parse_args()
@@ -184,8 +194,8 @@ def first_error(text):
     return lines[-1].strip() if lines else "no output"
 
 
-def run_schedule(a, exe, schedule, budget, has_trace, rnd):
-    d = os.path.join(a.out, schedule, f"round{rnd}")
+def run_schedule(a, exe, schedule, budget, has_trace, rnd, update=""):
+    d = os.path.join(a.out, schedule, *([update] if update else []), f"round{rnd}")
     os.makedirs(d, exist_ok=True)
     for f in os.listdir(d):
         if f.endswith(".jsonl"):
@@ -197,6 +207,8 @@ def run_schedule(a, exe, schedule, budget, has_trace, rnd):
              f"{budget}MiB", "--log-interval", "1", "--metrics",
              os.path.join(d, "metrics.jsonl"), "--timings", os.path.join(d, "timings.jsonl")]
     train += config_flags(a)
+    if update:
+        train += ["--cost-model-update", update]
     if schedule == "interleaved":
         train += ["--vpp", str(a.vpp)]
         if a.interleaved_mbs > 0:
@@ -211,7 +223,7 @@ def run_schedule(a, exe, schedule, budget, has_trace, rnd):
     wall = time.time() - t0
     with open(os.path.join(d, "log.txt"), "w") as f:
         f.write(f"$ {shlex.join(cmd)}\n{out}\n{err}")
-    res = {"schedule": schedule, "rc": rc, "wall": wall, "cmd": cmd, "dir": d}
+    res = {"schedule": schedule, "update": update, "rc": rc, "wall": wall, "cmd": cmd, "dir": d}
     if rc != 0:
         msg = first_error(err + "\n" + out)
         if rc == 124:
@@ -298,14 +310,27 @@ def summarise(a, runs):
     }
 
 
+def mode_label(schedule, update):
+    return f"{schedule} ({update})" if update else schedule
+
+
 def main():
     a = parse_args()
     exe = bc.binary()
     os.chdir(bc.ROOT)
     os.makedirs(a.out, exist_ok=True)
     schedules = a.schedules.split()
+    updates = a.cost_model_updates.split() or [""]
+    for u in updates:
+        if u not in ("off", "online") or updates.count(u) > 1:
+            sys.exit(f"error: --cost-model-updates {a.cost_model_updates!r}: list 'off' and/or "
+                     f"'online' once each, e.g. 'off online'")
     if a.warmup >= a.iters:
         sys.exit(f"error: --warmup {a.warmup} leaves no measured iteration of --iters {a.iters}")
+    if len(updates) > 1 and a.warmup < 2:
+        sys.exit(f"error: --warmup {a.warmup} with --cost-model-updates: the online refit reaches "
+                 f"the plans from iteration 3 (iteration 2 is planned while 1 runs), so measure "
+                 f"from there: --warmup 2 or more")
     print("# Real runs: every schedule at the same memory budget\n")
     print("\n".join(bc.machine_lines()))
     with bc.LoadSampler() as load:
@@ -329,43 +354,49 @@ def main():
             budget, budget_note = int(m.group(1)), "given"
         _, help_out, _ = bc.run([exe, "train", "--help"])
         has_trace = "--trace" in help_out
-        runs = {}  # schedule -> one result per round; rounds alternate the schedules
+        # (schedule, update) -> one result per round; rounds take the schedules and modes in turn
+        runs = {}
         for rnd in range(a.rounds):
             for s in schedules:
-                if s == "interleaved" and a.num_layers % (a.pp * a.vpp) != 0:
-                    runs[s] = [{"schedule": s, "error": f"n/a: {a.num_layers} layers do not "
-                                f"split into pp {a.pp} x vpp {a.vpp} stages"}]
-                    continue
-                if any("error" in r for r in runs.get(s, [])):
-                    continue  # refusals are deterministic: no second try
-                print(f"\n(round {rnd + 1}/{a.rounds}: running {s} ...)", file=sys.stderr,
-                      flush=True)
-                runs.setdefault(s, []).append(run_schedule(a, exe, s, budget, has_trace, rnd))
+                for u in updates:
+                    key = (s, u)
+                    if s == "interleaved" and a.num_layers % (a.pp * a.vpp) != 0:
+                        runs[key] = [{"schedule": s, "error": f"n/a: {a.num_layers} layers do "
+                                      f"not split into pp {a.pp} x vpp {a.vpp} stages"}]
+                        continue
+                    if any("error" in r for r in runs.get(key, [])):
+                        continue  # refusals are deterministic: no second try
+                    print(f"\n(round {rnd + 1}/{a.rounds}: running {mode_label(s, u)} ...)",
+                          file=sys.stderr, flush=True)
+                    runs.setdefault(key, []).append(
+                        run_schedule(a, exe, s, budget, has_trace, rnd, u))
     world = a.pp * a.dp
     print(f"- workload: {a.distribution}-like synthetic corpus, {a.documents} documents truncated "
           f"to {a.seq_length} tokens ({stats_line[0] if stats_line else ''}); global batch "
           f"{a.global_batch_size} sequences, {a.iters} iterations x {a.rounds} round(s) per "
-          f"schedule, the first {a.warmup} left out")
+          f"schedule{' and mode' if len(updates) > 1 else ''}, the first {a.warmup} left out")
     print(f"- model: {a.config} resized to {a.num_layers} layers x hidden {a.hidden_size} "
           f"(ffn {a.ffn_hidden_size}), fp32, AdamW; cost model: "
           f"{a.calibration + ' (' + cal_note + ')' if a.calibration else cal_note}")
+    if updates != [""]:
+        print(f"- --cost-model-update: {' and '.join(updates)}, each schedule under each")
     print(f"- layout: mpirun -np {world} (pp {a.pp} x dp {a.dp}), OMP_NUM_THREADS=1 per rank, "
           f"{world} ranks on {os.cpu_count()} cores")
     print(f"- memory budget per rank: {budget} MiB ({budget_note})")
     print(f"- {load.describe()}\n")
-    rows, base = [], None
-    summaries = {name: summarise(a, rs) for name, rs in runs.items()}
-    if summaries.get("epp"):
-        base = summaries["epp"]["tok_s"]
-    for name, rs in runs.items():
-        sm = summaries[name]
+    rows = []
+    summaries = {key: summarise(a, rs) for key, rs in runs.items()}
+    for (name, u), rs in runs.items():
+        sm = summaries[(name, u)]
         if sm is None:
             err = next(r["error"] for r in rs if "error" in r)
-            rows.append([name, err.replace("|", "/")] + ["–"] * 7)
+            rows.append([mode_label(name, u), err.replace("|", "/")] + ["–"] * 7)
             continue
-        rel = f"{base / sm['tok_s']:.2f}x" if base and sm["tok_s"] > 0 else "–"
-        rows.append([name, f"{sm['tok_s']:.0f}", rel, f"{sm['step_s']:.2f}", sm["peak"],
-                     sm["recompute"], sm["bubble"], f"{sm['loss']:.4f}", sm["knobs"]])
+        base = summaries.get(("epp", u))  # EPP of the same mode
+        rel = f"{base['tok_s'] / sm['tok_s']:.2f}x" if base and sm["tok_s"] > 0 else "–"
+        rows.append([mode_label(name, u), f"{sm['tok_s']:.0f}", rel, f"{sm['step_s']:.2f}",
+                     sm["peak"], sm["recompute"], sm["bubble"], f"{sm['loss']:.4f}",
+                     sm["knobs"]])
     print(bc.md_table(
         ["schedule", "tokens/s", "EPP speedup", "s/iter", "peak MiB per stage: measured "
          "(predicted)", "recompute / iter", "bubble measured (predicted)", "final loss",
@@ -381,13 +412,17 @@ def main():
         same = diff <= 1e-3 * max(abs(x) for x in losses)
         print(f"final losses of every schedule and round differ by at most {diff:.2e} "
               f"({'the same maths' if same else 'CHECK: they should agree to round-off'}).")
+    if len(updates) > 1:
+        print()
+        print(costs.compare_report(a, runs, summaries, schedules))
     reports = [r["report"] for rs in runs.values() for r in rs[-1:] if r.get("report")]
     if reports:
         print(f"\n`infinipipe report` of each traced run (predicted vs measured per action kind, "
               f"stage and iteration; HTML next to it): {', '.join(reports)}")
     cmd = next((r["cmd"] for rs in runs.values() for r in rs if "cmd" in r), None)
     if cmd:
-        print(f"\ncommand of each run (schedule and folders vary):\n\n    {shlex.join(cmd)}")
+        print(f"\ncommand of each run (schedule, mode and folders vary):\n\n    {shlex.join(cmd)}")
+
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,6 @@
 // Calibration JSON: {"format": "infinipipe-calibration", "version": 2, "metadata": {...},
-// "model": {...}, "device": {...}, "coefficients": {...}}. Every field is required on load so a
+// "model": {...}, "device": {...}, "coefficients": {...}}, and from `train` optionally "ranks"
+// (calibration_ranks.h). Every field is required on load so a
 // file from another tool or version fails loudly instead of planning with zeros. Version 1 differs
 // only in one key's name (see coeff_key) and still loads.
 #include "cost/calibration.h"
@@ -15,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/json_read.h"
+#include "cost/calibration_ranks.h"
 
 namespace infinipipe::cost {
 namespace {
@@ -265,6 +267,7 @@ std::string calibration_to_json(const Calibration& cal) {
         {"sources", d.sources}}},
       {"coefficients", coeffs},
   };
+  if (!cal.ranks.empty()) j["ranks"] = calibration_ranks_to_json(cal);
   return j.dump(2) + "\n";
 }
 
@@ -287,6 +290,7 @@ Calibration calibration_from_json(const std::string& text, const std::string& wh
   model_read(j, where, c);
   device_read(j, where, c);
   coefficients_read(j, where, file_version, c);
+  calibration_ranks_read(j, where, c);
   return c;
 }
 

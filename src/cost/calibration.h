@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "cost/cost_model.h"
@@ -11,6 +12,14 @@
 namespace infinipipe::cost {
 
 inline constexpr int kCalibrationVersion = 2;
+
+// One training rank's own time coefficients, as `train --cost-model-update online` learned them.
+struct CalibrationRank {
+  int64_t stage = 0;    // pipeline rank
+  int64_t replica = 0;  // data-parallel replica
+  // The file's coefficients with this rank's time terms and step costs (action gap, tail).
+  Coefficients coeffs;
+};
 
 struct Calibration {
   int version = kCalibrationVersion;
@@ -26,6 +35,11 @@ struct Calibration {
   // the device the coefficients stand for (name, memory, links, sources)
   DeviceSpec device;
   Coefficients coeffs;
+  // Optional (calibration_ranks.h): every rank's own terms and the pp × dp layout they trained
+  // in, in world-rank order (stage × dp + replica); empty and 0 in `profile`'s files.
+  int64_t pipeline_parallel = 0;
+  int64_t data_parallel = 0;
+  std::vector<CalibrationRank> ranks;
 };
 
 // Throws Error when the file is missing, not JSON, of another version, or lacks a field.

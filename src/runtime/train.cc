@@ -70,10 +70,17 @@ Trainer::Trainer(const TrainOptions& opts)
   optimizer_build(oo);
   tokenizer_record();
   // Before a resume, which may continue the fit from the checkpoint's state.
+  const std::optional<cost::Coefficients> mine = rank_costs_from_calibration();
   if (cfg_.training.cost_model_update == CostModelUpdate::online) {
-    fit_.emplace(cm_);
+    // This rank's fit starts from its own terms when the calibration has them.
+    fit_.emplace(mine ? cost::CostModel(cm_.model(), cm_.device(), *mine, cm_.ulysses_degree(),
+                                        cm_.bf16())
+                      : cm_);
     pooled_.coeffs = cm_.coefficients();
     if (groups_) step_fit_.emplace();  // one rank per process: its gaps and tail are its own
+    // The calibration's step costs count as one measured step and action, until measured here.
+    if (mine && step_fit_)
+      step_fit_->restore({{mine->action_gap_s, mine->step_tail_s}, {1, 1}}, "the calibration");
   }
   if (!cfg_.training.load.empty()) {
     checkpoint_load(cfg_.training.load);

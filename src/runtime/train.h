@@ -134,8 +134,12 @@ class Trainer {
   // --cost-model-update online its time terms refitted from the actions measured so far. The
   // terms travel with the plan, so every rank of a pipeline holds the same.
   const cost::CostModel& plan_cost_model() const { return last_plan_cm_; }
-  // --cost-model-update online: what this rank's pipeline learned so far, as a calibration file
-  // (docs/cost-model.md, "Online refit"); nullopt when off.
+  // The cost model the next plans are made with (after the last refit; per-rank terms from the
+  // calibration before the first).
+  const cost::CostModel& next_plan_cost_model() const { return plan_cm_; }
+  // --cost-model-update online: what the run learned so far, as a calibration file
+  // (docs/cost-model.md, "Online refit"): distributed, the mean of the replicas' pooled terms
+  // and every rank's own terms (Calibration::ranks); nullopt when off.
   std::optional<cost::Calibration> online_calibration() const;
   // After a resume with the online fit: whether the fit continued from the checkpoint's state or
   // starts from the calibration (one line for the log); empty otherwise.
@@ -225,6 +229,10 @@ class Trainer {
   void step_costs_add_tail(Clock::time_point start);
   void step_costs_update();
   std::vector<cost::Coefficients> rank_coefficients_gather(int64_t iteration) const;
+  void replica_fits_gather(int64_t iteration);
+  // Distributed with a calibration that holds per-rank terms (calibration_ranks.h): the next
+  // plans time each rank with them; returns this rank's own (nullopt when there are none).
+  std::optional<cost::Coefficients> rank_costs_from_calibration();
 
   // One iteration's parts, in order (train_step.cc).
   Clock::time_point step_plan(std::span<const int64_t> lengths, obs::IterationMetrics& m);
@@ -254,6 +262,13 @@ class Trainer {
   std::optional<cost::StepCostFit> step_fit_;
   cost::StepCostSample step_sample_;
   cost::OnlinePooled pooled_;           // the pipeline's pooled fit after the last iteration
+  // Distributed and online: every replica's pooled fit and its pipeline ranks' own coefficients
+  // after the last iteration, what calibration.json keeps (replica_fits_gather).
+  struct ReplicaFit {
+    cost::OnlinePooled pooled;
+    std::vector<cost::Coefficients> ranks;  // by pipeline rank
+  };
+  std::vector<ReplicaFit> replica_fits_;
   // plan_cm_ before the last refit: what the background planner planned the next batch with.
   cost::CostModel plan_cm_before_refit_;
   // Resumed with the fit's state: the next batch's plan is made with these terms, as the
