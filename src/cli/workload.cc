@@ -173,7 +173,9 @@ WorkloadLoader add_workload_options(CLI::App* cmd) {
   cmd->add_option("--lengths", a->lengths, "text file of sequence lengths, one per line");
   cmd->add_option("--distribution", a->distribution,
                   "synthetic lengths: github | commoncrawl | uniform | fixed (seed: --seed)");
-  cmd->add_option("--iteration", a->iteration, "which global batch of the workload (from 0)")
+  cmd->add_option("--iteration", a->iteration,
+                  "which global batch of the workload (from 0); with --data-path, train's batch of "
+                  "that iteration")
       ->capture_default_str();
   cmd->add_option("--replica", a->replica,
                   "data-parallel replica whose share is planned, or 'all' (each replica, then the "

@@ -29,9 +29,23 @@ ReplicaSplitCost::ReplicaSplitCost(const Config& cfg, const cost::CostModel& cm)
   const int64_t budget = planner_budget(cfg, cm);
   const MemoryContext mem = plan_memory_context(cfg, budget);
   const int32_t pp = static_cast<int32_t>(cfg.parallel.pipeline_parallel);
-  for (const StageSpec& st : stage_layout_planned(cfg, cm, pp, 1)) {
+  // A forced split (the trainer's) may list virtual stages; a rank holds all of its stages'
+  // layers and states, so each rank's stages count as one.
+  const auto forced = static_cast<int32_t>(cfg.parallel.stage_layers.size());
+  const int32_t vpp = forced > 0 ? std::max(1, forced / pp) : 1;
+  std::vector<Stage> ranks(static_cast<size_t>(pp));
+  std::vector<int64_t> states(static_cast<size_t>(pp), 0);
+  for (const StageSpec& st : stage_layout_planned(cfg, cm, pp, vpp)) {
+    const auto r = static_cast<size_t>(st.rank);
     const cost::StageShape sh = stage_shape(st);
-    stages_.push_back({sh, static_cast<double>(budget - stage_static_bytes(cm, sh, mem))});
+    ranks[r].shape.num_layers += sh.num_layers;
+    ranks[r].shape.has_embedding = ranks[r].shape.has_embedding || sh.has_embedding;
+    ranks[r].shape.has_lm_head = ranks[r].shape.has_lm_head || sh.has_lm_head;
+    states[r] += stage_static_bytes(cm, sh, mem);
+  }
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r].activation_cap = static_cast<double>(budget - states[r]);
+    stages_.push_back(ranks[r]);
   }
 }
 

@@ -21,11 +21,11 @@ double replica_sequence_cost(const cost::CostModel& cm, int64_t length);
 std::function<double(int64_t)> replica_sequence_cost_fn(const cost::CostModel& cm);
 
 // What balance_replicas weighs: replica_sequence_cost plus the recompute the sequence's own
-// activations force. A long sequence is sliced and every stage holds all its slices until their
-// backwards, so where that exceeds the stage's budget (less its model states) the planner must
-// recompute; the fraction is Eq. 14's estimate for the sequence in its own pipeline
-// (pipeline_grouping.cc), (full − cap) / (full − lean), charged at the stage's full recompute
-// time. Without it a replica holding a 1M-token sequence planned 10% above the mean
+// activations force. A long sequence is sliced and every pipeline rank holds all its slices
+// until their backwards, so where that exceeds the rank's budget (less its model states) the
+// planner must recompute; the fraction is Eq. 14's estimate for the sequence in its own pipeline
+// (pipeline_grouping.cc), (full − cap) / (full − lean), charged at the full recompute time of the
+// rank's layers. Without it a replica holding a 1M-token sequence planned 10% above the mean
 // (docs/benchmarks.md, "Replica balance").
 class ReplicaSplitCost {
  public:
@@ -35,9 +35,9 @@ class ReplicaSplitCost {
   double recompute(int64_t length) const;
 
  private:
-  struct Stage {
+  struct Stage {                // one pipeline rank: its stages' layers as one
     cost::StageShape shape;
-    double activation_cap = 0;  // bytes: budget less the stage's model states
+    double activation_cap = 0;  // bytes: budget less the rank's model states
   };
   cost::CostModel cm_;
   std::vector<Stage> stages_;

@@ -69,6 +69,20 @@ TEST(ReplicaSplitCost, ChargesRecomputeOnlyPastTheBudgetAndAtMostAllOfIt) {
   }
 }
 
+// The trainer forces its layer split, virtual stages included: a rank holding stages 0 and 2 of
+// 2 layers each weighs like one holding a stage of 4.
+TEST(ReplicaSplitCost, AForcedSplitOfVirtualStagesCountsEachRanksLayersOnce) {
+  Config flat = split_config();
+  flat.parallel.stage_layers = {4, 4};
+  const auto cm = cost::CostModel::from_config(flat);
+  flat.training.memory_budget = budget_fitting(flat, cm, 4096);
+  Config virt = flat;
+  virt.parallel.stage_layers = {2, 2, 2, 2};
+  const ReplicaSplitCost a(flat, cm), b(virt, cm);
+  EXPECT_GT(a.recompute(16384), 0);
+  for (int64_t l : {4096, 8192, 16384}) EXPECT_DOUBLE_EQ(a.recompute(l), b.recompute(l)) << l;
+}
+
 // One long sequence and many short ones over two replicas: where the long one must recompute,
 // its replica gets fewer of the short ones, and the split still keeps every sequence once with
 // the loads within the costliest sequence of each other (LPT's bound, by the split's cost).
