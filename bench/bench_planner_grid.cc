@@ -209,7 +209,7 @@ void cluster_points(int32_t threads) {
   const auto cm = cost::CostModel::from_config(cfg);
   const auto batch =
       data::lengths_synthetic("github", cfg.training.global_batch_size, cfg.model.seq_length, 1234);
-  const auto shares = plan::balance_replicas(batch, cfg.parallel.data_parallel, cm);
+  const auto shares = plan::balance_replicas(batch, cfg.parallel.data_parallel, cm, cfg);
   for (size_t r = 0; r < shares.size(); ++r) {
     int64_t longest = 0;
     for (int64_t l : shares[r]) longest = std::max(longest, l);

@@ -82,9 +82,9 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
                                          int64_t activation_budget);
 
 // Data parallelism: splits the global batch over dp replicas so their predicted costs balance
-// (longest-processing-time first, by replica_sequence_cost). Result[r] holds replica r's lengths,
-// longest first. Defined in replica_balance.cc.
+// (longest-processing-time first, by ReplicaSplitCost of cfg's pipeline and budget). Result[r]
+// holds replica r's lengths, costliest first. Defined in replica_balance.cc.
 std::vector<std::vector<int64_t>> balance_replicas(std::span<const int64_t> lengths, int64_t dp,
-                                                   const cost::CostModel& cm);
+                                                   const cost::CostModel& cm, const Config& cfg);
 
 }  // namespace infinipipe::plan

@@ -15,8 +15,8 @@
 namespace infinipipe::runtime {
 
 std::vector<std::vector<int32_t>> dist_replica_split(std::span<const int64_t> lengths, int64_t dp,
-                                                     const cost::CostModel& cm) {
-  const std::vector<std::vector<int64_t>> shares = plan::balance_replicas(lengths, dp, cm);
+                                                     const cost::CostModel& cm, const Config& cfg) {
+  const std::vector<std::vector<int64_t>> shares = plan::balance_replicas(lengths, dp, cm, cfg);
   // balance_replicas hands out lengths: equal lengths are interchangeable, so each takes the
   // first unused sequence of that length, in replica order.
   std::map<int64_t, std::vector<int32_t>> by_length;

@@ -17,6 +17,7 @@
 #include "comm/mpi_groups.h"
 #include "comm/mpi_p2p.h"
 #include "comm/mpi_watchdog.h"
+#include "core/config.h"
 #include "cost/cost_model.h"
 #include "model/engine.h"
 #include "plan/plan.h"
@@ -24,11 +25,11 @@
 
 namespace infinipipe::runtime {
 
-// Splits the global batch over dp replicas as plan::balance_replicas does (by cost) and returns,
-// per replica, the indices of its sequences in `lengths`, in the order balance_replicas gives
-// them. Deterministic, so every rank computes the same split.
+// Splits the global batch over dp replicas as plan::balance_replicas does (by cost, for cfg's
+// pipeline and budget) and returns, per replica, the indices of its sequences in `lengths`, in
+// the order balance_replicas gives them. Deterministic, so every rank computes the same split.
 std::vector<std::vector<int32_t>> dist_replica_split(std::span<const int64_t> lengths, int64_t dp,
-                                                     const cost::CostModel& cm);
+                                                     const cost::CostModel& cm, const Config& cfg);
 
 // The data-parallel gradient sum of one rank, overlapped with backward. Parameters are bucketed
 // in the order backward makes them final (LM head and final norm, layers last to first, the

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/training_batches.h"
 #include "plan/replica_balance.h"
 #include "runtime/dist_step.h"
 #include "runtime/train.h"
@@ -35,13 +36,11 @@ void Trainer::batch_tokens_read(Batch& batch, data::DataSplit split) const {
 
 std::vector<data::DocumentRef> Trainer::documents_next(
     data::DocumentStream& stream, std::optional<data::OutlierDelay>& delay) const {
-  if (!cfg_.parallel.outlier_delay) return stream.next();
-  const data::OutlierDelay::Source source = [this, &stream] {
-    const data::DocumentStream::Drawn d = stream.draw();
-    return data::DelayedDocument{d.ref, document_length(d.ref), d.epoch};
-  };
+  data::OutlierDelay* through = cfg_.parallel.outlier_delay ? &*delay : nullptr;
+  const data::OutlierDelay::Batch b = data::batch_documents_draw(
+      stream, through, [this](const data::DocumentRef& doc) { return document_length(doc); });
   std::vector<data::DocumentRef> out;
-  for (const data::DelayedDocument& d : delay->next(source).documents) out.push_back(d.ref);
+  for (const data::DelayedDocument& d : b.documents) out.push_back(d.ref);
   return out;
 }
 
@@ -111,7 +110,7 @@ Trainer::Batch Trainer::batch_next(int64_t iteration) {
 // in one process or with dp = 1. Sequences come along when they were read.
 Trainer::Batch Trainer::replica_share(const Batch& batch) const {
   if (!groups_ || groups_->layout().dp == 1) return batch;
-  const auto split = dist_replica_split(batch.lengths, groups_->layout().dp, cm_);
+  const auto split = dist_replica_split(batch.lengths, groups_->layout().dp, cm_, cfg_);
   Batch share;
   for (int32_t i : split[static_cast<size_t>(groups_->layout().replica)]) {
     const size_t k = static_cast<size_t>(i);

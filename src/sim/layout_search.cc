@@ -183,7 +183,7 @@ LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
     const std::vector<int64_t>& batch = batches[b];
     const std::vector<std::vector<int64_t>> shares =
         layout.dp == 1 ? std::vector<std::vector<int64_t>>{batch}
-                       : plan::balance_replicas(batch, layout.dp, g);
+                       : plan::balance_replicas(batch, layout.dp, g, cfg);
     double step = 0;
     for (size_t k = 0; k < shares.size(); ++k) {
       const std::string where = batches.size() > 1 || shares.size() > 1

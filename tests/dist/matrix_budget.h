@@ -37,7 +37,7 @@ inline std::vector<std::vector<int64_t>> replica_batches(const Config& cfg,
       out.push_back(lengths);
       continue;
     }
-    for (const auto& replica : dist_replica_split(lengths, dp, cm)) {
+    for (const auto& replica : dist_replica_split(lengths, dp, cm, cfg)) {
       std::vector<int64_t> mine;
       for (int32_t i : replica) mine.push_back(lengths[static_cast<size_t>(i)]);
       out.push_back(mine);

@@ -117,7 +117,7 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
 
   ProcessGroups groups(comm, pp, dp);
   const RankLayout& l = groups.layout();
-  const auto split = dist_replica_split(kLengths, dp, cm);
+  const auto split = dist_replica_split(kLengths, dp, cm, cfg);
   ASSERT_EQ(split.size(), static_cast<size_t>(dp));
   const ReplicaShare mine = replica_share(split[static_cast<size_t>(l.replica)], seqs);
   if (tight) {

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "plan/budget_error.h"
 #include "plan/planner.h"
+#include "plan/replica_balance.h"
 #include "plan/sequence_processor.h"
 #include "plan/validate.h"
 #include "test_plan_util.h"
@@ -185,17 +186,17 @@ TEST(Planner, BalanceReplicasKeepsEverySequenceAndBalancesCost) {
   std::mt19937 rng(2);
   const auto lengths = long_tail(rng, 64, 16384);
   for (int64_t dp : {1, 2, 4, 8}) {
-    const auto parts = balance_replicas(lengths, dp, cm);
+    const auto parts = balance_replicas(lengths, dp, cm, cfg);
     ASSERT_EQ(static_cast<int64_t>(parts.size()), dp);
     std::vector<int64_t> all;
-    const cost::StageShape whole{cfg.model.num_layers, false, false};
+    const ReplicaSplitCost cost(cfg, cm);
     double lo = 1e30, hi = 0, biggest = 0;
     for (const auto& p : parts) {
       EXPECT_FALSE(p.empty());
       double load = 0;
       for (int64_t l : p) {
         all.push_back(l);
-        const double c = chunk_cost(cm, whole, std::vector<cost::SliceShape>{{0, l, true}});
+        const double c = cost(l);
         load += c;
         biggest = std::max(biggest, c);
       }
@@ -208,7 +209,7 @@ TEST(Planner, BalanceReplicasKeepsEverySequenceAndBalancesCost) {
     std::sort(all.begin(), all.end());
     EXPECT_EQ(all, sorted);
   }
-  EXPECT_THROW(balance_replicas(lengths, 100, cm), ConfigError);
+  EXPECT_THROW(balance_replicas(lengths, 100, cm, cfg), ConfigError);
 }
 
 TEST(Planner, PipelineGroupingSplitsOnlyWhenMemoryDemandsAndNeverInsideASequence) {

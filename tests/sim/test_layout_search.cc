@@ -82,7 +82,7 @@ std::optional<double> planned_tokens_per_s(const Config& base, const Layout& l,
   int64_t tokens = 0;
   for (const auto& batch : batches) {
     double step = 0;
-    for (const auto& share : plan::balance_replicas(batch, l.dp, cm)) {
+    for (const auto& share : plan::balance_replicas(batch, l.dp, cm, cfg)) {
       try {
         const plan::PlanResult r = plan::make_plan_detailed(cfg, cm, share, l.schedule);
         const StepResult st = simulate(r.plan, cm, cfg);
@@ -214,7 +214,7 @@ TEST(LayoutSearch, EveryInfeasibleReasonIsRight) {
   Config at = layout_config(cfg, single, x.layout);
   at.validate();
   const cost::CostModel g = cm.with_ulysses_degree(2, false);
-  const auto shares = plan::balance_replicas(long_batch[0], 2, g);
+  const auto shares = plan::balance_replicas(long_batch[0], 2, g, at);
   try {
     plan::make_plan_detailed(at, g, shares[0], Schedule::one_f_one_b);
     ADD_FAILURE() << "1f1b fits 16K sequences in 1 GiB";

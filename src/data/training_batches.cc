@@ -1,0 +1,46 @@
+#include "data/training_batches.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace infinipipe::data {
+
+OutlierDelay::Batch batch_documents_draw(DocumentStream& stream, OutlierDelay* delay,
+                                         const std::function<int64_t(const DocumentRef&)>& length) {
+  if (delay != nullptr) {
+    const OutlierDelay::Source source = [&stream, &length] {
+      const DocumentStream::Drawn d = stream.draw();
+      return DelayedDocument{d.ref, length(d.ref), d.epoch};
+    };
+    return delay->next(source);
+  }
+  OutlierDelay::Batch b;
+  for (const DocumentRef& ref : stream.next()) b.documents.push_back({ref, length(ref), 0});
+  return b;
+}
+
+TrainingBatches::TrainingBatches(const DataFlags& flags, int64_t global_batch_size, uint64_t seed,
+                                 int64_t seq_length)
+    : sets_(RunDatasets::open(flags)),
+      stream_(sets_.stream(DataSplit::train, global_batch_size, seed)),
+      seq_length_(seq_length) {}
+
+void TrainingBatches::delay_outliers(int64_t replicas, OutlierDelay::Cost cost) {
+  delay_.emplace(stream_.global_batch_size(), replicas, std::move(cost));
+}
+
+TrainingBatches::Batch TrainingBatches::next() {
+  Batch b;
+  b.drawn = batch_documents_draw(stream_, delay_ ? &*delay_ : nullptr, [this](const DocumentRef& r) {
+    return std::min(sets_.document_length(DataSplit::train, r), seq_length_);
+  });
+  for (const DelayedDocument& d : b.drawn.documents)
+    if (d.length > 0) b.lengths.push_back(d.length);  // an empty document is no sequence
+  return b;
+}
+
+int64_t TrainingBatches::waiting() const {
+  return delay_ ? static_cast<int64_t>(delay_->queue().size()) : 0;
+}
+
+}  // namespace infinipipe::data

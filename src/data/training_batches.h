@@ -1,0 +1,49 @@
+// The training split's global batches exactly as `train` draws them: the seeded, blended
+// DocumentStream of the run's datasets (run_datasets.h), through the outlier delay when it is on
+// (outlier_delay.h), one sequence per non-empty document truncated to seq-length. The trainer
+// draws with batch_documents_draw; `plan` and `simulate` with data flags read whole batches with
+// TrainingBatches, so their --iteration I is train's batch I.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "data/document_stream.h"
+#include "data/outlier_delay.h"
+#include "data/run_datasets.h"
+
+namespace infinipipe::data {
+
+// The next global batch's documents from `stream`: its next global_batch_size, or with `delay`
+// the delay's batch over the stream drawn one document at a time. `length` gives a document's
+// trained length (truncated to seq-length), which the delay weighs.
+OutlierDelay::Batch batch_documents_draw(DocumentStream& stream, OutlierDelay* delay,
+                                         const std::function<int64_t(const DocumentRef&)>& length);
+
+class TrainingBatches {
+ public:
+  // Opens the datasets of `flags` (Error naming a missing one; ConfigError for bad flags) and
+  // starts at the first batch of the training split's order for `seed`.
+  TrainingBatches(const DataFlags& flags, int64_t global_batch_size, uint64_t seed,
+                  int64_t seq_length);
+  // From now on batches go through the outlier delay over `replicas` (as --outlier-delay).
+  void delay_outliers(int64_t replicas, OutlierDelay::Cost cost);
+
+  struct Batch {
+    std::vector<int64_t> lengths;  // one per non-empty document, in the batch's order
+    OutlierDelay::Batch drawn;     // its documents and what the delay did to them
+  };
+  Batch next();
+  // Documents the delay holds back (0 without it).
+  int64_t waiting() const;
+
+ private:
+  RunDatasets sets_;
+  DocumentStream stream_;
+  std::optional<OutlierDelay> delay_;
+  int64_t seq_length_;
+};
+
+}  // namespace infinipipe::data
