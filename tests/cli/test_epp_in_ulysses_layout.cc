@@ -1,9 +1,10 @@
 // EPP at pp 1 in the tuned Ulysses baseline's own layout (Ulysses degree = the baseline's sp,
 // the same dp) on the twelve paper settings (examples/llama{7b,13b,30b}-{48k,96k}.yaml x github /
-// commoncrawl, A800 preset, one global batch each). Without a pipeline there is no bubble, and
-// the same devices move the same bytes, so EPP must be at least as fast as the baseline: with
-// ZeRO-1 (the examples' default: one data-parallel all-reduce per step) and with ZeRO-3 (the
-// baseline's model states: gathers and reduce-scatters per unit).
+// commoncrawl, A800 preset, one global batch each). With ZeRO-3, the baseline's model states,
+// the same devices hold the same bytes and move them over the same links, and without a
+// pipeline there is no bubble: EPP must be at least as fast on every setting. ZeRO-1 (the
+// examples' default) is printed for comparison only: it keeps weights and fp32 gradients whole
+// (13B and 30B do not fit one device) and all-reduces them once after the step, unhidden.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,7 +72,7 @@ TEST(EppInUlyssesLayout, AtLeastAsFastAsTunedUlyssesOnThePaperSettings) {
         }
         report += fmt::format(" epp zero-{} {:.3f} s ({:.3f}x, {})", zero, r.mean_step_s,
                               u.step_time_s / r.mean_step_s, r.setting);
-        EXPECT_LE(r.mean_step_s, u.step_time_s) << key << " zero " << zero;
+        if (zero == 3) EXPECT_LE(r.mean_step_s, u.step_time_s) << key;
       }
       report += "\n";
     }
