@@ -6,7 +6,9 @@ namespace infinipipe::cost {
 
 namespace {
 
-int64_t node_size(const DeviceGroup& g) { return std::max<int64_t>(1, g.per_node); }
+int64_t node_size(const DeviceGroup& g) {
+  return std::max<int64_t>(1, g.per_node);
+}
 
 }  // namespace
 

@@ -1,4 +1,5 @@
-// EPP's search: K, the pipeline grouping and recompute, then the exact recompute solve.
+// EPP's search: K, larger K = 1 micro-batches, the pipeline grouping and recompute, then the exact
+// recompute solve.
 #include <algorithm>
 #include <exception>
 #include <limits>
@@ -227,8 +228,8 @@ struct EppSearch {
     for (int64_t cap = 2 * longest; previous < std::numeric_limits<double>::infinity(); cap *= 2) {
       std::vector<Chunk> packed = pack_micro_batches(lengths, cap);
       std::vector<Attempt> attempts = evaluate_chunks(packed);
-      const double t = record(attempts, 1,
-                              fmt::format("K=1, whole sequences packed (<= {} tokens)", cap), nullptr);
+      const double t = record(
+          attempts, 1, fmt::format("K=1, whole sequences packed (<= {} tokens)", cap), nullptr);
       if (!(t < previous) || cap >= total) return;
       previous = t;
     }

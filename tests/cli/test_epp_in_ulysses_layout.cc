@@ -56,8 +56,11 @@ TEST(EppInUlyssesLayout, AtLeastAsFastAsTunedUlyssesOnThePaperSettings) {
       sim::LayoutSpace space;
       space.num_devices = cfg.cluster.num_devices;
       space.devices_per_node = cfg.cluster.devices_per_node;
-      const sim::Layout layout{.pp = 1, .vpp = 1, .ulysses = u.setting.sp_degree,
-                               .dp = u.dp_degree, .schedule = Schedule::epp};
+      const sim::Layout layout{.pp = 1,
+                               .vpp = 1,
+                               .ulysses = u.setting.sp_degree,
+                               .dp = u.dp_degree,
+                               .schedule = Schedule::epp};
       const std::vector<std::vector<int64_t>> batches = {batch};
       report += fmt::format("{}: ulysses sp {} x dp {} {:.3f} s;", key, u.setting.sp_degree,
                             u.dp_degree, u.step_time_s);
