@@ -35,6 +35,9 @@ def cell(step, note, base):
 
 
 def main():
+    if len(sys.argv) > 1:
+        sys.exit(f"error: {sys.argv[0]} takes no arguments, got {' '.join(sys.argv[1:])}; "
+                 f"set MODELS, LENGTHS, DISTS or BEFORE in the environment instead")
     e = os.environ.get
     exe = bc.binary()
     before = e("BEFORE", "")
