@@ -164,10 +164,11 @@ struct EppSearch {
   }
 
   // Records one candidate's attempts in order, up to the first that fits. `label` names the
-  // slicing, `processed` the processor run that made the chunks. Returns the step time of the
-  // attempt that fits, +infinity when none does.
+  // slicing, `processed` the processor run that made the chunks, `pack_tokens` the capacity of
+  // a K = 1 packing (0 for a processor run). Returns the step time of the attempt that fits,
+  // +infinity when none does.
   double record(std::vector<Attempt>& attempts, int32_t k, const std::string& label,
-                const ProcessorResult* processed) {
+                const ProcessorResult* processed, int64_t pack_tokens = 0) {
     for (Attempt& at : attempts) {
       Candidate& c = at.cand;
       ++knobs.candidates;
@@ -175,6 +176,7 @@ struct EppSearch {
       ExplainCandidate& ec = explain_record(explain, vpp_label() + label + ", " + at.grouping, k, c);
       ec.recompute_layers = fixed_r;
       ec.vpp = c.plan.vpp;
+      ec.micro_batch_tokens = pack_tokens;
       if (!c.fits) continue;
       const double t = c.plan.predicted_step_time;
       if (!have || t < best.plan.predicted_step_time) {
@@ -228,8 +230,9 @@ struct EppSearch {
     for (int64_t cap = 2 * longest; previous < std::numeric_limits<double>::infinity(); cap *= 2) {
       std::vector<Chunk> packed = pack_micro_batches(lengths, cap);
       std::vector<Attempt> attempts = evaluate_chunks(packed);
-      const double t = record(
-          attempts, 1, fmt::format("K=1, whole sequences packed (<= {} tokens)", cap), nullptr);
+      const double t = record(attempts, 1,
+                              fmt::format("K=1, whole sequences packed (<= {} tokens)", cap),
+                              nullptr, cap);
       if (!(t < previous) || cap >= total) return;
       previous = t;
     }
@@ -268,7 +271,7 @@ struct EppSearch {
         if (!ev.processed) {
           packed_time = record(ev.attempts, 1,
                                fmt::format("K=1, whole sequences packed (<= {} tokens)", longest),
-                               nullptr);
+                               nullptr, longest);
           continue;
         }
         const int32_t k = ev.k;

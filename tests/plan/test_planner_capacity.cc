@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/plan_explain.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 
@@ -70,6 +71,12 @@ TEST(PlannerCapacity, EppAtPp1PacksLargerMicroBatchesAndMatchesTuned1f1b) {
     // The longest sequence's capacity leaves small chunks whose ZeRO-3 gathers show.
     EXPECT_GT(largest_chunk_tokens(epp.plan), longest);
     EXPECT_LE(epp.plan.predicted_step_time, f1b.plan.predicted_step_time);
+    // The explanation names the capacity the chosen plan packed to.
+    int64_t chosen_capacity = 0;
+    for (const ExplainCandidate& c : epp.explain.candidates)
+      if (c.chosen) chosen_capacity = c.micro_batch_tokens;
+    EXPECT_GE(chosen_capacity, largest_chunk_tokens(epp.plan));
+    EXPECT_GT(chosen_capacity, longest);
     const std::string want = plan_to_json(epp.plan).dump();
     EXPECT_EQ(plan_to_json(make_plan_detailed(cfg, cm, lengths, Schedule::epp, 4).plan).dump(),
               want);
