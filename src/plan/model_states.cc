@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "cost/collectives.h"
 #include "plan/schedule_memory.h"
 
 namespace infinipipe::plan {
@@ -98,14 +99,8 @@ int64_t rank_static_bytes(const Plan& plan, const cost::CostModel& cm, const Mem
 double zero3_unit_collective_seconds(const cost::CostModel& cm, const Config& cfg, int32_t rank,
                                      double bytes) {
   const int64_t n = cfg.parallel.ulysses_degree * cfg.parallel.data_parallel;
-  if (n <= 1 || bytes <= 0) return 0.0;
-  const int64_t per_node = std::max<int64_t>(1, cfg.cluster.devices_per_node);
-  const int64_t first = rank * n, last = first + n - 1;
-  const bool inter = first / per_node != last / per_node;
-  const cost::Coefficients& c = cm.coefficients();
-  const double bw = inter ? c.p2p_bandwidth_inter : c.p2p_bandwidth_intra;
-  const double k = static_cast<double>(n);
-  return (k - 1) / k * bytes / bw + (k - 1) * cm.link_latency(inter);
+  // The stage's devices are consecutive (pp outermost), as for the data-parallel all-reduce.
+  return cost::group_gather_time(cm, {rank * n, n, cfg.cluster.devices_per_node}, bytes);
 }
 
 double zero3_forward_exposed_seconds(const cost::CostModel& cm, const Config& cfg,

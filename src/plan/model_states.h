@@ -46,8 +46,8 @@ int64_t rank_static_bytes(const Plan& plan, const cost::CostModel& cm, const Mem
                           int32_t rank);
 
 // Seconds of one ring all-gather (or reduce-scatter) of a unit of `bytes` over the ZeRO-3 group
-// of pipeline rank `rank`: (n−1)/n · V/B + (n−1) · latency, inter-node when the group's devices
-// (consecutive, pp outermost) span nodes.
+// of pipeline rank `rank`: (n−1)/n · V/B + (n−1) · latency, the group's devices consecutive (pp
+// outermost), B as cost::group_ring_bandwidth gives it (the group's NICs when it spans nodes).
 double zero3_unit_collective_seconds(const cost::CostModel& cm, const Config& cfg, int32_t rank,
                                      double bytes);
 

@@ -45,8 +45,15 @@ const ExplainCandidate* chosen_candidate(const PlanExplain& ex) {
 std::string pack_rule(const PlanExplain& ex, const Plan& plan) {
   const ExplainCandidate* win = chosen_candidate(ex);
   if (ex.has_limits) return "Best-Fit-Decreasing within T_t and T_m";
-  if (plan.schedule == "epp")
+  if (plan.schedule == "epp") {
+    const int64_t longest = plan.seq_lengths.empty() ? 0 : plan.seq_lengths[longest_sequence(plan)];
+    if (win && win->micro_batch_tokens > longest)
+      return fmt::format(
+          "whole sequences, Best-Fit-Decreasing by tokens, at most {} tokens per chunk ({}x the "
+          "longest sequence)",
+          win->micro_batch_tokens, win->micro_batch_tokens / std::max<int64_t>(1, longest));
     return "whole sequences, Best-Fit-Decreasing by tokens up to the longest sequence's length";
+  }
   if (plan.schedule == "seq1f1b")
     return win ? fmt::format(
                      "micro-batches of at most {} tokens (Best-Fit-Decreasing), each cut "
@@ -176,7 +183,9 @@ void explain_search_end(PlanExplain& ex, size_t best, const Candidate* exact, in
     explain_verdicts(ex, best, budget);
     return;
   }
-  explain_record(ex, ex.candidates[best].setting + ", exact recompute", k, *exact);
+  const ExplainCandidate winner = ex.candidates[best];  // a copy: the record may reallocate
+  ExplainCandidate& e = explain_record(ex, winner.setting + ", exact recompute", k, *exact);
+  e.micro_batch_tokens = winner.micro_batch_tokens;
   explain_verdicts(ex, ex.candidates.size() - 1, budget);
   ex.candidates[best].verdict =
       "fastest with the greedy recompute solve: re-solved exactly (below)";

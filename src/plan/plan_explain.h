@@ -25,7 +25,8 @@ namespace infinipipe::plan {
 struct ExplainCandidate {
   std::string setting;  // "K=4, Eq. 14 grouping", "mb<=8192 tok, recompute 2 layers" etc.
   int32_t k = 0;        // epp: slices of the longest sequence; seq1f1b: slices per micro-batch
-  int64_t micro_batch_tokens = 0;  // baselines: token capacity of a micro-batch (0 = n/a)
+  int64_t micro_batch_tokens = 0;  // token capacity of a micro-batch, EPP's K = 1 packings too
+                                   // (0 = n/a)
   int64_t micro_batch_size = 0;    // baselines: sequences per micro-batch (0 = packed by tokens)
   int32_t vpp = 1;
   int32_t recompute_layers = -1;  // static count on every (stage, chunk); -1 = adaptive solve

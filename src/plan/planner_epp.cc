@@ -1,4 +1,5 @@
-// EPP's search: K, the pipeline grouping and recompute, then the exact recompute solve.
+// EPP's search: K, larger K = 1 micro-batches, the pipeline grouping and recompute, then the exact
+// recompute solve.
 #include <algorithm>
 #include <exception>
 #include <limits>
@@ -163,9 +164,11 @@ struct EppSearch {
   }
 
   // Records one candidate's attempts in order, up to the first that fits. `label` names the
-  // slicing, `processed` the processor run that made the chunks.
-  void record(std::vector<Attempt>& attempts, int32_t k, const std::string& label,
-                const ProcessorResult* processed) {
+  // slicing, `processed` the processor run that made the chunks, `pack_tokens` the capacity of
+  // a K = 1 packing (0 for a processor run). Returns the step time of the attempt that fits,
+  // +infinity when none does.
+  double record(std::vector<Attempt>& attempts, int32_t k, const std::string& label,
+                const ProcessorResult* processed, int64_t pack_tokens = 0) {
     for (Attempt& at : attempts) {
       Candidate& c = at.cand;
       ++knobs.candidates;
@@ -173,6 +176,7 @@ struct EppSearch {
       ExplainCandidate& ec = explain_record(explain, vpp_label() + label + ", " + at.grouping, k, c);
       ec.recompute_layers = fixed_r;
       ec.vpp = c.plan.vpp;
+      ec.micro_batch_tokens = pack_tokens;
       if (!c.fits) continue;
       const double t = c.plan.predicted_step_time;
       if (!have || t < best.plan.predicted_step_time) {
@@ -186,8 +190,9 @@ struct EppSearch {
           explain.relaxed = processed->relaxed;
         }
       }
-      return;
+      return t;
     }
+    return std::numeric_limits<double>::infinity();
   }
 
   // Evaluates candidates [from, to) of `ks` (0 = the K = 1 packing), one thread each.
@@ -214,28 +219,59 @@ struct EppSearch {
     return out;
   }
 
+  // K = 1 with micro-batches of twice, four times, ... the longest sequence, as the baselines
+  // tune theirs: fewer, larger chunks pay β1, the small-chunk inefficiency and the ZeRO-3
+  // gathers fewer times, which wins where the bubble they grow is small (none at pp 1).
+  // Doubling stops at the first capacity that is not faster than the one before (or does not
+  // fit: larger ones hold more), or once a micro-batch holds the whole batch. Sequential, so
+  // the plan is the same for any thread count.
+  void search_capacities(int64_t longest, int64_t total, double packed_time) {
+    double previous = packed_time;
+    for (int64_t cap = 2 * longest; previous < std::numeric_limits<double>::infinity(); cap *= 2) {
+      std::vector<Chunk> packed = pack_micro_batches(lengths, cap);
+      std::vector<Attempt> attempts = evaluate_chunks(packed);
+      const double t = record(attempts, 1,
+                              fmt::format("K=1, whole sequences packed (<= {} tokens)", cap),
+                              nullptr, cap);
+      if (!(t < previous) || cap >= total) return;
+      previous = t;
+    }
+  }
+
+  // One pass of the search on the current vpp: the K search, then larger micro-batches.
   void run() {
-    const cost::StageShape ref = processor_reference_stage(cm.model(), pp());
-    const int32_t k_max = sequence_max_slices(lengths, cfg.parallel.min_tail_slice);
-    auto ks = epp_k_candidates(k_max);
-    int64_t longest = 0;
-    for (int64_t l : lengths) longest = std::max(longest, l);
+    int64_t longest = 0, total = 0;
+    for (int64_t l : lengths) {
+      longest = std::max(longest, l);
+      total += l;
+    }
     // Hopeless: one candidate (the finest) tells by how much. Else K = 1 is batch-level PP:
-    // also try the tight token packing the batch-level schedules use (candidate 0).
+    // also try the tight token packing the batch-level schedules use (candidate 0), and larger.
+    auto ks = epp_k_candidates(sequence_max_slices(lengths, cfg.parallel.min_tail_slice));
     if (hopeless()) {
       ks = {ks.back()};
       explain.notes.push_back(
           fmt::format("the weights alone exceed the budget: only K={} is tried", ks.back()));
-    } else {
-      ks.insert(ks.begin(), 0);
+      search_slices(ks, longest);
+      return;
     }
+    ks.insert(ks.begin(), 0);
+    search_capacities(longest, total, search_slices(ks, longest));
+  }
+
+  // The K search over `ks` (0: the K = 1 packing at the longest sequence); returns that
+  // packing's step time where it fits, else +infinity.
+  double search_slices(const std::vector<int32_t>& ks, int64_t longest) {
+    const cost::StageShape ref = processor_reference_stage(cm.model(), pp());
+    double packed_time = std::numeric_limits<double>::infinity();
     for (size_t from = 0; from < ks.size();) {
       const size_t to = std::min(ks.size(), from + threads);
       std::vector<Evaluated> wave = evaluate_wave(ks, from, to, ref, longest);
       for (Evaluated& ev : wave) {
         if (!ev.processed) {
-          record(ev.attempts, 1, fmt::format("K=1, whole sequences packed (<= {} tokens)", longest),
-                 nullptr);
+          packed_time = record(ev.attempts, 1,
+                               fmt::format("K=1, whole sequences packed (<= {} tokens)", longest),
+                               nullptr, longest);
           continue;
         }
         const int32_t k = ev.k;
@@ -259,11 +295,12 @@ struct EppSearch {
               "search stopped after K={}: more than 10% slower than K={} (step time is unimodal "
               "in K, finer slicing only adds overhead)",
               k, best_k));
-          return;
+          return packed_time;
         }
       }
       from = to;
     }
+    return packed_time;
   }
 };
 

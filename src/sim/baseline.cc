@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "cost/collectives.h"
 
 namespace infinipipe::sim {
 
@@ -39,10 +40,7 @@ double ring_collective_time(double bytes, int64_t n, double bandwidth, double la
 }
 
 double ring_bandwidth(const cost::CostModel& cm, const Config& cfg, int64_t n) {
-  const cost::Coefficients& c = cm.coefficients();
-  if (n <= cfg.cluster.devices_per_node) return c.p2p_bandwidth_intra;
-  return std::min(c.p2p_bandwidth_intra,
-                  c.p2p_bandwidth_inter * static_cast<double>(cfg.cluster.devices_per_node));
+  return cost::group_ring_bandwidth(cm, {0, n, cfg.cluster.devices_per_node});
 }
 
 double zero3_collective_time(const cost::CostModel& cm, const Config& cfg) {

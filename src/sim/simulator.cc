@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "cost/collectives.h"
 #include "plan/plan_costs.h"
 #include "plan/schedule_memory.h"
 #include "plan/schedule_replay.h"
@@ -25,16 +26,15 @@ int64_t rank_grad_bytes(const plan::Plan& plan, const ModelConfig& m, int32_t ra
 }
 
 // All-reduce time of a rank's gradients over the dp × ulysses devices holding the same stages;
-// they are consecutive devices (pp outermost), so inter-node when they span nodes.
+// they are consecutive devices (pp outermost): a group that spans nodes holds those nodes' NICs.
 double dp_sync_seconds(const plan::Plan& plan, const cost::CostModel& cost, const Config& cfg,
                        int32_t rank) {
   const int64_t group = cfg.parallel.data_parallel * cfg.parallel.ulysses_degree;
   // ZeRO-3 reduce-scatters every unit's gradients over this group inside the backward actions.
   if (group <= 1 || cfg.parallel.zero_stage == 3) return 0.0;
-  const int64_t per_node = std::max<int64_t>(1, cfg.cluster.devices_per_node);
-  const int64_t first = rank * group, last = first + group - 1;
-  return cost.allreduce_time(rank_grad_bytes(plan, cfg.model, rank), group,
-                             first / per_node != last / per_node);
+  const cost::DeviceGroup devices{rank * group, group, cfg.cluster.devices_per_node};
+  return cost::group_allreduce_time(cost, devices,
+                                    static_cast<double>(rank_grad_bytes(plan, cfg.model, rank)));
 }
 
 }  // namespace
