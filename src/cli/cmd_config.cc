@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/layout_search_cli.h"
 #include "cli/megatron_defaults.h"
 #include "cli/options.h"
 #include "core/error.h"
+#include "core/parallel_auto.h"
 
 namespace infinipipe::cli {
 
@@ -23,7 +25,10 @@ void add_config_command(CLI::App& app) {
                  "list the options whose value differs from Megatron-LM's default, and why "
                  "(docs/megatron.md)");
   show->callback([show_opts, diff] {
-    const Config cfg = resolve_config(*show_opts);
+    // An auto degree is train's to choose: shown as auto, the rest checked as train checks it.
+    const Config raw = resolve_config(*show_opts, Config{}, false);
+    const Config cfg =
+        parallel_has_auto(raw.parallel) ? validate_keeping_auto(raw) : resolve_config(*show_opts);
     if (*diff)
       fmt::print("{}", format_default_differences(megatron_default_differences(cfg)));
     else
@@ -40,6 +45,11 @@ void add_config_command(CLI::App& app) {
     ss << in.rdbuf();
     Config cfg;
     apply_yaml(cfg, ss.str(), *file);
+    if (parallel_has_auto(cfg.parallel)) {
+      validate_keeping_auto(cfg);
+      fmt::print("{}: ok (its auto degrees are chosen by train's layout search)\n", *file);
+      return;
+    }
     cfg.validate();
     fmt::print("{}: ok\n", *file);
   });

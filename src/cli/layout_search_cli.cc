@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -45,6 +46,43 @@ std::shared_ptr<SearchLayoutArgs> add_search_layout_options(CLI::App* cmd) {
   return a;
 }
 
+Config validate_except_layout(const Config& raw) {
+  Config base = raw;
+  base.parallel.pipeline_parallel = base.parallel.data_parallel = 1;
+  base.parallel.ulysses_degree = base.parallel.virtual_stages = 1;
+  base.parallel.layers_per_virtual_stage = 0;
+  base.parallel.schedule = Schedule::epp;
+  base.cluster.num_devices = base.cluster.devices_per_node = 1;
+  base.validate();
+  return base;
+}
+
+Config validate_keeping_auto(const Config& raw) {
+  const ParallelConfig& p = raw.parallel;
+  if (p.layers_per_virtual_stage > 0 && parallel_has_auto(p))
+    fail_config(
+        "num-layers-per-virtual-pipeline-stage fixes the virtual stages by the pipeline size, "
+        "which auto leaves to the layout search: give virtual-pipeline-model-parallel-size N (or "
+        "auto) instead");
+  const std::pair<int64_t, const char*> degrees[] = {
+      {p.pipeline_parallel, "pipeline-model-parallel-size"},
+      {p.data_parallel, "data-parallel-size"},
+      {p.virtual_stages, "virtual-pipeline-model-parallel-size"},
+      {p.ulysses_degree, "ulysses-degree"}};
+  for (const auto& [value, key] : degrees)
+    if (value != kAutoDegree && value < 1)
+      fail_config("{} must be a positive integer or auto, got {}", key, value);
+  Config out = validate_except_layout(raw);
+  out.parallel.pipeline_parallel = p.pipeline_parallel;
+  out.parallel.data_parallel = p.data_parallel;
+  out.parallel.virtual_stages = p.virtual_stages;
+  out.parallel.ulysses_degree = p.ulysses_degree;
+  out.parallel.schedule = p.schedule;
+  out.cluster = raw.cluster;  // 0 devices: train's world size
+  out.cluster.validate();
+  return out;
+}
+
 Config layout_search_base(const ConfigOptions& options, const Config& defaults, int64_t devices,
                           sim::LayoutSpace& space) {
   const Config raw = resolve_config(options, defaults, false);
@@ -69,15 +107,8 @@ Config layout_search_base(const ConfigOptions& options, const Config& defaults, 
   cluster.validate();
   space.num_devices = cluster.num_devices;
   space.devices_per_node = cluster.devices_per_node;
-  // Everything but the layout is checked at the layout of one device; each searched layout is
-  // validated again as it is evaluated.
-  Config base = raw;
-  base.parallel.pipeline_parallel = base.parallel.data_parallel = 1;
-  base.parallel.ulysses_degree = base.parallel.virtual_stages = 1;
-  base.parallel.layers_per_virtual_stage = 0;
-  base.parallel.schedule = Schedule::epp;
-  base.cluster.num_devices = base.cluster.devices_per_node = 1;
-  base.validate();
+  // Each searched layout is validated again as it is evaluated.
+  Config base = validate_except_layout(raw);
   base.cluster = cluster;
   return base;
 }

@@ -32,6 +32,14 @@ std::shared_ptr<SearchLayoutArgs> add_search_layout_options(CLI::App* cmd);
 // --search-threads' value: the threads to use (0 = every core); ConfigError when out of range.
 int search_threads(int64_t threads);
 
+// Every option but the layout's, validated at the trivial layout of one device (pp, dp, vpp and
+// Ulysses 1, schedule epp, one device): what every layout search starts from.
+Config validate_except_layout(const Config& raw);
+// `raw` with its auto degrees kept (`config show`, `config check`): checked as train checks it
+// before its layout search (validate_except_layout, each degree given as a number >= 1), the
+// layout itself left to that search. ConfigError on any mistake.
+Config validate_keeping_auto(const Config& raw);
+
 // The configuration to search from: every option but the layout's, validated at the trivial
 // layout of one device; `space` gets the cluster: `devices` when > 0, else --num-devices, else
 // pp x ulysses x dp of the flags; --devices-per-node, else one node.

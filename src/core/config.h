@@ -92,6 +92,10 @@ struct ParallelConfig {
   // `train` sets it from the layout it built, so plans keep that layout whatever cost model plans
   // them. Not a flag; empty = the planner splits the layers by cost.
   std::vector<int64_t> stage_layers;
+  // EPP with virtual_stages V > 1: false searches every v <= V that splits the layers evenly
+  // (what --vpp means to plan and simulate); true plans exactly V (the layout search enumerates
+  // each V itself, and train runs the V it ranked). Not a flag.
+  bool epp_exact_vpp = false;
 
   int64_t world_size() const { return pipeline_parallel * data_parallel * ulysses_degree; }
   void validate() const;

@@ -305,12 +305,14 @@ struct EppSearch {
 };
 
 // Virtual stages per rank EPP searches: a forced layer split fixes them (the trainer's model is
-// built on it); else vpp = 1 and, with --vpp V > 1, every v in 2..V whose stages get equal layer
-// counts (as stage_layout does for vpp > 1; Config checks V itself).
+// built on it); epp_exact_vpp asks for V alone; else vpp = 1 and, with --vpp V > 1, every v in
+// 2..V whose stages get equal layer counts (as stage_layout does for vpp > 1; Config checks V).
 std::vector<int32_t> epp_vpp_candidates(const Config& cfg) {
   const int64_t pp = cfg.parallel.pipeline_parallel;
   const int64_t forced = static_cast<int64_t>(cfg.parallel.stage_layers.size());
   if (forced > 0) return {static_cast<int32_t>(std::max<int64_t>(1, forced / pp))};
+  if (cfg.parallel.epp_exact_vpp)
+    return {static_cast<int32_t>(std::max<int64_t>(1, cfg.parallel.virtual_stages))};
   std::vector<int32_t> out{1};
   for (int64_t v = 2; pp > 1 && v <= cfg.parallel.virtual_stages; ++v)
     if (cfg.model.num_layers % (pp * v) == 0) out.push_back(static_cast<int32_t>(v));

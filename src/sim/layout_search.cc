@@ -159,6 +159,7 @@ Config layout_config(const Config& base, const LayoutSpace& space, const Layout&
   c.parallel.data_parallel = l.dp;
   c.parallel.schedule = l.schedule;
   c.parallel.stage_layers.clear();
+  c.parallel.epp_exact_vpp = true;  // each vpp is a layout of its own, ranked as train runs it
   c.cluster.num_devices = space.num_devices;
   c.cluster.devices_per_node =
       space.devices_per_node > 0 ? space.devices_per_node : space.num_devices;

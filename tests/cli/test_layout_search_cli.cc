@@ -1,6 +1,6 @@
 // `plan --search-layout` / `simulate --search-layout` through the binary: the ranking table, the
 // JSON of --out, and the errors for options that do not go with it; `auto` degrees outside
-// `train`; `train --pp auto` in one process.
+// `train` (`config show` and `check` keep them); `train --pp auto` in one process.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -92,6 +92,40 @@ TEST(LayoutSearchCli, AutoDegreesAreForTrainOnly) {
   const ShellResult neg = run_cli("config show --pp -1");
   EXPECT_EQ(neg.exit_code, 2) << neg.output;
   EXPECT_NE(neg.output.find("must be a positive integer or auto"), std::string::npos) << neg.output;
+}
+
+// `config show` and `config check` keep an auto degree as auto (it is train's to choose), check
+// the rest as train does before its search, and what show prints checks back.
+TEST(LayoutSearchCli, ConfigShowAndCheckKeepAutoDegrees) {
+  const fs::path dir = infinipipe::test::test_temp_path("layoutcli_config");
+  fs::create_directories(dir);
+  const std::string file = (dir / "auto.yaml").string();
+  std::ofstream(file) << "pp: auto\nvirtual-pipeline-model-parallel-size: auto\nnum-layers: 8\n";
+  const ShellResult show = run_cli("config show --config " + file + " --dp auto");
+  ASSERT_EQ(show.exit_code, 0) << show.output;
+  for (const char* line :
+       {"\npipeline-model-parallel-size: auto\n", "\ndata-parallel-size: auto\n",
+        "\nvirtual-pipeline-model-parallel-size: auto\n", "\nulysses-degree: 1\n",
+        "\nnum-layers: 8\n"})
+    EXPECT_NE(("\n" + show.output).find(line), std::string::npos) << line << "\n" << show.output;
+  const std::string shown = (dir / "shown.yaml").string();
+  std::ofstream(shown) << show.output;
+  for (const std::string& f : {file, shown}) {
+    const ShellResult check = run_cli("config check " + f);
+    ASSERT_EQ(check.exit_code, 0) << check.output;
+    EXPECT_NE(check.output.find("ok (its auto degrees are chosen by train's layout search)"),
+              std::string::npos)
+        << check.output;
+  }
+  EXPECT_EQ(run_cli("config show --diff-megatron --pp auto").exit_code, 0);
+  // The rest is still checked, and a degree given as a number too.
+  for (const char* bad : {"--pp auto --min-lr 1", "--pp auto --dp 0",
+                          "--pp auto --num-layers-per-virtual-pipeline-stage 2"}) {
+    const ShellResult r = run_cli(std::string("config show ") + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("infinipipe: error"), std::string::npos) << bad << "\n" << r.output;
+  }
+  fs::remove_all(dir);
 }
 
 TEST(LayoutSearchCli, TrainInOneProcessResolvesAutoToOneRank) {

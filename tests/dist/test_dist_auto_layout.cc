@@ -1,6 +1,7 @@
 // `mpirun -np N infinipipe train --pp auto --dp auto`: rank 0 searches the layouts of N ranks on
 // the run's own batches, every rank trains with the one chosen, and the losses are those of the
-// same layout given explicitly; the checkpoint's configuration holds the resolved degrees.
+// same layout given explicitly; the checkpoint's configuration holds the resolved degrees; with
+// --vpp auto train runs the vpp the search ranked, as predicted.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/shell_run.h"
 #include "common/test_temp.h"
@@ -113,6 +115,39 @@ TEST_F(DistAutoLayout, FixedDegreeIsKeptAndVppAutoNeedsVirtualStages) {
   EXPECT_EQ(v.exit_code, 2) << v.output;
   EXPECT_EQ(testing::text_count(v.output, "infinipipe: error"), 1) << v.output;
   EXPECT_NE(v.output.find("use --schedule interleaved"), std::string::npos) << v.output;
+}
+
+// --vpp auto with epp: the search ranks each vpp as train runs it, so train runs the vpp it chose
+// and the search's prediction is that of the trained plans (the same batches, the same plans).
+TEST_F(DistAutoLayout, VppAutoTrainsTheVppTheSearchRanked) {
+  const std::string metrics = (dir_ / "vpp.jsonl").string();
+  // Under 5 MiB a pipeline of 2 virtual stages per rank wins (the layers' activations spread).
+  const testing::ShellResult a = testing::shell_run(
+      mpirun(2, "--pp 2 --vpp auto --search-iterations 3 --memory-budget 5MiB", metrics));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  std::smatch m;
+  const std::regex chosen(
+      "schedule epp\\): pp 2 x vpp ([0-9]+) x ulysses 1 x dp 1, epp: predicted ([0-9]+) tokens/s");
+  ASSERT_TRUE(std::regex_search(a.output, m, chosen)) << a.output;
+  const int vpp = std::stoi(m[1]);
+  EXPECT_GT(vpp, 1) << "the test is meant to train on virtual stages\n" << a.output;
+  const double ranked_tokens_per_s = std::stod(m[2]);
+  std::ifstream in(metrics);
+  double tokens = 0, predicted = 0;
+  int iterations = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.contains("plan_knobs")) continue;
+    const std::string knobs = j.at("plan_knobs").get<std::string>();
+    EXPECT_EQ(knobs.find("vpp=") != std::string::npos, vpp > 1) << knobs;
+    if (vpp > 1) EXPECT_NE(knobs.find(fmt::format("vpp={}", vpp)), std::string::npos) << knobs;
+    tokens += j.at("tokens").get<double>();
+    predicted += j.at("predicted_step_seconds").get<double>();
+    ++iterations;
+  }
+  ASSERT_EQ(iterations, 3) << a.output;
+  // The printed figure is rounded to a token per second.
+  EXPECT_NEAR(tokens / predicted, ranked_tokens_per_s, 0.5 + 1e-9 * ranked_tokens_per_s);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The EPP planner on virtual stages: with --vpp V it searches vpp 1 and every v <= V with equal
-// layers per virtual stage and keeps the fastest plan that fits; a forced layer split (the
-// trainer's) fixes vpp; every plan it returns validates, slices and recompute included.
+// layers per virtual stage and keeps the fastest plan that fits; epp_exact_vpp (the layout
+// search's) and a forced layer split (the trainer's) fix vpp, to the same plan; every plan it
+// returns validates, slices and recompute included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +10,9 @@
 #include <fmt/format.h>
 
 #include "common/least_budget.h"
+#include "plan/plan_json.h"
 #include "plan/planner.h"
+#include "plan/stage_layout.h"
 #include "plan/validate.h"
 #include "test_plan_util.h"
 
@@ -68,6 +71,30 @@ TEST(PlannerVstages, AllowingVirtualStagesNeverSlowsThePlan) {
       if (b.plan.vpp > 1) {
         EXPECT_NE(b.knobs.describe().find(fmt::format("vpp={}", b.plan.vpp)), std::string::npos);
       }
+    }
+}
+
+// epp_exact_vpp plans vpp V alone, and that plan is the trainer's on the model it builds for V
+// (stage_layers from the same split): what the layout search ranks is what train runs.
+TEST(PlannerVstages, ExactVppIsTheTrainersPlanOnThatLayout) {
+  std::mt19937 rng(7);
+  for (int32_t pp : {2, 4})
+    for (int32_t v : {1, 2, 4}) {
+      Config exact = vstage_config(pp, v);
+      exact.parallel.epp_exact_vpp = true;
+      const auto cm = cost::CostModel::from_config(exact);
+      const auto lengths = long_tail(rng, 24, 16384);
+      const PlanResult a = make_plan_detailed(exact, cm, lengths, Schedule::epp);
+      SCOPED_TRACE(::testing::Message() << "pp " << pp << " vpp " << v);
+      EXPECT_EQ(a.plan.vpp, v);
+      EXPECT_EQ(a.knobs.vpp, v);
+      for (const ExplainCandidate& c : a.explain.candidates)
+        EXPECT_EQ(c.setting.rfind("vpp=", 0) == 0, v > 1) << c.setting;
+      Config trained = vstage_config(pp, v);
+      for (const StageSpec& st : stage_layout_by_cost(cm, pp, v))
+        trained.parallel.stage_layers.push_back(st.num_layers);
+      const PlanResult b = make_plan_detailed(trained, cm, lengths, Schedule::epp);
+      EXPECT_EQ(plan_to_json(a.plan).dump(), plan_to_json(b.plan).dump());
     }
 }
 

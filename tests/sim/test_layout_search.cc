@@ -1,5 +1,6 @@
 // The layout search against an exhaustive enumeration planned here directly, its determinism
-// across thread counts, and every infeasible reason on constructed cases.
+// across thread counts, each EPP layout ranked on its own vpp, and every infeasible reason on
+// constructed cases.
 #include "sim/layout_search.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +73,7 @@ std::optional<double> planned_tokens_per_s(const Config& base, const Layout& l,
   cfg.parallel.ulysses_degree = l.ulysses;
   cfg.parallel.data_parallel = l.dp;
   cfg.parallel.schedule = l.schedule;
+  cfg.parallel.epp_exact_vpp = true;  // a layout's vpp, as the search ranks it
   try {
     cfg.validate();
   } catch (const ConfigError&) {
@@ -225,6 +227,30 @@ TEST(LayoutSearch, EveryInfeasibleReasonIsRight) {
                           format_bytes(e.least_budget() - (int64_t{1} << 30)),
                           format_bytes(e.least_budget()), format_bytes(int64_t{1} << 30)));
   }
+}
+
+// Each EPP layout is ranked on its own vpp (train runs that one): the first batch's setting says
+// the layout's vpp, never a smaller one that a search over v <= vpp would have kept.
+TEST(LayoutSearch, EppLayoutsAreRankedOnTheirOwnVpp) {
+  Config cfg = small_model(8, 4);
+  cfg.training.memory_budget = int64_t{6} << 30;
+  const auto batches = long_tail_batches(1, cfg.training.global_batch_size, 16384);
+  const cost::CostModel cm = cost::CostModel::from_config(cfg);
+  LayoutSpace s = space_of(cfg);
+  s.schedules = {Schedule::epp};
+  const LayoutSearchResult r = layout_search(cfg, cm, s, batches);
+  int with_vpp = 0;
+  for (const LayoutResult& x : r.ranked) {
+    if (!x.feasible) continue;
+    const bool says_vpp = x.setting.find("vpp=") != std::string::npos;
+    EXPECT_EQ(says_vpp, x.layout.vpp > 1) << x.layout.describe() << ": " << x.setting;
+    if (x.layout.vpp > 1) {
+      EXPECT_NE(x.setting.find(fmt::format("vpp={}", x.layout.vpp)), std::string::npos)
+          << x.layout.describe() << ": " << x.setting;
+      ++with_vpp;
+    }
+  }
+  EXPECT_GT(with_vpp, 0);
 }
 
 TEST(LayoutSearch, FixedDegreesAndBadInputAreClearErrors) {
