@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "obs/cpu_time.h"
 
 namespace infinipipe::runtime {
 
@@ -18,6 +19,12 @@ enum : int { kAct = 0, kGrad = 1 };
 
 double seconds_since(RankExecutor::Clock::time_point t0) {
   return std::chrono::duration<double>(RankExecutor::Clock::now() - t0).count();
+}
+
+// CPU seconds since `cpu0` (obs::thread_cpu_seconds), -1 when the clock cannot be read.
+double cpu_interval(double cpu0) {
+  const double now = obs::thread_cpu_seconds();
+  return cpu0 < 0 || now < 0 ? -1.0 : now - cpu0;
 }
 
 std::string action_describe(const plan::Action& a) {
@@ -212,6 +219,7 @@ void RankExecutor::run_next() {
     if (!st.has_embedding) input = link_.recv_activation(a.stage, a.chunk);
     const ChunkInput& in = chunk_input(a.chunk);
     timing.start_s = seconds_since(t0_);
+    const double cpu0 = obs::thread_cpu_seconds();
     // The received buffer becomes the chunk's stashed input (no copy, no second buffer). A
     // forward-only (evaluation) plan keeps nothing for a backward.
     ForwardOutput out = plan_.forward_only
@@ -219,6 +227,7 @@ void RankExecutor::run_next() {
                             : engine.forward(in, std::move(input), a.recompute_layers, loss_scale_);
     slow_rank_apply(rank_, timing.start_s, t0_);
     timing.end_s = seconds_since(t0_);
+    timing.cpu_s = cpu_interval(cpu0);
     if (st.has_lm_head) {
       stats_.loss_sum += out.loss_sum;
       stats_.predicted_tokens += out.predicted_tokens;
@@ -230,6 +239,7 @@ void RankExecutor::run_next() {
     Tensor grad;
     if (!st.has_lm_head) grad = link_.recv_grad(a.stage, a.chunk);
     timing.start_s = seconds_since(t0_);
+    const double cpu0 = obs::thread_cpu_seconds();
     StageEngine::BackwardPartDone part_done;
     if (grad_part_done_) {
       const bool final = last_backward_.at(a.stage) == next_;
@@ -241,6 +251,7 @@ void RankExecutor::run_next() {
     Tensor dx = engine.backward(a.chunk, std::move(grad), part_done);
     slow_rank_apply(rank_, timing.start_s, t0_);
     timing.end_s = seconds_since(t0_);
+    timing.cpu_s = cpu_interval(cpu0);
     if (!st.has_embedding) link_.send_grad(a.stage, a.chunk, std::move(dx));
     chunk_input_release(a.chunk);
   }

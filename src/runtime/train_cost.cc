@@ -6,10 +6,13 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "comm/mpi_allreduce.h"
+#include "comm/mpi_node.h"
 #include "obs/profile.h"
 #include "plan/schedule_memory.h"
+#include "runtime/fit_sample.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -33,7 +36,7 @@ void Trainer::cost_model_update(int64_t iteration) {
       s.stage = plan::stage_shape(last_plan_.stages[static_cast<size_t>(a.stage)]);
       s.backward = a.kind == plan::ActionKind::backward;
       s.recompute_layers = s.backward ? a.recompute_layers : 0;
-      s.seconds = t.end_s - t.start_s;
+      s.seconds = fit_seconds(t);
       // An action shorter than the clock's resolution tells nothing about the coefficients.
       if (s.seconds > 0) fit_->update(s);
     }
@@ -47,7 +50,8 @@ void Trainer::cost_model_update(int64_t iteration) {
   pooled_ = cost::online_fit_pool(cm_, share);
   plan_cm_before_refit_ = plan_cm_;
   plan_cm_ =
-      cost::CostModel(cm_.model(), cm_.device(), pooled_.coeffs, cm_.ulysses_degree(), cm_.bf16());
+      cost::CostModel(cm_.model(), cm_.device(), pooled_.coeffs, cm_.ulysses_degree(), cm_.bf16())
+          .with_rank_hosts(cm_.rank_hosts());
   if (groups_) plan_cm_ = plan_cm_.with_rank_coefficients(rank_coefficients_gather(iteration));
 }
 
@@ -75,6 +79,28 @@ std::vector<cost::Coefficients> Trainer::rank_coefficients_gather(int64_t iterat
     out.push_back(c);
   }
   return out;
+}
+
+std::vector<cost::RankHost> Trainer::rank_hosts_gather() const {
+  const NodeRanks mine = node_ranks(groups_->world(), p2p_->timeout_s());
+  const size_t pp = static_cast<size_t>(cfg_.parallel.pipeline_parallel);
+  std::vector<int64_t> all(pp * 3, 0);
+  const size_t at = static_cast<size_t>(groups_->layout().stage) * 3;
+  all[at] = mine.node;
+  all[at + 1] = mine.cores;
+  all[at + 2] = mine.ranks;
+  allreduce_sum(groups_->pp_comm(), std::span<int64_t>(all), p2p_->timeout_s(),
+                "the nodes of the pipeline's ranks");
+  std::vector<cost::RankHost> out;
+  for (size_t r = 0; r < pp; ++r) out.push_back({all[r * 3], all[r * 3 + 1], all[r * 3 + 2]});
+  return out;
+}
+
+double Trainer::fit_seconds(const obs::ActionTiming& t) const {
+  const std::vector<cost::RankHost>& hosts = cm_.rank_hosts();
+  const size_t rank = groups_ ? static_cast<size_t>(groups_->layout().stage) : 0;
+  return action_fit_seconds(t, rank < hosts.size() ? &hosts[rank] : nullptr,
+                            omp_get_max_threads());
 }
 
 // The gap before each action: from the previous action's end (the step's start for the first)
