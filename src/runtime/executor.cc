@@ -34,8 +34,9 @@ std::string action_describe(const plan::Action& a) {
 
 // Test hook, not an option (docs/cost-model.md, "Per-rank costs"): the environment variable
 // INFINIPIPE_TEST_SLOW_RANK=R:F makes every action of pipeline rank R take F times as long: it
-// sleeps F - 1 times the action's compute inside the measured interval, so a test can make one
-// stage slow on a shared machine and check that plans follow. Unset: factor 1 everywhere.
+// computes F - 1 times the action's CPU time more inside the measured interval (as a slower core
+// would: the wall time and the CPU time both grow), so a test can make one stage slow on a
+// shared machine and check that plans follow. Unset: factor 1 everywhere.
 struct SlowRankHook {
   int32_t rank = -1;
   double factor = 1.0;
@@ -56,12 +57,20 @@ SlowRankHook slow_rank_hook() {
   return h;
 }
 
-// Sleeps so the action begun at `start_s` lasts the hook's factor times what it ran.
-void slow_rank_apply(int32_t rank, double start_s, RankExecutor::Clock::time_point t0) {
+// Spins until the action whose thread's CPU clock read `cpu0` at its start has computed the
+// hook's factor times what it did; sleeps for it in wall time where the clock cannot be read.
+void slow_rank_apply(int32_t rank, double start_s, double cpu0,
+                     RankExecutor::Clock::time_point t0) {
   const SlowRankHook h = slow_rank_hook();
   if (h.rank != rank || h.factor == 1.0) return;
-  const double ran = seconds_since(t0) - start_s;
-  std::this_thread::sleep_for(std::chrono::duration<double>((h.factor - 1.0) * ran));
+  if (cpu0 < 0) {
+    const double ran = seconds_since(t0) - start_s;
+    std::this_thread::sleep_for(std::chrono::duration<double>((h.factor - 1.0) * ran));
+    return;
+  }
+  const double until = cpu0 + h.factor * (obs::thread_cpu_seconds() - cpu0);
+  volatile uint64_t spins = 0;
+  while (obs::thread_cpu_seconds() < until) spins = spins + 1;
 }
 
 }  // namespace
@@ -225,7 +234,7 @@ void RankExecutor::run_next() {
     ForwardOutput out = plan_.forward_only
                             ? engine.forward_eval(in, std::move(input))
                             : engine.forward(in, std::move(input), a.recompute_layers, loss_scale_);
-    slow_rank_apply(rank_, timing.start_s, t0_);
+    slow_rank_apply(rank_, timing.start_s, cpu0, t0_);
     timing.end_s = seconds_since(t0_);
     timing.cpu_s = cpu_interval(cpu0);
     if (st.has_lm_head) {
@@ -249,7 +258,7 @@ void RankExecutor::run_next() {
       };
     }
     Tensor dx = engine.backward(a.chunk, std::move(grad), part_done);
-    slow_rank_apply(rank_, timing.start_s, t0_);
+    slow_rank_apply(rank_, timing.start_s, cpu0, t0_);
     timing.end_s = seconds_since(t0_);
     timing.cpu_s = cpu_interval(cpu0);
     if (!st.has_embedding) link_.send_grad(a.stage, a.chunk, std::move(dx));

@@ -39,9 +39,10 @@ TEST(CoreSharing, SpeedsShareTheNodesCoresAmongTheRanksComputing) {
   const std::vector<double> s = cost::core_share_speeds(six, {true, true, true});
   EXPECT_DOUBLE_EQ(s[0], 4.0 / 6.0);
   EXPECT_DOUBLE_EQ(cost::core_share_speeds(six, {true, true, false})[1], 1.0);
-  // Each node on its own: a rank with a core of its own is never slowed.
+  // Each node on its own: node 0's other rank (another pipeline's) halves this one's core; a
+  // rank on a node with cores to spare is never slowed.
   const std::vector<cost::RankHost> nodes = {{0, 1, 2}, {5, 8, 2}};
-  EXPECT_EQ(cost::core_share_speeds(nodes, {true, true}), (std::vector<double>{1.0, 1.0}));
+  EXPECT_EQ(cost::core_share_speeds(nodes, {true, true}), (std::vector<double>{0.5, 1.0}));
   EXPECT_FALSE(cost::cores_shared(std::vector<cost::RankHost>{{0, 2, 2}, {0, 2, 2}}));
   EXPECT_TRUE(cost::cores_shared(demo));
 }
