@@ -228,8 +228,6 @@ class Trainer {
   // Where each rank of this pipeline runs: its node, the node's cores and ranks (collective
   // over the world, then the pipeline).
   std::vector<cost::RankHost> rank_hosts_gather() const;
-  // The seconds the fit learns from (action_fit_seconds, runtime/fit_sample.h).
-  double fit_seconds(const obs::ActionTiming& t) const;
 
   // One iteration's parts, in order (train_step.cc).
   Clock::time_point step_plan(std::span<const int64_t> lengths, obs::IterationMetrics& m);

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_node.h"
@@ -28,6 +27,8 @@ void Trainer::cost_model_update(int64_t iteration) {
         iteration, *moved);
   }
   const auto t_fit = Clock::now();
+  // Where ranks share cores, each interval is scaled to a core of its own by the plan's replay.
+  const PlanShares shares = plan_shares(last_plan_, last_plan_cm_, cfg_);
   for (const obs::StepStats& stats : last_stats_) {
     for (const obs::ActionTiming& t : stats.timings) {
       const plan::Action& a = t.action;
@@ -36,7 +37,9 @@ void Trainer::cost_model_update(int64_t iteration) {
       s.stage = plan::stage_shape(last_plan_.stages[static_cast<size_t>(a.stage)]);
       s.backward = a.kind == plan::ActionKind::backward;
       s.recompute_layers = s.backward ? a.recompute_layers : 0;
-      s.seconds = fit_seconds(t);
+      const auto share = shares.find({static_cast<int>(a.kind), a.stage, a.chunk});
+      s.seconds =
+          action_fit_seconds(t.end_s - t.start_s, share == shares.end() ? nullptr : &share->second);
       // An action shorter than the clock's resolution tells nothing about the coefficients.
       if (s.seconds > 0) fit_->update(s);
     }
@@ -94,13 +97,6 @@ std::vector<cost::RankHost> Trainer::rank_hosts_gather() const {
   std::vector<cost::RankHost> out;
   for (size_t r = 0; r < pp; ++r) out.push_back({all[r * 3], all[r * 3 + 1], all[r * 3 + 2]});
   return out;
-}
-
-double Trainer::fit_seconds(const obs::ActionTiming& t) const {
-  const std::vector<cost::RankHost>& hosts = cm_.rank_hosts();
-  const size_t rank = groups_ ? static_cast<size_t>(groups_->layout().stage) : 0;
-  return action_fit_seconds(t, rank < hosts.size() ? &hosts[rank] : nullptr,
-                            omp_get_max_threads());
 }
 
 // The gap before each action: from the previous action's end (the step's start for the first)
