@@ -75,8 +75,8 @@ void rank_hosts_from_json(Plan& p, const json& j) {
   for (const json& h : as_array(j.at("rank_hosts"), "rank_hosts", static_cast<size_t>(p.pp))) {
     const json& v = as_array(h, "rank_hosts[]", 3);
     const std::string at = fmt::format("rank_hosts[{}]", p.rank_hosts.size());
-    p.rank_hosts.push_back(
-        {as_int(v[0], at + " node", 0), as_int(v[1], at + " cores", 1), as_int(v[2], at + " ranks", 1)});
+    p.rank_hosts.push_back({as_int(v[0], at + " node", 0), as_int(v[1], at + " cores", 1),
+                            as_int(v[2], at + " ranks", 1)});
   }
 }
 

@@ -26,7 +26,8 @@ std::string deadlock_reason(const Plan& plan, const std::vector<size_t>& next,
     if (next[k] >= list.size()) continue;
     const Action& a = list[next[k]];
     std::string wait;
-    if (a.kind == ActionKind::backward && fdone[static_cast<size_t>(a.stage) * m + a.chunk] == kNotDone)
+    if (a.kind == ActionKind::backward &&
+        fdone[static_cast<size_t>(a.stage) * m + a.chunk] == kNotDone)
       wait = fmt::format("its own forward of chunk {} on stage {}", a.chunk, a.stage);
     else if (a.kind == ActionKind::forward)
       wait = fmt::format("the activation of chunk {} from stage {} (rank {})", a.chunk, a.stage - 1,
@@ -34,8 +35,8 @@ std::string deadlock_reason(const Plan& plan, const std::vector<size_t>& next,
     else
       wait = fmt::format("the gradient of chunk {} from stage {} (rank {})", a.chunk, a.stage + 1,
                          plan.rank_of_stage(a.stage + 1));
-    out += fmt::format("{}rank {} action {} ({}) waits for {}", out.empty() ? "" : "; ", k,
-                       next[k], action_name(a), wait);
+    out += fmt::format("{}rank {} action {} ({}) waits for {}", out.empty() ? "" : "; ", k, next[k],
+                       action_name(a), wait);
   }
   return out;
 }
@@ -167,7 +168,8 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
                        const std::vector<std::vector<double>>& durations,
                        std::span<const RankStepCost> step_costs,
                        std::span<const cost::RankHost> hosts) {
-  if (cost::cores_shared(hosts)) return replay_cores_shared(plan, transfer, durations, step_costs, hosts);
+  if (cost::cores_shared(hosts))
+    return replay_cores_shared(plan, transfer, durations, step_costs, hosts);
   const int32_t ns = plan.num_stages(), pp = plan.pp;
   const size_t m = plan.chunks.size();
   // Completion time of forward / backward of (stage, chunk); kNotDone until it ran.
@@ -220,8 +222,7 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
     }
   }
   for (int32_t k = 0; k < pp; ++k)
-    r.step_time =
-        std::max(r.step_time, clock[k] + (step_costs.empty() ? 0.0 : step_costs[k].tail));
+    r.step_time = std::max(r.step_time, clock[k] + (step_costs.empty() ? 0.0 : step_costs[k].tail));
   if (finished) return r;
 
   r.deadlock = true;
