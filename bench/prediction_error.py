@@ -32,6 +32,8 @@ def parse_args():
                     help="iterations left out of the error (the online fit is learning)")
     ap.add_argument("--out", default=os.environ.get("OUT", "out/bench-prediction-error"))
     ap.add_argument("--timeout", type=int, default=bc.env_int("TIMEOUT", 1800))
+    ap.add_argument("--dp", default=os.environ.get("DP", "2,1"),
+                    help="data-parallel degrees to run (pp 2 each), comma-separated")
     ap.add_argument("--calibration", default=os.environ.get("CALIBRATION", ""),
                     help="use this calibration file instead of profiling one (a profile taken "
                          "on a loaded machine can be far off; every run then starts from it)")
@@ -119,6 +121,32 @@ def errors(run_dir, skip):
             len(act_err))
 
 
+def contention(run_dir, skip):
+    """Per action (after `skip` iterations) of every rank of the run (all on this machine): its
+    wall interval over the CPU time its thread computed (trace's cpu_s), and how many of the
+    run's ranks were inside an action meanwhile, itself included (time-averaged, rounded to a
+    half). Returns {ranks computing: (n, median wall/cpu)}, {} for a trace without cpu_s."""
+    acts = []
+    for path in glob.glob(os.path.join(run_dir, "trace-rank*.json")):
+        with open(path) as f:
+            t = json.load(f)
+        for e in t["traceEvents"] if isinstance(t, dict) else t:
+            if e.get("ph") == "X" and e.get("cat") in ("forward", "backward"):
+                g = e["args"]
+                if g["iteration"] > skip and g.get("cpu_s", 0) > 0 and e["dur"] > 0:
+                    acts.append((e["pid"], e["ts"], e["ts"] + e["dur"], g["cpu_s"]))
+    by_rank = {}
+    for a in acts:
+        by_rank.setdefault(a[0], []).append(a)
+    bins = {}
+    for rank, s, e, cpu in acts:
+        overlap = sum(max(0, min(e, b[2]) - max(s, b[1]))
+                      for r, lst in by_rank.items() if r != rank for b in lst)
+        busy = round(2 * (1 + overlap / (e - s))) / 2
+        bins.setdefault(busy, []).append((e - s) / 1e6 / cpu)
+    return {k: (len(v), bc.median(v)) for k, v in sorted(bins.items())}
+
+
 def step_terms(run_dir, iters):
     """Each rank's action gap and tail as the last plan of replica 0 carried them."""
     terms = plan_of(run_dir, iters, 0).get("rank_step_terms", [])
@@ -160,7 +188,7 @@ def main():
     results = {}
     with bc.LoadSampler() as load:
         for label, exe in runs:
-            for dp in (2, 1):
+            for dp in [int(d) for d in a.dp.split(",")]:
                 for update in ("off", "online"):
                     out = os.path.join(a.out, label.replace(" ", "-"))
                     results[(label, dp, update)] = train(a, exe, corpus, cal, dp, update, out)
@@ -179,6 +207,15 @@ def main():
     print("\n(median |measured - predicted| / predicted of predicted_step_time against the span "
           "of a replica's actions, and against its whole step: from its first action to the "
           "last of its ranks' optimizer steps)")
+    print("\nWall time over CPU time of the actions, by how many of the run's ranks were "
+          "inside an action meanwhile (itself included; time-averaged, to a half), "
+          "every rank on this machine:\n")
+    rows = []
+    for (label, dp, update), run_dir in results.items():
+        for busy, (n, ratio) in contention(run_dir, a.skip).items():
+            rows.append([label, f"pp 2 x dp {dp}", update, f"{busy:.1f}", str(n), f"{ratio:.2f}"])
+    print(bc.md_table(["build", "layout", "cost-model update", "ranks computing", "n",
+                       "median wall / cpu"], rows) if rows else "(no CPU times in these traces)")
     for (label, dp, update), run_dir in results.items():
         if update != "online":
             continue

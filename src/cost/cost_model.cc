@@ -271,6 +271,12 @@ CostModel CostModel::with_rank_coefficients(std::vector<Coefficients> rank_coeff
   return out;
 }
 
+CostModel CostModel::with_rank_hosts(std::vector<RankHost> hosts) const {
+  CostModel out = *this;
+  out.rank_hosts_ = std::move(hosts);
+  return out;
+}
+
 const Coefficients& CostModel::time_coefficients(int32_t rank) const {
   if (rank >= 0 && static_cast<size_t>(rank) < rank_coeffs_.size())
     return rank_coeffs_[static_cast<size_t>(rank)];

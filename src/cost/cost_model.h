@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "cost/core_sharing.h"
 
 namespace infinipipe::cost {
 
@@ -143,6 +144,10 @@ class CostModel {
   // coefficients(). Empty: every rank uses coefficients().
   CostModel with_rank_coefficients(std::vector<Coefficients> rank_coeffs) const;
   const std::vector<Coefficients>& rank_coefficients() const { return rank_coeffs_; }
+  // Where each pipeline rank runs (cost/core_sharing.h), for the replay of ranks that share
+  // cores; empty: a core for every rank.
+  CostModel with_rank_hosts(std::vector<RankHost> hosts) const;
+  const std::vector<RankHost>& rank_hosts() const { return rank_hosts_; }
   // The coefficients that time `rank`'s stages.
   const Coefficients& time_coefficients(int32_t rank) const;
   int64_t p2p_bytes(std::span<const SliceShape> chunk) const;  // activation or its gradient
@@ -196,6 +201,7 @@ class CostModel {
   DeviceSpec device_;
   Coefficients coeffs_;
   std::vector<Coefficients> rank_coeffs_;  // per pipeline rank; empty = coeffs_ everywhere
+  std::vector<RankHost> rank_hosts_;       // per pipeline rank; empty = a core each
   int64_t ulysses_degree_ = 1;
   bool bf16_ = false;
 };

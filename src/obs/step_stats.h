@@ -17,6 +17,9 @@ struct ActionTiming {
   plan::Action action;
   double start_s = 0;
   double end_s = 0;
+  // CPU seconds the rank's thread used in the interval (-1 = unknown): below end_s - start_s
+  // when the rank waited for a core it shares with other ranks.
+  double cpu_s = -1;
   int64_t memory_bytes = -1;  // the link's tracker, bytes in use after the action (-1 = unknown)
   int64_t peak_bytes = -1;    // its peak during the action (receive included; -1 = unknown)
 };

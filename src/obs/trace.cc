@@ -192,6 +192,7 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
                              {"kind", kind},
                              {"recompute_layers", a.recompute_layers},
                              {"predicted_s", a.predicted_time}};
+      if (t.cpu_s >= 0) args["cpu_s"] = t.cpu_s;
       if (t.memory_bytes >= 0) args["memory_bytes"] = t.memory_bytes;
       if (t.peak_bytes >= 0) args["peak_bytes"] = t.peak_bytes;
       const double ts = t0 + t.start_s * 1e6;

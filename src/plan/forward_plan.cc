@@ -32,7 +32,14 @@ Plan plan_forward_only(const Plan& training, const cost::CostModel& cost, const 
   }
   const ValidationResult res = validate_structure(p, cfg);
   if (!res.ok()) fail("the forward-only {} plan is invalid:\n{}", p.schedule, res.message());
-  p.predicted_step_time = schedule_replay(p, replay_transfer_times(p, cost, cfg)).step_time;
+  // Ranks sharing cores share them in the replay; then each forward's time is its wall time.
+  p.rank_hosts = cost.rank_hosts();
+  const Replay r = schedule_replay(p, replay_transfer_times(p, cost, cfg), {}, {}, p.rank_hosts);
+  p.predicted_step_time = r.step_time;
+  if (cost::cores_shared(p.rank_hosts))
+    for (size_t k = 0; k < p.actions.size(); ++k)
+      for (size_t i = 0; i < p.actions[k].size(); ++i)
+        p.actions[k][i].predicted_time = r.timing[k][i].end - r.timing[k][i].start;
   return p;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cost/core_sharing.h"
 #include "cost/cost_model.h"
 
 namespace infinipipe::plan {
@@ -89,6 +90,11 @@ struct Plan {
   // Per pipeline rank, its costs outside the actions ({action gap, step tail} seconds,
   // plan_costs.h) the step time was predicted with; empty: none.
   std::vector<std::vector<double>> rank_step_terms;
+  // Per pipeline rank, the node it runs on with that node's cores and ranks, as the runtime
+  // measured them (cost/core_sharing.h); where a node holds more ranks than cores the replay
+  // shares its cores among the ranks computing, and each action's predicted_time is its wall
+  // time in that replay. Empty: every rank has a core of its own.
+  std::vector<cost::RankHost> rank_hosts;
   // An evaluation plan (forward_plan.h): forwards only, no recompute, nothing kept for backward.
   bool forward_only = false;
 

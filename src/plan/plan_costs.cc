@@ -27,7 +27,10 @@ std::vector<std::vector<double>> plan_rank_step_terms(const cost::CostModel& cm)
 }
 
 cost::CostModel plan_cost_model(const Plan& plan, const cost::CostModel& base) {
-  if (plan.rank_time_terms.empty() && plan.rank_step_terms.empty()) return base;
+  if (!plan.rank_hosts.empty() && plan.rank_hosts.size() != static_cast<size_t>(plan.pp))
+    fail("the plan names hosts for {} ranks, it has pp {}", plan.rank_hosts.size(), plan.pp);
+  if (plan.rank_time_terms.empty() && plan.rank_step_terms.empty())
+    return plan.rank_hosts.empty() ? base : base.with_rank_hosts(plan.rank_hosts);
   const size_t pp = static_cast<size_t>(plan.pp);
   for (const auto* list : {&plan.rank_time_terms, &plan.rank_step_terms})
     if (!list->empty() && list->size() != pp)
@@ -43,7 +46,8 @@ cost::CostModel plan_cost_model(const Plan& plan, const cost::CostModel& base) {
     ranks[r].action_gap_s = plan.rank_step_terms[r][0];
     ranks[r].step_tail_s = plan.rank_step_terms[r][1];
   }
-  return base.with_rank_coefficients(std::move(ranks));
+  cost::CostModel out = base.with_rank_coefficients(std::move(ranks));
+  return plan.rank_hosts.empty() ? out : out.with_rank_hosts(plan.rank_hosts);
 }
 
 }  // namespace infinipipe::plan

@@ -20,8 +20,8 @@ inline constexpr size_t kPlanStepTerms = 2;
 std::vector<std::vector<double>> plan_rank_time_terms(const cost::CostModel& cm);
 // Their step costs (empty when cm has no rank coefficients, or none has a step cost).
 std::vector<std::vector<double>> plan_rank_step_terms(const cost::CostModel& cm);
-// `base` with the plan's per-rank time and step terms (base's links and memory); base itself
-// when the plan carries none. Error when the plan's lists do not match its pp or the term count.
+// `base` with the plan's per-rank time and step terms and its hosts (base's links and memory);
+// base itself when the plan carries none. Error when the plan's lists do not match its pp or the term count.
 cost::CostModel plan_cost_model(const Plan& plan, const cost::CostModel& base);
 
 }  // namespace infinipipe::plan

@@ -69,6 +69,17 @@ void rank_terms_from_json(std::vector<std::vector<double>>& out, const json& j, 
   }
 }
 
+// [node, cores, ranks] per pipeline rank (Plan::rank_hosts).
+void rank_hosts_from_json(Plan& p, const json& j) {
+  if (!j.contains("rank_hosts")) return;
+  for (const json& h : as_array(j.at("rank_hosts"), "rank_hosts", static_cast<size_t>(p.pp))) {
+    const json& v = as_array(h, "rank_hosts[]", 3);
+    const std::string at = fmt::format("rank_hosts[{}]", p.rank_hosts.size());
+    p.rank_hosts.push_back({as_int(v[0], at + " node", 0), as_int(v[1], at + " cores", 1),
+                            as_int(v[2], at + " ranks", 1)});
+  }
+}
+
 }  // namespace
 
 json plan_to_json(const Plan& plan) {
@@ -84,6 +95,11 @@ json plan_to_json(const Plan& plan) {
   j["predicted_peak_bytes"] = plan.predicted_peak_bytes;
   if (!plan.rank_time_terms.empty()) j["rank_time_terms"] = plan.rank_time_terms;
   if (!plan.rank_step_terms.empty()) j["rank_step_terms"] = plan.rank_step_terms;
+  if (!plan.rank_hosts.empty()) {
+    json hosts = json::array();
+    for (const cost::RankHost& h : plan.rank_hosts) hosts.push_back({h.node, h.cores, h.ranks});
+    j["rank_hosts"] = std::move(hosts);
+  }
   j["seq_lengths"] = plan.seq_lengths;
   json chunks = json::array();
   for (const Chunk& c : plan.chunks) {
@@ -241,6 +257,7 @@ Plan plan_from_json(const json& j) {
                        kPlanTimeTerms);
   rank_terms_from_json(p.rank_step_terms, j, "rank_step_terms", static_cast<size_t>(p.pp),
                        kPlanStepTerms);  // optional: plans before per-rank costs have none
+  rank_hosts_from_json(p, j);  // optional: plans of ranks with cores of their own have none
   lengths_from_json(p, j);
   chunks_from_json(p, j);
   stages_from_json(p, j);

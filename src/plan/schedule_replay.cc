@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+
 namespace infinipipe::plan {
 namespace {
 
@@ -12,6 +14,120 @@ constexpr double kNotDone = -1.0;
 
 std::string action_name(const Action& a) {
   return fmt::format("{} of chunk {} on stage {}", action_kind_name(a.kind), a.chunk, a.stage);
+}
+
+// Names each stuck rank, its next action and what it waits for.
+std::string deadlock_reason(const Plan& plan, const std::vector<size_t>& next,
+                            const std::vector<double>& fdone) {
+  const size_t m = plan.chunks.size();
+  std::string out;
+  for (int32_t k = 0; k < plan.pp; ++k) {
+    const auto& list = plan.actions[k];
+    if (next[k] >= list.size()) continue;
+    const Action& a = list[next[k]];
+    std::string wait;
+    if (a.kind == ActionKind::backward &&
+        fdone[static_cast<size_t>(a.stage) * m + a.chunk] == kNotDone)
+      wait = fmt::format("its own forward of chunk {} on stage {}", a.chunk, a.stage);
+    else if (a.kind == ActionKind::forward)
+      wait = fmt::format("the activation of chunk {} from stage {} (rank {})", a.chunk, a.stage - 1,
+                         plan.rank_of_stage(a.stage - 1));
+    else
+      wait = fmt::format("the gradient of chunk {} from stage {} (rank {})", a.chunk, a.stage + 1,
+                         plan.rank_of_stage(a.stage + 1));
+    out += fmt::format("{}rank {} action {} ({}) waits for {}", out.empty() ? "" : "; ", k, next[k],
+                       action_name(a), wait);
+  }
+  return out;
+}
+
+// The replay when ranks share cores: a discrete-event clock on which every computing rank's
+// action advances at its share of the node's cores (cost::core_share_speeds), recomputed at
+// every start and end. Gaps and transfers take wall time and compute nothing.
+Replay replay_cores_shared(const Plan& plan, std::span<const double> transfer,
+                           const std::vector<std::vector<double>>& durations,
+                           std::span<const RankStepCost> step_costs,
+                           std::span<const cost::RankHost> hosts) {
+  const int32_t ns = plan.num_stages(), pp = plan.pp;
+  const size_t m = plan.chunks.size();
+  if (hosts.size() != static_cast<size_t>(pp))
+    fail("the plan's hosts name {} ranks, it has pp {}", hosts.size(), pp);
+  std::vector<double> fdone(ns * m, kNotDone), bdone(ns * m, kNotDone);
+  auto idx = [&](int32_t stage, int32_t chunk) { return static_cast<size_t>(stage) * m + chunk; };
+  auto xfer = [&](int32_t chunk, int32_t boundary) {
+    return transfer.empty() ? 0.0 : transfer[static_cast<size_t>(chunk) * ns + boundary];
+  };
+  // When rank k's next action may start, once its inputs are done; kNotDone while one is not.
+  auto start_of = [&](int32_t k, size_t i, double free) {
+    const Action& a = plan.actions[k][i];
+    double ready = 0;
+    if (a.kind == ActionKind::forward) {
+      if (a.stage > 0) {
+        const double d = fdone[idx(a.stage - 1, a.chunk)];
+        if (d == kNotDone) return kNotDone;
+        ready = d + xfer(a.chunk, a.stage - 1);
+      }
+    } else {
+      if (fdone[idx(a.stage, a.chunk)] == kNotDone) return kNotDone;
+      if (a.stage + 1 < ns) {
+        const double d = bdone[idx(a.stage + 1, a.chunk)];
+        if (d == kNotDone) return kNotDone;
+        ready = d + xfer(a.chunk, a.stage);
+      }
+    }
+    return std::max(free, ready) + (step_costs.empty() ? 0.0 : step_costs[k].action_gap);
+  };
+
+  Replay r;
+  r.timing.resize(pp);
+  for (int32_t k = 0; k < pp; ++k) r.timing[k].resize(plan.actions[k].size());
+  std::vector<size_t> next(pp, 0);
+  std::vector<double> free(pp, 0.0), starts(pp, kNotDone), left(pp, 0.0);
+  std::vector<bool> computing(pp, false);
+  double now = 0;
+  for (;;) {
+    for (int32_t k = 0; k < pp; ++k)
+      if (!computing[k] && starts[k] == kNotDone && next[k] < plan.actions[k].size())
+        starts[k] = start_of(k, next[k], free[k]);
+    // The next event: an action starts, or the first computing one ends at the current speeds.
+    const std::vector<double> speed = cost::core_share_speeds(hosts, computing);
+    double t = std::numeric_limits<double>::infinity();
+    for (int32_t k = 0; k < pp; ++k) {
+      if (starts[k] != kNotDone) t = std::min(t, starts[k]);
+      if (computing[k]) t = std::min(t, now + left[k] / speed[k]);
+    }
+    if (t == std::numeric_limits<double>::infinity()) break;  // finished, or stuck
+    t = std::max(t, now);
+    for (int32_t k = 0; k < pp; ++k) {
+      if (!computing[k]) continue;
+      const bool ends = now + left[k] / speed[k] <= t;
+      left[k] = ends ? 0.0 : left[k] - speed[k] * (t - now);
+      if (!ends) continue;
+      const Action& a = plan.actions[k][next[k]];
+      r.timing[k][next[k]].end = t;
+      (a.kind == ActionKind::forward ? fdone : bdone)[idx(a.stage, a.chunk)] = t;
+      computing[k] = false;
+      free[k] = t;
+      ++next[k];
+    }
+    now = t;
+    for (int32_t k = 0; k < pp; ++k) {
+      if (starts[k] == kNotDone || starts[k] > now) continue;
+      r.timing[k][next[k]].start = starts[k];
+      left[k] = durations.empty() ? plan.actions[k][next[k]].predicted_time : durations[k][next[k]];
+      computing[k] = true;
+      starts[k] = kNotDone;
+    }
+  }
+  bool finished = true;
+  for (int32_t k = 0; k < pp; ++k) {
+    finished = finished && next[k] == plan.actions[k].size();
+    r.step_time = std::max(r.step_time, free[k] + (step_costs.empty() ? 0.0 : step_costs[k].tail));
+  }
+  if (finished) return r;
+  r.deadlock = true;
+  r.deadlock_reason = deadlock_reason(plan, next, fdone);
+  return r;
 }
 
 }  // namespace
@@ -50,7 +166,10 @@ std::vector<RankStepCost> replay_step_costs(const Plan& plan, const cost::CostMo
 
 Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
                        const std::vector<std::vector<double>>& durations,
-                       std::span<const RankStepCost> step_costs) {
+                       std::span<const RankStepCost> step_costs,
+                       std::span<const cost::RankHost> hosts) {
+  if (cost::cores_shared(hosts))
+    return replay_cores_shared(plan, transfer, durations, step_costs, hosts);
   const int32_t ns = plan.num_stages(), pp = plan.pp;
   const size_t m = plan.chunks.size();
   // Completion time of forward / backward of (stage, chunk); kNotDone until it ran.
@@ -103,28 +222,11 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
     }
   }
   for (int32_t k = 0; k < pp; ++k)
-    r.step_time =
-        std::max(r.step_time, clock[k] + (step_costs.empty() ? 0.0 : step_costs[k].tail));
+    r.step_time = std::max(r.step_time, clock[k] + (step_costs.empty() ? 0.0 : step_costs[k].tail));
   if (finished) return r;
 
   r.deadlock = true;
-  for (int32_t k = 0; k < pp; ++k) {
-    const auto& list = plan.actions[k];
-    if (next[k] >= list.size()) continue;
-    const Action& a = list[next[k]];
-    std::string wait;
-    if (a.kind == ActionKind::backward && fdone[idx(a.stage, a.chunk)] == kNotDone)
-      wait = fmt::format("its own forward of chunk {} on stage {}", a.chunk, a.stage);
-    else if (a.kind == ActionKind::forward)
-      wait = fmt::format("the activation of chunk {} from stage {} (rank {})", a.chunk, a.stage - 1,
-                         plan.rank_of_stage(a.stage - 1));
-    else
-      wait = fmt::format("the gradient of chunk {} from stage {} (rank {})", a.chunk, a.stage + 1,
-                         plan.rank_of_stage(a.stage + 1));
-    r.deadlock_reason +=
-        fmt::format("{}rank {} action {} ({}) waits for {}", r.deadlock_reason.empty() ? "" : "; ",
-                    k, next[k], action_name(a), wait);
-  }
+  r.deadlock_reason = deadlock_reason(plan, next, fdone);
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "cost/core_sharing.h"
 #include "cost/cost_model.h"
 #include "plan/plan.h"
 
@@ -43,10 +44,15 @@ std::vector<RankStepCost> replay_step_costs(const Plan& plan, const cost::CostMo
 
 // `durations` per rank and action (empty = each action's predicted_time). `step_costs` per rank
 // (empty = none): an action starts its rank's gap after both its rank is free and its input is
-// there, and the step ends at the latest rank's last action plus its tail.
+// there, and the step ends at the latest rank's last action plus its tail. `hosts` per rank
+// (empty = a core for every rank): where a node holds more ranks than cores, `durations` are
+// each action's own time (its rank alone on a core) and an action progresses at
+// cost::core_share_speeds of the ranks computing at each moment (processor sharing), so its
+// wall time is what timing holds; otherwise the replay is exactly the one without hosts.
 Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
                        const std::vector<std::vector<double>>& durations = {},
-                       std::span<const RankStepCost> step_costs = {});
+                       std::span<const RankStepCost> step_costs = {},
+                       std::span<const cost::RankHost> hosts = {});
 
 // How long a sent message may stay in flight. A message lives (its sender's buffer) until the
 // receiving rank reaches the action that takes it and posts the receive; pipelines hold some for

@@ -268,24 +268,38 @@ void validate_or_throw(const Plan& plan, const cost::CostModel& cost, const Conf
   fail("the {} plan is invalid:\n{}", plan.schedule, res.message());
 }
 
-void plan_predict(Plan& plan, const cost::CostModel& cost, const Config& cfg) {
-  for (auto& list : plan.actions)
-    for (Action& a : list) {
+std::vector<std::vector<double>> plan_action_seconds(const Plan& plan, const cost::CostModel& cost,
+                                                     const Config& cfg) {
+  std::vector<std::vector<double>> out(plan.actions.size());
+  for (size_t k = 0; k < plan.actions.size(); ++k)
+    for (const Action& a : plan.actions[k]) {
       auto sh = plan.chunks[a.chunk].shapes();
       cost::StageShape st = stage_shape(plan.stages[a.stage]);
       const int32_t rank = plan.stages[a.stage].rank;
       // ZeRO-3's gathers and reduce-scatters where the prefetch does not hide them (0 with ZeRO-1)
-      a.predicted_time =
+      out[k].push_back(
           a.kind == ActionKind::forward
               ? cost.forward_time(sh, st) + zero3_forward_exposed_seconds(cost, cfg, sh, st, rank)
               : cost.backward_time(sh, st) + cost.recompute_time(sh, a.recompute_layers, st.rank) +
-                    zero3_backward_exposed_seconds(cost, cfg, sh, st, rank);
+                    zero3_backward_exposed_seconds(cost, cfg, sh, st, rank));
     }
+  return out;
+}
+
+void plan_predict(Plan& plan, const cost::CostModel& cost, const Config& cfg) {
+  const std::vector<std::vector<double>> own = plan_action_seconds(plan, cost, cfg);
+  for (size_t k = 0; k < plan.actions.size(); ++k)
+    for (size_t i = 0; i < own[k].size(); ++i) plan.actions[k][i].predicted_time = own[k][i];
+  plan.rank_hosts = cost.rank_hosts();
   plan.predicted_peak_bytes = schedule_memory_trace(plan, cost, cfg).peak;
-  Replay r = schedule_replay(plan, replay_transfer_times(plan, cost, cfg), {},
-                             replay_step_costs(plan, cost));
+  Replay r = schedule_replay(plan, replay_transfer_times(plan, cost, cfg), own,
+                             replay_step_costs(plan, cost), plan.rank_hosts);
   if (r.deadlock) fail("the {} plan deadlocks: {}", plan.schedule, r.deadlock_reason);
   plan.predicted_step_time = r.step_time;
+  if (!cost::cores_shared(plan.rank_hosts)) return;
+  for (size_t k = 0; k < plan.actions.size(); ++k)
+    for (size_t i = 0; i < own[k].size(); ++i)
+      plan.actions[k][i].predicted_time = r.timing[k][i].end - r.timing[k][i].start;
 }
 
 }  // namespace infinipipe::plan

@@ -30,7 +30,14 @@ ValidationResult validate_structure(const Plan& plan, const Config& cfg);
 void validate_or_throw(const Plan& plan, const cost::CostModel& cost, const Config& cfg);
 
 // Fills every action's predicted_time (backward includes recompute), predicted_peak_bytes and
-// predicted_step_time (blocking replay with p2p transfer times). Throws Error on a deadlock.
+// predicted_step_time (blocking replay with p2p transfer times), and rank_hosts from
+// cost.rank_hosts(). Where ranks share cores an action's predicted_time is its wall time in the
+// replay that shares them (schedule_replay); else its own time. Throws Error on a deadlock.
 void plan_predict(Plan& plan, const cost::CostModel& cost, const Config& cfg);
+
+// Each action's own time (its rank alone on a core), per rank and action of plan.actions: what
+// plan_predict's replay runs.
+std::vector<std::vector<double>> plan_action_seconds(const Plan& plan, const cost::CostModel& cost,
+                                                     const Config& cfg);
 
 }  // namespace infinipipe::plan

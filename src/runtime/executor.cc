@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "obs/cpu_time.h"
 
 namespace infinipipe::runtime {
 
@@ -20,6 +21,12 @@ double seconds_since(RankExecutor::Clock::time_point t0) {
   return std::chrono::duration<double>(RankExecutor::Clock::now() - t0).count();
 }
 
+// CPU seconds since `cpu0` (obs::thread_cpu_seconds), -1 when the clock cannot be read.
+double cpu_interval(double cpu0) {
+  const double now = obs::thread_cpu_seconds();
+  return cpu0 < 0 || now < 0 ? -1.0 : now - cpu0;
+}
+
 std::string action_describe(const plan::Action& a) {
   return fmt::format("{} of chunk {} on stage {}", plan::action_kind_name(a.kind), a.chunk,
                      a.stage);
@@ -27,8 +34,9 @@ std::string action_describe(const plan::Action& a) {
 
 // Test hook, not an option (docs/cost-model.md, "Per-rank costs"): the environment variable
 // INFINIPIPE_TEST_SLOW_RANK=R:F makes every action of pipeline rank R take F times as long: it
-// sleeps F - 1 times the action's compute inside the measured interval, so a test can make one
-// stage slow on a shared machine and check that plans follow. Unset: factor 1 everywhere.
+// computes F - 1 times the action's CPU time more inside the measured interval (as a slower core
+// would: the wall time and the CPU time both grow), so a test can make one stage slow on a
+// shared machine and check that plans follow. Unset: factor 1 everywhere.
 struct SlowRankHook {
   int32_t rank = -1;
   double factor = 1.0;
@@ -49,12 +57,20 @@ SlowRankHook slow_rank_hook() {
   return h;
 }
 
-// Sleeps so the action begun at `start_s` lasts the hook's factor times what it ran.
-void slow_rank_apply(int32_t rank, double start_s, RankExecutor::Clock::time_point t0) {
+// Spins until the action whose thread's CPU clock read `cpu0` at its start has computed the
+// hook's factor times what it did; sleeps for it in wall time where the clock cannot be read.
+void slow_rank_apply(int32_t rank, double start_s, double cpu0,
+                     RankExecutor::Clock::time_point t0) {
   const SlowRankHook h = slow_rank_hook();
   if (h.rank != rank || h.factor == 1.0) return;
-  const double ran = seconds_since(t0) - start_s;
-  std::this_thread::sleep_for(std::chrono::duration<double>((h.factor - 1.0) * ran));
+  if (cpu0 < 0) {
+    const double ran = seconds_since(t0) - start_s;
+    std::this_thread::sleep_for(std::chrono::duration<double>((h.factor - 1.0) * ran));
+    return;
+  }
+  const double until = cpu0 + h.factor * (obs::thread_cpu_seconds() - cpu0);
+  volatile uint64_t spins = 0;
+  while (obs::thread_cpu_seconds() < until) spins = spins + 1;
 }
 
 }  // namespace
@@ -212,13 +228,15 @@ void RankExecutor::run_next() {
     if (!st.has_embedding) input = link_.recv_activation(a.stage, a.chunk);
     const ChunkInput& in = chunk_input(a.chunk);
     timing.start_s = seconds_since(t0_);
+    const double cpu0 = obs::thread_cpu_seconds();
     // The received buffer becomes the chunk's stashed input (no copy, no second buffer). A
     // forward-only (evaluation) plan keeps nothing for a backward.
     ForwardOutput out = plan_.forward_only
                             ? engine.forward_eval(in, std::move(input))
                             : engine.forward(in, std::move(input), a.recompute_layers, loss_scale_);
-    slow_rank_apply(rank_, timing.start_s, t0_);
+    slow_rank_apply(rank_, timing.start_s, cpu0, t0_);
     timing.end_s = seconds_since(t0_);
+    timing.cpu_s = cpu_interval(cpu0);
     if (st.has_lm_head) {
       stats_.loss_sum += out.loss_sum;
       stats_.predicted_tokens += out.predicted_tokens;
@@ -230,6 +248,7 @@ void RankExecutor::run_next() {
     Tensor grad;
     if (!st.has_lm_head) grad = link_.recv_grad(a.stage, a.chunk);
     timing.start_s = seconds_since(t0_);
+    const double cpu0 = obs::thread_cpu_seconds();
     StageEngine::BackwardPartDone part_done;
     if (grad_part_done_) {
       const bool final = last_backward_.at(a.stage) == next_;
@@ -239,8 +258,9 @@ void RankExecutor::run_next() {
       };
     }
     Tensor dx = engine.backward(a.chunk, std::move(grad), part_done);
-    slow_rank_apply(rank_, timing.start_s, t0_);
+    slow_rank_apply(rank_, timing.start_s, cpu0, t0_);
     timing.end_s = seconds_since(t0_);
+    timing.cpu_s = cpu_interval(cpu0);
     if (!st.has_embedding) link_.send_grad(a.stage, a.chunk, std::move(dx));
     chunk_input_release(a.chunk);
   }

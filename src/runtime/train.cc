@@ -62,6 +62,10 @@ Trainer::Trainer(const TrainOptions& opts)
       watchdog_(opts.watchdog) {
   train_check_config(cfg_, groups_ ? groups_->layout().world_size() : 1);
   if (groups_) p2p_ = std::make_unique<P2p>(*groups_, groups_->comm().options().p2p_timeout_s);
+  if (groups_) {
+    cm_ = cm_.with_rank_hosts(rank_hosts_gather());
+    plan_cm_ = last_plan_cm_ = plan_cm_before_refit_ = cm_;
+  }
   lr_ = LrSchedule::from_config(cfg_.training);
   const OptimizerOptions oo = OptimizerOptions::from_config(cfg_.training);
   oo.validate();

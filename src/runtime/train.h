@@ -233,6 +233,9 @@ class Trainer {
   // Distributed with a calibration that holds per-rank terms (calibration_ranks.h): the next
   // plans time each rank with them; returns this rank's own (nullopt when there are none).
   std::optional<cost::Coefficients> rank_costs_from_calibration();
+  // Where each rank of this pipeline runs: its node, the node's cores and ranks (collective
+  // over the world, then the pipeline).
+  std::vector<cost::RankHost> rank_hosts_gather() const;
 
   // One iteration's parts, in order (train_step.cc).
   Clock::time_point step_plan(std::span<const int64_t> lengths, obs::IterationMetrics& m);

@@ -10,9 +10,11 @@
 #include <fmt/format.h>
 
 #include "comm/mpi_allreduce.h"
+#include "comm/mpi_node.h"
 #include "cost/calibration_ranks.h"
 #include "obs/profile.h"
 #include "plan/schedule_memory.h"
+#include "runtime/fit_sample.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -28,6 +30,8 @@ void Trainer::cost_model_update(int64_t iteration) {
         iteration, *moved);
   }
   const auto t_fit = Clock::now();
+  // Where ranks share cores, each interval is scaled to a core of its own by the plan's replay.
+  const PlanShares shares = plan_shares(last_plan_, last_plan_cm_, cfg_);
   for (const obs::StepStats& stats : last_stats_) {
     for (const obs::ActionTiming& t : stats.timings) {
       const plan::Action& a = t.action;
@@ -36,7 +40,9 @@ void Trainer::cost_model_update(int64_t iteration) {
       s.stage = plan::stage_shape(last_plan_.stages[static_cast<size_t>(a.stage)]);
       s.backward = a.kind == plan::ActionKind::backward;
       s.recompute_layers = s.backward ? a.recompute_layers : 0;
-      s.seconds = t.end_s - t.start_s;
+      const auto share = shares.find({static_cast<int>(a.kind), a.stage, a.chunk});
+      s.seconds =
+          action_fit_seconds(t.end_s - t.start_s, share == shares.end() ? nullptr : &share->second);
       // An action shorter than the clock's resolution tells nothing about the coefficients.
       if (s.seconds > 0) fit_->update(s);
     }
@@ -50,7 +56,8 @@ void Trainer::cost_model_update(int64_t iteration) {
   pooled_ = cost::online_fit_pool(cm_, share);
   plan_cm_before_refit_ = plan_cm_;
   plan_cm_ =
-      cost::CostModel(cm_.model(), cm_.device(), pooled_.coeffs, cm_.ulysses_degree(), cm_.bf16());
+      cost::CostModel(cm_.model(), cm_.device(), pooled_.coeffs, cm_.ulysses_degree(), cm_.bf16())
+          .with_rank_hosts(cm_.rank_hosts());
   if (groups_) {
     plan_cm_ = plan_cm_.with_rank_coefficients(rank_coefficients_gather(iteration));
     replica_fits_gather(iteration);
@@ -80,6 +87,21 @@ std::vector<cost::Coefficients> Trainer::rank_coefficients_gather(int64_t iterat
     c.step_tail_s = slot[cost::kNumOnlineTerms + 1];
     out.push_back(c);
   }
+  return out;
+}
+
+std::vector<cost::RankHost> Trainer::rank_hosts_gather() const {
+  const NodeRanks mine = node_ranks(groups_->world(), p2p_->timeout_s());
+  const size_t pp = static_cast<size_t>(cfg_.parallel.pipeline_parallel);
+  std::vector<int64_t> all(pp * 3, 0);
+  const size_t at = static_cast<size_t>(groups_->layout().stage) * 3;
+  all[at] = mine.node;
+  all[at + 1] = mine.cores;
+  all[at + 2] = mine.ranks;
+  allreduce_sum(groups_->pp_comm(), std::span<int64_t>(all), p2p_->timeout_s(),
+                "the nodes of the pipeline's ranks");
+  std::vector<cost::RankHost> out;
+  for (size_t r = 0; r < pp; ++r) out.push_back({all[r * 3], all[r * 3 + 1], all[r * 3 + 2]});
   return out;
 }
 

@@ -47,7 +47,9 @@ cost::CostModel Trainer::plan_terms_from_json(const Json& j, const std::string& 
   cost::json_terms_read(json_field(j, "terms", where), where + ".terms", terms);
   cost::Coefficients shared = cm_.coefficients();
   cost::online_terms_set(terms, shared);
-  cost::CostModel out(cm_.model(), cm_.device(), shared, cm_.ulysses_degree(), cm_.bf16());
+  cost::CostModel out =
+      cost::CostModel(cm_.model(), cm_.device(), shared, cm_.ulysses_degree(), cm_.bf16())
+          .with_rank_hosts(cm_.rank_hosts());
   const Json& ranks = json_field(j, "rank_terms", where);
   const size_t pp = groups_ ? static_cast<size_t>(cfg_.parallel.pipeline_parallel) : 0;
   if (!ranks.is_array() || ranks.size() != (ranks.empty() ? 0 : pp))

@@ -62,7 +62,12 @@ StepResult Simulator::execute(const plan::Plan& input) {
   if (!opts_.ignore_comms) transfer = plan::replay_transfer_times(plan, costs, cfg_);
   // The ranks' measured step costs, where the plan carries them (training's online fit).
   const std::vector<plan::RankStepCost> step_costs = plan::replay_step_costs(plan, costs);
-  plan::Replay replay = plan::schedule_replay(plan, transfer, {}, step_costs);
+  // Where ranks share cores the plan's action times are wall times of its replay; the replay
+  // runs each action's own time.
+  const std::vector<std::vector<double>> own =
+      cost::cores_shared(plan.rank_hosts) ? plan::plan_action_seconds(plan, costs, cfg_)
+                                          : std::vector<std::vector<double>>{};
+  plan::Replay replay = plan::schedule_replay(plan, transfer, own, step_costs, plan.rank_hosts);
   if (replay.deadlock)
     fail("cannot simulate the {} plan: {}", plan.schedule, replay.deadlock_reason);
   plan::MemoryTrace mem = plan::schedule_memory_trace(plan, costs, cfg_);

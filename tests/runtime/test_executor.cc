@@ -73,7 +73,13 @@ LossGrads plan_run(const Config& cfg, const plan::Plan& p,
     loss_sum += stats[r].loss_sum;
     covered += stats[r].predicted_tokens;
     EXPECT_EQ(stats[r].timings.size(), p.actions[r].size());
-    for (const obs::ActionTiming& t : stats[r].timings) EXPECT_LE(t.start_s, t.end_s);
+    for (const obs::ActionTiming& t : stats[r].timings) {
+      EXPECT_LE(t.start_s, t.end_s);
+      // The thread's CPU time in the action: measured, and within its interval (1 ms of clock
+      // granularity allowed).
+      EXPECT_GE(t.cpu_s, 0.0);
+      EXPECT_LE(t.cpu_s, t.end_s - t.start_s + 1e-3);
+    }
   }
   EXPECT_EQ(covered, batch_predicted_tokens(p.seq_lengths));
   for (const auto& e : engines.owned) EXPECT_EQ(e->num_stashed_chunks(), 0u) << "stash left behind";
