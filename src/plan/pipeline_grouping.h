@@ -1,10 +1,15 @@
 // Eq. 14: grouping EPP's chunk list into consecutive 1F1B pipelines (cuts only between
-// sequences), shared by the EPP search and its explanation.
+// sequences), shared by the EPP search and its explanation. Two ways to charge a candidate
+// pipeline its recompute: Eq. 14's linear estimate (epp_group_pipelines, planner.h), or the
+// checkpoint solve on the pipelines that can change the choice (epp_group_pipelines_solved).
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
+#include "core/config.h"
 #include "cost/cost_model.h"
 #include "plan/plan.h"
 
@@ -12,5 +17,41 @@ namespace infinipipe::plan {
 
 // Every allowed cut: one pipeline per run of chunks linked by a cut sequence.
 std::vector<int32_t> finest_grouping(const std::vector<Chunk>& chunks);
+
+// Recompute seconds chunks [begin, end) cost when run as one pipeline; +infinity when no
+// recompute choice fits them.
+using SegmentRecompute = std::function<double(int32_t begin, int32_t end)>;
+
+// What epp_group_pipelines_solved did: shortest-path rounds, segments solved, and whether it
+// reached the cap and fell back to Eq. 14's linear grouping.
+struct GroupingSolveStats {
+  int32_t rounds = 0, solves = 0;
+  bool capped = false;
+};
+
+// Segments solved per chunk list at most (each is one checkpoint solve of up to the whole list).
+inline constexpr int32_t kGroupingMaxSolves = 24;
+
+// Eq. 14 with each pipeline charged `solve`'s recompute where the estimate puts it over the
+// budget (within it: none). A lazy shortest path: a pipeline not solved yet costs an estimate
+// (over its disjoint over-budget in-flight windows, the recompute each needs, scaled by what the
+// solves so far charged over that estimate); the path's unsolved pipelines are solved, results
+// cached, and the path searched again until every pipeline on it is solved. Past
+// kGroupingMaxSolves solves, or when the solves leave no path: epp_group_pipelines' answer.
+// Deterministic (one thread). Empty when no grouping fits the estimate.
+std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks, int32_t pp,
+                                                const cost::CostModel& cm,
+                                                const cost::StageShape& stage,
+                                                int64_t activation_budget,
+                                                const SegmentRecompute& solve,
+                                                GroupingSolveStats* stats = nullptr);
+
+// The greedy checkpoint solve (recompute_solve_greedy) of chunks [begin, end) of `chunks`
+// scheduled alone as one EPP pipeline on `stages` (pp * vpp) under cfg's budget. Keeps
+// references to its arguments.
+SegmentRecompute pipeline_recompute_greedy(const Config& cfg, const cost::CostModel& cm,
+                                           const std::vector<StageSpec>& stages, int32_t vpp,
+                                           std::span<const int64_t> lengths,
+                                           const std::vector<Chunk>& chunks);
 
 }  // namespace infinipipe::plan

@@ -116,12 +116,22 @@ struct EppSearch {
     return max_static >= budget();
   }
 
+  // Eq. 14's grouping: with adaptive recompute each pipeline the estimate puts over budget is
+  // charged the greedy checkpoint solve (pipeline_grouping.h); a static count, the estimate.
+  std::vector<int32_t> group_pipelines(const std::vector<Chunk>& chunks,
+                                       const cost::StageShape& first, int64_t act_budget) const {
+    if (fixed_r >= 0) return epp_group_pipelines(chunks, pp(), cm, first, act_budget);
+    return epp_group_pipelines_solved(
+        chunks, pp(), cm, first, act_budget,
+        pipeline_recompute_greedy(cfg, cm, stages, vpp, lengths, chunks));
+  }
+
   // The groupings of one candidate chunk list, tried in order until one fits: Eq. 14's, then
   // the finest. Pure: runs on any thread.
   std::vector<Attempt> evaluate_chunks(const std::vector<Chunk>& chunks) const {
     const cost::StageShape first = rank_shape(0);
     const int64_t act_budget = budget() - rank_static(0);
-    auto groups = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
+    auto groups = group_pipelines(chunks, first, act_budget);
     std::string grouping = "Eq. 14 grouping";
     if (groups.empty()) {
       groups = finest_grouping(chunks);
