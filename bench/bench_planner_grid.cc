@@ -20,6 +20,7 @@
 #include "cost/cost_model.h"
 #include "data/lengths.h"
 #include "obs/process_rss.h"
+#include "plan/pipeline_grouping.h"
 #include "plan/recompute.h"
 #include "plan/recompute_search.h"
 #include "plan/planner.h"
@@ -135,7 +136,10 @@ PhaseSeconds phases_time(const Config& cfg, const cost::CostModel& cm,
   const cost::StageShape first = plan::stage_shape(r.plan.stages[0]);
   const int64_t act_budget = budget - plan::stage_static_bytes(cm, first, mem);
   t0 = Clock::now();
-  const auto groups = plan::epp_group_pipelines(pr.chunks, ipp, cm, first, act_budget);
+  // As the planner groups with adaptive recompute: the pipelines over budget charged the solve.
+  const auto groups = plan::epp_group_pipelines_solved(
+      pr.chunks, ipp, cm, first, act_budget,
+      plan::pipeline_recompute_greedy(cfg, cm, r.plan.stages, r.plan.vpp, lengths, pr.chunks));
   t.grouping = since(t0);
 
   plan::Plan p = r.plan;

@@ -1,6 +1,7 @@
 #include "plan/pipeline_grouping.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -98,16 +99,17 @@ struct SegmentEstimate {
 };
 
 // Every segment from cuts[i] that fits `cap` with full recompute, shortest first, to `visit`.
+// Ends stop before cut `end_limit`.
 template <class Visit>
 void for_each_segment(const GroupingCosts& gc, const std::vector<int32_t>& cuts, size_t i,
-                      int32_t pp, double cap, Visit&& visit) {
+                      int32_t pp, double cap, Visit&& visit, size_t end_limit = SIZE_MAX) {
   const int32_t a = cuts[i];
   // On the first stage, chunk c's backward waits for pp chunks after it (its run's start
   // included): the in-flight window [max(a, unit_start[c]), c + pp). Windows with c + pp <= e
   // no longer change as the segment grows: folded in once (`done`), the last pp each step.
   WindowScan done_scan;
   int32_t done = a;
-  for (size_t j = i + 1; j < cuts.size(); ++j) {
+  for (size_t j = i + 1; j < std::min(cuts.size(), end_limit); ++j) {
     const int32_t e = cuts[j];
     for (; done < e && done + pp <= e; ++done)
       done_scan.add(gc, std::max(a, gc.unit_start[done]), done + pp, cap);
@@ -191,43 +193,78 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
   return groups_of_path(cuts, grouping_path(from), n);
 }
 
-std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks, int32_t pp,
-                                                const cost::CostModel& cm,
-                                                const cost::StageShape& stage,
-                                                int64_t activation_budget,
-                                                const SegmentRecompute& solve,
-                                                GroupingSolveStats* stats) {
-  const int32_t n = static_cast<int32_t>(chunks.size());
-  if (n == 0) return {};
-  const GroupingCosts gc = grouping_costs(chunks, cm, stage);
-  const std::vector<int32_t> cuts = grouping_cuts(gc);
-  const double cap = static_cast<double>(activation_budget) - gc.transient;
-  const size_t u = cuts.size();
-  // Solved segments by start: (end cut, recompute seconds or +inf), sorted by end.
-  std::vector<std::vector<std::pair<size_t, double>>> known(u);
-  GroupingSolveStats local;
-  GroupingSolveStats& st = stats ? *stats : local;
-  st = {};
-  // The solves over the windows' bounds of the segments solved so far scale the bound of the
-  // ones not solved yet: the bound sees only the first rank, and no recompute tied along the
-  // backward diagonals, so alone it undercharges (about 4x on the 30B paper settings) and the
-  // path would creep one cut at a time.
-  double solved_sum = 0, bound_sum = 0, scale = 1;
-  for (;;) {
+namespace {
+
+// The lazy shortest path of epp_group_pipelines_solved: the solved segments (cached), the ones
+// found not to fit, and the scale of the estimate of the others.
+struct LazyGrouping {
+  LazyGrouping(const GroupingCosts& g, const std::vector<int32_t>& c, int32_t p, double cp,
+               const SegmentRecompute& sv, GroupingSolveStats& s)
+      : gc(g), cuts(c), pp(p), cap(cp), solve(sv), st(s), known(c.size()) {}
+
+  const GroupingCosts& gc;
+  const std::vector<int32_t>& cuts;
+  int32_t pp;
+  double cap;
+  const SegmentRecompute& solve;
+  GroupingSolveStats& st;
+  // Solved segments by start cut: (end cut, recompute seconds or +inf), sorted by end.
+  std::vector<std::vector<std::pair<size_t, double>>> known;
+  // Segments the solve found no recompute for: a segment holding one does not fit either (as
+  // the estimate's "longer segments only hold more").
+  std::vector<std::pair<size_t, size_t>> dead;
+  // The largest solve over the windows' bound seen: the bound sees only the first rank and no
+  // recompute tied along the backward diagonals, so alone it undercharges (about 4x on the 30B
+  // paper settings) and the path would creep one cut at a time; scaled by the largest ratio
+  // seen, the estimated segments look no cheaper than the solved ones did.
+  double scale = 1;
+
+  double solved(size_t i, size_t j, double bound) {
+    const double r = solve(cuts[i], cuts[j]);
+    ++st.solves;
+    if (std::isfinite(r) && bound > 0) scale = std::max(scale, r / bound);
+    if (!std::isfinite(r)) dead.push_back({i, j});
+    auto& list = known[i];
+    list.insert(std::lower_bound(list.begin(), list.end(), std::pair{j, -kInf}), {j, r});
+    return r;
+  }
+
+  // [i, j) does not fit: the longest segment from i that does, by bisection over its end.
+  void bisect_from(size_t i, size_t j) {
+    size_t fits = i;  // the empty segment
+    while (j - fits > 1 && st.solves < kGroupingMaxSolves) {
+      const size_t mid = fits + (j - fits) / 2;
+      if (std::isfinite(solved(i, mid, 0)))
+        fits = mid;
+      else
+        j = mid;
+    }
+  }
+
+  // For each start, the first end holding a segment that does not fit.
+  std::vector<size_t> end_limits() const {
+    std::vector<size_t> limit(cuts.size() + 1, SIZE_MAX);
+    for (const auto& [i, j] : dead) limit[i] = std::min(limit[i], j);
+    for (size_t i = cuts.size(); i-- > 0;) limit[i] = std::min(limit[i], limit[i + 1]);
+    return limit;
+  }
+
+  // One round: the shortest path under solved and estimated costs; true when every segment on
+  // it is solved (`path` is the answer), false after solving the others. Empty path: none fits.
+  bool round(std::vector<size_t>& path) {
     ++st.rounds;
-    // Shortest path: a segment over the cap costs its solve where known, else its windows'
-    // bound scaled; one within the cap recomputes nothing.
-    std::vector<double> best(u, kInf);
+    const size_t u = cuts.size();
+    const std::vector<size_t> limit = end_limits();
+    std::vector<double> best(u, kInf), bound_into(u, 0);
     std::vector<size_t> from(u, 0);
-    std::vector<char> solved_into(u, 0);  // the segment ending at j on the path is known
-    std::vector<double> bound_into(u, 0);  // and its windows' bound
+    std::vector<char> solved_into(u, 0);  // the segment ending at j on the path is solved
     best[0] = 0;
     for (size_t i = 0; i + 1 < u; ++i) {
       if (best[i] == kInf) continue;
       size_t k = 0;  // walks known[i] alongside the growing segment
-      for_each_segment(gc, cuts, i, pp, cap, [&](const SegmentEstimate& s) {
+      auto visit = [&](const SegmentEstimate& s) {
         double recompute = 0;
-        bool exact = true;
+        bool exact = true;  // within the cap: nothing to recompute
         if (s.over) {
           while (k < known[i].size() && known[i][k].first < s.j) ++k;
           exact = k < known[i].size() && known[i][k].first == s.j;
@@ -240,31 +277,49 @@ std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks
           solved_into[s.j] = exact;
           bound_into[s.j] = s.bound;
         }
-      });
+      };
+      for_each_segment(gc, cuts, i, pp, cap, visit, limit[i]);
     }
-    if (best[u - 1] == kInf) {
+    path.clear();
+    if (best[u - 1] == kInf) return false;
+    path = grouping_path(from);
+    bool all_solved = true;
+    for (size_t g = 0; g + 1 < path.size() && st.solves < kGroupingMaxSolves; ++g) {
+      const size_t i = path[g], j = path[g + 1];
+      if (solved_into[j]) continue;
+      all_solved = false;
+      if (!std::isfinite(solved(i, j, bound_into[j]))) bisect_from(i, j);
+    }
+    return all_solved;
+  }
+};
+
+}  // namespace
+
+std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks, int32_t pp,
+                                                const cost::CostModel& cm,
+                                                const cost::StageShape& stage,
+                                                int64_t activation_budget,
+                                                const SegmentRecompute& solve,
+                                                GroupingSolveStats* stats) {
+  const int32_t n = static_cast<int32_t>(chunks.size());
+  if (n == 0) return {};
+  const GroupingCosts gc = grouping_costs(chunks, cm, stage);
+  const std::vector<int32_t> cuts = grouping_cuts(gc);
+  GroupingSolveStats local;
+  GroupingSolveStats& st = stats ? *stats : local;
+  st = {};
+  LazyGrouping lazy(gc, cuts, pp, static_cast<double>(activation_budget) - gc.transient, solve,
+                    st);
+  std::vector<size_t> path;
+  while (st.solves < kGroupingMaxSolves) {
+    if (lazy.round(path)) return groups_of_path(cuts, path, n);
+    if (path.empty()) {
       if (st.solves == 0) return {};  // as Eq. 14's: no segment fits even with full recompute
-      break;                          // the solves found no recompute that fits
-    }
-    const std::vector<size_t> path = grouping_path(from);
-    std::vector<std::pair<size_t, size_t>> open;  // segments of the path still estimated
-    for (size_t g = 0; g + 1 < path.size(); ++g)
-      if (!solved_into[path[g + 1]]) open.push_back({path[g], path[g + 1]});
-    if (open.empty()) return groups_of_path(cuts, path, n);
-    if (st.solves + static_cast<int32_t>(open.size()) > kGroupingMaxSolves) break;
-    for (const auto& [i, j] : open) {
-      const double r = solve(cuts[i], cuts[j]);
-      ++st.solves;
-      if (std::isfinite(r) && bound_into[j] > 0) {
-        solved_sum += r;
-        bound_sum += bound_into[j];
-        scale = solved_sum / bound_sum;
-      }
-      auto& list = known[i];
-      list.insert(std::lower_bound(list.begin(), list.end(), std::pair{j, -kInf}), {j, r});
+      break;                          // the solves left no grouping that fits
     }
   }
-  st.capped = true;  // bounded work: Eq. 14's linear answer
+  st.fell_back = true;  // bounded work: Eq. 14's linear answer
   return epp_group_pipelines(chunks, pp, cm, stage, activation_budget);
 }
 

@@ -23,10 +23,10 @@ std::vector<int32_t> finest_grouping(const std::vector<Chunk>& chunks);
 using SegmentRecompute = std::function<double(int32_t begin, int32_t end)>;
 
 // What epp_group_pipelines_solved did: shortest-path rounds, segments solved, and whether it
-// reached the cap and fell back to Eq. 14's linear grouping.
+// fell back to Eq. 14's linear grouping (the cap reached, or the solves left no path).
 struct GroupingSolveStats {
   int32_t rounds = 0, solves = 0;
-  bool capped = false;
+  bool fell_back = false;
 };
 
 // Segments solved per chunk list at most (each is one checkpoint solve of up to the whole list).
