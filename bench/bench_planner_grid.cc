@@ -137,9 +137,9 @@ PhaseSeconds phases_time(const Config& cfg, const cost::CostModel& cm,
   const int64_t act_budget = budget - plan::stage_static_bytes(cm, first, mem);
   t0 = Clock::now();
   // As the planner groups with adaptive recompute: the pipelines over budget charged the solve.
-  const auto groups = plan::epp_group_pipelines_solved(
-      pr.chunks, ipp, cm, first, act_budget,
-      plan::pipeline_recompute_greedy(cfg, cm, r.plan.stages, r.plan.vpp, lengths, pr.chunks));
+  plan::PipelineRecomputeGreedy solver(cfg, cm, r.plan.stages, r.plan.vpp, lengths, pr.chunks);
+  const auto groups = plan::epp_group_pipelines_solved(pr.chunks, ipp, cm, first, act_budget,
+                                                       solver.segment());
   t.grouping = since(t0);
 
   plan::Plan p = r.plan;

@@ -309,6 +309,8 @@ std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks
   GroupingSolveStats local;
   GroupingSolveStats& st = stats ? *stats : local;
   st = {};
+  // One run of chunks (a single sequence cut into slices): one grouping, nothing to compare.
+  if (cuts.size() == 2) return epp_group_pipelines(chunks, pp, cm, stage, activation_budget);
   LazyGrouping lazy(gc, cuts, pp, static_cast<double>(activation_budget) - gc.transient, solve,
                     st);
   std::vector<size_t> path;

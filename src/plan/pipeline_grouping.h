@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "plan/plan.h"
+#include "plan/recompute.h"
 
 namespace infinipipe::plan {
 
@@ -47,11 +49,32 @@ std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks
                                                 GroupingSolveStats* stats = nullptr);
 
 // The greedy checkpoint solve (recompute_solve_greedy) of chunks [begin, end) of `chunks`
-// scheduled alone as one EPP pipeline on `stages` (pp * vpp) under cfg's budget. Keeps
-// references to its arguments.
-SegmentRecompute pipeline_recompute_greedy(const Config& cfg, const cost::CostModel& cm,
-                                           const std::vector<StageSpec>& stages, int32_t vpp,
-                                           std::span<const int64_t> lengths,
-                                           const std::vector<Chunk>& chunks);
+// scheduled alone as one EPP pipeline on `stages` (pp * vpp) under cfg's budget, as a
+// SegmentRecompute (segment()). Keeps references to its arguments, and the problem and solution
+// of the whole list when it solved it and found it fits: the plan of the one-pipeline grouping,
+// which planner_evaluate then need not solve again (CandidateSpec::greedy).
+class PipelineRecomputeGreedy {
+ public:
+  PipelineRecomputeGreedy(const Config& cfg, const cost::CostModel& cm,
+                          const std::vector<StageSpec>& stages, int32_t vpp,
+                          std::span<const int64_t> lengths, const std::vector<Chunk>& chunks)
+      : cfg_(cfg), cm_(cm), stages_(stages), vpp_(vpp), lengths_(lengths), chunks_(chunks) {}
+
+  double solve(int32_t begin, int32_t end);
+  SegmentRecompute segment() {
+    return [this](int32_t begin, int32_t end) { return solve(begin, end); };
+  }
+  // The whole list's problem and greedy solution; null when not solved or not fitting.
+  std::shared_ptr<const SolvedRecompute> whole() const { return whole_; }
+
+ private:
+  const Config& cfg_;
+  const cost::CostModel& cm_;
+  const std::vector<StageSpec>& stages_;
+  int32_t vpp_;
+  std::span<const int64_t> lengths_;
+  const std::vector<Chunk>& chunks_;
+  std::shared_ptr<const SolvedRecompute> whole_;
+};
 
 }  // namespace infinipipe::plan

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -118,12 +119,16 @@ struct EppSearch {
 
   // Eq. 14's grouping: with adaptive recompute each pipeline the estimate puts over budget is
   // charged the greedy checkpoint solve (pipeline_grouping.h); a static count, the estimate.
+  // `whole`: the solve of the one-pipeline plan, when the grouping made it.
   std::vector<int32_t> group_pipelines(const std::vector<Chunk>& chunks,
-                                       const cost::StageShape& first, int64_t act_budget) const {
+                                       const cost::StageShape& first, int64_t act_budget,
+                                       std::shared_ptr<const SolvedRecompute>& whole) const {
     if (fixed_r >= 0) return epp_group_pipelines(chunks, pp(), cm, first, act_budget);
-    return epp_group_pipelines_solved(
-        chunks, pp(), cm, first, act_budget,
-        pipeline_recompute_greedy(cfg, cm, stages, vpp, lengths, chunks));
+    PipelineRecomputeGreedy solver(cfg, cm, stages, vpp, lengths, chunks);
+    auto groups =
+        epp_group_pipelines_solved(chunks, pp(), cm, first, act_budget, solver.segment());
+    if (!groups.empty() && groups.back() == 0) whole = solver.whole();
+    return groups;
   }
 
   // The groupings of one candidate chunk list, tried in order until one fits: Eq. 14's, then
@@ -131,7 +136,8 @@ struct EppSearch {
   std::vector<Attempt> evaluate_chunks(const std::vector<Chunk>& chunks) const {
     const cost::StageShape first = rank_shape(0);
     const int64_t act_budget = budget() - rank_static(0);
-    auto groups = group_pipelines(chunks, first, act_budget);
+    std::shared_ptr<const SolvedRecompute> whole;
+    auto groups = group_pipelines(chunks, first, act_budget, whole);
     std::string grouping = "Eq. 14 grouping";
     if (groups.empty()) {
       groups = finest_grouping(chunks);
@@ -146,6 +152,7 @@ struct EppSearch {
       spec.chunks = chunks;
       spec.pipeline_of_chunk = groups;
       spec.static_recompute = fixed_r;
+      if (attempt == 0) spec.greedy = whole;
       out.push_back({planner_evaluate(cfg, cm, lengths, std::move(spec)), grouping});
       if (out.back().cand.fits) break;
       const auto finest = finest_grouping(chunks);

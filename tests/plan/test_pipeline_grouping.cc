@@ -75,9 +75,8 @@ struct GroupingCase {
     return epp_group_pipelines(chunks, 4, cm, first, act_budget);
   }
   std::vector<int32_t> solved(GroupingSolveStats* st = nullptr) const {
-    return epp_group_pipelines_solved(
-        chunks, 4, cm, first, act_budget,
-        pipeline_recompute_greedy(cfg, cm, stages, 1, lengths, chunks), st);
+    PipelineRecomputeGreedy solver(cfg, cm, stages, 1, lengths, chunks);
+    return epp_group_pipelines_solved(chunks, 4, cm, first, act_budget, solver.segment(), st);
   }
   Candidate evaluate(const std::vector<int32_t>& groups) const {
     CandidateSpec spec;
