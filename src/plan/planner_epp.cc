@@ -143,17 +143,23 @@ struct EppSearch {
       groups = finest_grouping(chunks);
       grouping = "finest grouping (none fits the Eq. 14 estimate)";
     }
-    std::vector<Attempt> out;
-    for (int attempt = 0; attempt < 2; ++attempt) {
+    auto evaluate_grouping = [&](const std::vector<int32_t>& g,
+                                 std::shared_ptr<const SolvedRecompute> solved) {
       CandidateSpec spec;
       spec.schedule = Schedule::epp;
       spec.vpp = vpp;
       spec.stages = &stages;
       spec.chunks = chunks;
-      spec.pipeline_of_chunk = groups;
+      spec.pipeline_of_chunk = g;
       spec.static_recompute = fixed_r;
-      if (attempt == 0) spec.greedy = whole;
-      out.push_back({planner_evaluate(cfg, cm, lengths, std::move(spec)), grouping});
+      spec.greedy = std::move(solved);
+      return planner_evaluate(cfg, cm, lengths, std::move(spec));
+    };
+    std::vector<Attempt> out;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      out.push_back({evaluate_grouping(groups, attempt == 0 ? whole : nullptr), grouping});
+      if (attempt == 0 && fixed_r < 0) keep_faster_linear(chunks, first, act_budget, groups,
+                                                          out.back(), evaluate_grouping);
       if (out.back().cand.fits) break;
       const auto finest = finest_grouping(chunks);
       if (groups == finest) break;
@@ -161,6 +167,21 @@ struct EppSearch {
       grouping = "finest grouping (retry)";
     }
     return out;
+  }
+
+  // The solve-charged grouping is a heuristic too: where Eq. 14's linear grouping differs and
+  // its plan is faster (or alone fits), that one is kept, so no K plans slower than before.
+  template <class Evaluate>
+  void keep_faster_linear(const std::vector<Chunk>& chunks, const cost::StageShape& first,
+                          int64_t act_budget, std::vector<int32_t>& groups, Attempt& at,
+                          const Evaluate& evaluate_grouping) const {
+    auto linear = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
+    if (linear.empty() || linear == groups) return;
+    Candidate c = evaluate_grouping(linear, nullptr);
+    if (!c.fits || (at.cand.fits && c.plan.predicted_step_time >= at.cand.plan.predicted_step_time))
+      return;
+    at = {std::move(c), "Eq. 14 grouping, linear estimate"};
+    groups = std::move(linear);
   }
 
   // Candidate `k` of the search (k = 0: the K = 1 packing of whole sequences). Pure.
