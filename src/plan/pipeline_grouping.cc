@@ -1,8 +1,8 @@
 #include "plan/pipeline_grouping.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <utility>
 
@@ -68,7 +68,7 @@ struct WindowScan {
   double closed = 0;     // finished clusters: sum of their dearest window's recompute
   double open = 0;       // the open cluster's dearest window
   int32_t open_end = -1;
-  bool over = false;     // some window is over the cap without recompute
+  bool over = false;  // some window is over the cap without recompute
 
   void add(const GroupingCosts& gc, int32_t lo, int32_t hi, double cap) {
     const double full = gc.pmax[hi] - gc.pmax[lo], lean = gc.pmin[hi] - gc.pmin[lo];
@@ -311,8 +311,7 @@ std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks
   st = {};
   // One run of chunks (a single sequence cut into slices): one grouping, nothing to compare.
   if (cuts.size() == 2) return epp_group_pipelines(chunks, pp, cm, stage, activation_budget);
-  LazyGrouping lazy(gc, cuts, pp, static_cast<double>(activation_budget) - gc.transient, solve,
-                    st);
+  LazyGrouping lazy(gc, cuts, pp, static_cast<double>(activation_budget) - gc.transient, solve, st);
   std::vector<size_t> path;
   while (st.solves < kGroupingMaxSolves) {
     if (lazy.round(path)) return groups_of_path(cuts, path, n);

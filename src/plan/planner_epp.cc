@@ -158,8 +158,8 @@ struct EppSearch {
     std::vector<Attempt> out;
     for (int attempt = 0; attempt < 2; ++attempt) {
       out.push_back({evaluate_grouping(groups, attempt == 0 ? whole : nullptr), grouping});
-      if (attempt == 0 && fixed_r < 0) keep_faster_linear(chunks, first, act_budget, groups,
-                                                          out.back(), evaluate_grouping);
+      if (attempt == 0 && fixed_r < 0)
+        keep_faster_linear(chunks, first, act_budget, groups, out.back(), evaluate_grouping);
       if (out.back().cand.fits) break;
       const auto finest = finest_grouping(chunks);
       if (groups == finest) break;
@@ -178,8 +178,9 @@ struct EppSearch {
     auto linear = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
     if (linear.empty() || linear == groups) return;
     Candidate c = evaluate_grouping(linear, nullptr);
-    if (!c.fits || (at.cand.fits && c.plan.predicted_step_time >= at.cand.plan.predicted_step_time))
-      return;
+    const bool slower =
+        at.cand.fits && c.plan.predicted_step_time >= at.cand.plan.predicted_step_time;
+    if (!c.fits || slower) return;
     at = {std::move(c), "Eq. 14 grouping, linear estimate"};
     groups = std::move(linear);
   }

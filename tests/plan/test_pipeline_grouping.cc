@@ -68,8 +68,7 @@ struct GroupingCase {
     const auto ref = processor_reference_stage(cfg.model, 4);
     chunks = sequence_process(lengths, k, cm, ref, cfg.parallel.min_tail_slice).chunks;
     const int64_t budget = planner_budget(cfg, cm);
-    act_budget =
-        budget - stage_static_bytes(cm, first, plan_memory_context(cfg, budget));
+    act_budget = budget - stage_static_bytes(cm, first, plan_memory_context(cfg, budget));
   }
   std::vector<int32_t> linear() const {
     return epp_group_pipelines(chunks, 4, cm, first, act_budget);
@@ -155,7 +154,8 @@ TEST(PipelineGrouping, BoundedWorkFallsBackToTheLinearGrouping) {
   EXPECT_LE(st.solves, kGroupingMaxSolves);
   EXPECT_EQ(static_cast<int32_t>(asked.size()), st.solves);
   std::sort(asked.begin(), asked.end());
-  EXPECT_EQ(std::adjacent_find(asked.begin(), asked.end()), asked.end()) << "a segment solved twice";
+  EXPECT_EQ(std::adjacent_find(asked.begin(), asked.end()), asked.end())
+      << "a segment solved twice";
   EXPECT_EQ(solved, c.linear());
 }
 
