@@ -21,6 +21,7 @@
 #include "data/lengths.h"
 #include "obs/process_rss.h"
 #include "paper_llama.h"
+#include "plan/pipeline_grouping.h"
 #include "plan/planner.h"
 #include "plan/recompute.h"
 #include "plan/recompute_search.h"
@@ -116,7 +117,10 @@ PhaseSeconds phases_time(const Config& cfg, const cost::CostModel& cm,
   const cost::StageShape first = plan::stage_shape(r.plan.stages[0]);
   const int64_t act_budget = budget - plan::stage_static_bytes(cm, first, mem);
   t0 = Clock::now();
-  const auto groups = plan::epp_group_pipelines(pr.chunks, ipp, cm, first, act_budget);
+  // As the planner groups with adaptive recompute: the pipelines over budget charged the solve.
+  plan::PipelineRecomputeGreedy solver(cfg, cm, r.plan.stages, r.plan.vpp, lengths, pr.chunks);
+  const auto groups = plan::epp_group_pipelines_solved(pr.chunks, ipp, cm, first, act_budget,
+                                                       solver.segment());
   t.grouping = since(t0);
 
   plan::Plan p = r.plan;

@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "plan/plan.h"
+#include "plan/recompute.h"
 
 namespace infinipipe::plan {
 
@@ -49,6 +51,9 @@ struct CandidateSpec {
   std::vector<int32_t> pipeline_of_chunk;  // empty = all in pipeline 0
   int32_t static_recompute = -1;           // layers per (stage, chunk); -1 = adaptive solve
   bool exact = false;                      // adaptive: exact solve instead of greedy
+  // Adaptive, not exact: the greedy solve of this very plan already made (by the pipeline
+  // grouping, pipeline_grouping.h), used instead of solving again; null = solve.
+  std::shared_ptr<const SolvedRecompute> greedy;
 };
 
 // Never throws for a setting that merely does not fit; throws ConfigError when the schedule

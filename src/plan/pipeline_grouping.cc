@@ -1,7 +1,10 @@
 #include "plan/pipeline_grouping.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "plan/planner.h"
 
@@ -56,38 +59,98 @@ GroupingCosts grouping_costs(const std::vector<Chunk>& chunks, const cost::CostM
   return gc;
 }
 
-// One step of the grouping's shortest path: every segment [cuts[i], cuts[j]) that fits `cap`
-// with the least recompute, relaxing best[j] (and from[j]) from best[i].
-void grouping_extend(const GroupingCosts& gc, const std::vector<int32_t>& cuts, size_t i,
-                     int32_t pp, double cap, std::vector<double>& best, std::vector<size_t>& from) {
-  const int32_t a = cuts[i];
-  // Windows of chunks c with c + pp <= e no longer change as the segment grows: fold them in
-  // once (`done`), recompute only the last pp each step.
-  double done_min = 0, done_need = 0;
-  int32_t done = a;
-  for (size_t j = i + 1; j < cuts.size(); ++j) {
-    const int32_t e = cuts[j];
-    auto window = [&](int32_t c, double& lean_out, double& need_out) {
-      // On the first stage, chunk c's backward waits for pp chunks after it (its run's start
-      // included): the in-flight window [max(a, unit_start[c]), c + pp).
-      const int32_t lo = std::max(a, gc.unit_start[c]);
-      const int32_t hi = std::min(e, c + pp);
-      const double full = gc.pmax[hi] - gc.pmax[lo], lean = gc.pmin[hi] - gc.pmin[lo];
-      lean_out = std::max(lean_out, lean);
-      if (full > cap && full > lean)
-        need_out = std::max(need_out, std::min(1.0, (full - cap) / (full - lean)));
-    };
-    for (; done < e && done + pp <= e; ++done) window(done, done_min, done_need);
-    double worst_min = done_min, need = done_need;
-    for (int32_t c = done; c < e; ++c) window(c, worst_min, need);
-    if (worst_min > cap) break;  // longer segments only hold more
-    const double time =
-        gc.pf[e] - gc.pf[a] + (pp - 1) * (gc.f[a] + gc.b[e - 1]) + need * (gc.prt[e] - gc.prt[a]);
-    if (best[i] + time < best[j]) {
-      best[j] = best[i] + time;
-      from[j] = i;
+// The in-flight windows of one segment over the cap, in chunk order, clustered where they
+// overlap. Windows of one cluster share chunks; clusters do not, so the sum of each cluster's
+// dearest recompute is what recompute must cost at least under the estimate's memory model.
+struct WindowScan {
+  double worst_min = 0;  // largest window with every layer recomputed
+  double need = 0;       // Eq. 14: the largest recompute fraction any window needs
+  double closed = 0;     // finished clusters: sum of their dearest window's recompute
+  double open = 0;       // the open cluster's dearest window
+  int32_t open_end = -1;
+  bool over = false;  // some window is over the cap without recompute
+
+  void add(const GroupingCosts& gc, int32_t lo, int32_t hi, double cap) {
+    const double full = gc.pmax[hi] - gc.pmax[lo], lean = gc.pmin[hi] - gc.pmin[lo];
+    worst_min = std::max(worst_min, lean);
+    if (!(full > cap && full > lean)) return;
+    over = true;
+    const double fraction = std::min(1.0, (full - cap) / (full - lean));
+    need = std::max(need, fraction);
+    const double cost = fraction * (gc.prt[hi] - gc.prt[lo]);
+    if (lo >= open_end) {
+      closed += open;
+      open = cost;
+    } else {
+      open = std::max(open, cost);
     }
+    open_end = std::max(open_end, hi);
   }
+  double bound() const { return closed + open; }
+};
+
+// One segment [cuts[i], cuts[j]) as one pipeline, under the estimate: compute and bubble
+// (`base`), Eq. 14's linear recompute (`linear`: the worst window's fraction of every chunk's
+// recompute), and the clustered windows' recompute (`bound`, at most `linear`).
+struct SegmentEstimate {
+  size_t j = 0;
+  double base = 0, linear = 0, bound = 0;
+  bool over = false;
+};
+
+// Every segment from cuts[i] that fits `cap` with full recompute, shortest first, to `visit`.
+// Ends stop before cut `end_limit`.
+template <class Visit>
+void for_each_segment(const GroupingCosts& gc, const std::vector<int32_t>& cuts, size_t i,
+                      int32_t pp, double cap, Visit&& visit, size_t end_limit = SIZE_MAX) {
+  const int32_t a = cuts[i];
+  // On the first stage, chunk c's backward waits for pp chunks after it (its run's start
+  // included): the in-flight window [max(a, unit_start[c]), c + pp). Windows with c + pp <= e
+  // no longer change as the segment grows: folded in once (`done`), the last pp each step.
+  WindowScan done_scan;
+  int32_t done = a;
+  for (size_t j = i + 1; j < std::min(cuts.size(), end_limit); ++j) {
+    const int32_t e = cuts[j];
+    for (; done < e && done + pp <= e; ++done)
+      done_scan.add(gc, std::max(a, gc.unit_start[done]), done + pp, cap);
+    WindowScan scan = done_scan;
+    for (int32_t c = done; c < e; ++c) scan.add(gc, std::max(a, gc.unit_start[c]), e, cap);
+    if (scan.worst_min > cap) break;  // longer segments only hold more
+    SegmentEstimate est;
+    est.j = j;
+    est.base = gc.pf[e] - gc.pf[a] + (pp - 1) * (gc.f[a] + gc.b[e - 1]);
+    est.linear = scan.need * (gc.prt[e] - gc.prt[a]);
+    est.bound = scan.bound();
+    est.over = scan.over;
+    visit(est);
+  }
+}
+
+// The allowed segment starts (a chunk that starts a run), plus the chunk count.
+std::vector<int32_t> grouping_cuts(const GroupingCosts& gc) {
+  const int32_t n = static_cast<int32_t>(gc.f.size());
+  std::vector<int32_t> cuts;
+  for (int32_t c = 0; c < n; ++c)
+    if (gc.unit_start[c] == c) cuts.push_back(c);
+  cuts.push_back(n);
+  return cuts;
+}
+
+// The cut indices of the shortest path ending at the last cut, from `from`.
+std::vector<size_t> grouping_path(const std::vector<size_t>& from) {
+  std::vector<size_t> starts;
+  for (size_t j = from.size() - 1; j > 0; j = from[j]) starts.push_back(from[j]);
+  std::reverse(starts.begin(), starts.end());
+  starts.push_back(from.size() - 1);
+  return starts;
+}
+
+std::vector<int32_t> groups_of_path(const std::vector<int32_t>& cuts,
+                                    const std::vector<size_t>& path, int32_t n) {
+  std::vector<int32_t> out(n, 0);
+  for (size_t g = 0; g + 1 < path.size(); ++g)
+    for (int32_t c = cuts[path[g]]; c < cuts[path[g + 1]]; ++c) out[c] = static_cast<int32_t>(g);
+  return out;
 }
 
 }  // namespace
@@ -110,29 +173,155 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
   const int32_t n = static_cast<int32_t>(chunks.size());
   if (n == 0) return {};
   const GroupingCosts gc = grouping_costs(chunks, cm, stage);
-  // A cut before chunk c is allowed when c starts a unit and the previous unit has ended there.
-  std::vector<int32_t> cuts;  // allowed segment starts, plus n
-  for (int32_t c = 0; c < n; ++c)
-    if (gc.unit_start[c] == c) cuts.push_back(c);
-  cuts.push_back(n);
+  const std::vector<int32_t> cuts = grouping_cuts(gc);
   const double cap = static_cast<double>(activation_budget) - gc.transient;
   const size_t u = cuts.size();
   std::vector<double> best(u, kInf);
   std::vector<size_t> from(u, 0);
   best[0] = 0;
-  for (size_t i = 0; i + 1 < u; ++i)
-    if (best[i] != kInf) grouping_extend(gc, cuts, i, pp, cap, best, from);
-  if (best[u - 1] == kInf) return {};
-  std::vector<size_t> starts;
-  for (size_t j = u - 1; j > 0; j = from[j]) starts.push_back(from[j]);
-  std::reverse(starts.begin(), starts.end());
-  std::vector<int32_t> out(n, 0);
-  for (size_t g = 0; g < starts.size(); ++g) {
-    const int32_t lo = cuts[starts[g]];
-    const int32_t hi = g + 1 < starts.size() ? cuts[starts[g + 1]] : n;
-    for (int32_t c = lo; c < hi; ++c) out[c] = static_cast<int32_t>(g);
+  for (size_t i = 0; i + 1 < u; ++i) {
+    if (best[i] == kInf) continue;
+    for_each_segment(gc, cuts, i, pp, cap, [&](const SegmentEstimate& s) {
+      const double time = s.base + s.linear;
+      if (best[i] + time < best[s.j]) {
+        best[s.j] = best[i] + time;
+        from[s.j] = i;
+      }
+    });
   }
-  return out;
+  if (best[u - 1] == kInf) return {};
+  return groups_of_path(cuts, grouping_path(from), n);
+}
+
+namespace {
+
+// The lazy shortest path of epp_group_pipelines_solved: the solved segments (cached), the ones
+// found not to fit, and the scale of the estimate of the others.
+struct LazyGrouping {
+  LazyGrouping(const GroupingCosts& g, const std::vector<int32_t>& c, int32_t p, double cp,
+               const SegmentRecompute& sv, GroupingSolveStats& s)
+      : gc(g), cuts(c), pp(p), cap(cp), solve(sv), st(s), known(c.size()) {}
+
+  const GroupingCosts& gc;
+  const std::vector<int32_t>& cuts;
+  int32_t pp;
+  double cap;
+  const SegmentRecompute& solve;
+  GroupingSolveStats& st;
+  // Solved segments by start cut: (end cut, recompute seconds or +inf), sorted by end.
+  std::vector<std::vector<std::pair<size_t, double>>> known;
+  // Segments the solve found no recompute for: a segment holding one does not fit either (as
+  // the estimate's "longer segments only hold more").
+  std::vector<std::pair<size_t, size_t>> dead;
+  // The largest solve over the windows' bound seen: the bound sees only the first rank and no
+  // recompute tied along the backward diagonals, so alone it undercharges (about 4x on the 30B
+  // paper settings) and the path would creep one cut at a time; scaled by the largest ratio
+  // seen, the estimated segments look no cheaper than the solved ones did.
+  double scale = 1;
+
+  double solved(size_t i, size_t j, double bound) {
+    const double r = solve(cuts[i], cuts[j]);
+    ++st.solves;
+    if (std::isfinite(r) && bound > 0) scale = std::max(scale, r / bound);
+    if (!std::isfinite(r)) dead.push_back({i, j});
+    auto& list = known[i];
+    list.insert(std::lower_bound(list.begin(), list.end(), std::pair{j, -kInf}), {j, r});
+    return r;
+  }
+
+  // [i, j) does not fit: the longest segment from i that does, by bisection over its end.
+  void bisect_from(size_t i, size_t j) {
+    size_t fits = i;  // the empty segment
+    while (j - fits > 1 && st.solves < kGroupingMaxSolves) {
+      const size_t mid = fits + (j - fits) / 2;
+      if (std::isfinite(solved(i, mid, 0)))
+        fits = mid;
+      else
+        j = mid;
+    }
+  }
+
+  // For each start, the first end holding a segment that does not fit.
+  std::vector<size_t> end_limits() const {
+    std::vector<size_t> limit(cuts.size() + 1, SIZE_MAX);
+    for (const auto& [i, j] : dead) limit[i] = std::min(limit[i], j);
+    for (size_t i = cuts.size(); i-- > 0;) limit[i] = std::min(limit[i], limit[i + 1]);
+    return limit;
+  }
+
+  // One round: the shortest path under solved and estimated costs; true when every segment on
+  // it is solved (`path` is the answer), false after solving the others. Empty path: none fits.
+  bool round(std::vector<size_t>& path) {
+    ++st.rounds;
+    const size_t u = cuts.size();
+    const std::vector<size_t> limit = end_limits();
+    std::vector<double> best(u, kInf), bound_into(u, 0);
+    std::vector<size_t> from(u, 0);
+    std::vector<char> solved_into(u, 0);  // the segment ending at j on the path is solved
+    best[0] = 0;
+    for (size_t i = 0; i + 1 < u; ++i) {
+      if (best[i] == kInf) continue;
+      size_t k = 0;  // walks known[i] alongside the growing segment
+      auto visit = [&](const SegmentEstimate& s) {
+        double recompute = 0;
+        bool exact = true;  // within the cap: nothing to recompute
+        if (s.over) {
+          while (k < known[i].size() && known[i][k].first < s.j) ++k;
+          exact = k < known[i].size() && known[i][k].first == s.j;
+          recompute = exact ? known[i][k].second : scale * s.bound;
+        }
+        const double time = s.base + recompute;
+        if (best[i] + time < best[s.j]) {
+          best[s.j] = best[i] + time;
+          from[s.j] = i;
+          solved_into[s.j] = exact;
+          bound_into[s.j] = s.bound;
+        }
+      };
+      for_each_segment(gc, cuts, i, pp, cap, visit, limit[i]);
+    }
+    path.clear();
+    if (best[u - 1] == kInf) return false;
+    path = grouping_path(from);
+    bool all_solved = true;
+    for (size_t g = 0; g + 1 < path.size() && st.solves < kGroupingMaxSolves; ++g) {
+      const size_t i = path[g], j = path[g + 1];
+      if (solved_into[j]) continue;
+      all_solved = false;
+      if (!std::isfinite(solved(i, j, bound_into[j]))) bisect_from(i, j);
+    }
+    return all_solved;
+  }
+};
+
+}  // namespace
+
+std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks, int32_t pp,
+                                                const cost::CostModel& cm,
+                                                const cost::StageShape& stage,
+                                                int64_t activation_budget,
+                                                const SegmentRecompute& solve,
+                                                GroupingSolveStats* stats) {
+  const int32_t n = static_cast<int32_t>(chunks.size());
+  if (n == 0) return {};
+  const GroupingCosts gc = grouping_costs(chunks, cm, stage);
+  const std::vector<int32_t> cuts = grouping_cuts(gc);
+  GroupingSolveStats local;
+  GroupingSolveStats& st = stats ? *stats : local;
+  st = {};
+  // One run of chunks (a single sequence cut into slices): one grouping, nothing to compare.
+  if (cuts.size() == 2) return epp_group_pipelines(chunks, pp, cm, stage, activation_budget);
+  LazyGrouping lazy(gc, cuts, pp, static_cast<double>(activation_budget) - gc.transient, solve, st);
+  std::vector<size_t> path;
+  while (st.solves < kGroupingMaxSolves) {
+    if (lazy.round(path)) return groups_of_path(cuts, path, n);
+    if (path.empty()) {
+      if (st.solves == 0) return {};  // as Eq. 14's: no segment fits even with full recompute
+      break;                          // the solves left no grouping that fits
+    }
+  }
+  st.fell_back = true;  // bounded work: Eq. 14's linear answer
+  return epp_group_pipelines(chunks, pp, cm, stage, activation_budget);
 }
 
 }  // namespace infinipipe::plan

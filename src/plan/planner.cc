@@ -77,8 +77,13 @@ Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
   const bool adaptive = spec.static_recompute < 0;
   if (adaptive) {
     const MemoryContext mem = plan_memory_context(cfg, p.memory_budget);
-    const RecomputeProblem pb = recompute_problem(p, cm, mem, RecomputeTie::diagonal);
-    RecomputeSolution sol = spec.exact ? recompute_solve_exact(pb) : recompute_solve_greedy(pb);
+    const bool reuse = spec.greedy && !spec.exact;
+    const RecomputeProblem built =
+        reuse ? RecomputeProblem{} : recompute_problem(p, cm, mem, RecomputeTie::diagonal);
+    const RecomputeProblem& pb = reuse ? spec.greedy->problem : built;
+    RecomputeSolution sol = reuse        ? spec.greedy->solution
+                            : spec.exact ? recompute_solve_exact(pb)
+                                         : recompute_solve_greedy(pb);
     if (!sol.feasible) sol.layers = pb.group_max;  // show the leanest plan
     recompute_apply(p, pb, sol.layers);
     cand.recompute_time = sol.cost;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -117,27 +118,49 @@ struct EppSearch {
     return max_static >= budget();
   }
 
+  // Eq. 14's grouping: with adaptive recompute each pipeline the estimate puts over budget is
+  // charged the greedy checkpoint solve (pipeline_grouping.h); a static count, the estimate.
+  // `whole`: the solve of the one-pipeline plan, when the grouping made it.
+  std::vector<int32_t> group_pipelines(const std::vector<Chunk>& chunks,
+                                       const cost::StageShape& first, int64_t act_budget,
+                                       std::shared_ptr<const SolvedRecompute>& whole) const {
+    if (fixed_r >= 0) return epp_group_pipelines(chunks, pp(), cm, first, act_budget);
+    PipelineRecomputeGreedy solver(cfg, cm, stages, vpp, lengths, chunks);
+    auto groups =
+        epp_group_pipelines_solved(chunks, pp(), cm, first, act_budget, solver.segment());
+    if (!groups.empty() && groups.back() == 0) whole = solver.whole();
+    return groups;
+  }
+
   // The groupings of one candidate chunk list, tried in order until one fits: Eq. 14's, then
   // the finest. Pure: runs on any thread.
   std::vector<Attempt> evaluate_chunks(const std::vector<Chunk>& chunks) const {
     const cost::StageShape first = rank_shape(0);
     const int64_t act_budget = budget() - rank_static(0);
-    auto groups = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
+    std::shared_ptr<const SolvedRecompute> whole;
+    auto groups = group_pipelines(chunks, first, act_budget, whole);
     std::string grouping = "Eq. 14 grouping";
     if (groups.empty()) {
       groups = finest_grouping(chunks);
       grouping = "finest grouping (none fits the Eq. 14 estimate)";
     }
-    std::vector<Attempt> out;
-    for (int attempt = 0; attempt < 2; ++attempt) {
+    auto evaluate_grouping = [&](const std::vector<int32_t>& g,
+                                 std::shared_ptr<const SolvedRecompute> solved) {
       CandidateSpec spec;
       spec.schedule = Schedule::epp;
       spec.vpp = vpp;
       spec.stages = &stages;
       spec.chunks = chunks;
-      spec.pipeline_of_chunk = groups;
+      spec.pipeline_of_chunk = g;
       spec.static_recompute = fixed_r;
-      out.push_back({planner_evaluate(cfg, cm, lengths, std::move(spec)), grouping});
+      spec.greedy = std::move(solved);
+      return planner_evaluate(cfg, cm, lengths, std::move(spec));
+    };
+    std::vector<Attempt> out;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      out.push_back({evaluate_grouping(groups, attempt == 0 ? whole : nullptr), grouping});
+      if (attempt == 0 && fixed_r < 0)
+        keep_faster_linear(chunks, first, act_budget, groups, out.back(), evaluate_grouping);
       if (out.back().cand.fits) break;
       const auto finest = finest_grouping(chunks);
       if (groups == finest) break;
@@ -145,6 +168,22 @@ struct EppSearch {
       grouping = "finest grouping (retry)";
     }
     return out;
+  }
+
+  // The solve-charged grouping is a heuristic too: where Eq. 14's linear grouping differs and
+  // its plan is faster (or alone fits), that one is kept, so no K plans slower than before.
+  template <class Evaluate>
+  void keep_faster_linear(const std::vector<Chunk>& chunks, const cost::StageShape& first,
+                          int64_t act_budget, std::vector<int32_t>& groups, Attempt& at,
+                          const Evaluate& evaluate_grouping) const {
+    auto linear = epp_group_pipelines(chunks, pp(), cm, first, act_budget);
+    if (linear.empty() || linear == groups) return;
+    Candidate c = evaluate_grouping(linear, nullptr);
+    const bool slower =
+        at.cand.fits && c.plan.predicted_step_time >= at.cand.plan.predicted_step_time;
+    if (!c.fits || slower) return;
+    at = {std::move(c), "Eq. 14 grouping, linear estimate"};
+    groups = std::move(linear);
   }
 
   // Candidate `k` of the search (k = 0: the K = 1 packing of whole sequences). Pure.

@@ -72,6 +72,12 @@ struct RecomputeSolution {
   bool proven = false;  // cost within the requested gap of the optimum
 };
 
+// A problem with its greedy solution (recompute_solve_greedy), kept to be reused.
+struct SolvedRecompute {
+  RecomputeProblem problem;
+  RecomputeSolution solution;
+};
+
 // Builds the problem from a scheduled plan (stages and actions filled).
 RecomputeProblem recompute_problem(const Plan& plan, const cost::CostModel& cm,
                                    const MemoryContext& mem, RecomputeTie tie);

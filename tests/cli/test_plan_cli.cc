@@ -53,11 +53,13 @@ std::string read_text(const std::filesystem::path& path) {
   return text.str();
 }
 
-// The example at its own tight budget: --explain prints the candidates (the chosen one marked,
-// one over budget) and adds only the "explain" field to the plan it writes.
+// The example below its own tight budget (310 of 320 MiB, where some K fits no grouping):
+// --explain prints the candidates (the chosen one marked, one over budget) and adds only the
+// "explain" field to the plan it writes.
 TEST_F(PlanCli, ExplainPrintsTheSearchAndAddsOnlyTheExplainField) {
   const std::string example = fmt::format(
-      "plan --config {0}/examples/cpu-small.yaml --lengths {0}/examples/lengths-small.txt ",
+      "plan --config {0}/examples/cpu-small.yaml --lengths {0}/examples/lengths-small.txt "
+      "--memory-budget 310MiB ",
       INFINIPIPE_SOURCE_DIR);
   const ShellResult plain = run_cli(example + "--out " + (dir_ / "plain.json").string());
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
