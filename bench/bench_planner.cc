@@ -7,17 +7,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/paper_llama.h"
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
-#include "paper_llama.h"
 #include "plan/planner.h"
 
 namespace {
 
 void BM_PlanEpp(benchmark::State& state) {
   const int64_t n = state.range(0), pp = state.range(1);
-  const infinipipe::Config cfg = infinipipe::bench::paper_llama(pp, false);
+  const infinipipe::Config cfg = infinipipe::testing::paper_llama(pp, false);
   const auto cm = infinipipe::cost::CostModel::from_config(cfg);
   const auto lengths = infinipipe::data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
   size_t chunks = 0;
@@ -33,7 +33,7 @@ void BM_PlanEpp(benchmark::State& state) {
 // pipelines and adaptive recompute are needed on pp 4, so the recompute solve runs in full.
 void BM_PlanEpp30b96k(benchmark::State& state) {
   const int64_t n = state.range(0), pp = state.range(1);
-  const infinipipe::Config cfg = infinipipe::bench::paper_llama(pp, true);
+  const infinipipe::Config cfg = infinipipe::testing::paper_llama(pp, true);
   const auto cm = infinipipe::cost::CostModel::from_config(cfg);
   const auto lengths = infinipipe::data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
   size_t chunks = 0;

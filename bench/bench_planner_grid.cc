@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "common/paper_llama.h"
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
 #include "obs/process_rss.h"
-#include "paper_llama.h"
 #include "plan/pipeline_grouping.h"
 #include "plan/planner.h"
 #include "plan/recompute.h"
@@ -119,8 +119,8 @@ PhaseSeconds phases_time(const Config& cfg, const cost::CostModel& cm,
   t0 = Clock::now();
   // As the planner groups with adaptive recompute: the pipelines over budget charged the solve.
   plan::PipelineRecomputeGreedy solver(cfg, cm, r.plan.stages, r.plan.vpp, lengths, pr.chunks);
-  const auto groups = plan::epp_group_pipelines_solved(pr.chunks, ipp, cm, first, act_budget,
-                                                       solver.segment());
+  const auto groups =
+      plan::epp_group_pipelines_solved(pr.chunks, ipp, cm, first, act_budget, solver.segment());
   t.grouping = since(t0);
 
   plan::Plan p = r.plan;
@@ -201,7 +201,7 @@ void plan_point(const std::string& what, const Config& cfg, const cost::CostMode
 }
 
 void grid_point(int64_t n, int64_t pp, bool big, int32_t threads) {
-  const Config cfg = bench::paper_llama(pp, big);
+  const Config cfg = testing::paper_llama(pp, big);
   const auto cm = cost::CostModel::from_config(cfg);
   const auto lengths = data::lengths_synthetic("github", n, cfg.model.seq_length, 1234);
   plan_point(std::to_string(n) + " | " + std::to_string(pp), cfg, cm, lengths, threads);

@@ -8,14 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "cli/options.h"
+#include "common/example_config.h"
 #include "data/lengths.h"
 #include "obs/profile.h"
 #include "sim/layout_search.h"
@@ -24,23 +22,12 @@
 namespace infinipipe {
 namespace {
 
-Config example_config(const std::string& name) {
-  const std::string path = std::string(INFINIPIPE_SOURCE_DIR) + "/examples/" + name + ".yaml";
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  Config cfg;
-  cli::apply_yaml(cfg, text.str(), path);
-  cfg.validate();
-  return cfg;
-}
-
 TEST(EppInUlyssesLayout, AtLeastAsFastAsTunedUlyssesOnThePaperSettings) {
   std::string report;
   for (const char* example : {"llama7b-48k", "llama7b-96k", "llama13b-48k", "llama13b-96k",
                               "llama30b-48k", "llama30b-96k"})
     for (const char* dist : {"github", "commoncrawl"}) {
-      Config cfg = example_config(example);
+      Config cfg = testing::example_config(example);
       const std::string key = fmt::format("{} {}", example, dist);
       // The batch `simulate --distribution DIST` plans at --iteration 0.
       std::vector<int64_t> batch =
@@ -75,7 +62,9 @@ TEST(EppInUlyssesLayout, AtLeastAsFastAsTunedUlyssesOnThePaperSettings) {
         }
         report += fmt::format(" epp zero-{} {:.3f} s ({:.3f}x, {})", zero, r.mean_step_s,
                               u.step_time_s / r.mean_step_s, r.setting);
-        if (zero == 3) EXPECT_LE(r.mean_step_s, u.step_time_s) << key;
+        if (zero == 3) {
+          EXPECT_LE(r.mean_step_s, u.step_time_s) << key;
+        }
       }
       report += "\n";
     }

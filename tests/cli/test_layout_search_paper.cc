@@ -6,15 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "cli/options.h"
+#include "common/example_config.h"
 #include "core/error.h"
 #include "data/lengths.h"
 #include "obs/profile.h"
@@ -25,19 +23,6 @@
 
 namespace infinipipe {
 namespace {
-
-// EPP in its searched layout (virtual stages included) is at least as fast as every tuned
-// baseline on all twelve settings: 1.002x (13B 48K commoncrawl, against Ulysses) to 1.40x.
-Config example_config(const std::string& name) {
-  const std::string path = std::string(INFINIPIPE_SOURCE_DIR) + "/examples/" + name + ".yaml";
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  Config cfg;
-  cli::apply_yaml(cfg, text.str(), path);
-  cfg.validate();
-  return cfg;
-}
 
 struct Best {
   std::string name;
@@ -64,12 +49,14 @@ Best best_tuned_baseline(const Config& cfg, const cost::CostModel& cm,
   return best;
 }
 
+// EPP in its searched layout (virtual stages included) is at least as fast as every tuned
+// baseline on all twelve settings: 1.002x (13B 48K commoncrawl, against Ulysses) to 1.40x.
 TEST(LayoutSearchPaper, SearchedEppAgainstEveryTunedBaseline) {
   std::string report;
   for (const char* example : {"llama7b-48k", "llama7b-96k", "llama13b-48k", "llama13b-96k",
                               "llama30b-48k", "llama30b-96k"})
     for (const char* dist : {"github", "commoncrawl"}) {
-      const Config cfg = example_config(example);
+      const Config cfg = testing::example_config(example);
       const cost::CostModel cm = obs::planning_cost_model(cfg);
       // The batch `simulate --distribution DIST` plans at --iteration 0.
       std::vector<int64_t> batch =

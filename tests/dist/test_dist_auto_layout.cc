@@ -121,9 +121,10 @@ TEST_F(DistAutoLayout, FixedDegreeIsKeptAndVppAutoNeedsVirtualStages) {
 // and the search's prediction is that of the trained plans (the same batches, the same plans).
 TEST_F(DistAutoLayout, VppAutoTrainsTheVppTheSearchRanked) {
   const std::string metrics = (dir_ / "vpp.jsonl").string();
-  // Under 5 MiB a pipeline of 2 virtual stages per rank wins (the layers' activations spread).
+  // Under 4.6 MiB a pipeline of 2 virtual stages per rank wins (the layers' activations spread;
+  // at 5 MiB and above, larger packs on one stage per rank win, below 4.5 MiB recompute does).
   const testing::ShellResult a = testing::shell_run(
-      mpirun(2, "--pp 2 --vpp auto --search-iterations 3 --memory-budget 5MiB", metrics));
+      mpirun(2, "--pp 2 --vpp auto --search-iterations 3 --memory-budget 4.6MiB", metrics));
   ASSERT_EQ(a.exit_code, 0) << a.output;
   std::smatch m;
   const std::regex chosen(
@@ -140,7 +141,9 @@ TEST_F(DistAutoLayout, VppAutoTrainsTheVppTheSearchRanked) {
     if (!j.contains("plan_knobs")) continue;
     const std::string knobs = j.at("plan_knobs").get<std::string>();
     EXPECT_EQ(knobs.find("vpp=") != std::string::npos, vpp > 1) << knobs;
-    if (vpp > 1) EXPECT_NE(knobs.find(fmt::format("vpp={}", vpp)), std::string::npos) << knobs;
+    if (vpp > 1) {
+      EXPECT_NE(knobs.find(fmt::format("vpp={}", vpp)), std::string::npos) << knobs;
+    }
     tokens += j.at("tokens").get<double>();
     predicted += j.at("predicted_step_seconds").get<double>();
     ++iterations;

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "common/paper_llama.h"
 #include "plan/baselines.h"
 #include "plan/model_states.h"
 #include "plan/pipeline_grouping.h"
@@ -24,21 +25,7 @@ namespace {
 
 // Llama-30B at 96K on A800s, Ulysses 8 (examples/llama30b-96k.yaml): memory binds at pp 4.
 Config big_config() {
-  Config cfg;
-  cfg.model.num_layers = 60;
-  cfg.model.hidden_size = 6144;
-  cfg.model.num_attention_heads = 48;
-  cfg.model.ffn_hidden_size = 16384;
-  cfg.model.vocab_size = 32000;
-  cfg.model.seq_length = 98304;
-  cfg.training.bf16 = true;
-  cfg.cluster.device = "a800-80gb";
-  cfg.parallel.pipeline_parallel = 4;
-  cfg.parallel.ulysses_degree = 8;
-  cfg.cluster.num_devices = 32;
-  cfg.cluster.devices_per_node = 8;
-  cfg.parallel.schedule = Schedule::epp;
-  return cfg;
+  return infinipipe::testing::paper_llama(4, true);
 }
 
 // Long-tail lengths: mostly short, a few near the maximum, the maximum itself once.

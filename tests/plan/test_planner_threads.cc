@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/paper_llama.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 
@@ -16,21 +17,7 @@ namespace {
 
 // Llama-30B at 96K on A800s, Ulysses 8 (examples/llama30b-96k.yaml): memory binds at pp 4.
 Config big_config(int64_t pp) {
-  Config cfg;
-  cfg.model.num_layers = 60;
-  cfg.model.hidden_size = 6144;
-  cfg.model.num_attention_heads = 48;
-  cfg.model.ffn_hidden_size = 16384;
-  cfg.model.vocab_size = 32000;
-  cfg.model.seq_length = 98304;
-  cfg.training.bf16 = true;
-  cfg.cluster.device = "a800-80gb";
-  cfg.parallel.pipeline_parallel = pp;
-  cfg.parallel.ulysses_degree = 8;
-  cfg.cluster.num_devices = pp * 8;
-  cfg.cluster.devices_per_node = 8;
-  cfg.parallel.schedule = Schedule::epp;
-  return cfg;
+  return infinipipe::testing::paper_llama(pp, true);
 }
 
 // Long-tail lengths: mostly short, a few near the maximum, the maximum itself once.
@@ -79,8 +66,8 @@ TEST(PlannerThreads, SamePlanForAnyThreadCount) {
       for (const Action& a : list) recompute = recompute || a.recompute_layers > 0;
     const std::string want = record_of(one);
     for (int32_t threads : {2, 3, 8}) {
-      SCOPED_TRACE(::testing::Message() << "pp " << c.pp << ", " << c.n << " sequences, "
-                                        << threads << " threads");
+      SCOPED_TRACE(::testing::Message()
+                   << "pp " << c.pp << ", " << c.n << " sequences, " << threads << " threads");
       EXPECT_EQ(record_of(make_plan_detailed(cfg, cm, lengths, Schedule::epp, threads)), want);
     }
   }

@@ -1,5 +1,5 @@
-// The paper's Llama settings the planner benchmarks plan, as examples/llama7b-48k.yaml and
-// examples/llama30b-96k.yaml: 7B at 48K (memory does not bind: no recompute) or 30B at 96K
+// The paper's Llama settings the planner tests and benchmarks plan, as examples/llama7b-48k.yaml
+// and examples/llama30b-96k.yaml: 7B at 48K (memory does not bind: no recompute) or 30B at 96K
 // (memory binds: slicing, several pipelines and the exact checkpoint solve all run), on A800s
 // with Ulysses 8 inside a node and `pp` nodes.
 #pragma once
@@ -8,7 +8,7 @@
 
 #include "core/config.h"
 
-namespace infinipipe::bench {
+namespace infinipipe::testing {
 
 inline Config paper_llama(int64_t pp, bool big) {
   Config cfg;
@@ -28,4 +28,4 @@ inline Config paper_llama(int64_t pp, bool big) {
   return cfg;
 }
 
-}  // namespace infinipipe::bench
+}  // namespace infinipipe::testing
