@@ -18,6 +18,7 @@
 #include "plan/schedule_memory.h"
 #include "plan/sequence_processor.h"
 #include "plan/stage_layout.h"
+#include "plan/test_plan_util.h"
 #include "plan/validate.h"
 
 namespace infinipipe::plan {
@@ -26,19 +27,6 @@ namespace {
 // Llama-30B at 96K on A800s, Ulysses 8 (examples/llama30b-96k.yaml): memory binds at pp 4.
 Config big_config() {
   return infinipipe::testing::paper_llama(4, true);
-}
-
-// Long-tail lengths: mostly short, a few near the maximum, the maximum itself once.
-std::vector<int64_t> long_tail(std::mt19937& rng, int n, int64_t max_len) {
-  std::lognormal_distribution<double> body(8.0, 1.2);
-  std::uniform_int_distribution<int64_t> tail(max_len / 4, max_len);
-  std::bernoulli_distribution is_long(0.04);
-  std::vector<int64_t> out(n);
-  for (auto& l : out)
-    l = is_long(rng) ? tail(rng)
-                     : std::clamp<int64_t>(static_cast<int64_t>(body(rng)), 16, max_len);
-  out[n / 3] = max_len;
-  return out;
 }
 
 // One K's chunk list of a batch, with what the EPP search hands the grouping.
@@ -79,7 +67,7 @@ struct GroupingCase {
 // bubble fewer, and the plan is faster.
 TEST(PipelineGrouping, SolveKeepsThePipelineTheLinearEstimateCutAndIsFaster) {
   std::mt19937 rng(0);
-  const GroupingCase c(long_tail(rng, 160, 98304), 10);
+  const GroupingCase c(testing::long_tail_lengths(rng, 160, 98304), 10);
   GroupingSolveStats st;
   const auto linear = c.linear(), solved = c.solved(&st);
   ASSERT_EQ(linear.size(), c.chunks.size());
@@ -106,7 +94,7 @@ TEST(PipelineGrouping, SolveKeepsThePipelineTheLinearEstimateCutAndIsFaster) {
 // Eq. 14's.
 TEST(PipelineGrouping, NothingIsSolvedWhereMemoryDoesNotBind) {
   std::mt19937 rng(1);
-  GroupingCase c(long_tail(rng, 160, 98304), 8);
+  GroupingCase c(testing::long_tail_lengths(rng, 160, 98304), 8);
   c.act_budget = int64_t{1} << 50;
   int32_t calls = 0;
   GroupingSolveStats st;
@@ -126,7 +114,7 @@ TEST(PipelineGrouping, NothingIsSolvedWhereMemoryDoesNotBind) {
 // within the cap, and the answer falls back to Eq. 14's linear grouping.
 TEST(PipelineGrouping, BoundedWorkFallsBackToTheLinearGrouping) {
   std::mt19937 rng(2);
-  const GroupingCase c(long_tail(rng, 160, 98304), 10);
+  const GroupingCase c(testing::long_tail_lengths(rng, 160, 98304), 10);
   std::vector<std::pair<int32_t, int32_t>> asked;
   GroupingSolveStats st;
   const auto solved = epp_group_pipelines_solved(
@@ -153,7 +141,7 @@ TEST(PipelineGrouping, PlannerPlansAreValid) {
   const Config cfg = big_config();
   const auto cm = cost::CostModel::from_config(cfg);
   for (int trial = 0; trial < 2; ++trial) {
-    const auto lengths = long_tail(rng, 200, 98304);
+    const auto lengths = testing::long_tail_lengths(rng, 200, 98304);
     const PlanResult r = make_plan_detailed(cfg, cm, lengths, Schedule::epp);
     EXPECT_TRUE(validate(r.plan, cm, cfg).ok()) << validate(r.plan, cm, cfg).message();
     for (int64_t peak : r.plan.predicted_peak_bytes) EXPECT_LE(peak, r.plan.memory_budget);

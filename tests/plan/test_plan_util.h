@@ -118,4 +118,17 @@ inline void set_uniform_times(Plan& p, double f, double b) {
     for (Action& a : list) a.predicted_time = a.kind == ActionKind::forward ? f : b;
 }
 
+// Long-tail lengths: mostly short, a few near the maximum, the maximum itself once.
+inline std::vector<int64_t> long_tail_lengths(std::mt19937& rng, int n, int64_t max_len) {
+  std::lognormal_distribution<double> body(8.0, 1.2);
+  std::uniform_int_distribution<int64_t> tail(max_len / 4, max_len);
+  std::bernoulli_distribution is_long(0.04);
+  std::vector<int64_t> out(n);
+  for (auto& l : out)
+    l = is_long(rng) ? tail(rng)
+                     : std::clamp<int64_t>(static_cast<int64_t>(body(rng)), 16, max_len);
+  out[n / 3] = max_len;
+  return out;
+}
+
 }  // namespace infinipipe::plan::testing

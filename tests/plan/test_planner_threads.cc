@@ -11,6 +11,7 @@
 #include "common/paper_llama.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
+#include "plan/test_plan_util.h"
 
 namespace infinipipe::plan {
 namespace {
@@ -18,19 +19,6 @@ namespace {
 // Llama-30B at 96K on A800s, Ulysses 8 (examples/llama30b-96k.yaml): memory binds at pp 4.
 Config big_config(int64_t pp) {
   return infinipipe::testing::paper_llama(pp, true);
-}
-
-// Long-tail lengths: mostly short, a few near the maximum, the maximum itself once.
-std::vector<int64_t> long_tail(std::mt19937& rng, int n, int64_t max_len) {
-  std::lognormal_distribution<double> body(8.0, 1.2);
-  std::uniform_int_distribution<int64_t> tail(max_len / 4, max_len);
-  std::bernoulli_distribution is_long(0.04);
-  std::vector<int64_t> out(n);
-  for (auto& l : out)
-    l = is_long(rng) ? tail(rng)
-                     : std::clamp<int64_t>(static_cast<int64_t>(body(rng)), 16, max_len);
-  out[n / 3] = max_len;
-  return out;
 }
 
 std::string record_of(const PlanResult& r) {
@@ -54,7 +42,7 @@ TEST(PlannerThreads, SamePlanForAnyThreadCount) {
     Config cfg = big_config(c.pp);
     cfg.training.memory_budget = c.budget;
     const auto cm = cost::CostModel::from_config(cfg);
-    const auto lengths = long_tail(rng, c.n, cfg.model.seq_length);
+    const auto lengths = testing::long_tail_lengths(rng, c.n, cfg.model.seq_length);
     const PlanResult one = make_plan_detailed(cfg, cm, lengths, Schedule::epp, 1);
     for (const Chunk& ch : one.plan.chunks) {
       split = split || ch.kind() == ChunkKind::split;
