@@ -41,6 +41,27 @@ std::string deadlock_reason(const Plan& plan, const std::vector<size_t>& next,
   return out;
 }
 
+// When action `a` may start on inputs alone (its forward's predecessor, or its own forward and
+// its successor's gradient, plus the transfer); kNotDone while one of them has not run.
+double input_ready(const Plan& plan, const Action& a, const std::vector<double>& fdone,
+                   const std::vector<double>& bdone, std::span<const double> transfer) {
+  const int32_t ns = plan.num_stages();
+  const size_t m = plan.chunks.size();
+  auto idx = [&](int32_t stage) { return static_cast<size_t>(stage) * m + a.chunk; };
+  auto xfer = [&](int32_t boundary) {
+    return transfer.empty() ? 0.0 : transfer[static_cast<size_t>(a.chunk) * ns + boundary];
+  };
+  if (a.kind == ActionKind::forward) {
+    if (a.stage == 0) return 0.0;
+    const double d = fdone[idx(a.stage - 1)];
+    return d == kNotDone ? kNotDone : d + xfer(a.stage - 1);
+  }
+  if (fdone[idx(a.stage)] == kNotDone) return kNotDone;
+  if (a.stage + 1 >= ns) return 0.0;
+  const double d = bdone[idx(a.stage + 1)];
+  return d == kNotDone ? kNotDone : d + xfer(a.stage);
+}
+
 // The replay when ranks share cores: a discrete-event clock on which every computing rank's
 // action advances at its share of the node's cores (cost::core_share_speeds), recomputed at
 // every start and end. Gaps and transfers take wall time and compute nothing.
@@ -54,27 +75,10 @@ Replay replay_cores_shared(const Plan& plan, std::span<const double> transfer,
     fail("the plan's hosts name {} ranks, it has pp {}", hosts.size(), pp);
   std::vector<double> fdone(ns * m, kNotDone), bdone(ns * m, kNotDone);
   auto idx = [&](int32_t stage, int32_t chunk) { return static_cast<size_t>(stage) * m + chunk; };
-  auto xfer = [&](int32_t chunk, int32_t boundary) {
-    return transfer.empty() ? 0.0 : transfer[static_cast<size_t>(chunk) * ns + boundary];
-  };
   // When rank k's next action may start, once its inputs are done; kNotDone while one is not.
   auto start_of = [&](int32_t k, size_t i, double free) {
-    const Action& a = plan.actions[k][i];
-    double ready = 0;
-    if (a.kind == ActionKind::forward) {
-      if (a.stage > 0) {
-        const double d = fdone[idx(a.stage - 1, a.chunk)];
-        if (d == kNotDone) return kNotDone;
-        ready = d + xfer(a.chunk, a.stage - 1);
-      }
-    } else {
-      if (fdone[idx(a.stage, a.chunk)] == kNotDone) return kNotDone;
-      if (a.stage + 1 < ns) {
-        const double d = bdone[idx(a.stage + 1, a.chunk)];
-        if (d == kNotDone) return kNotDone;
-        ready = d + xfer(a.chunk, a.stage);
-      }
-    }
+    const double ready = input_ready(plan, plan.actions[k][i], fdone, bdone, transfer);
+    if (ready == kNotDone) return kNotDone;
     return std::max(free, ready) + (step_costs.empty() ? 0.0 : step_costs[k].action_gap);
   };
 
@@ -175,9 +179,6 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
   // Completion time of forward / backward of (stage, chunk); kNotDone until it ran.
   std::vector<double> fdone(ns * m, kNotDone), bdone(ns * m, kNotDone);
   auto idx = [&](int32_t stage, int32_t chunk) { return static_cast<size_t>(stage) * m + chunk; };
-  auto xfer = [&](int32_t chunk, int32_t boundary) {
-    return transfer.empty() ? 0.0 : transfer[static_cast<size_t>(chunk) * ns + boundary];
-  };
 
   Replay r;
   r.timing.resize(pp);
@@ -194,21 +195,8 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
       const auto& list = plan.actions[k];
       while (next[k] < list.size()) {
         const Action& a = list[next[k]];
-        double ready = 0;
-        if (a.kind == ActionKind::forward) {
-          if (a.stage > 0) {
-            double d = fdone[idx(a.stage - 1, a.chunk)];
-            if (d == kNotDone) break;
-            ready = d + xfer(a.chunk, a.stage - 1);
-          }
-        } else {
-          if (fdone[idx(a.stage, a.chunk)] == kNotDone) break;
-          if (a.stage + 1 < ns) {
-            double d = bdone[idx(a.stage + 1, a.chunk)];
-            if (d == kNotDone) break;
-            ready = d + xfer(a.chunk, a.stage);
-          }
-        }
+        const double ready = input_ready(plan, a, fdone, bdone, transfer);
+        if (ready == kNotDone) break;
         double dur = durations.empty() ? a.predicted_time : durations[k][next[k]];
         ActionTiming& t = r.timing[k][next[k]];
         t.start = std::max(clock[k], ready) + (step_costs.empty() ? 0.0 : step_costs[k].action_gap);
