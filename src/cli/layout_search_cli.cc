@@ -53,7 +53,9 @@ Config validate_except_layout(const Config& raw) {
   base.parallel.layers_per_virtual_stage = 0;
   base.parallel.schedule = Schedule::epp;
   base.cluster.num_devices = base.cluster.devices_per_node = 1;
+  base.parallel.outlier_delay = false;  // it needs dp >= 2, checked with each layout's dp
   base.validate();
+  base.parallel.outlier_delay = raw.parallel.outlier_delay;
   return base;
 }
 

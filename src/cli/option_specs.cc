@@ -59,15 +59,21 @@ std::string real_text(double v) {
         [](Config& c, const std::string& v) { c.FIELD = to_int(KEY, v); }, \
         [](const Config& c) { return std::to_string(c.FIELD); }            \
   }
-// A parallel degree: an integer, or `auto` (kAutoDegree) for `train` to choose by the
-// layout search. A negative number is refused here, so only the word reaches the sentinel.
+// A parallel degree: an integer >= 1, or `auto` (kAutoDegree) for `train` to choose by the
+// layout search. 0 and negative numbers are refused here, so only the word reaches the sentinel
+// and no number means auto (the layout search's own 0 = "searched" stays internal).
 int64_t to_degree(const std::string& key, const std::string& v) {
   if (v == "auto") return kAutoDegree;
   const int64_t out = to_int(key, v);
-  if (out < 0)
-    fail_config("{} must be a positive integer or auto (train: chosen by a layout search), got {}",
-                key, v);
-  return out;
+  if (out >= 1) return out;
+  // As Megatron-LM's --virtual-pipeline-model-parallel-size: absent means no interleaving.
+  if (key == "virtual-pipeline-model-parallel-size")
+    fail_config(
+        "virtual-pipeline-model-parallel-size counts virtual stages per pipeline rank and must be "
+        ">= 1, got {}: give --vpp 1 for no virtual stages or --vpp auto to search (train)",
+        v);
+  fail_config("{} must be a positive integer or auto (train: chosen by a layout search), got {}",
+              key, v);
 }
 
 #define DEGREE_OPT(KEY, ALIASES, HELP, FIELD)                                            \

@@ -7,42 +7,36 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/hf_folder.h"
 #include "cli/layout_search_cli.h"
 #include "core/error.h"
 #include "core/parallel_auto.h"
-#include "data/run_datasets.h"
+#include "data/training_batches.h"
 #include "obs/profile.h"
+#include "plan/replica_balance.h"
 #include "sim/layout_search.h"
 #include "sim/layout_search_report.h"
 
 namespace infinipipe::cli {
 namespace {
 
-// The run's first `count` global batches of the training split, as the trainer reads them (one
-// sequence per non-empty document, truncated to seq-length).
-std::vector<std::vector<int64_t>> training_batches(const Config& cfg, int64_t count) {
-  const TrainingConfig& t = cfg.training;
-  if (!t.has_data())
-    fail_config(
-        "auto parallel degrees are searched on the run's own batches: pass --data-path PREFIX");
-  const data::RunDatasets sets = data::RunDatasets::open(
-      {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path});
-  data::DocumentStream stream =
-      sets.stream(data::DataSplit::train, t.global_batch_size, static_cast<uint64_t>(t.seed));
-  std::vector<std::vector<int64_t>> batches;
-  for (int64_t i = 0; i < count; ++i) {
-    std::vector<int64_t> lengths;
-    for (const data::DocumentRef& doc : stream.next()) {
-      const int64_t n =
-          std::min(sets.document_length(data::DataSplit::train, doc), cfg.model.seq_length);
-      if (n > 0) lengths.push_back(n);
-    }
-    if (!lengths.empty()) batches.push_back(std::move(lengths));
-  }
-  if (batches.empty())
-    fail_config("the first {} training batches have no non-empty document: check --data-path",
-                count);
-  return batches;
+// Where the run's training data starts: a checkpoint's position when --load resumes one (a
+// Hugging Face folder starts at the beginning, as the trainer does).
+struct RunStart {
+  int64_t iteration = 0;
+  int64_t consumed_samples = 0;
+  nlohmann::json delay;  // the outlier delay's saved documents
+};
+
+RunStart run_start(const TrainingConfig& t) {
+  if (t.load.empty() || (!checkpoint_find_latest(t.load) && hf_folder_is(t.load))) return {};
+  const CheckpointReader reader(t.load);
+  const nlohmann::json& rng = reader.rng();
+  return {reader.iteration(), reader.consumed_samples(),
+          rng.contains("outlier_delay") ? rng.at("outlier_delay") : nlohmann::json()};
 }
 
 int64_t searched(int64_t degree) {
@@ -73,7 +67,13 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
   space.schedules = {p.schedule};
   space.threads = search_threads(0);
   const cost::CostModel cm = obs::planning_cost_model(base);
-  const auto batches = training_batches(base, how.search_iterations);
+  if (base.parallel.outlier_delay && p.data_parallel == kAutoDegree)
+    fail_config(
+        "--outlier-delay reorders the batches by data-parallel-size, which auto leaves to the "
+        "layout search: give --dp N (N >= 2), or drop --outlier-delay");
+  Config sampled = base;
+  sampled.parallel.data_parallel = p.data_parallel;  // the delay's replicas
+  const auto batches = train_search_batches(sampled, how.search_iterations);
   const sim::LayoutSearchResult r = sim::layout_search(base, cm, space, batches);
   const std::string choice = sim::layout_search_choice(r);  // ConfigError when none fits
   if (how.print) {
@@ -87,6 +87,39 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
 }
 
 }  // namespace
+
+std::vector<std::vector<int64_t>> train_search_batches(const Config& cfg, int64_t count) {
+  const TrainingConfig& t = cfg.training;
+  if (!t.has_data())
+    fail_config(
+        "auto parallel degrees are searched on the run's own batches: pass --data-path PREFIX");
+  const RunStart start = run_start(t);
+  const int64_t left = t.train_iters - start.iteration;
+  if (left < 1)
+    fail_config(
+        "--load {} resumes at iteration {}, which --train-iters {} already reached: nothing is "
+        "left to train, so no layout to search; raise --train-iters",
+        t.load, start.iteration, t.train_iters);
+  data::TrainingBatches source(
+      {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path},
+      t.global_batch_size, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
+  // The trainer weighs sequences for the delay with its engine cost model.
+  if (cfg.parallel.outlier_delay)
+    source.delay_outliers(cfg.parallel.data_parallel,
+                          plan::replica_sequence_cost_fn(obs::engine_cost_model(cfg)));
+  source.resume(start.consumed_samples, start.delay);
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t i = 0; i < std::min(count, left); ++i) {
+    data::TrainingBatches::Batch b = source.next();
+    if (b.lengths.empty())
+      fail_config(
+          "training batch {} has no non-empty document (train would stop there too): check "
+          "--data-path",
+          start.iteration + i);
+    batches.push_back(std::move(b.lengths));
+  }
+  return batches;
+}
 
 std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
     const std::shared_ptr<ConfigOptions>& options, const Config& defaults,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "cli/options.h"
 
@@ -25,6 +26,12 @@ struct TrainAutoLayout {
   bool search_iterations_given = false;      // --search-iterations on the command line
   std::function<void(ChosenLayout&)> share;  // from the searcher to every rank; may be empty
 };
+
+// The layout search's sample: the run's first `count` global batches (at most the iterations it
+// trains), drawn as the trainer draws them (data/training_batches.h: seed, split, blend, the
+// outlier delay over cfg's dp); a run resuming with --load starts at its checkpoint's position
+// and delay state, so the search sees the iterations the resumed run trains next.
+std::vector<std::vector<int64_t>> train_search_batches(const Config& cfg, int64_t count);
 
 // `options` unchanged when no degree is auto (ConfigError if --search-iterations was given),
 // else a copy with the chosen degrees appended. With pp auto a dp the options do not give is

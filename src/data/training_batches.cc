@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "data/outlier_delay_state.h"
+
 namespace infinipipe::data {
 
 OutlierDelay::Batch batch_documents_draw(DocumentStream& stream, OutlierDelay* delay,
@@ -29,14 +31,23 @@ void TrainingBatches::delay_outliers(int64_t replicas, OutlierDelay::Cost cost) 
   delay_.emplace(stream_.global_batch_size(), replicas, std::move(cost));
 }
 
+void TrainingBatches::resume(int64_t consumed_samples, const nlohmann::json& delay_state) {
+  stream_.set_consumed_samples(consumed_samples);
+  outlier_delay_restore(delay_ ? &*delay_ : nullptr, delay_state,
+                        [this](const DocumentRef& r) { return length(r); });
+}
+
 TrainingBatches::Batch TrainingBatches::next() {
   Batch b;
-  b.drawn = batch_documents_draw(stream_, delay_ ? &*delay_ : nullptr, [this](const DocumentRef& r) {
-    return std::min(sets_.document_length(DataSplit::train, r), seq_length_);
-  });
+  b.drawn = batch_documents_draw(stream_, delay_ ? &*delay_ : nullptr,
+                                 [this](const DocumentRef& r) { return length(r); });
   for (const DelayedDocument& d : b.drawn.documents)
     if (d.length > 0) b.lengths.push_back(d.length);  // an empty document is no sequence
   return b;
+}
+
+int64_t TrainingBatches::length(const DocumentRef& doc) const {
+  return std::min(sets_.document_length(DataSplit::train, doc), seq_length_);
 }
 
 int64_t TrainingBatches::waiting() const {

@@ -2,13 +2,16 @@
 // DocumentStream of the run's datasets (run_datasets.h), through the outlier delay when it is on
 // (outlier_delay.h), one sequence per non-empty document truncated to seq-length. The trainer
 // draws with batch_documents_draw; `plan` and `simulate` with data flags read whole batches with
-// TrainingBatches, so their --iteration I is train's batch I.
+// TrainingBatches, so their --iteration I is train's batch I; `train --pp auto` samples its layout
+// search's batches with it, from a resumed run's position too.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "data/document_stream.h"
 #include "data/outlier_delay.h"
@@ -30,6 +33,10 @@ class TrainingBatches {
                   int64_t seq_length);
   // From now on batches go through the outlier delay over `replicas` (as --outlier-delay).
   void delay_outliers(int64_t replicas, OutlierDelay::Cost cost);
+  // Continues where a checkpoint left the run: after `consumed_samples` documents of the order,
+  // with the delay's saved documents (outlier_delay_state.h; after delay_outliers when the run
+  // delays, ConfigError when the state holds documents and it does not).
+  void resume(int64_t consumed_samples, const nlohmann::json& delay_state);
 
   struct Batch {
     std::vector<int64_t> lengths;  // one per non-empty document, in the batch's order
@@ -40,6 +47,8 @@ class TrainingBatches {
   int64_t waiting() const;
 
  private:
+  int64_t length(const DocumentRef& doc) const;  // trained tokens: truncated to seq-length
+
   RunDatasets sets_;
   DocumentStream stream_;
   std::optional<OutlierDelay> delay_;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/outlier_delay_state.h"
 #include "data/training_batches.h"
 #include "plan/replica_balance.h"
 #include "runtime/dist_step.h"
@@ -48,48 +49,17 @@ int64_t Trainer::document_length(const data::DocumentRef& doc) const {
   return std::min(datasets_->document_length(data::DataSplit::train, doc), cfg_.model.seq_length);
 }
 
-// Entries [dataset, document, epoch]; lengths come back from the dataset.
+// The delay's saved form is data/outlier_delay_state.h's (train --pp auto restores it too).
 nlohmann::json Trainer::delay_state() const {
-  if (!delay_) return start_delay_;
-  auto entries = [](const std::vector<data::DelayedDocument>& docs) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const data::DelayedDocument& d : docs)
-      j.push_back({d.ref.dataset, d.ref.document, d.epoch});
-    return j;
-  };
-  return {{"queue", entries(delay_->queue())}, {"lookahead", entries(delay_->lookahead())}};
+  return delay_ ? data::outlier_delay_state(*delay_) : start_delay_;
 }
 
 void Trainer::delay_restore(const nlohmann::json& state) {
-  const bool saved =
-      state.is_object() && (!state.value("queue", nlohmann::json::array()).empty() ||
-                            !state.value("lookahead", nlohmann::json::array()).empty());
-  if (!cfg_.parallel.outlier_delay) {
-    if (saved)
-      fail_config(
-          "the checkpoint was saved with --outlier-delay and holds {} delayed documents not yet "
-          "trained: resume with --outlier-delay so none is lost",
-          state.value("queue", nlohmann::json::array()).size() +
-              state.value("lookahead", nlohmann::json::array()).size());
-    return;
-  }
-  delay_.emplace(cfg_.training.global_batch_size, cfg_.parallel.data_parallel,
-                 plan::replica_sequence_cost_fn(cm_));
-  if (!saved) return;
-  auto docs = [this](const nlohmann::json& j, const char* what) {
-    std::vector<data::DelayedDocument> out;
-    try {
-      for (const nlohmann::json& e : j) {
-        const data::DocumentRef ref{e.at(0).get<int32_t>(), e.at(1).get<int64_t>()};
-        out.push_back({ref, document_length(ref), e.at(2).get<int64_t>()});
-      }
-    } catch (const nlohmann::json::exception& ex) {
-      fail("the checkpoint's outlier-delay {} is damaged: {}", what, ex.what());
-    }
-    return out;
-  };
-  delay_->restore(docs(state.value("queue", nlohmann::json::array()), "queue"),
-                  docs(state.value("lookahead", nlohmann::json::array()), "lookahead"));
+  if (cfg_.parallel.outlier_delay)
+    delay_.emplace(cfg_.training.global_batch_size, cfg_.parallel.data_parallel,
+                   plan::replica_sequence_cost_fn(cm_));
+  data::outlier_delay_restore(delay_ ? &*delay_ : nullptr, state,
+                              [this](const data::DocumentRef& doc) { return document_length(doc); });
 }
 
 // The sampler's next global batch, lengths only; Error if it predicts no token.

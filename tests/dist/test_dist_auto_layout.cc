@@ -117,21 +117,21 @@ TEST_F(DistAutoLayout, FixedDegreeIsKeptAndVppAutoNeedsVirtualStages) {
   EXPECT_NE(v.output.find("use --schedule interleaved"), std::string::npos) << v.output;
 }
 
-// --vpp auto with epp: the search ranks each vpp as train runs it, so train runs the vpp it chose
-// and the search's prediction is that of the trained plans (the same batches, the same plans).
-TEST_F(DistAutoLayout, VppAutoTrainsTheVppTheSearchRanked) {
-  const std::string metrics = (dir_ / "vpp.jsonl").string();
-  // Under 4.6 MiB a pipeline of 2 virtual stages per rank wins (the layers' activations spread;
-  // at 5 MiB and above, larger packs on one stage per rank win, below 4.5 MiB recompute does).
-  const testing::ShellResult a = testing::shell_run(
-      mpirun(2, "--pp 2 --vpp auto --search-iterations 3 --memory-budget 4.6MiB", metrics));
-  ASSERT_EQ(a.exit_code, 0) << a.output;
+// With --vpp auto train runs the vpp the search ranked first (its best(), whatever the rest of
+// the ranking holds), and the search's prediction is that of the trained plans: the same batches,
+// the same plans. Returns the vpp trained.
+int expect_trains_the_ranked_vpp(const testing::ShellResult& a, const std::string& schedule,
+                                 const std::string& metrics) {
+  EXPECT_EQ(a.exit_code, 0) << a.output;
   std::smatch m;
-  const std::regex chosen(
-      "schedule epp\\): pp 2 x vpp ([0-9]+) x ulysses 1 x dp 1, epp: predicted ([0-9]+) tokens/s");
-  ASSERT_TRUE(std::regex_search(a.output, m, chosen)) << a.output;
+  const std::regex chosen(fmt::format(
+      "schedule {0}\\): pp 2 x vpp ([0-9]+) x ulysses 1 x dp 1, {0}: predicted ([0-9]+) tokens/s",
+      schedule));
+  if (!std::regex_search(a.output, m, chosen)) {
+    ADD_FAILURE() << "no chosen layout in\n" << a.output;
+    return 0;
+  }
   const int vpp = std::stoi(m[1]);
-  EXPECT_GT(vpp, 1) << "the test is meant to train on virtual stages\n" << a.output;
   const double ranked_tokens_per_s = std::stod(m[2]);
   std::ifstream in(metrics);
   double tokens = 0, predicted = 0;
@@ -148,9 +148,29 @@ TEST_F(DistAutoLayout, VppAutoTrainsTheVppTheSearchRanked) {
     predicted += j.at("predicted_step_seconds").get<double>();
     ++iterations;
   }
-  ASSERT_EQ(iterations, 3) << a.output;
+  EXPECT_EQ(iterations, 3) << a.output;
   // The printed figure is rounded to a token per second.
-  EXPECT_NEAR(tokens / predicted, ranked_tokens_per_s, 0.5 + 1e-9 * ranked_tokens_per_s);
+  if (iterations > 0)
+    EXPECT_NEAR(tokens / predicted, ranked_tokens_per_s, 0.5 + 1e-9 * ranked_tokens_per_s);
+  return vpp;
+}
+
+// EPP: under a budget where the vpp choices are close (near 4.6 MiB two virtual stages per rank
+// have won, at 5 MiB one), so either may win; what holds is that train trains the winner.
+TEST_F(DistAutoLayout, VppAutoTrainsTheVppTheSearchRanked) {
+  const std::string metrics = (dir_ / "vpp.jsonl").string();
+  const testing::ShellResult a = testing::shell_run(
+      mpirun(2, "--pp 2 --vpp auto --search-iterations 3 --memory-budget 4.6MiB", metrics));
+  expect_trains_the_ranked_vpp(a, "epp", metrics);
+}
+
+// Virtual stages through auto, not by a close margin: the interleaved schedule needs vpp >= 2,
+// so with 4 layers on pp 2 the search's only candidate is vpp 2, and train trains it as ranked.
+TEST_F(DistAutoLayout, VppAutoOverInterleavedTrainsVirtualStages) {
+  const std::string metrics = (dir_ / "interleaved.jsonl").string();
+  const testing::ShellResult a = testing::shell_run(mpirun(
+      2, "--pp 2 --vpp auto --schedule interleaved --search-iterations 3", metrics));
+  EXPECT_EQ(expect_trains_the_ranked_vpp(a, "interleaved", metrics), 2) << a.output;
 }
 
 }  // namespace

@@ -1,0 +1,150 @@
+// The sample `train --pp auto` searches layouts on: the run's own first batches, as the trainer
+// draws them (train_search_batches, data/training_batches.h): a fresh run's and a resumed run's
+// batches equal the ones train then trains (its metrics), and with --split and --outlier-delay
+// they are TrainingBatches' batches for the same flags.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/options.h"
+#include "cli/run_cli.h"
+#include "cli/train_auto_layout.h"
+#include "common/test_temp.h"
+#include "common/text_count.h"
+#include "data/training_batches.h"
+#include "obs/profile.h"
+#include "plan/replica_balance.h"
+
+namespace infinipipe {
+namespace {
+
+namespace fs = std::filesystem;
+using Batches = std::vector<std::vector<int64_t>>;
+
+class TrainSearchBatches : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::test_temp_path("train_search_batches");
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const std::string corpus = (dir_ / "corpus").string();
+    const ShellResult r =
+        run_cli(fmt::format("data synth --num-documents 120 --seq-length 512 --output {}", corpus));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    yaml_ = (dir_ / "run.yaml").string();
+    std::ofstream(yaml_) << fmt::format(
+        "num-layers: 2\nhidden-size: 32\nnum-attention-heads: 2\nseq-length: 512\n"
+        "global-batch-size: 4\ncost-model-update: off\nsplit: \"80,10,10\"\ndata-path: {}\n",
+        corpus);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The run's configuration, read as `train --config` reads it, with `more` YAML on top.
+  Config config(const std::string& more = "") const {
+    std::ifstream in(yaml_);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    Config cfg;
+    cli::apply_yaml(cfg, text + more, yaml_);
+    cfg.validate();
+    return cfg;
+  }
+
+  // Every trained iteration's (sequences, tokens) from a metrics file.
+  static std::vector<std::pair<int64_t, int64_t>> trained(const std::string& metrics) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("sequences") && j.contains("tokens"))
+        out.emplace_back(j.at("sequences").get<int64_t>(), j.at("tokens").get<int64_t>());
+    }
+    return out;
+  }
+
+  static std::vector<std::pair<int64_t, int64_t>> shape(const Batches& batches) {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const std::vector<int64_t>& b : batches) {
+      int64_t tokens = 0;
+      for (int64_t n : b) tokens += n;
+      out.emplace_back(static_cast<int64_t>(b.size()), tokens);
+    }
+    return out;
+  }
+
+  fs::path dir_;
+  std::string yaml_;
+};
+
+// A fresh run samples its iterations 1..2 (capped at --train-iters); resumed from that run's
+// checkpoint, the sample starts at the checkpoint's consumed samples: iterations 3..5.
+TEST_F(TrainSearchBatches, FreshAndResumedSamplesAreTheBatchesTrainTrains) {
+  const std::string ck = (dir_ / "ck").string();
+  const std::string first = (dir_ / "first.jsonl").string();
+  const std::string resumed = (dir_ / "resumed.jsonl").string();
+  ASSERT_EQ(run_cli(fmt::format("train -q --config {} --train-iters 2 --save {} --metrics {}",
+                                yaml_, ck, first))
+                .exit_code,
+            0);
+  ASSERT_EQ(run_cli(fmt::format("train -q --config {} --train-iters 5 --load {} --metrics {}",
+                                yaml_, ck, resumed))
+                .exit_code,
+            0);
+  const Batches fresh = cli::train_search_batches(config("train-iters: 2\n"), 4);
+  ASSERT_EQ(fresh.size(), 2u);
+  EXPECT_EQ(shape(fresh), trained(first));
+  const Batches next =
+      cli::train_search_batches(config(fmt::format("train-iters: 5\nload: {}\n", ck)), 4);
+  ASSERT_EQ(next.size(), 3u);
+  EXPECT_EQ(shape(next), trained(resumed));
+  EXPECT_NE(next.front(), fresh.front());
+
+  // A resumed run with nothing left to train has no batch to search on.
+  const ShellResult done = run_cli(fmt::format(
+      "train --config {} --pp auto --train-iters 2 --load {} --metrics {}", yaml_, ck, first));
+  EXPECT_EQ(done.exit_code, 2) << done.output;
+  EXPECT_EQ(testing::text_count(done.output, "infinipipe: error"), 1) << done.output;
+  EXPECT_NE(done.output.find("nothing is left to train"), std::string::npos) << done.output;
+}
+
+// --outlier-delay over the fixed dp: the sample is the delay's batches (TrainingBatches, weighed
+// with the trainer's engine cost model), not the stream's plain ones.
+TEST_F(TrainSearchBatches, OutlierDelaySampleIsTheDelayedTrainingBatches) {
+  const Config cfg = config("global-batch-size: 8\ndata-parallel-size: 2\noutlier-delay: true\n");
+  const Batches sample = cli::train_search_batches(cfg, 6);
+  const TrainingConfig& t = cfg.training;
+  const data::DataFlags flags{t.data_path, t.split, t.train_data_path, t.valid_data_path,
+                              t.test_data_path};
+  data::TrainingBatches delayed(flags, 8, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
+  delayed.delay_outliers(2, plan::replica_sequence_cost_fn(obs::engine_cost_model(cfg)));
+  data::TrainingBatches plain(flags, 8, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
+  Batches want, undelayed;
+  int64_t delayed_documents = 0;
+  for (int i = 0; i < 6; ++i) {
+    const data::TrainingBatches::Batch b = delayed.next();
+    delayed_documents += b.drawn.delayed;
+    want.push_back(b.lengths);
+    undelayed.push_back(plain.next().lengths);
+  }
+  EXPECT_EQ(sample, want);
+  ASSERT_GT(delayed_documents, 0) << "the corpus is meant to have outliers the delay holds back";
+  EXPECT_NE(sample, undelayed);
+
+  // With dp searched too, the delay's batches are not known before the search.
+  const ShellResult r = run_cli(fmt::format(
+      "train --config {} --pp auto --global-batch-size 8 --outlier-delay --train-iters 1", yaml_));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(testing::text_count(r.output, "infinipipe: error"), 1) << r.output;
+  EXPECT_NE(r.output.find("--outlier-delay reorders the batches by data-parallel-size"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace infinipipe
