@@ -22,7 +22,7 @@ void expect_one_error(const std::string& args, const std::string& says) {
   EXPECT_EQ(infinipipe::testing::text_count(r.output, "infinipipe: error"), 1)
       << args << "\n" << r.output;
   EXPECT_NE(r.output.find(says), std::string::npos) << args << "\n" << r.output;
-  EXPECT_EQ(r.output.find("layout search"), std::string::npos) << args << "\n" << r.output;
+  EXPECT_EQ(r.output.find("layout search over"), std::string::npos) << args << "\n" << r.output;
 }
 
 const char* const kVppHint = "give --vpp 1 for no virtual stages or --vpp auto to search";

@@ -36,17 +36,17 @@ class TrainSearchBatches : public ::testing::Test {
     fs::create_directories(dir_);
     const std::string corpus = (dir_ / "corpus").string();
     const ShellResult r =
-        run_cli(fmt::format("data synth --num-documents 120 --seq-length 512 --output {}", corpus));
+        run_cli(fmt::format("data synth --num-documents 120 --seq-length 4096 --output {}", corpus));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     yaml_ = (dir_ / "run.yaml").string();
     std::ofstream(yaml_) << fmt::format(
-        "num-layers: 2\nhidden-size: 32\nnum-attention-heads: 2\nseq-length: 512\n"
-        "global-batch-size: 4\ncost-model-update: off\nsplit: \"80,10,10\"\ndata-path: {}\n",
+        "num-layers: 2\nhidden-size: 32\nnum-attention-heads: 2\ncost-model-update: off\n"
+        "split: \"80,10,10\"\ndata-path: {}\n",
         corpus);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // The run's configuration, read as `train --config` reads it, with `more` YAML on top.
+  // The run's configuration, read as `train --config` reads it, with `more` YAML added.
   Config config(const std::string& more = "") const {
     std::ifstream in(yaml_);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -82,41 +82,48 @@ class TrainSearchBatches : public ::testing::Test {
   std::string yaml_;
 };
 
+// What the training runs below add to the configuration file.
+const char* const kRun = "--seq-length 512 --global-batch-size 4";
+const char* const kRunYaml = "seq-length: 512\nglobal-batch-size: 4\n";
+
 // A fresh run samples its iterations 1..2 (capped at --train-iters); resumed from that run's
 // checkpoint, the sample starts at the checkpoint's consumed samples: iterations 3..5.
 TEST_F(TrainSearchBatches, FreshAndResumedSamplesAreTheBatchesTrainTrains) {
   const std::string ck = (dir_ / "ck").string();
   const std::string first = (dir_ / "first.jsonl").string();
   const std::string resumed = (dir_ / "resumed.jsonl").string();
-  ASSERT_EQ(run_cli(fmt::format("train -q --config {} --train-iters 2 --save {} --metrics {}",
-                                yaml_, ck, first))
+  ASSERT_EQ(run_cli(fmt::format("train -q --config {} {} --train-iters 2 --save {} --metrics {}",
+                                yaml_, kRun, ck, first))
                 .exit_code,
             0);
-  ASSERT_EQ(run_cli(fmt::format("train -q --config {} --train-iters 5 --load {} --metrics {}",
-                                yaml_, ck, resumed))
+  ASSERT_EQ(run_cli(fmt::format("train -q --config {} {} --train-iters 5 --load {} --metrics {}",
+                                yaml_, kRun, ck, resumed))
                 .exit_code,
             0);
-  const Batches fresh = cli::train_search_batches(config("train-iters: 2\n"), 4);
+  const Batches fresh = cli::train_search_batches(config(fmt::format("{}train-iters: 2\n", kRunYaml)), 4);
   ASSERT_EQ(fresh.size(), 2u);
   EXPECT_EQ(shape(fresh), trained(first));
   const Batches next =
-      cli::train_search_batches(config(fmt::format("train-iters: 5\nload: {}\n", ck)), 4);
+      cli::train_search_batches(config(fmt::format("{}train-iters: 5\nload: {}\n", kRunYaml, ck)), 4);
   ASSERT_EQ(next.size(), 3u);
   EXPECT_EQ(shape(next), trained(resumed));
   EXPECT_NE(next.front(), fresh.front());
 
   // A resumed run with nothing left to train has no batch to search on.
   const ShellResult done = run_cli(fmt::format(
-      "train --config {} --pp auto --train-iters 2 --load {} --metrics {}", yaml_, ck, first));
+      "train --config {} {} --pp auto --train-iters 2 --load {} --metrics {}", yaml_, kRun, ck,
+      first));
   EXPECT_EQ(done.exit_code, 2) << done.output;
   EXPECT_EQ(testing::text_count(done.output, "infinipipe: error"), 1) << done.output;
   EXPECT_NE(done.output.find("nothing is left to train"), std::string::npos) << done.output;
 }
 
 // --outlier-delay over the fixed dp: the sample is the delay's batches (TrainingBatches, weighed
-// with the trainer's engine cost model), not the stream's plain ones.
+// with the trainer's engine cost model), not the stream's plain ones. Documents up to 4096
+// tokens on a 32-wide model: attention makes the long ones outliers.
 TEST_F(TrainSearchBatches, OutlierDelaySampleIsTheDelayedTrainingBatches) {
-  const Config cfg = config("global-batch-size: 8\ndata-parallel-size: 2\noutlier-delay: true\n");
+  const Config cfg = config(
+      "seq-length: 4096\nglobal-batch-size: 8\ndata-parallel-size: 2\noutlier-delay: true\n");
   const Batches sample = cli::train_search_batches(cfg, 6);
   const TrainingConfig& t = cfg.training;
   const data::DataFlags flags{t.data_path, t.split, t.train_data_path, t.valid_data_path,
@@ -138,7 +145,9 @@ TEST_F(TrainSearchBatches, OutlierDelaySampleIsTheDelayedTrainingBatches) {
 
   // With dp searched too, the delay's batches are not known before the search.
   const ShellResult r = run_cli(fmt::format(
-      "train --config {} --pp auto --global-batch-size 8 --outlier-delay --train-iters 1", yaml_));
+      "train --config {} --seq-length 4096 --pp auto --global-batch-size 8 --outlier-delay "
+      "--train-iters 1",
+      yaml_));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(testing::text_count(r.output, "infinipipe: error"), 1) << r.output;
   EXPECT_NE(r.output.find("--outlier-delay reorders the batches by data-parallel-size"),
