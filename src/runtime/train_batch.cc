@@ -58,8 +58,9 @@ void Trainer::delay_restore(const nlohmann::json& state) {
   if (cfg_.parallel.outlier_delay)
     delay_.emplace(cfg_.training.global_batch_size, cfg_.parallel.data_parallel,
                    plan::replica_sequence_cost_fn(cm_));
-  data::outlier_delay_restore(delay_ ? &*delay_ : nullptr, state,
-                              [this](const data::DocumentRef& doc) { return document_length(doc); });
+  data::outlier_delay_restore(
+      delay_ ? &*delay_ : nullptr, state,
+      [this](const data::DocumentRef& doc) { return document_length(doc); });
 }
 
 // The sampler's next global batch, lengths only; Error if it predicts no token.

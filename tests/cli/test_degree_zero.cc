@@ -19,8 +19,8 @@ namespace fs = std::filesystem;
 void expect_one_error(const std::string& args, const std::string& says) {
   const ShellResult r = run_cli(args);
   EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-  EXPECT_EQ(infinipipe::testing::text_count(r.output, "infinipipe: error"), 1)
-      << args << "\n" << r.output;
+  EXPECT_EQ(infinipipe::testing::text_count(r.output, "infinipipe: error"), 1) << args << "\n"
+                                                                               << r.output;
   EXPECT_NE(r.output.find(says), std::string::npos) << args << "\n" << r.output;
   EXPECT_EQ(r.output.find("layout search over"), std::string::npos) << args << "\n" << r.output;
 }
@@ -41,7 +41,8 @@ TEST(DegreeZero, VppZeroInAConfigFileIsTheSameError) {
   const fs::path dir = infinipipe::test::test_temp_path("degree_zero");
   fs::create_directories(dir);
   const std::string file = (dir / "vpp0.yaml").string();
-  std::ofstream(file) << "pipeline-model-parallel-size: auto\nvirtual-pipeline-model-parallel-size: 0\n";
+  std::ofstream(file)
+      << "pipeline-model-parallel-size: auto\nvirtual-pipeline-model-parallel-size: 0\n";
   expect_one_error("config check " + file, kVppHint);
   expect_one_error("train --config " + file, kVppHint);
   fs::remove_all(dir);

@@ -35,8 +35,8 @@ class TrainSearchBatches : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     const std::string corpus = (dir_ / "corpus").string();
-    const ShellResult r =
-        run_cli(fmt::format("data synth --num-documents 120 --seq-length 4096 --output {}", corpus));
+    const ShellResult r = run_cli(
+        fmt::format("data synth --num-documents 120 --seq-length 4096 --output {}", corpus));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     yaml_ = (dir_ / "run.yaml").string();
     std::ofstream(yaml_) << fmt::format(
@@ -100,19 +100,20 @@ TEST_F(TrainSearchBatches, FreshAndResumedSamplesAreTheBatchesTrainTrains) {
                                 yaml_, kRun, ck, resumed))
                 .exit_code,
             0);
-  const Batches fresh = cli::train_search_batches(config(fmt::format("{}train-iters: 2\n", kRunYaml)), 4);
+  const Batches fresh =
+      cli::train_search_batches(config(fmt::format("{}train-iters: 2\n", kRunYaml)), 4);
   ASSERT_EQ(fresh.size(), 2u);
   EXPECT_EQ(shape(fresh), trained(first));
-  const Batches next =
-      cli::train_search_batches(config(fmt::format("{}train-iters: 5\nload: {}\n", kRunYaml, ck)), 4);
+  const Batches next = cli::train_search_batches(
+      config(fmt::format("{}train-iters: 5\nload: {}\n", kRunYaml, ck)), 4);
   ASSERT_EQ(next.size(), 3u);
   EXPECT_EQ(shape(next), trained(resumed));
   EXPECT_NE(next.front(), fresh.front());
 
   // A resumed run with nothing left to train has no batch to search on.
-  const ShellResult done = run_cli(fmt::format(
-      "train --config {} {} --pp auto --train-iters 2 --load {} --metrics {}", yaml_, kRun, ck,
-      first));
+  const ShellResult done =
+      run_cli(fmt::format("train --config {} {} --pp auto --train-iters 2 --load {} --metrics {}",
+                          yaml_, kRun, ck, first));
   EXPECT_EQ(done.exit_code, 2) << done.output;
   EXPECT_EQ(testing::text_count(done.output, "infinipipe: error"), 1) << done.output;
   EXPECT_NE(done.output.find("nothing is left to train"), std::string::npos) << done.output;

@@ -1,7 +1,8 @@
 // `mpirun -np N infinipipe train --pp auto --dp auto`: rank 0 searches the layouts of N ranks on
 // the run's own batches, every rank trains with the one chosen, and the losses are those of the
 // same layout given explicitly; the checkpoint's configuration holds the resolved degrees; with
-// --vpp auto train runs the vpp the search ranked, as predicted; --outlier-delay goes with a fixed dp.
+// --vpp auto train runs the vpp the search ranked, as predicted; --outlier-delay goes with a
+// fixed dp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -93,7 +94,6 @@ class DistAutoLayout : public disttest::CorpusDirTest {
     EXPECT_NE(text.str().find(fmt::format("data-parallel-size: {}\\n", dp)), std::string::npos);
     EXPECT_EQ(text.str().find(": auto\\n"), std::string::npos);
   }
-
 };
 
 // --pp auto alone: dp, not given, is searched along (pp 1 x dp 2 or pp 2 x dp 1).
@@ -175,8 +175,8 @@ TEST_F(DistAutoLayout, VppAutoTrainsTheVppTheSearchRanked) {
 // so with 4 layers on pp 2 the search's only candidate is vpp 2, and train trains it as ranked.
 TEST_F(DistAutoLayout, VppAutoOverInterleavedTrainsVirtualStages) {
   const std::string metrics = (dir_ / "interleaved.jsonl").string();
-  const testing::ShellResult a = testing::shell_run(mpirun(
-      2, "--pp 2 --vpp auto --schedule interleaved --search-iterations 3", metrics));
+  const testing::ShellResult a = testing::shell_run(
+      mpirun(2, "--pp 2 --vpp auto --schedule interleaved --search-iterations 3", metrics));
   EXPECT_EQ(expect_trains_the_ranked_vpp(a, "interleaved", metrics), 2) << a.output;
 }
 
