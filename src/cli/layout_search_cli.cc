@@ -59,6 +59,20 @@ Config validate_except_layout(const Config& raw) {
   return base;
 }
 
+void outlier_delay_check_before_search(const Config& raw) {
+  if (!raw.parallel.outlier_delay) return;
+  const int64_t dp = raw.parallel.data_parallel;
+  if (dp == kAutoDegree)
+    fail_config(
+        "--outlier-delay reorders the batches by data-parallel-size, which auto leaves to the "
+        "layout search: give --dp N (N >= 2), or drop --outlier-delay");
+  // The delay's own checks, at the layout of dp replicas of one device each.
+  Config probe = validate_except_layout(raw);
+  probe.parallel.data_parallel = dp;
+  probe.cluster.num_devices = probe.cluster.devices_per_node = dp;
+  probe.validate();
+}
+
 Config validate_keeping_auto(const Config& raw) {
   const ParallelConfig& p = raw.parallel;
   if (p.layers_per_virtual_stage > 0 && parallel_has_auto(p))
@@ -75,6 +89,7 @@ Config validate_keeping_auto(const Config& raw) {
     if (value != kAutoDegree && value < 1)
       fail_config("{} must be a positive integer or auto, got {}", key, value);
   Config out = validate_except_layout(raw);
+  outlier_delay_check_before_search(raw);
   out.parallel.pipeline_parallel = p.pipeline_parallel;
   out.parallel.data_parallel = p.data_parallel;
   out.parallel.virtual_stages = p.virtual_stages;

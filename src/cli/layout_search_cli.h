@@ -35,6 +35,9 @@ int search_threads(int64_t threads);
 // Every option but the layout's, validated at the trivial layout of one device (pp, dp, vpp and
 // Ulysses 1, schedule epp, one device): what every layout search starts from.
 Config validate_except_layout(const Config& raw);
+// --outlier-delay with auto degrees: its batches depend on dp, so dp must be a number, and one the
+// delay can balance (>= 2, global-batch-size >= 2 x dp). ConfigError otherwise.
+void outlier_delay_check_before_search(const Config& raw);
 // `raw` with its auto degrees kept (`config show`, `config check`): checked as train checks it
 // before its layout search (validate_except_layout, each degree given as a number >= 1), the
 // layout itself left to that search. ConfigError on any mistake.

@@ -67,10 +67,7 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
   space.schedules = {p.schedule};
   space.threads = search_threads(0);
   const cost::CostModel cm = obs::planning_cost_model(base);
-  if (base.parallel.outlier_delay && p.data_parallel == kAutoDegree)
-    fail_config(
-        "--outlier-delay reorders the batches by data-parallel-size, which auto leaves to the "
-        "layout search: give --dp N (N >= 2), or drop --outlier-delay");
+  outlier_delay_check_before_search(raw);
   Config sampled = base;
   sampled.parallel.data_parallel = p.data_parallel;  // the delay's replicas
   const auto batches = train_search_batches(sampled, how.search_iterations);

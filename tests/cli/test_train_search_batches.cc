@@ -154,6 +154,14 @@ TEST_F(TrainSearchBatches, OutlierDelaySampleIsTheDelayedTrainingBatches) {
   EXPECT_NE(r.output.find("--outlier-delay reorders the batches by data-parallel-size"),
             std::string::npos)
       << r.output;
+  // `config show` checks it as train does before its search; a fixed dp of 2 goes.
+  const ShellResult show = run_cli("config show --pp auto --dp auto --outlier-delay");
+  EXPECT_EQ(show.exit_code, 2) << show.output;
+  EXPECT_NE(show.output.find("--outlier-delay reorders the batches"), std::string::npos)
+      << show.output;
+  EXPECT_EQ(run_cli("config show --pp auto --dp 1 --outlier-delay").exit_code, 2);
+  EXPECT_EQ(run_cli("config show --pp auto --dp 2 --global-batch-size 8 --outlier-delay").exit_code,
+            0);
 }
 
 }  // namespace
