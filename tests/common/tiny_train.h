@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/tiny_model.h"
 #include "runtime/train.h"
 
 namespace infinipipe::testing {
@@ -14,11 +15,7 @@ inline runtime::TrainOptions tiny_train_options(int64_t num_layers, int64_t iter
                                                 const std::string& data_path) {
   runtime::TrainOptions o;
   Config& c = o.config;
-  c.model.num_layers = num_layers;
-  c.model.hidden_size = 64;
-  c.model.num_attention_heads = 4;
-  c.model.num_query_groups = 2;
-  c.model.seq_length = 256;
+  c.model = tiny_train_model(num_layers);
   c.parallel.min_tail_slice = 32;
   c.training.global_batch_size = 8;
   c.training.train_iters = iters;

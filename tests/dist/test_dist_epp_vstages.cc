@@ -21,6 +21,7 @@
 #include "common/random_tokens.h"
 #include "common/reference_run.h"
 #include "common/tensor_close.h"
+#include "common/tiny_model.h"
 #include "cost/cost_model.h"
 #include "data/synth.h"
 #include "dist_test_util.h"
@@ -41,12 +42,9 @@ const std::vector<int64_t> kLengths{256, 40, 17, 200, 5, 96, 2, 130, 64, 31, 150
 
 Config vstage_config(int64_t pp) {
   Config c;
+  // Two layers per virtual stage: recompute 0, 1 or 2.
+  c.model = testing::tiny_train_model(2 * pp * kVpp);
   c.model.tie_embeddings = false;
-  c.model.num_layers = 2 * pp * kVpp;  // two layers per virtual stage: recompute 0, 1 or 2
-  c.model.hidden_size = 64;
-  c.model.num_attention_heads = 4;
-  c.model.num_query_groups = 2;
-  c.model.seq_length = 256;
   c.parallel.pipeline_parallel = pp;
   c.parallel.schedule = Schedule::epp;
   c.parallel.virtual_stages = kVpp;

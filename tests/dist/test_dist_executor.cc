@@ -20,6 +20,7 @@
 #include "common/random_tokens.h"
 #include "common/reference_run.h"
 #include "common/tensor_close.h"
+#include "common/tiny_model.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "dist_test_util.h"
@@ -36,13 +37,9 @@ constexpr int64_t kBucketBytes = 64 << 10;
 
 Config dist_config(int64_t pp, int64_t dp, Schedule schedule, int64_t layers) {
   Config c;
+  c.model = testing::tiny_train_model(layers);
   // untied, the model these tests were written for (Megatron-LM ties by default)
   c.model.tie_embeddings = false;
-  c.model.num_layers = layers;
-  c.model.hidden_size = 64;
-  c.model.num_attention_heads = 4;
-  c.model.num_query_groups = 2;
-  c.model.seq_length = 256;
   c.parallel.pipeline_parallel = pp;
   c.parallel.data_parallel = dp;
   c.parallel.schedule = schedule;

@@ -18,6 +18,7 @@
 #include "common/random_tokens.h"
 #include "common/reference_run.h"
 #include "common/tensor_close.h"
+#include "common/tiny_model.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "plan/budget_error.h"
@@ -32,11 +33,7 @@ namespace {
 
 Config tiny_config(int64_t pp = 1) {
   Config c;
-  c.model.num_layers = 2;
-  c.model.hidden_size = 64;
-  c.model.num_attention_heads = 4;
-  c.model.num_query_groups = 2;  // GQA
-  c.model.seq_length = 256;
+  c.model = testing::tiny_train_model(2);
   c.parallel.pipeline_parallel = pp;
   c.parallel.min_tail_slice = 16;  // lets the planner cut sequences this short
   c.cluster.device = "cpu";
