@@ -31,11 +31,15 @@ class CorpusCliTest : public CliDirTest {
         "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
-  // A tiny model training `iters` iterations on the corpus.
-  std::string corpus_train_args(int iters) const {
+  // A tiny model on the corpus.
+  std::string corpus_args() const {
     return fmt::format(
         "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
-        "--global-batch-size 4 --min-tail-slice 32 --train-iters {} --data-path {}",
-        iters, (dir_ / "corpus").string());
+        "--global-batch-size 4 --min-tail-slice 32 --data-path {}",
+        (dir_ / "corpus").string());
+  }
+  // The tiny model training `iters` iterations on the corpus.
+  std::string corpus_train_args(int iters) const {
+    return fmt::format("{} --train-iters {}", corpus_args(), iters);
   }
 };

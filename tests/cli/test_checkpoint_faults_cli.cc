@@ -20,8 +20,7 @@
 #include "ckpt/checkpoint_checksum.h"
 #include "ckpt/checkpoint_fs.h"
 #include "ckpt/safetensors.h"
-#include "cli/cli_dir_test.h"
-#include "cli/run_cli.h"
+#include "cli/corpus_cli_test.h"
 
 namespace {
 
@@ -29,19 +28,10 @@ namespace fs = std::filesystem;
 
 constexpr int kCannotMount = 77;  // the script's exit code when unshare or mount is refused
 
-class CheckpointFaultCliTest : public CliDirTest {
+class CheckpointFaultCliTest : public CorpusCliTest {
  protected:
-  void SetUp() override {
-    CliDirTest::SetUp();
-    const ShellResult r = run_cli(fmt::format(
-        "data synth --num-documents 40 --seq-length 128 --output {}", (dir_ / "corpus").string()));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-  }
   std::string train(const std::string& extra) const {
-    return fmt::format(
-        "{} train --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
-        "--global-batch-size 4 --min-tail-slice 32 --data-path {} {}",
-        INFINIPIPE_BINARY, (dir_ / "corpus").string(), extra);
+    return fmt::format("{} train {} {}", INFINIPIPE_BINARY, corpus_args(), extra);
   }
   // Runs `body` (sh) in a private mount namespace with a tmpfs mounted at $M.
   ShellResult in_tmpfs(const std::string& body) const {
