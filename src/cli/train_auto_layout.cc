@@ -6,7 +6,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
@@ -110,9 +109,9 @@ std::vector<std::vector<int64_t>> train_search_batches(const Config& cfg, int64_
     data::TrainingBatches::Batch b = source.next();
     if (b.lengths.empty())
       fail_config(
-          "training batch {} has no non-empty document (train would stop there too): check "
-          "--data-path",
-          start.iteration + i);
+          "the global batch of iteration {} has no non-empty document (train would stop there "
+          "too): check --data-path",
+          start.iteration + i + 1);
     batches.push_back(std::move(b.lengths));
   }
   return batches;
