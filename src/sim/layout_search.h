@@ -32,12 +32,22 @@ struct LayoutSpace {
   int64_t pp = 0, vpp = 0, ulysses = 0, dp = 0;
   std::vector<Schedule> schedules;  // empty = every schedule
   int threads = 1;                  // layouts evaluated at once; the result does not depend on it
+  // false: a layout whose throughput bound (step_bound.h) is below the best throughput of the
+  // layouts evaluated before it, in order of decreasing bound, is not planned; true: every
+  // layout is planned.
+  bool exhaustive = false;
 };
 
 struct LayoutResult {
   Layout layout;
   bool feasible = false;
-  std::string reason;  // infeasible: why, in words
+  // false: skipped, its bound cannot beat the best layout (then feasible is false and reason
+  // says "not evaluated: ...").
+  bool evaluated = true;
+  std::string reason;  // infeasible or not evaluated: why, in words
+  // Over the sampled batches, at most this many tokens/s (step_lower_bound); 0 when the layout
+  // cannot run for a reason seen before planning, +infinity when no bound applies.
+  double bound_tokens_per_s = 0;
   // Over the sampled batches: their tokens over the sum of their step times (a batch's step is
   // its slowest replica's).
   double tokens_per_s = 0;
@@ -48,8 +58,8 @@ struct LayoutResult {
 };
 
 struct LayoutSearchResult {
-  // Feasible layouts, fastest first (ties in enumeration order), then the infeasible ones in
-  // enumeration order.
+  // Feasible layouts, fastest first (ties in enumeration order), then the ones not evaluated
+  // (highest bound first), then the infeasible ones in enumeration order.
   std::vector<LayoutResult> ranked;
   int64_t batches = 0;
   int64_t tokens = 0;                // over the sampled batches
@@ -70,8 +80,16 @@ LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
                              const LayoutSpace& space, const Layout& layout,
                              std::span<const std::vector<int64_t>> batches);
 
-// Evaluates every candidate on space.threads threads and ranks them. ConfigError when the
-// batches are empty.
+// Upper bound on a layout's tokens/s over the batches (0 when static_reason refuses it): the
+// batches' tokens over the sum of their step lower bounds, each batch's the largest bound of its
+// replicas' shares (plan::balance_replicas, as layout_evaluate splits it).
+double layout_bound_tokens_per_s(const Config& base, const cost::CostModel& cm,
+                                 const LayoutSpace& space, const Layout& layout,
+                                 std::span<const std::vector<int64_t>> batches);
+
+// Evaluates the candidates on space.threads threads, in order of decreasing bound, skipping
+// those that cannot beat the best (unless space.exhaustive), and ranks them. The same result,
+// byte for byte, whatever the thread count. ConfigError when the batches are empty.
 LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
                                  const LayoutSpace& space,
                                  std::span<const std::vector<int64_t>> batches);

@@ -1,7 +1,9 @@
 // The layout search's result for people and programs: a markdown table (feasible layouts best
-// first, then the infeasible ones with their reason), one line naming the chosen layout, and JSON.
+// first, then those not evaluated with their bound, then the infeasible ones with their reason),
+// one line naming the chosen layout, and JSON.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -16,5 +18,7 @@ std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpac
 // none is feasible.
 std::string layout_search_choice(const LayoutSearchResult& r);
 nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace& space);
+// Layouts not evaluated: their bound on tokens/s is below the best.
+size_t layout_search_skipped(const LayoutSearchResult& r);
 
 }  // namespace infinipipe::sim
