@@ -1,7 +1,7 @@
 #include "sim/layout_search.h"
 
 #include <algorithm>
-#include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <limits>
 #include <mutex>
@@ -11,10 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "plan/budget_error.h"
-#include "plan/planner.h"
-#include "sim/simulator.h"
-#include "sim/step_bound.h"
+#include "sim/layout_staged.h"
 
 namespace infinipipe::sim {
 namespace {
@@ -82,11 +79,6 @@ std::string static_reason(const Config& base, const LayoutSpace& space, const La
     return e.what();
   }
   return "";
-}
-
-void take_peaks(std::vector<int64_t>& into, const std::vector<int64_t>& peaks) {
-  if (into.size() < peaks.size()) into.resize(peaks.size(), 0);
-  for (size_t i = 0; i < peaks.size(); ++i) into[i] = std::max(into[i], peaks[i]);
 }
 
 }  // namespace
@@ -171,128 +163,12 @@ Config layout_config(const Config& base, const LayoutSpace& space, const Layout&
 
 namespace {
 
-// One replica's share of one sampled batch, and the step bound of its plan.
-struct Unit {
-  size_t batch = 0, replica = 0;
-  std::vector<int64_t> lengths;
-  double bound = 0;
-};
-
-// A layout planned unit by unit, the units in order of decreasing bound (ties in (batch,
-// replica) order), so the slowest replicas come first and a layout that cannot win shows it
-// early.
-struct Staged {
-  LayoutResult result;       // complete: the layout's result (feasible or not)
-  std::vector<Unit> units;   // in planning order
-  std::vector<double> steps;  // the planned units' steps, in that order
-  size_t batches = 0;
-  int64_t tokens = 0;
-  bool complete = false;  // every unit planned, or one failed (result.reason says why)
-  // Upper bound on tokens/s once the first `planned` units have their steps: a batch's step is
-  // at least its planned units' steps and its other units' bounds.
-  double upper_after(size_t planned) const {
-    std::vector<double> step(batches, 0.0);
-    for (size_t j = 0; j < units.size(); ++j)
-      step[units[j].batch] =
-          std::max(step[units[j].batch], j < planned ? steps[j] : units[j].bound);
-    double total = 0;
-    for (double x : step) total += x;
-    if (!(total > 0)) return std::numeric_limits<double>::infinity();
-    return static_cast<double>(tokens) / total;
-  }
-};
-
-Staged stage_units(const Config& cfg, const cost::CostModel& g, const Layout& layout,
-                   std::span<const std::vector<int64_t>> batches) {
-  Staged s;
-  s.batches = batches.size();
-  for (size_t b = 0; b < batches.size(); ++b) {
-    const std::vector<int64_t>& batch = batches[b];
-    for (int64_t len : batch) s.tokens += std::min(len, cfg.model.seq_length);
-    std::vector<std::vector<int64_t>> shares =
-        layout.dp == 1 ? std::vector<std::vector<int64_t>>{batch}
-                       : plan::balance_replicas(batch, layout.dp, g, cfg);
-    for (size_t k = 0; k < shares.size(); ++k) {
-      const double bound = step_lower_bound(g, cfg, shares[k]);
-      s.units.push_back({b, k, std::move(shares[k]), bound});
-    }
-  }
-  std::stable_sort(s.units.begin(), s.units.end(),
-                   [](const Unit& x, const Unit& y) { return x.bound > y.bound; });
-  return s;
-}
-
-// Plans the units in order until one fails, all are planned, or the upper bound falls below
-// `threshold` (0: never).
-Staged evaluate_staged(const Config& base, const cost::CostModel& cm, const LayoutSpace& space,
-                       const Layout& layout, std::span<const std::vector<int64_t>> batches,
-                       double threshold) {
-  LayoutResult r;
-  r.layout = layout;
-  r.reason = static_reason(base, space, layout);
-  if (!r.reason.empty()) {
-    Staged refused;
-    refused.result = r;
-    refused.complete = true;
-    return refused;
-  }
+StagedLayout stage(const Config& base, const cost::CostModel& cm, const LayoutSpace& space,
+                   const Layout& layout, std::span<const std::vector<int64_t>> batches) {
+  const std::string refusal = static_reason(base, space, layout);
   Config cfg = layout_config(base, space, layout);
-  cfg.validate();
-  // Ulysses groups stay inside a node (static_reason refused the rest through validate).
-  const cost::CostModel g = cm.with_ulysses_degree(layout.ulysses, false);
-  Staged s = stage_units(cfg, g, layout, batches);
-  r.budget_bytes = plan::planner_budget(cfg, g);
-  r.bound_tokens_per_s = s.upper_after(0);
-  const bool named = s.units.size() > 1;
-  for (size_t j = 0; j < s.units.size(); ++j) {
-    if (s.upper_after(j) < threshold) {
-      s.result = r;
-      return s;
-    }
-    const Unit& u = s.units[j];
-    const std::string where =
-        named ? fmt::format(" (batch {}, replica {})", u.batch, u.replica) : "";
-    try {
-      const plan::PlanResult p = plan::make_plan_detailed(cfg, g, u.lengths, layout.schedule);
-      const StepResult st = simulate(p.plan, g, cfg);
-      if (st.oom) {
-        const int64_t peak = *std::max_element(st.peak_bytes.begin(), st.peak_bytes.end());
-        r.reason = fmt::format("over budget by {} in simulation: peak {} per device, budget {}{}",
-                               format_bytes(peak - r.budget_bytes), format_bytes(peak),
-                               format_bytes(r.budget_bytes), where);
-      } else {
-        if (u.batch == 0 && u.replica == 0) r.setting = p.knobs.describe();
-        s.steps.push_back(st.step_time);
-        take_peaks(r.peak_bytes, st.peak_bytes);
-      }
-    } catch (const plan::BudgetError& e) {
-      r.reason = fmt::format("over budget by {}: needs {} per device, budget {}{}",
-                             format_bytes(e.least_budget() - r.budget_bytes),
-                             format_bytes(e.least_budget()), format_bytes(r.budget_bytes), where);
-    } catch (const ConfigError& e) {
-      r.reason =
-          fmt::format("{} cannot run it: {}{}", schedule_name(layout.schedule), e.what(), where);
-    } catch (const Error& e) {
-      r.reason = fmt::format("planning failed: {}{}", e.what(), where);
-    }
-    if (!r.reason.empty()) {
-      r.peak_bytes.clear();
-      s.result = r;
-      s.complete = true;
-      return s;
-    }
-  }
-  double total_step = 0;
-  std::vector<double> step(s.batches, 0.0);
-  for (size_t j = 0; j < s.units.size(); ++j)
-    step[s.units[j].batch] = std::max(step[s.units[j].batch], s.steps[j]);
-  for (double x : step) total_step += x;
-  r.feasible = true;
-  r.tokens_per_s = static_cast<double>(s.tokens) / total_step;
-  r.mean_step_s = total_step / static_cast<double>(batches.size());
-  s.result = r;
-  s.complete = true;
-  return s;
+  if (refusal.empty()) cfg.validate();
+  return StagedLayout(cfg, cm, layout, batches, refusal);
 }
 
 }  // namespace
@@ -300,19 +176,25 @@ Staged evaluate_staged(const Config& base, const cost::CostModel& cm, const Layo
 LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
                              const LayoutSpace& space, const Layout& layout,
                              std::span<const std::vector<int64_t>> batches) {
-  return evaluate_staged(base, cm, space, layout, batches, 0.0).result;
+  StagedLayout s = stage(base, cm, space, layout, batches);
+  while (!s.finished()) s.plan_next();
+  return s.result();
 }
 
 double layout_bound_tokens_per_s(const Config& base, const cost::CostModel& cm,
                                  const LayoutSpace& space, const Layout& layout,
                                  std::span<const std::vector<int64_t>> batches) {
-  if (!static_reason(base, space, layout).empty()) return 0.0;
-  Config cfg = layout_config(base, space, layout);
-  cfg.validate();
-  const cost::CostModel g = cm.with_ulysses_degree(layout.ulysses, false);
-  return stage_units(cfg, g, layout, batches).upper_after(0);
+  return stage(base, cm, space, layout, batches).upper_after(0);
 }
 
+// Branch and bound over the layouts, best first. The rule, which fixes the result: with B the
+// best tokens/s of the layouts planned in full, a layout is reported as planned in full (or
+// infeasible where a plan failed) iff its upper bound after each of its first plans is >= B;
+// otherwise it is "not evaluated", at the first bound below B. Workers always plan the next
+// replica share of the layout with the highest current upper bound that is at least the best
+// found so far (which never exceeds B), so they plan at least what the rule needs, and stop
+// when no layout's bound reaches the best. What they plan beyond it is set aside, so the result
+// is the same whatever the thread count or the finishing order.
 LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
                                  const LayoutSpace& space,
                                  std::span<const std::vector<int64_t>> batches) {
@@ -321,100 +203,93 @@ LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
     if (b.empty()) fail_config("the layout search got an empty batch: sample non-empty batches");
   const std::vector<Layout> layouts = layout_candidates(base, space);
   const size_t n = layouts.size();
-  std::vector<LayoutResult> results(n);
-  std::vector<double> bound(n, 0.0);
-  // Layouts refused before planning say why at once; the others are planned in order of
-  // decreasing bound, ties in enumeration order.
-  std::vector<size_t> order;
-  for (size_t i = 0; i < n; ++i) {
-    if (static_reason(base, space, layouts[i]).empty()) {
-      bound[i] = layout_bound_tokens_per_s(base, cm, space, layouts[i], batches);
-      order.push_back(i);
-    } else {
-      results[i] = layout_evaluate(base, cm, space, layouts[i], batches);
-    }
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return bound[a] > bound[b]; });
-  const size_t m = order.size();
+  std::vector<StagedLayout> staged;
+  staged.reserve(n);
+  for (const Layout& l : layouts) staged.push_back(stage(base, cm, space, l, batches));
 
-  // The rule, defined sequentially: the layout at position p stops being planned (after j of
-  // its replica plans, j = 0 before any) as soon as its upper bound is below the best tokens/s
-  // of the layouts complete before p. Workers plan positions in parallel against the best of
-  // the positions before p done so far, never above that best, so each plans at least as far
-  // as the rule; the rule is applied after the join, position by position, so the result is
-  // the same whatever the thread count or finishing order.
-  std::vector<Staged> staged(m);
-  std::vector<std::exception_ptr> errors(m);
-  std::vector<char> done(m, 0);
+  std::vector<char> busy(n, 0);
+  std::vector<std::exception_ptr> errors(n);
+  double best = 0;
+  int running = 0;
   std::mutex mu;
-  std::atomic<size_t> next{0};
-  auto known_best_before = [&](size_t p) {
-    double best = 0;
-    for (size_t q = 0; q < p; ++q)
-      if (done[q] && staged[q].complete && staged[q].result.feasible)
-        best = std::max(best, staged[q].result.tokens_per_s);
-    return best;
+  std::condition_variable changed;
+  auto pick = [&] {  // under mu; n when none
+    size_t at = n;
+    double top = -1;
+    for (size_t i = 0; i < n; ++i) {
+      if (busy[i] || errors[i] || staged[i].finished()) continue;
+      const double upper = staged[i].upper();
+      if ((space.exhaustive || upper >= best) && upper > top) {
+        top = upper;
+        at = i;
+      }
+    }
+    return at;
   };
   auto work = [&] {
-    for (size_t p = next++; p < m; p = next++) {
-      double threshold = 0;
-      if (!space.exhaustive) {
-        std::lock_guard<std::mutex> lock(mu);
-        threshold = known_best_before(p);
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      const size_t i = pick();
+      if (i == n) {
+        if (running == 0) {
+          changed.notify_all();
+          return;
+        }
+        changed.wait(lock);
+        continue;
       }
-      Staged s;
+      busy[i] = 1;
+      ++running;
+      lock.unlock();
       std::exception_ptr e;
       try {
-        s = evaluate_staged(base, cm, space, layouts[order[p]], batches, threshold);
+        staged[i].plan_next();
       } catch (...) {
         e = std::current_exception();
       }
-      std::lock_guard<std::mutex> lock(mu);
-      staged[p] = std::move(s);
-      errors[p] = e;
-      done[p] = 1;
+      lock.lock();
+      busy[i] = 0;
+      --running;
+      errors[i] = e;
+      if (staged[i].finished() && staged[i].result().feasible)
+        best = std::max(best, staged[i].result().tokens_per_s);
+      changed.notify_all();
     }
   };
-  const int threads = std::clamp<int>(space.threads, 1, static_cast<int>(std::max<size_t>(1, m)));
+  const int threads = std::clamp<int>(space.threads, 1, static_cast<int>(std::max<size_t>(1, n)));
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);  // the first in enumeration order
 
-  double best = 0;
-  for (size_t p = 0; p < m; ++p) {
-    if (errors[p]) std::rethrow_exception(errors[p]);  // the first in bound order
-    const size_t i = order[p];
-    const Staged& s = staged[p];
-    LayoutResult& r = results[i];
-    // Replay the rule against the best of the layouts before p.
+  std::vector<LayoutResult> results(n);
+  for (size_t i = 0; i < n; ++i) {
+    const StagedLayout& s = staged[i];
     size_t planned = 0;
     bool stop = false;
-    while (planned < s.units.size()) {
+    while (planned < s.plans()) {
       stop = !space.exhaustive && s.upper_after(planned) < best;
-      if (stop || planned == s.steps.size()) break;
+      if (stop || planned == s.planned()) break;
       ++planned;
     }
-    if (stop) {
-      r = LayoutResult{};
-      r.layout = layouts[i];
-      r.evaluated = false;
-      r.bound_tokens_per_s = bound[i];
-      const double upper = s.upper_after(planned);
-      r.reason =
-          planned == 0
-              ? fmt::format("not evaluated: at most {:.0f} tokens/s, below the best {:.0f}",
-                            upper, best)
-              : fmt::format("not evaluated: at most {:.0f} tokens/s after {} of {} replica "
-                            "plans, below the best {:.0f}",
-                            upper, planned, s.units.size(), best);
+    if (!stop) {
+      if (!s.finished()) fail("layout search: {} stopped before the rule", layouts[i].describe());
+      results[i] = s.result();
       continue;
     }
-    if (!s.complete) fail("layout search: {} stopped before the rule", layouts[i].describe());
-    r = s.result;
-    r.bound_tokens_per_s = bound[i];
-    if (r.feasible) best = std::max(best, r.tokens_per_s);
+    LayoutResult& r = results[i];
+    r.layout = layouts[i];
+    r.evaluated = false;
+    r.bound_tokens_per_s = s.upper_after(0);
+    const double upper = s.upper_after(planned);
+    r.reason = planned == 0
+                   ? fmt::format("not evaluated: at most {:.0f} tokens/s, below the best {:.0f}",
+                                 upper, best)
+                   : fmt::format("not evaluated: at most {:.0f} tokens/s after {} of {} replica "
+                                 "plans, below the best {:.0f}",
+                                 upper, planned, s.plans(), best);
   }
 
   std::vector<size_t> ranking(n);

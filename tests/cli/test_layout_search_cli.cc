@@ -98,8 +98,14 @@ TEST(LayoutSearchCli, ExhaustivePlansEveryLayoutAndKeepsTheBest) {
     if (x.at("evaluated").get<bool>()) continue;
     ++skipped;
     EXPECT_FALSE(x.at("feasible").get<bool>());
-    EXPECT_LT(x.at("bound_tokens_per_s").get<double>(),
-              p.at("layouts").at(0).at("tokens_per_s").get<double>());
+    EXPECT_GT(x.at("bound_tokens_per_s").get<double>(), 0) << x;
+    for (const nlohmann::json& y : a.at("layouts"))  // planned, it is slower than the best
+      if (y.at("pp") == x.at("pp") && y.at("vpp") == x.at("vpp") &&
+          y.at("ulysses") == x.at("ulysses") && y.at("dp") == x.at("dp") &&
+          y.at("schedule") == x.at("schedule") && y.at("feasible").get<bool>()) {
+        EXPECT_LT(y.at("tokens_per_s").get<double>(),
+                  a.at("layouts").at(0).at("tokens_per_s").get<double>());
+      }
     EXPECT_EQ(x.at("reason").get<std::string>().rfind("not evaluated: at most ", 0), 0u) << x;
   }
   EXPECT_GT(skipped, 0);
