@@ -32,9 +32,9 @@ struct LayoutSpace {
   int64_t pp = 0, vpp = 0, ulysses = 0, dp = 0;
   std::vector<Schedule> schedules;  // empty = every schedule
   int threads = 1;                  // layouts evaluated at once; the result does not depend on it
-  // false: a layout whose throughput bound (step_bound.h) is below the best throughput of the
-  // layouts evaluated before it, in order of decreasing bound, is not planned; true: every
-  // layout is planned.
+  // false: a layout stops being planned once its upper bound on tokens/s (step_bound.h, then
+  // its slowest replicas' steps) is below the best layout's (layout_search); true: every layout
+  // is planned.
   bool exhaustive = false;
 };
 
@@ -45,8 +45,9 @@ struct LayoutResult {
   // says "not evaluated: ...").
   bool evaluated = true;
   std::string reason;  // infeasible or not evaluated: why, in words
-  // Over the sampled batches, at most this many tokens/s (step_lower_bound); 0 when the layout
-  // cannot run for a reason seen before planning, +infinity when no bound applies.
+  // Over the sampled batches, at most this many tokens/s before any plan (step_lower_bound of
+  // every replica share); 0 when the layout cannot run for a reason seen before planning,
+  // +infinity when no bound applies.
   double bound_tokens_per_s = 0;
   // Over the sampled batches: their tokens over the sum of their step times (a batch's step is
   // its slowest replica's).
@@ -87,9 +88,10 @@ double layout_bound_tokens_per_s(const Config& base, const cost::CostModel& cm,
                                  const LayoutSpace& space, const Layout& layout,
                                  std::span<const std::vector<int64_t>> batches);
 
-// Evaluates the candidates on space.threads threads, in order of decreasing bound, skipping
-// those that cannot beat the best (unless space.exhaustive), and ranks them. The same result,
-// byte for byte, whatever the thread count. ConfigError when the batches are empty.
+// Evaluates the candidates on space.threads threads, best first over their replica plans,
+// leaving those that cannot beat the best not evaluated (unless space.exhaustive), and ranks
+// them. The same result, byte for byte, whatever the thread count. ConfigError when the batches
+// are empty.
 LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
                                  const LayoutSpace& space,
                                  std::span<const std::vector<int64_t>> batches);
