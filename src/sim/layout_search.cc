@@ -284,6 +284,9 @@ LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
     r.evaluated = false;
     r.bound_tokens_per_s = s.upper_after(0);
     const double upper = s.upper_after(planned);
+    r.stop_bound_tokens_per_s = upper;
+    r.plans_made = static_cast<int64_t>(planned);
+    r.replica_plans = static_cast<int64_t>(s.plans());
     r.reason = planned == 0
                    ? fmt::format("not evaluated: at most {:.0f} tokens/s, below the best {:.0f}",
                                  upper, best)

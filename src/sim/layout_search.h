@@ -49,6 +49,10 @@ struct LayoutResult {
   // every replica share); 0 when the layout cannot run for a reason seen before planning,
   // +infinity when no bound applies.
   double bound_tokens_per_s = 0;
+  // Not evaluated: the upper bound it stopped at (below the best), after this many of its
+  // `replica_plans` plans (replica shares over the batches).
+  double stop_bound_tokens_per_s = 0;
+  int64_t plans_made = 0, replica_plans = 0;
   // Over the sampled batches: their tokens over the sum of their step times (a batch's step is
   // its slowest replica's).
   double tokens_per_s = 0;

@@ -61,13 +61,15 @@ std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpac
   if (layout_search_skipped(r) > 0) {
     out +=
         "\nnot evaluated (their bound on tokens/s is below the best; --search-layout-exhaustive "
-        "plans them):\n\n| pp | vpp | ulysses | dp | schedule | at most tokens/s "
-        "|\n|---:|---:|---:|---:|---|---:|\n";
+        "plans them):\n\n| pp | vpp | ulysses | dp | schedule | at most tokens/s | after "
+        "replica plans | bound before planning |\n|---:|---:|---:|---:|---|---:|---:|---:|\n";
     for (const LayoutResult& x : r.ranked) {
       if (x.evaluated) continue;
       const Layout& l = x.layout;
-      out += fmt::format("| {} | {} | {} | {} | {} | {:.0f} |\n", l.pp, vpp_text(l), l.ulysses,
-                         l.dp, schedule_name(l.schedule), x.bound_tokens_per_s);
+      out += fmt::format("| {} | {} | {} | {} | {} | {:.0f} | {} of {} | {:.0f} |\n", l.pp,
+                         vpp_text(l), l.ulysses, l.dp, schedule_name(l.schedule),
+                         x.stop_bound_tokens_per_s, x.plans_made, x.replica_plans,
+                         x.bound_tokens_per_s);
     }
   }
   if (feasible_count(r) + layout_search_skipped(r) == r.ranked.size()) return out;
@@ -122,6 +124,11 @@ nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace
       j["setting"] = x.setting;
     } else {
       j["reason"] = x.reason;
+    }
+    if (!x.evaluated) {
+      j["stop_bound_tokens_per_s"] = x.stop_bound_tokens_per_s;
+      j["plans_made"] = x.plans_made;
+      j["replica_plans"] = x.replica_plans;
     }
     layouts.push_back(std::move(j));
   }

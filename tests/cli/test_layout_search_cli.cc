@@ -98,7 +98,13 @@ TEST(LayoutSearchCli, ExhaustivePlansEveryLayoutAndKeepsTheBest) {
     if (x.at("evaluated").get<bool>()) continue;
     ++skipped;
     EXPECT_FALSE(x.at("feasible").get<bool>());
-    EXPECT_GT(x.at("bound_tokens_per_s").get<double>(), 0) << x;
+    EXPECT_GE(x.at("bound_tokens_per_s").get<double>(),
+              x.at("stop_bound_tokens_per_s").get<double>())
+        << x;
+    EXPECT_LT(x.at("stop_bound_tokens_per_s").get<double>(),
+              p.at("layouts").at(0).at("tokens_per_s").get<double>())
+        << x;
+    EXPECT_LT(x.at("plans_made").get<int64_t>(), x.at("replica_plans").get<int64_t>()) << x;
     for (const nlohmann::json& y : a.at("layouts"))  // planned, it is slower than the best
       if (y.at("pp") == x.at("pp") && y.at("vpp") == x.at("vpp") &&
           y.at("ulysses") == x.at("ulysses") && y.at("dp") == x.at("dp") &&

@@ -204,6 +204,11 @@ TEST(LayoutSearch, PrunedSearchKeepsTheExhaustiveBest) {
           }
           ++skipped;
           EXPECT_FALSE(x.feasible);
+          EXPECT_LT(x.stop_bound_tokens_per_s, pruned.best()->tokens_per_s) << where;
+          EXPECT_LE(x.stop_bound_tokens_per_s, x.bound_tokens_per_s) << where;
+          if (e.feasible) {
+            EXPECT_LE(e.tokens_per_s, x.stop_bound_tokens_per_s) << where;
+          }
           if (e.feasible) {
             EXPECT_LT(e.tokens_per_s, pruned.best()->tokens_per_s) << where;
           }
