@@ -95,10 +95,13 @@ std::string layout_search_choice(const LayoutSearchResult& r) {
                 why);
   }
   return fmt::format(
-      "{}: predicted {:.0f} tokens/s, step {:.3f} s (best of {} feasible layouts of {}{}, {} "
-      "sampled batch(es))",
+      "{}: predicted {:.0f} tokens/s, step {:.3f} s (best of {} feasible layouts of {}, {} "
+      "sampled batch(es){})",
       best->layout.describe(), best->tokens_per_s, best->mean_step_s, feasible_count(r),
-      r.ranked.size(), skipped_note(r), r.batches);
+      r.ranked.size(), r.batches,
+      layout_search_skipped(r) > 0
+          ? fmt::format("; {} not evaluated: their bound is below it", layout_search_skipped(r))
+          : std::string());
 }
 
 nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace& space) {
