@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
-#include <limits>
 #include <mutex>
 #include <numeric>
 #include <thread>

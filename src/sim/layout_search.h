@@ -1,8 +1,8 @@
 // The parallel layout search: every (pp, vpp, Ulysses degree, dp, schedule) of a cluster, each
 // planned and simulated on a sample of the user's global batches (each batch split over the dp
 // replicas as training splits it, plan::balance_replicas), ranked by predicted tokens/s, with
-// each layout's peak memory per stage; a layout that cannot run says why
-// (docs/cost-model.md, "Layout search").
+// each layout's peak memory per stage; a layout that cannot run says why, one whose bound cannot
+// beat the best is left not evaluated (docs/cost-model.md, "Layout search").
 #pragma once
 
 #include <cstdint>
