@@ -16,7 +16,7 @@
 namespace infinipipe::cli {
 
 bool SearchLayoutArgs::asked(const char* without) const {
-  for (const CLI::Option* o : {iterations_option, threads_option})
+  for (const CLI::Option* o : {iterations_option, threads_option, exhaustive_option})
     if (!enabled && o && o->count() > 0)
       fail_config("{} sizes the layout search: add {} or drop it", o->get_name(), without);
   return enabled;
@@ -43,6 +43,10 @@ std::shared_ptr<SearchLayoutArgs> add_search_layout_options(CLI::App* cmd) {
   a->threads_option = cmd->add_option(
       "--search-threads", a->threads,
       "with --search-layout: layouts evaluated at once (0 = every core); the ranking is the same");
+  a->exhaustive_option = cmd->add_flag(
+      "--search-layout-exhaustive", a->exhaustive,
+      "with --search-layout: plan every layout; without it a layout whose bound on tokens/s is "
+      "below the best found is listed as not evaluated (the best is the same either way)");
   return a;
 }
 
@@ -142,6 +146,7 @@ void layout_search_run(const SearchLayoutArgs& args, const ConfigOptions& option
   sim::LayoutSpace space;
   const Config base = layout_search_base(options, Config{}, 0, space);
   space.threads = search_threads(args.threads);
+  space.exhaustive = args.exhaustive;
   const cost::CostModel cm = obs::planning_cost_model(base);
   const auto batches = load.batches(base, args.iterations);
   const auto t0 = std::chrono::steady_clock::now();
@@ -149,8 +154,11 @@ void layout_search_run(const SearchLayoutArgs& args, const ConfigOptions& option
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("{}", sim::layout_search_markdown(r, space));
   if (r.best()) fmt::print("\nbest: {}\n", sim::layout_search_choice(r));
-  fmt::print("({} layouts searched in {:.1f} s on {} threads)\n", r.ranked.size(), secs,
-             space.threads);
+  fmt::print("({} layouts searched{} in {:.1f} s on {} threads)\n", r.ranked.size(),
+             sim::layout_search_skipped(r) > 0
+                 ? fmt::format(", {} not evaluated,", sim::layout_search_skipped(r))
+                 : std::string(),
+             secs, space.threads);
   if (json_out.empty()) return;
   const std::string tmp = json_out + ".tmp";
   {

@@ -21,13 +21,16 @@ struct SearchLayoutArgs {
   bool enabled = false;
   int64_t iterations = 4;
   int64_t threads = 0;  // 0 = every core
+  bool exhaustive = false;  // plan every layout, none skipped by its bound
   CLI::Option* iterations_option = nullptr;
   CLI::Option* threads_option = nullptr;
-  // Whether the search was asked for; ConfigError when --search-iterations came without it.
+  CLI::Option* exhaustive_option = nullptr;
+  // Whether the search was asked for; ConfigError when --search-iterations, --search-threads or
+  // --search-layout-exhaustive came without it.
   bool asked(const char* without) const;
 };
 
-// --search-layout, --search-iterations and --search-threads.
+// --search-layout, --search-iterations, --search-threads and --search-layout-exhaustive.
 std::shared_ptr<SearchLayoutArgs> add_search_layout_options(CLI::App* cmd);
 // --search-threads' value: the threads to use (0 = every core); ConfigError when out of range.
 int search_threads(int64_t threads);

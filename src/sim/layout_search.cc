@@ -1,17 +1,16 @@
 #include "sim/layout_search.h"
 
 #include <algorithm>
-#include <atomic>
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "plan/budget_error.h"
-#include "plan/planner.h"
-#include "sim/simulator.h"
+#include "sim/layout_staged.h"
 
 namespace infinipipe::sim {
 namespace {
@@ -79,11 +78,6 @@ std::string static_reason(const Config& base, const LayoutSpace& space, const La
     return e.what();
   }
   return "";
-}
-
-void take_peaks(std::vector<int64_t>& into, const std::vector<int64_t>& peaks) {
-  if (into.size() < peaks.size()) into.resize(peaks.size(), 0);
-  for (size_t i = 0; i < peaks.size(); ++i) into[i] = std::max(into[i], peaks[i]);
 }
 
 }  // namespace
@@ -166,66 +160,40 @@ Config layout_config(const Config& base, const LayoutSpace& space, const Layout&
   return c;
 }
 
+namespace {
+
+StagedLayout stage(const Config& base, const cost::CostModel& cm, const LayoutSpace& space,
+                   const Layout& layout, std::span<const std::vector<int64_t>> batches) {
+  const std::string refusal = static_reason(base, space, layout);
+  Config cfg = layout_config(base, space, layout);
+  if (refusal.empty()) cfg.validate();
+  return StagedLayout(cfg, cm, layout, batches, refusal);
+}
+
+}  // namespace
+
 LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
                              const LayoutSpace& space, const Layout& layout,
                              std::span<const std::vector<int64_t>> batches) {
-  LayoutResult r;
-  r.layout = layout;
-  r.reason = static_reason(base, space, layout);
-  if (!r.reason.empty()) return r;
-  Config cfg = layout_config(base, space, layout);
-  cfg.validate();
-  // Ulysses groups stay inside a node (static_reason refused the rest through validate).
-  const cost::CostModel g = cm.with_ulysses_degree(layout.ulysses, false);
-  r.budget_bytes = plan::planner_budget(cfg, g);
-  int64_t tokens = 0;
-  double total_step = 0;
-  for (size_t b = 0; b < batches.size(); ++b) {
-    const std::vector<int64_t>& batch = batches[b];
-    const std::vector<std::vector<int64_t>> shares =
-        layout.dp == 1 ? std::vector<std::vector<int64_t>>{batch}
-                       : plan::balance_replicas(batch, layout.dp, g, cfg);
-    double step = 0;
-    for (size_t k = 0; k < shares.size(); ++k) {
-      const std::string where = batches.size() > 1 || shares.size() > 1
-                                    ? fmt::format(" (batch {}, replica {})", b, k)
-                                    : "";
-      try {
-        const plan::PlanResult p = plan::make_plan_detailed(cfg, g, shares[k], layout.schedule);
-        const StepResult st = simulate(p.plan, g, cfg);
-        if (st.oom) {
-          const int64_t peak = *std::max_element(st.peak_bytes.begin(), st.peak_bytes.end());
-          r.reason = fmt::format("over budget by {} in simulation: peak {} per device, budget {}{}",
-                                 format_bytes(peak - r.budget_bytes), format_bytes(peak),
-                                 format_bytes(r.budget_bytes), where);
-          return r;
-        }
-        if (b == 0 && k == 0) r.setting = p.knobs.describe();
-        step = std::max(step, st.step_time);
-        take_peaks(r.peak_bytes, st.peak_bytes);
-      } catch (const plan::BudgetError& e) {
-        r.reason = fmt::format("over budget by {}: needs {} per device, budget {}{}",
-                               format_bytes(e.least_budget() - r.budget_bytes),
-                               format_bytes(e.least_budget()), format_bytes(r.budget_bytes), where);
-        return r;
-      } catch (const ConfigError& e) {
-        r.reason =
-            fmt::format("{} cannot run it: {}{}", schedule_name(layout.schedule), e.what(), where);
-        return r;
-      } catch (const Error& e) {
-        r.reason = fmt::format("planning failed: {}{}", e.what(), where);
-        return r;
-      }
-    }
-    for (int64_t len : batch) tokens += std::min(len, cfg.model.seq_length);
-    total_step += step;
-  }
-  r.feasible = true;
-  r.tokens_per_s = static_cast<double>(tokens) / total_step;
-  r.mean_step_s = total_step / static_cast<double>(batches.size());
-  return r;
+  StagedLayout s = stage(base, cm, space, layout, batches);
+  while (!s.finished()) s.plan_next();
+  return s.result();
 }
 
+double layout_bound_tokens_per_s(const Config& base, const cost::CostModel& cm,
+                                 const LayoutSpace& space, const Layout& layout,
+                                 std::span<const std::vector<int64_t>> batches) {
+  return stage(base, cm, space, layout, batches).upper_after(0);
+}
+
+// Branch and bound over the layouts, best first. The rule, which fixes the result: with B the
+// best tokens/s of the layouts planned in full, a layout is reported as planned in full (or
+// infeasible where a plan failed) iff its upper bound after each of its first plans is >= B;
+// otherwise it is "not evaluated", at the first bound below B. Workers always plan the next
+// replica share of the layout with the highest current upper bound that is at least the best
+// found so far (which never exceeds B), so they plan at least what the rule needs, and stop
+// when no layout's bound reaches the best. What they plan beyond it is set aside, so the result
+// is the same whatever the thread count or the finishing order.
 LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
                                  const LayoutSpace& space,
                                  std::span<const std::vector<int64_t>> batches) {
@@ -233,41 +201,114 @@ LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
   for (const auto& b : batches)
     if (b.empty()) fail_config("the layout search got an empty batch: sample non-empty batches");
   const std::vector<Layout> layouts = layout_candidates(base, space);
-  std::vector<LayoutResult> results(layouts.size());
-  std::vector<std::exception_ptr> errors(layouts.size());
-  std::atomic<size_t> next{0};
-  // Each worker takes the next layout; results land at the layout's index, so the ranking is the
-  // same whatever the thread count or the order they finish in.
-  auto work = [&] {
-    for (size_t i = next++; i < layouts.size(); i = next++) {
-      try {
-        results[i] = layout_evaluate(base, cm, space, layouts[i], batches);
-      } catch (...) {
-        errors[i] = std::current_exception();
+  const size_t n = layouts.size();
+  std::vector<StagedLayout> staged;
+  staged.reserve(n);
+  for (const Layout& l : layouts) staged.push_back(stage(base, cm, space, l, batches));
+
+  std::vector<char> busy(n, 0);
+  std::vector<std::exception_ptr> errors(n);
+  double best = 0;
+  int running = 0;
+  std::mutex mu;
+  std::condition_variable changed;
+  auto pick = [&] {  // under mu; n when none
+    size_t at = n;
+    double top = -1;
+    for (size_t i = 0; i < n; ++i) {
+      if (busy[i] || errors[i] || staged[i].finished()) continue;
+      const double upper = staged[i].upper();
+      if ((space.exhaustive || upper >= best) && upper > top) {
+        top = upper;
+        at = i;
       }
     }
+    return at;
   };
-  const int threads =
-      std::clamp<int>(space.threads, 1, static_cast<int>(std::max<size_t>(1, layouts.size())));
+  auto work = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      const size_t i = pick();
+      if (i == n) {
+        if (running == 0) {
+          changed.notify_all();
+          return;
+        }
+        changed.wait(lock);
+        continue;
+      }
+      busy[i] = 1;
+      ++running;
+      lock.unlock();
+      std::exception_ptr e;
+      try {
+        staged[i].plan_next();
+      } catch (...) {
+        e = std::current_exception();
+      }
+      lock.lock();
+      busy[i] = 0;
+      --running;
+      errors[i] = e;
+      if (staged[i].finished() && staged[i].result().feasible)
+        best = std::max(best, staged[i].result().tokens_per_s);
+      changed.notify_all();
+    }
+  };
+  const int threads = std::clamp<int>(space.threads, 1, static_cast<int>(std::max<size_t>(1, n)));
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);  // the first in enumeration order: deterministic
+    if (e) std::rethrow_exception(e);  // the first in enumeration order
 
-  std::vector<size_t> order(layouts.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  std::vector<LayoutResult> results(n);
+  for (size_t i = 0; i < n; ++i) {
+    const StagedLayout& s = staged[i];
+    size_t planned = 0;
+    bool stop = false;
+    while (planned < s.plans()) {
+      stop = !space.exhaustive && s.upper_after(planned) < best;
+      if (stop || planned == s.planned()) break;
+      ++planned;
+    }
+    if (!stop) {
+      if (!s.finished()) fail("layout search: {} stopped before the rule", layouts[i].describe());
+      results[i] = s.result();
+      continue;
+    }
+    LayoutResult& r = results[i];
+    r.layout = layouts[i];
+    r.evaluated = false;
+    r.bound_tokens_per_s = s.upper_after(0);
+    const double upper = s.upper_after(planned);
+    r.stop_bound_tokens_per_s = upper;
+    r.plans_made = static_cast<int64_t>(planned);
+    r.replica_plans = static_cast<int64_t>(s.plans());
+    r.reason = planned == 0
+                   ? fmt::format("not evaluated: at most {:.0f} tokens/s, below the best {:.0f}",
+                                 upper, best)
+                   : fmt::format("not evaluated: at most {:.0f} tokens/s after {} of {} replica "
+                                 "plans, below the best {:.0f}",
+                                 upper, planned, s.plans(), best);
+  }
+
+  std::vector<size_t> ranking(n);
+  std::iota(ranking.begin(), ranking.end(), 0);
+  auto group = [&](size_t i) { return results[i].feasible ? 0 : results[i].evaluated ? 2 : 1; };
+  std::stable_sort(ranking.begin(), ranking.end(), [&](size_t a, size_t b) {
     const LayoutResult &x = results[a], &y = results[b];
-    if (x.feasible != y.feasible) return x.feasible;
-    return x.feasible && x.tokens_per_s > y.tokens_per_s;
+    if (group(a) != group(b)) return group(a) < group(b);
+    if (x.feasible) return x.tokens_per_s > y.tokens_per_s;
+    if (!x.evaluated) return x.bound_tokens_per_s > y.bound_tokens_per_s;
+    return false;
   });
   LayoutSearchResult out;
   out.batches = static_cast<int64_t>(batches.size());
   for (const auto& b : batches)
     for (int64_t len : b) out.tokens += std::min(len, base.model.seq_length);
-  for (size_t i : order) out.ranked.push_back(std::move(results[i]));
+  for (size_t i : ranking) out.ranked.push_back(std::move(results[i]));
   return out;
 }
 

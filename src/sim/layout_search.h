@@ -1,8 +1,8 @@
 // The parallel layout search: every (pp, vpp, Ulysses degree, dp, schedule) of a cluster, each
 // planned and simulated on a sample of the user's global batches (each batch split over the dp
 // replicas as training splits it, plan::balance_replicas), ranked by predicted tokens/s, with
-// each layout's peak memory per stage; a layout that cannot run says why
-// (docs/cost-model.md, "Layout search").
+// each layout's peak memory per stage; a layout that cannot run says why, one whose bound cannot
+// beat the best is left not evaluated (docs/cost-model.md, "Layout search").
 #pragma once
 
 #include <cstdint>
@@ -32,12 +32,27 @@ struct LayoutSpace {
   int64_t pp = 0, vpp = 0, ulysses = 0, dp = 0;
   std::vector<Schedule> schedules;  // empty = every schedule
   int threads = 1;                  // layouts evaluated at once; the result does not depend on it
+  // false: a layout stops being planned once its upper bound on tokens/s (step_bound.h, then
+  // its slowest replicas' steps) is below the best layout's (layout_search); true: every layout
+  // is planned.
+  bool exhaustive = false;
 };
 
 struct LayoutResult {
   Layout layout;
   bool feasible = false;
-  std::string reason;  // infeasible: why, in words
+  // false: skipped, its bound cannot beat the best layout (then feasible is false and reason
+  // says "not evaluated: ...").
+  bool evaluated = true;
+  std::string reason;  // infeasible or not evaluated: why, in words
+  // Over the sampled batches, at most this many tokens/s before any plan (step_lower_bound of
+  // every replica share); 0 when the layout cannot run for a reason seen before planning,
+  // +infinity when no bound applies.
+  double bound_tokens_per_s = 0;
+  // Not evaluated: the upper bound it stopped at (below the best), after this many of its
+  // `replica_plans` plans (replica shares over the batches).
+  double stop_bound_tokens_per_s = 0;
+  int64_t plans_made = 0, replica_plans = 0;
   // Over the sampled batches: their tokens over the sum of their step times (a batch's step is
   // its slowest replica's).
   double tokens_per_s = 0;
@@ -48,8 +63,8 @@ struct LayoutResult {
 };
 
 struct LayoutSearchResult {
-  // Feasible layouts, fastest first (ties in enumeration order), then the infeasible ones in
-  // enumeration order.
+  // Feasible layouts, fastest first (ties in enumeration order), then the ones not evaluated
+  // (highest bound first), then the infeasible ones in enumeration order.
   std::vector<LayoutResult> ranked;
   int64_t batches = 0;
   int64_t tokens = 0;                // over the sampled batches
@@ -70,8 +85,17 @@ LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
                              const LayoutSpace& space, const Layout& layout,
                              std::span<const std::vector<int64_t>> batches);
 
-// Evaluates every candidate on space.threads threads and ranks them. ConfigError when the
-// batches are empty.
+// Upper bound on a layout's tokens/s over the batches (0 when static_reason refuses it): the
+// batches' tokens over the sum of their step lower bounds, each batch's the largest bound of its
+// replicas' shares (plan::balance_replicas, as layout_evaluate splits it).
+double layout_bound_tokens_per_s(const Config& base, const cost::CostModel& cm,
+                                 const LayoutSpace& space, const Layout& layout,
+                                 std::span<const std::vector<int64_t>> batches);
+
+// Evaluates the candidates on space.threads threads, best first over their replica plans,
+// leaving those that cannot beat the best not evaluated (unless space.exhaustive), and ranks
+// them. The same result, byte for byte, whatever the thread count. ConfigError when the batches
+// are empty.
 LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
                                  const LayoutSpace& space,
                                  std::span<const std::vector<int64_t>> batches);

@@ -1,5 +1,7 @@
 #include "sim/layout_search_report.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -24,14 +26,25 @@ size_t feasible_count(const LayoutSearchResult& r) {
   return n;
 }
 
+std::string skipped_note(const LayoutSearchResult& r) {
+  const size_t n = layout_search_skipped(r);
+  return n > 0 ? fmt::format(", {} not evaluated", n) : "";
+}
+
 }  // namespace
+
+size_t layout_search_skipped(const LayoutSearchResult& r) {
+  size_t n = 0;
+  for (const LayoutResult& x : r.ranked) n += !x.evaluated;
+  return n;
+}
 
 std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpace& space) {
   std::string out = fmt::format(
       "layout search: {} devices ({} per node), {} sampled batch(es), {} tokens; {} layouts, {} "
-      "feasible\n\n",
+      "feasible{}\n\n",
       space.num_devices, space.devices_per_node > 0 ? space.devices_per_node : space.num_devices,
-      r.batches, r.tokens, r.ranked.size(), feasible_count(r));
+      r.batches, r.tokens, r.ranked.size(), feasible_count(r), skipped_note(r));
   out +=
       "| rank | pp | vpp | ulysses | dp | schedule | tokens/s | step (mean) | peak memory per "
       "stage | budget | setting (first batch) |\n|---:|---:|---:|---:|---:|---|---:|---:|---|---:|"
@@ -45,12 +58,26 @@ std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpac
                        x.tokens_per_s, x.mean_step_s, peaks_text(x.peak_bytes),
                        format_bytes(x.budget_bytes), x.setting);
   }
-  if (feasible_count(r) == r.ranked.size()) return out;
+  if (layout_search_skipped(r) > 0) {
+    out +=
+        "\nnot evaluated (their bound on tokens/s is below the best; --search-layout-exhaustive "
+        "plans them):\n\n| pp | vpp | ulysses | dp | schedule | at most tokens/s | after "
+        "replica plans | bound before planning |\n|---:|---:|---:|---:|---|---:|---:|---:|\n";
+    for (const LayoutResult& x : r.ranked) {
+      if (x.evaluated) continue;
+      const Layout& l = x.layout;
+      out += fmt::format("| {} | {} | {} | {} | {} | {:.0f} | {} of {} | {:.0f} |\n", l.pp,
+                         vpp_text(l), l.ulysses, l.dp, schedule_name(l.schedule),
+                         x.stop_bound_tokens_per_s, x.plans_made, x.replica_plans,
+                         x.bound_tokens_per_s);
+    }
+  }
+  if (feasible_count(r) + layout_search_skipped(r) == r.ranked.size()) return out;
   out +=
       "\ninfeasible:\n\n| pp | vpp | ulysses | dp | schedule | reason "
       "|\n|---:|---:|---:|---:|---|---|\n";
   for (const LayoutResult& x : r.ranked) {
-    if (x.feasible) continue;
+    if (x.feasible || !x.evaluated) continue;
     const Layout& l = x.layout;
     out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", l.pp, vpp_text(l), l.ulysses, l.dp,
                        schedule_name(l.schedule), x.reason);
@@ -69,9 +96,12 @@ std::string layout_search_choice(const LayoutSearchResult& r) {
   }
   return fmt::format(
       "{}: predicted {:.0f} tokens/s, step {:.3f} s (best of {} feasible layouts of {}, {} "
-      "sampled batch(es))",
+      "sampled batch(es){})",
       best->layout.describe(), best->tokens_per_s, best->mean_step_s, feasible_count(r),
-      r.ranked.size(), r.batches);
+      r.ranked.size(), r.batches,
+      layout_search_skipped(r) > 0
+          ? fmt::format("; {} not evaluated: their bound is below it", layout_search_skipped(r))
+          : std::string());
 }
 
 nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace& space) {
@@ -84,7 +114,10 @@ nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace
                         {"ulysses", l.ulysses},
                         {"dp", l.dp},
                         {"schedule", schedule_name(l.schedule)},
-                        {"feasible", x.feasible}};
+                        {"feasible", x.feasible},
+                        {"evaluated", x.evaluated}};
+    if (x.bound_tokens_per_s > 0 && std::isfinite(x.bound_tokens_per_s))
+      j["bound_tokens_per_s"] = x.bound_tokens_per_s;
     if (x.feasible) {
       j["rank"] = ++rank;
       j["tokens_per_s"] = x.tokens_per_s;
@@ -94,6 +127,11 @@ nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace
       j["setting"] = x.setting;
     } else {
       j["reason"] = x.reason;
+    }
+    if (!x.evaluated) {
+      j["stop_bound_tokens_per_s"] = x.stop_bound_tokens_per_s;
+      j["plans_made"] = x.plans_made;
+      j["replica_plans"] = x.replica_plans;
     }
     layouts.push_back(std::move(j));
   }

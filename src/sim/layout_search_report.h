@@ -1,7 +1,9 @@
 // The layout search's result for people and programs: a markdown table (feasible layouts best
-// first, then the infeasible ones with their reason), one line naming the chosen layout, and JSON.
+// first, then those not evaluated with their bound, then the infeasible ones with their reason),
+// one line naming the chosen layout, and JSON.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,9 +14,12 @@ namespace infinipipe::sim {
 
 std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpace& space);
 // "pp 2 x vpp 1 x ulysses 1 x dp 2, epp: predicted 1234 tokens/s, step 1.234 s (best of 7
-// feasible layouts of 12, 4 sampled batch(es))"; ConfigError listing every layout's reason when
-// none is feasible.
+// feasible layouts of 12, 4 sampled batch(es); 3 not evaluated: their bound is below it)", the
+// last part only when some were not; ConfigError listing every layout's reason when none is
+// feasible.
 std::string layout_search_choice(const LayoutSearchResult& r);
 nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace& space);
+// Layouts not evaluated: their bound on tokens/s is below the best.
+size_t layout_search_skipped(const LayoutSearchResult& r);
 
 }  // namespace infinipipe::sim

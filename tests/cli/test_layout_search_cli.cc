@@ -69,12 +69,63 @@ TEST(LayoutSearchCli, SimulateSearchesToo) {
   EXPECT_NE(r.output.find("\ninfeasible:\n"), std::string::npos) << r.output;
 }
 
+// Without --search-layout-exhaustive, layouts whose bound is below the best are listed as not
+// evaluated (with the bound); with it every layout is planned. The best is the same.
+TEST(LayoutSearchCli, ExhaustivePlansEveryLayoutAndKeepsTheBest) {
+  const fs::path dir = infinipipe::test::test_temp_path("layoutcli_exhaustive");
+  fs::create_directories(dir);
+  const std::string pruned_json = (dir / "pruned.json").string();
+  const std::string all_json = (dir / "all.json").string();
+  const ShellResult pruned = run_cli("plan --search-layout " + kSmall + " --out " + pruned_json);
+  const ShellResult all = run_cli("plan --search-layout --search-layout-exhaustive " + kSmall +
+                                  " --out " + all_json);
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.output;
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_NE(pruned.output.find("\nnot evaluated (their bound on tokens/s is below the best"),
+            std::string::npos)
+      << pruned.output;
+  EXPECT_EQ(all.output.find("not evaluated"), std::string::npos) << all.output;
+  const auto best_line = [](const std::string& out) {
+    const size_t at = out.find("\nbest: ");
+    return out.substr(at, out.find(" (best of", at) - at);
+  };
+  EXPECT_EQ(best_line(pruned.output), best_line(all.output));
+  std::ifstream pin(pruned_json), ain(all_json);
+  const nlohmann::json p = nlohmann::json::parse(pin), a = nlohmann::json::parse(ain);
+  ASSERT_EQ(p.at("layouts").size(), a.at("layouts").size());
+  int skipped = 0;
+  for (const nlohmann::json& x : p.at("layouts")) {
+    if (x.at("evaluated").get<bool>()) continue;
+    ++skipped;
+    EXPECT_FALSE(x.at("feasible").get<bool>());
+    EXPECT_GE(x.at("bound_tokens_per_s").get<double>(),
+              x.at("stop_bound_tokens_per_s").get<double>())
+        << x;
+    EXPECT_LT(x.at("stop_bound_tokens_per_s").get<double>(),
+              p.at("layouts").at(0).at("tokens_per_s").get<double>())
+        << x;
+    EXPECT_LT(x.at("plans_made").get<int64_t>(), x.at("replica_plans").get<int64_t>()) << x;
+    for (const nlohmann::json& y : a.at("layouts"))  // planned, it is slower than the best
+      if (y.at("pp") == x.at("pp") && y.at("vpp") == x.at("vpp") &&
+          y.at("ulysses") == x.at("ulysses") && y.at("dp") == x.at("dp") &&
+          y.at("schedule") == x.at("schedule") && y.at("feasible").get<bool>()) {
+        EXPECT_LT(y.at("tokens_per_s").get<double>(),
+                  a.at("layouts").at(0).at("tokens_per_s").get<double>());
+      }
+    EXPECT_EQ(x.at("reason").get<std::string>().rfind("not evaluated: at most ", 0), 0u) << x;
+  }
+  EXPECT_GT(skipped, 0);
+  for (const nlohmann::json& x : a.at("layouts")) EXPECT_TRUE(x.at("evaluated").get<bool>()) << x;
+  fs::remove_all(dir);
+}
+
 TEST(LayoutSearchCli, OptionsThatDoNotGoWithTheSearchAreErrors) {
   for (const std::string& args :
        {"plan --search-iterations 2 " + kSmall, "plan --search-layout --explain " + kSmall,
         "plan --search-layout --replica 1 " + kSmall,
         "plan --search-layout --search-iterations 0 " + kSmall, "plan --search-threads 2 " + kSmall,
         "plan --search-layout --search-threads -1 " + kSmall,
+        "plan --search-layout-exhaustive " + kSmall,
         "simulate --search-layout --compare " + kSmall, "simulate --out x.json " + kSmall}) {
     const ShellResult r = run_cli(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;

@@ -100,12 +100,22 @@ std::optional<double> planned_tokens_per_s(const Config& base, const Layout& l,
   return static_cast<double>(tokens) / time;
 }
 
+const LayoutResult& find(const LayoutSearchResult& r, const Layout& l) {
+  for (const LayoutResult& x : r.ranked)
+    if (x.layout == l) return x;
+  ADD_FAILURE() << "no result for " << l.describe();
+  return r.ranked.front();
+}
+
 void expect_search_is_the_exhaustive_best(int64_t devices, int64_t per_node) {
   Config cfg = small_model(devices, per_node);
   cfg.training.memory_budget = int64_t{6} << 30;  // the longest sequences bind at small pp
   const auto batches = long_tail_batches(2, cfg.training.global_batch_size, 16384);
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
-  const LayoutSearchResult r = layout_search(cfg, cm, space_of(cfg), batches);
+  LayoutSpace all = space_of(cfg);
+  all.exhaustive = true;
+  const LayoutSearchResult r = layout_search(cfg, cm, all, batches);
+  const LayoutSearchResult pruned = layout_search(cfg, cm, space_of(cfg), batches);
 
   // Every (ulysses inside a node, pp, dp, schedule, vpp) of the cluster, enumerated here.
   std::optional<Layout> best;
@@ -133,6 +143,9 @@ void expect_search_is_the_exhaustive_best(int64_t devices, int64_t per_node) {
   ASSERT_NE(r.best(), nullptr);
   EXPECT_EQ(r.best()->layout, *best) << r.best()->layout.describe() << " vs " << best->describe();
   EXPECT_DOUBLE_EQ(r.best()->tokens_per_s, best_tps);
+  ASSERT_NE(pruned.best(), nullptr);
+  EXPECT_EQ(pruned.best()->layout, *best);
+  EXPECT_DOUBLE_EQ(pruned.best()->tokens_per_s, best_tps);
   int search_feasible = 0;
   for (const LayoutResult& x : r.ranked) search_feasible += x.feasible;
   EXPECT_EQ(search_feasible, feasible);
@@ -142,6 +155,71 @@ void expect_search_is_the_exhaustive_best(int64_t devices, int64_t per_node) {
       EXPECT_GE(r.ranked[i - 1].tokens_per_s, r.ranked[i].tokens_per_s);
     }
   }
+}
+
+// The pruned search against the exhaustive one on many small clusters, budgets and batches:
+// the same best; every layout it planned has the exhaustive result; every one it skipped is
+// slower than the best (or cannot run); no layout beats its bound; the same bytes on 1 and 3
+// threads.
+TEST(LayoutSearch, PrunedSearchKeepsTheExhaustiveBest) {
+  int skipped = 0, searches = 0;
+  for (const auto& [devices, per_node] :
+       {std::pair<int64_t, int64_t>{4, 4}, {8, 8}, {8, 4}, {16, 8}})
+    for (const int64_t budget_gib : {4, 8, 0})
+      for (const int64_t longest : {4096, 16384}) {
+        Config cfg = small_model(devices, per_node);
+        cfg.training.memory_budget = budget_gib << 30;
+        const auto batches = long_tail_batches(1 + searches % 2, 16, longest);
+        const cost::CostModel cm = cost::CostModel::from_config(cfg);
+        LayoutSpace all = space_of(cfg);
+        all.exhaustive = true;
+        const LayoutSearchResult full = layout_search(cfg, cm, all, batches);
+        const LayoutSearchResult pruned = layout_search(cfg, cm, space_of(cfg, 1), batches);
+        const std::string where = fmt::format("{} devices ({} per node), budget {} GiB, {} long",
+                                              devices, per_node, budget_gib, longest);
+        ++searches;
+        ASSERT_NE(full.best(), nullptr) << where;
+        ASSERT_NE(pruned.best(), nullptr) << where;
+        EXPECT_EQ(pruned.best()->layout, full.best()->layout) << where;
+        EXPECT_EQ(pruned.best()->tokens_per_s, full.best()->tokens_per_s) << where;
+        EXPECT_EQ(layout_search_json(pruned, space_of(cfg)).dump(),
+                  layout_search_json(layout_search(cfg, cm, space_of(cfg, 3), batches),
+                                     space_of(cfg))
+                      .dump())
+            << where;
+        for (const LayoutResult& x : full.ranked) {
+          EXPECT_TRUE(x.evaluated);
+          if (x.feasible) {
+            EXPECT_LE(x.tokens_per_s, x.bound_tokens_per_s) << where << " " << x.layout.describe();
+          }
+        }
+        for (const LayoutResult& x : pruned.ranked) {
+          const LayoutResult& e = find(full, x.layout);
+          EXPECT_EQ(x.bound_tokens_per_s, e.bound_tokens_per_s);
+          if (x.evaluated) {
+            EXPECT_EQ(x.feasible, e.feasible) << where << " " << x.layout.describe();
+            EXPECT_EQ(x.tokens_per_s, e.tokens_per_s) << where << " " << x.layout.describe();
+            EXPECT_EQ(x.reason, e.reason) << where << " " << x.layout.describe();
+            continue;
+          }
+          ++skipped;
+          EXPECT_FALSE(x.feasible);
+          EXPECT_LT(x.stop_bound_tokens_per_s, pruned.best()->tokens_per_s) << where;
+          EXPECT_LE(x.stop_bound_tokens_per_s, x.bound_tokens_per_s) << where;
+          if (e.feasible) {
+            EXPECT_LE(e.tokens_per_s, x.stop_bound_tokens_per_s) << where;
+          }
+          if (e.feasible) {
+            EXPECT_LT(e.tokens_per_s, pruned.best()->tokens_per_s) << where;
+          }
+          // Its bound before planning, or after planning its slowest replicas first.
+          EXPECT_EQ(x.reason.rfind("not evaluated: at most ", 0), 0u) << x.reason;
+          const std::string tail = fmt::format("below the best {:.0f}", pruned.best()->tokens_per_s);
+          EXPECT_EQ(x.reason.substr(x.reason.size() - tail.size()), tail) << x.reason;
+        }
+      }
+  EXPECT_GT(skipped, 0);  // the bound prunes at all
+  std::printf("%d searches, %d layouts skipped\n", searches, skipped);
 }
 
 TEST(LayoutSearch, BestOfTheExhaustiveEnumerationOnEightDevices) {
@@ -168,13 +246,6 @@ TEST(LayoutSearch, RankingIsTheSameBytesWhateverTheThreads) {
   EXPECT_NE(text.find("| 1 |"), std::string::npos);  // a ranked row
 }
 
-const LayoutResult& find(const LayoutSearchResult& r, const Layout& l) {
-  for (const LayoutResult& x : r.ranked)
-    if (x.layout == l) return x;
-  ADD_FAILURE() << "no result for " << l.describe();
-  return r.ranked.front();
-}
-
 TEST(LayoutSearch, EveryInfeasibleReasonIsRight) {
   // 6 layers, 6 heads, 8 devices of 4 per node, a global batch of 2 sequences.
   Config cfg = small_model(8, 4);
@@ -184,7 +255,9 @@ TEST(LayoutSearch, EveryInfeasibleReasonIsRight) {
   cfg.training.global_batch_size = 2;
   const std::vector<std::vector<int64_t>> batches = {{4096, 1024}};
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
-  const LayoutSearchResult r = layout_search(cfg, cm, space_of(cfg), batches);
+  LayoutSpace every = space_of(cfg);
+  every.exhaustive = true;  // every layout planned: each says why it cannot run
+  const LayoutSearchResult r = layout_search(cfg, cm, every, batches);
 
   EXPECT_EQ(find(r, {1, 1, 4, 2, Schedule::epp}).reason,
             "ulysses 4 does not divide the 6 attention heads and 6 query groups (heads are "
@@ -208,7 +281,7 @@ TEST(LayoutSearch, EveryInfeasibleReasonIsRight) {
   // A budget below what the layout needs: over by exactly the planner's least budget minus it.
   cfg.training.memory_budget = int64_t{1} << 30;
   const std::vector<std::vector<int64_t>> long_batch = {{16384, 16384}};
-  LayoutSpace single = space_of(cfg);
+  LayoutSpace single = every;
   single.pp = 2;
   single.ulysses = 2;
   const LayoutSearchResult tight = layout_search(cfg, cm, single, long_batch);
