@@ -74,7 +74,7 @@ void Trainer::delay_restore(const nlohmann::json& state) {
     return;
   }
   delay_.emplace(cfg_.training.global_batch_size, cfg_.parallel.data_parallel,
-                 plan::replica_sequence_cost_fn(cm_));
+                 plan::replica_split_cost_fn(cfg_, cm_));
   if (!saved) return;
   auto docs = [this](const nlohmann::json& j, const char* what) {
     std::vector<data::DelayedDocument> out;
