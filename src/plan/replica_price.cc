@@ -120,14 +120,25 @@ double ReplicaSplitCost::recompute(int64_t length) const {
   // layers are recomputed (kv_keep_bytes), as the grouping's estimate counts it.
   const cost::SliceShape s{0, length, false};
   const std::span<const cost::SliceShape> one(&s, 1);
+  // The cap also leaves room for the largest transient, as the grouping's does: a sliced
+  // sequence's is its tail's backward, whose K/V-gradient buffer spans the whole context.
+  const int64_t tail_len =
+      length > default_limit_.tokens ? std::min(length, min_tail_) : length;
+  const cost::SliceShape tail_shape{length - tail_len, tail_len, true};
+  const std::span<const cost::SliceShape> tail(&tail_shape, 1);
   double out = 0;
   for (const Stage& st : stages_) {
     const double keep = static_cast<double>(cm_.kv_keep_bytes(one, st.shape));
     const double full = static_cast<double>(cm_.activation_bytes(one, st.shape, 0)) + keep;
     const double lean =
         static_cast<double>(cm_.activation_bytes(one, st.shape, st.shape.num_layers)) + keep;
-    if (full <= st.activation_cap || full <= lean) continue;
-    const double need = std::min(1.0, (full - st.activation_cap) / (full - lean));
+    const double transient = static_cast<double>(
+        std::max(cm_.backward_transient_bytes(tail, st.shape, st.shape.num_layers) +
+                     cm_.dkv_buffer_bytes(tail, st.shape),
+                 cm_.forward_transient_bytes(tail, st.shape)));
+    const double cap = st.activation_cap - transient;
+    if (full <= cap || full <= lean) continue;
+    const double need = std::min(1.0, (full - cap) / (full - lean));
     out += need * cm_.recompute_time(one, st.shape.num_layers);
   }
   return out;
