@@ -95,6 +95,20 @@ ChunkLimit ReplicaSplitCost::lead_limit(int64_t length, int64_t rest_tokens) con
       best = lim;
     }
   }
+  // K = 1 packs whole sequences into chunks of 2, 4, ... times the lead, as the planner's
+  // capacity search does, until one chunk would hold the whole share.
+  const double per_token = m / static_cast<double>(length);
+  for (int64_t cap = 2 * length; cap / 2 < length + rest_tokens; cap *= 2) {
+    ChunkLimit lim;
+    lim.tokens = cap;
+    lim.time = overhead_ + per_token * static_cast<double>(cap);
+    const double t = m + overhead_ * static_cast<double>(length + rest_tokens) /
+                             static_cast<double>(cap) + fill(lim);
+    if (t < best_time) {
+      best_time = t;
+      best = lim;
+    }
+  }
   return best;
 }
 
@@ -141,6 +155,19 @@ double ReplicaSplitCost::recompute(int64_t length) const {
     const double need = std::min(1.0, (full - cap) / (full - lean));
     out += need * cm_.recompute_time(one, st.shape.num_layers);
   }
+  return out;
+}
+
+double ReplicaSplitCost::share(std::span<const int64_t> lengths) const {
+  int64_t longest = 0, tokens = 0;
+  for (int64_t l : lengths) {
+    longest = std::max(longest, l);
+    tokens += std::max<int64_t>(0, l);
+  }
+  if (longest <= 0) return 0;
+  const ChunkLimit limit = lead_limit(longest, tokens - longest);
+  double out = fill(limit);
+  for (int64_t l : lengths) out += work(l, limit) + recompute(l);
   return out;
 }
 

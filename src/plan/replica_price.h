@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "core/config.h"
@@ -34,8 +35,9 @@ class ReplicaSplitCost {
   ReplicaSplitCost(const Config& cfg, const cost::CostModel& cm);
 
   // The K the planner would cut a replica's longest sequence of `length` tokens into, beside
-  // `rest_tokens` tokens of shorter ones: the planner's K list, minimising the compute
-  // (M + K·F, the rest's chunks F each), and the fill (pp − 1)·T_t.
+  // `rest_tokens` tokens of shorter ones: the planner's K list (and, at K = 1, its chunks of
+  // 2, 4, ... times the lead), minimising the compute (M + K·F, the rest's chunks F each) and
+  // the fill (pp − 1)·T_t.
   ChunkLimit lead_limit(int64_t length, int64_t rest_tokens) const;
   // Forward + backward seconds through every layer of the sequence in a replica whose chunks
   // are within `limit`: its slices when longer than T_m (as many as T_t requires), else its
@@ -49,6 +51,10 @@ class ReplicaSplitCost {
   // of the rank's layers, Eq. 14's estimate for the sequence in its own pipeline
   // (pipeline_grouping.cc), at their full recompute time.
   double recompute(int64_t length) const;
+
+  // A replica's whole share: its longest sequence leads (lead_limit, with the others' tokens
+  // beside it), plus the fill, every sequence's work within that limit and their recompute.
+  double share(std::span<const int64_t> lengths) const;
 
   // The price without a replica: work at default_limit() plus recompute; 0 for length <= 0.
   double operator()(int64_t length) const;
