@@ -87,9 +87,9 @@ ChunkLimit ReplicaSplitCost::lead_limit(int64_t length, int64_t rest_tokens) con
       }
       lim.tokens = lo;
     }
-    const double t = m + k * overhead_ +
-                     overhead_ * static_cast<double>(rest_tokens) / static_cast<double>(lim.tokens) +
-                     fill(lim);
+    const double t =
+        m + k * overhead_ +
+        overhead_ * static_cast<double>(rest_tokens) / static_cast<double>(lim.tokens) + fill(lim);
     if (t < best_time) {
       best_time = t;
       best = lim;
@@ -102,8 +102,9 @@ ChunkLimit ReplicaSplitCost::lead_limit(int64_t length, int64_t rest_tokens) con
     ChunkLimit lim;
     lim.tokens = cap;
     lim.time = overhead_ + per_token * static_cast<double>(cap);
-    const double t = m + overhead_ * static_cast<double>(length + rest_tokens) /
-                             static_cast<double>(cap) + fill(lim);
+    const double t =
+        m + overhead_ * static_cast<double>(length + rest_tokens) / static_cast<double>(cap) +
+        fill(lim);
     if (t < best_time) {
       best_time = t;
       best = lim;
@@ -136,8 +137,7 @@ double ReplicaSplitCost::recompute(int64_t length) const {
   const std::span<const cost::SliceShape> one(&s, 1);
   // The cap also leaves room for the largest transient, as the grouping's does: a sliced
   // sequence's is its tail's backward, whose K/V-gradient buffer spans the whole context.
-  const int64_t tail_len =
-      length > default_limit_.tokens ? std::min(length, min_tail_) : length;
+  const int64_t tail_len = length > default_limit_.tokens ? std::min(length, min_tail_) : length;
   const cost::SliceShape tail_shape{length - tail_len, tail_len, true};
   const std::span<const cost::SliceShape> tail(&tail_shape, 1);
   double out = 0;

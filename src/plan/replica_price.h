@@ -25,9 +25,9 @@ namespace infinipipe::plan {
 
 // The bounds of a replica's chunks, set by its longest sequence cut into `slices` slices.
 struct ChunkLimit {
-  int32_t slices = 1;   // K
-  int64_t tokens = 0;   // T_m: the longest chunk (the first slice) in tokens
-  double time = 0;      // T_t: one slice's forward + backward through every layer, seconds
+  int32_t slices = 1;  // K
+  int64_t tokens = 0;  // T_m: the longest chunk (the first slice) in tokens
+  double time = 0;     // T_t: one slice's forward + backward through every layer, seconds
 };
 
 class ReplicaSplitCost {
@@ -66,7 +66,7 @@ class ReplicaSplitCost {
   double marginal(int64_t length) const;
 
  private:
-  struct Stage {                // one pipeline rank: its stages' layers as one
+  struct Stage {  // one pipeline rank: its stages' layers as one
     cost::StageShape shape;
     double activation_cap = 0;  // bytes: budget less the rank's model states
   };

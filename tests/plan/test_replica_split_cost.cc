@@ -30,17 +30,16 @@ int64_t budget_fitting(const Config& cfg, const cost::CostModel& cm, int64_t fit
   const ReplicaSplitCost price(cfg, cm);
   const cost::SliceShape s{0, fits, false};
   const std::span<const cost::SliceShape> one(&s, 1);
-  const int64_t tail_len = fits > price.default_limit().tokens
-                               ? std::min(fits, cfg.parallel.min_tail_slice)
-                               : fits;
+  const int64_t tail_len =
+      fits > price.default_limit().tokens ? std::min(fits, cfg.parallel.min_tail_slice) : fits;
   const cost::SliceShape t{fits - tail_len, tail_len, true};
   const std::span<const cost::SliceShape> tail(&t, 1);
   int64_t need = 0;
   for (const StageSpec& st : stage_layout_planned(cfg, cm, 2, 1)) {
     const cost::StageShape sh = stage_shape(st);
-    const int64_t transient =
-        std::max(cm.backward_transient_bytes(tail, sh, sh.num_layers) + cm.dkv_buffer_bytes(tail, sh),
-                 cm.forward_transient_bytes(tail, sh));
+    const int64_t transient = std::max(
+        cm.backward_transient_bytes(tail, sh, sh.num_layers) + cm.dkv_buffer_bytes(tail, sh),
+        cm.forward_transient_bytes(tail, sh));
     need = std::max(need, stage_static_bytes(cm, sh, mem) + cm.activation_bytes(one, sh, 0) +
                               cm.kv_keep_bytes(one, sh) + transient);
   }
