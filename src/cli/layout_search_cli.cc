@@ -70,6 +70,13 @@ void outlier_delay_check_before_search(const Config& raw) {
     fail_config(
         "--outlier-delay reorders the batches by data-parallel-size, which auto leaves to the "
         "layout search: give --dp N (N >= 2), or drop --outlier-delay");
+  // The delay weighs sequences at the layout's pipeline (its ranks' layers and memory,
+  // plan::ReplicaSplitCost), so its batches are not known before pp and vpp are.
+  if (raw.parallel.pipeline_parallel == kAutoDegree || raw.parallel.virtual_stages == kAutoDegree)
+    fail_config(
+        "--outlier-delay weighs sequences at the layout's pipeline (its stages' layers and "
+        "memory), which auto leaves to the layout search: give --pp N and --vpp N, or drop "
+        "--outlier-delay");
   // The delay's own checks, at the layout of dp replicas of one device each.
   Config probe = validate_except_layout(raw);
   probe.parallel.data_parallel = dp;

@@ -15,7 +15,6 @@
 #include "core/parallel_auto.h"
 #include "data/training_batches.h"
 #include "obs/profile.h"
-#include "plan/replica_balance.h"
 #include "sim/layout_search.h"
 #include "sim/layout_search_report.h"
 
@@ -67,9 +66,7 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
   space.threads = search_threads(0);
   const cost::CostModel cm = obs::planning_cost_model(base);
   outlier_delay_check_before_search(raw);
-  Config sampled = base;
-  sampled.parallel.data_parallel = p.data_parallel;  // the delay's replicas
-  const auto batches = train_search_batches(sampled, how.search_iterations);
+  const auto batches = train_search_batches(base, how.search_iterations);
   const sim::LayoutSearchResult r = sim::layout_search(base, cm, space, batches);
   const std::string choice = sim::layout_search_choice(r);  // ConfigError when none fits
   if (how.print) {
@@ -99,10 +96,6 @@ std::vector<std::vector<int64_t>> train_search_batches(const Config& cfg, int64_
   data::TrainingBatches source(
       {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path},
       t.global_batch_size, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
-  // The trainer weighs sequences for the delay with its engine cost model.
-  if (cfg.parallel.outlier_delay)
-    source.delay_outliers(cfg.parallel.data_parallel,
-                          plan::replica_sequence_cost_fn(obs::engine_cost_model(cfg)));
   source.resume(start.consumed_samples, start.delay);
   std::vector<std::vector<int64_t>> batches;
   for (int64_t i = 0; i < std::min(count, left); ++i) {

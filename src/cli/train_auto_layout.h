@@ -28,9 +28,10 @@ struct TrainAutoLayout {
 };
 
 // The layout search's sample: the run's first `count` global batches (at most the iterations it
-// trains), drawn as the trainer draws them (data/training_batches.h: seed, split, blend, the
-// outlier delay over cfg's dp); a run resuming with --load starts at its checkpoint's position
-// and delay state, so the search sees the iterations the resumed run trains next.
+// trains), drawn as the trainer draws them (data/training_batches.h: seed, split, blend; no
+// outlier delay, whose batches depend on the layout: outlier_delay_check_before_search refuses
+// it with an auto degree); a run resuming with --load starts at its checkpoint's position, so
+// the search sees the iterations the resumed run trains next.
 std::vector<std::vector<int64_t>> train_search_batches(const Config& cfg, int64_t count);
 
 // `options` unchanged when no degree is auto (ConfigError if --search-iterations was given),

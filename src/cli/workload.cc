@@ -50,7 +50,7 @@ std::vector<std::vector<int64_t>> dataset_batches(const Config& cfg, int64_t fir
       {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path},
       t.global_batch_size, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
   if (delay_cm != nullptr)
-    source.delay_outliers(cfg.parallel.data_parallel, plan::replica_sequence_cost_fn(*delay_cm));
+    source.delay_outliers(cfg.parallel.data_parallel, plan::replica_split_cost_fn(cfg, *delay_cm));
   std::vector<std::vector<int64_t>> out;
   int64_t carrying = 0;
   for (int64_t it = 0; it < first + count; ++it) {
@@ -91,7 +91,7 @@ std::pair<std::vector<int64_t>, std::string> delayed_batch(const WorkloadArgs& a
     return data::DelayedDocument{
         {0, k}, std::min((*lengths)[static_cast<size_t>(k)], seq), synthetic ? 0 : i / n};
   };
-  data::OutlierDelay delay(gbs, cfg.parallel.data_parallel, plan::replica_sequence_cost_fn(cm));
+  data::OutlierDelay delay(gbs, cfg.parallel.data_parallel, plan::replica_split_cost_fn(cfg, cm));
   data::OutlierDelay::Batch b;
   int64_t carrying = 0;
   for (int64_t it = 0; it <= a.iteration; ++it) {

@@ -29,16 +29,6 @@ size_t planner_thread_count(int32_t asked) {
   return std::max<size_t>(1, std::thread::hardware_concurrency());
 }
 
-// K values the EPP search tries: dense where it matters, geometric beyond.
-std::vector<int32_t> epp_k_candidates(int32_t k_max) {
-  static constexpr int32_t kList[] = {1,  2,  3,  4,  5,  6,  8,   10,  12, 16,
-                                      20, 24, 32, 48, 64, 96, 128, 192, 256};
-  std::vector<int32_t> out;
-  for (int32_t k : kList)
-    if (k <= k_max) out.push_back(k);
-  return out;
-}
-
 // One evaluated grouping of a candidate chunk list, as try_chunks would have recorded it.
 struct Attempt {
   Candidate cand;
@@ -286,7 +276,7 @@ struct EppSearch {
     }
     // Hopeless: one candidate (the finest) tells by how much. Else K = 1 is batch-level PP:
     // also try the tight token packing the batch-level schedules use (candidate 0), and larger.
-    auto ks = epp_k_candidates(sequence_max_slices(lengths, cfg.parallel.min_tail_slice));
+    auto ks = sequence_slice_candidates(sequence_max_slices(lengths, cfg.parallel.min_tail_slice));
     if (hopeless()) {
       ks = {ks.back()};
       explain.notes.push_back(

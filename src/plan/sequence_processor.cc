@@ -303,6 +303,15 @@ int32_t sequence_max_slices(std::span<const int64_t> lengths, int64_t min_tail) 
   return static_cast<int32_t>(std::clamp<int64_t>(k, 1, 256));
 }
 
+std::vector<int32_t> sequence_slice_candidates(int32_t k_max) {
+  static constexpr int32_t kList[] = {1,  2,  3,  4,  5,  6,  8,   10,  12, 16,
+                                      20, 24, 32, 48, 64, 96, 128, 192, 256};
+  std::vector<int32_t> out;
+  for (int32_t k : kList)
+    if (k <= k_max) out.push_back(k);
+  return out;
+}
+
 std::vector<Slice> sequence_split_balanced(int32_t seq, int64_t len, int32_t k,
                                            const cost::CostModel& cm, const cost::StageShape& stage,
                                            int64_t min_tail) {

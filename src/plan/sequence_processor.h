@@ -63,4 +63,8 @@ ProcessorResult sequence_process(std::span<const int64_t> lengths, int32_t k,
 // Largest K worth trying for this batch: slices of the longest sequence stay >= min_tail.
 int32_t sequence_max_slices(std::span<const int64_t> lengths, int64_t min_tail);
 
+// The K values EPP's search tries, up to k_max: dense where it matters, geometric beyond. The
+// replica split (replica_balance.h) prices a replica's longest sequence over the same list.
+std::vector<int32_t> sequence_slice_candidates(int32_t k_max);
+
 }  // namespace infinipipe::plan

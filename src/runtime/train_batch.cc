@@ -57,7 +57,7 @@ nlohmann::json Trainer::delay_state() const {
 void Trainer::delay_restore(const nlohmann::json& state) {
   if (cfg_.parallel.outlier_delay)
     delay_.emplace(cfg_.training.global_batch_size, cfg_.parallel.data_parallel,
-                   plan::replica_sequence_cost_fn(cm_));
+                   plan::replica_split_cost_fn(cfg_, cm_));
   data::outlier_delay_restore(
       delay_ ? &*delay_ : nullptr, state,
       [this](const data::DocumentRef& doc) { return document_length(doc); });

@@ -1,7 +1,7 @@
 // The sample `train --pp auto` searches layouts on: the run's own first batches, as the trainer
 // draws them (train_search_batches, data/training_batches.h): a fresh run's and a resumed run's
-// batches equal the ones train then trains (its metrics), and with --split and --outlier-delay
-// they are TrainingBatches' batches for the same flags.
+// batches equal the ones train then trains (its metrics), and with --split they are
+// TrainingBatches' batches for the same flags; --outlier-delay is refused with an auto degree.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -18,9 +18,6 @@
 #include "cli/train_auto_layout.h"
 #include "common/test_temp.h"
 #include "common/text_count.h"
-#include "data/training_batches.h"
-#include "obs/profile.h"
-#include "plan/replica_balance.h"
 
 namespace infinipipe {
 namespace {
@@ -123,31 +120,9 @@ TEST_F(TrainSearchBatches, FreshAndResumedSamplesAreTheBatchesTrainTrains) {
   EXPECT_NE(done.output.find("nothing is left to train"), std::string::npos) << done.output;
 }
 
-// --outlier-delay over the fixed dp: the sample is the delay's batches (TrainingBatches, weighed
-// with the trainer's engine cost model), not the stream's plain ones. Documents up to 4096
-// tokens on a 32-wide model: attention makes the long ones outliers.
-TEST_F(TrainSearchBatches, OutlierDelaySampleIsTheDelayedTrainingBatches) {
-  const Config cfg = config(
-      "seq-length: 4096\nglobal-batch-size: 8\ndata-parallel-size: 2\noutlier-delay: true\n");
-  const Batches sample = cli::train_search_batches(cfg, 6);
-  const TrainingConfig& t = cfg.training;
-  const data::DataFlags flags{t.data_path, t.split, t.train_data_path, t.valid_data_path,
-                              t.test_data_path};
-  data::TrainingBatches delayed(flags, 8, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
-  delayed.delay_outliers(2, plan::replica_sequence_cost_fn(obs::engine_cost_model(cfg)));
-  data::TrainingBatches plain(flags, 8, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
-  Batches want, undelayed;
-  int64_t delayed_documents = 0;
-  for (int i = 0; i < 6; ++i) {
-    const data::TrainingBatches::Batch b = delayed.next();
-    delayed_documents += b.drawn.delayed;
-    want.push_back(b.lengths);
-    undelayed.push_back(plain.next().lengths);
-  }
-  EXPECT_EQ(sample, want);
-  ASSERT_GT(delayed_documents, 0) << "the corpus is meant to have outliers the delay holds back";
-  EXPECT_NE(sample, undelayed);
-
+// --outlier-delay weighs sequences at the layout's pipeline, so its batches are not known
+// before the search: refused with any auto degree, by train and by `config show` alike.
+TEST_F(TrainSearchBatches, OutlierDelayIsRefusedWithAnAutoDegree) {
   // With dp searched too, the delay's batches are not known before the search.
   const ShellResult r = run_cli(fmt::format(
       "train --config {} --seq-length 4096 --pp auto --global-batch-size 8 --outlier-delay "
@@ -164,8 +139,13 @@ TEST_F(TrainSearchBatches, OutlierDelaySampleIsTheDelayedTrainingBatches) {
   EXPECT_NE(show.output.find("--outlier-delay reorders the batches"), std::string::npos)
       << show.output;
   EXPECT_EQ(run_cli("config show --pp auto --dp 1 --outlier-delay").exit_code, 2);
-  EXPECT_EQ(run_cli("config show --pp auto --dp 2 --global-batch-size 8 --outlier-delay").exit_code,
-            0);
+  const ShellResult pp = run_cli("config show --pp auto --dp 2 --global-batch-size 8 --outlier-delay");
+  EXPECT_EQ(pp.exit_code, 2) << pp.output;
+  EXPECT_NE(pp.output.find("give --pp N and --vpp N"), std::string::npos) << pp.output;
+  EXPECT_EQ(
+      run_cli("config show --pp 2 --dp 2 --vpp auto --global-batch-size 8 --outlier-delay").exit_code,
+      2);
+  EXPECT_EQ(run_cli("config show --pp 2 --dp 2 --global-batch-size 8 --outlier-delay").exit_code, 0);
 }
 
 }  // namespace

@@ -185,24 +185,24 @@ TEST(Planner, BalanceReplicasKeepsEverySequenceAndBalancesCost) {
   const auto cm = cost::CostModel::from_config(cfg);
   std::mt19937 rng(2);
   const auto lengths = long_tail(rng, 64, 16384);
+  const ReplicaSplitCost cost(cfg, cm);
   for (int64_t dp : {1, 2, 4, 8}) {
     const auto parts = balance_replicas(lengths, dp, cm, cfg);
     ASSERT_EQ(static_cast<int64_t>(parts.size()), dp);
+    EXPECT_EQ(balance_replicas(lengths, dp, cm, cfg), parts) << "deterministic, dp " << dp;
     std::vector<int64_t> all;
-    const ReplicaSplitCost cost(cfg, cm);
     double lo = 1e30, hi = 0, biggest = 0;
     for (const auto& p : parts) {
       EXPECT_FALSE(p.empty());
-      double load = 0;
       for (int64_t l : p) {
         all.push_back(l);
-        const double c = cost(l);
-        load += c;
-        biggest = std::max(biggest, c);
+        const int64_t one[] = {l};
+        biggest = std::max(biggest, cost.share(one));
       }
-      lo = std::min(lo, load);
-      hi = std::max(hi, load);
+      lo = std::min(lo, cost.share(p));
+      hi = std::max(hi, cost.share(p));
     }
+    // LPT's bound: the replicas' prices within the costliest sequence's of each other.
     EXPECT_LE(hi - lo, biggest * (1 + 1e-9)) << "dp " << dp;
     auto sorted = lengths;
     std::sort(sorted.begin(), sorted.end());

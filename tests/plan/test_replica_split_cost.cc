@@ -22,16 +22,26 @@ Config split_config() {
 }
 
 // A budget under which a sequence of `fits` tokens keeps every activation on every stage and
-// one of 2 × fits does not: the heaviest stage's model states plus `fits` tokens' activations.
+// one of 2 × fits does not: the heaviest stage's model states, `fits` tokens' activations and
+// the largest transient of its tail slice (the room ReplicaSplitCost leaves, as Eq. 14's
+// grouping does).
 int64_t budget_fitting(const Config& cfg, const cost::CostModel& cm, int64_t fits) {
   const MemoryContext mem = plan_memory_context(cfg, int64_t{1} << 40);
+  const ReplicaSplitCost price(cfg, cm);
   const cost::SliceShape s{0, fits, false};
   const std::span<const cost::SliceShape> one(&s, 1);
+  const int64_t tail_len =
+      fits > price.default_limit().tokens ? std::min(fits, cfg.parallel.min_tail_slice) : fits;
+  const cost::SliceShape t{fits - tail_len, tail_len, true};
+  const std::span<const cost::SliceShape> tail(&t, 1);
   int64_t need = 0;
   for (const StageSpec& st : stage_layout_planned(cfg, cm, 2, 1)) {
     const cost::StageShape sh = stage_shape(st);
+    const int64_t transient = std::max(
+        cm.backward_transient_bytes(tail, sh, sh.num_layers) + cm.dkv_buffer_bytes(tail, sh),
+        cm.forward_transient_bytes(tail, sh));
     need = std::max(need, stage_static_bytes(cm, sh, mem) + cm.activation_bytes(one, sh, 0) +
-                              cm.kv_keep_bytes(one, sh));
+                              cm.kv_keep_bytes(one, sh) + transient);
   }
   return need;
 }
@@ -43,7 +53,7 @@ TEST(ReplicaSplitCost, IsTheComputeWhereActivationsFit) {
   const ReplicaSplitCost cost(cfg, cm);
   for (int64_t l : {1, 100, 4096, 16384}) {
     EXPECT_EQ(cost.recompute(l), 0) << l;
-    EXPECT_DOUBLE_EQ(cost(l), replica_sequence_cost(cm, l)) << l;
+    EXPECT_DOUBLE_EQ(cost(l), cost.work(l, cost.default_limit())) << l;
   }
   EXPECT_EQ(cost(0), 0);
 }
@@ -65,7 +75,7 @@ TEST(ReplicaSplitCost, ChargesRecomputeOnlyPastTheBudgetAndAtMostAllOfIt) {
   for (int64_t l = 4096; l <= 16384; l += 1024) {
     EXPECT_GE(cost.recompute(l), last) << l;  // more tokens never need less recompute
     last = cost.recompute(l);
-    EXPECT_DOUBLE_EQ(cost(l), replica_sequence_cost(cm, l) + cost.recompute(l));
+    EXPECT_DOUBLE_EQ(cost(l), cost.work(l, cost.default_limit()) + cost.recompute(l));
   }
 }
 
@@ -85,7 +95,7 @@ TEST(ReplicaSplitCost, AForcedSplitOfVirtualStagesCountsEachRanksLayersOnce) {
 
 // One long sequence and many short ones over two replicas: where the long one must recompute,
 // its replica gets fewer of the short ones, and the split still keeps every sequence once with
-// the loads within the costliest sequence of each other (LPT's bound, by the split's cost).
+// the replicas' prices within the costliest sequence's of each other (LPT's bound).
 TEST(BalanceReplicas, GivesARecomputingSequenceLessCompanyAndKeepsEverySequence) {
   std::vector<int64_t> lengths = {16384};
   for (int i = 0; i < 200; ++i) lengths.push_back(1024 + 97 * (i % 13));
@@ -94,22 +104,20 @@ TEST(BalanceReplicas, GivesARecomputingSequenceLessCompanyAndKeepsEverySequence)
     const auto parts = balance_replicas(lengths, 2, cm, cfg);
     const ReplicaSplitCost cost(cfg, cm);
     std::vector<int64_t> all;
-    double lo = 1e30, hi = 0, biggest = 0;
+    double lo = 1e30, hi = 0;
     int64_t beside = -1;
     for (const auto& p : parts) {
-      double load = 0;
       int64_t tokens = 0;
       for (int64_t l : p) {
         all.push_back(l);
-        load += cost(l);
-        biggest = std::max(biggest, cost(l));
         if (l != 16384) tokens += l;
       }
       if (std::find(p.begin(), p.end(), 16384) != p.end()) beside = tokens;
-      lo = std::min(lo, load);
-      hi = std::max(hi, load);
+      lo = std::min(lo, cost.share(p));
+      hi = std::max(hi, cost.share(p));
     }
-    EXPECT_LE(hi - lo, biggest * (1 + 1e-9));
+    const int64_t longest[] = {16384};
+    EXPECT_LE(hi - lo, cost.share(longest));
     auto sorted = lengths;
     std::sort(sorted.begin(), sorted.end());
     std::sort(all.begin(), all.end());
