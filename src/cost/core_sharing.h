@@ -22,22 +22,13 @@ struct RankHost {
 // True when some node holds more ranks than cores; false for an empty list.
 bool cores_shared(std::span<const RankHost> hosts);
 
-// P(X = x), x = 0 .. p.size(), of X the number of independent events of probabilities p that
-// happen (the Poisson binomial distribution; the binomial when every p is the same).
-std::vector<double> count_distribution(std::span<const double> p);
-
-// The expected speed, as a fraction of its own, of each computing rank of one pipeline, given
-// which of its ranks compute now (`computing[k]`, one per pipeline rank, as `hosts`). A node
-// holding P ranks of this pipeline and R in all has R - P ranks of other pipelines (the other
-// data-parallel replicas, whose plans this one cannot see); they run their own batches, not in
-// step with this pipeline, so each computes at any moment independently, with the probability
-// `busy[k]` of the rank k of this pipeline on the node it mirrors (the j-th other rank mirrors
-// the (j mod P)-th of this pipeline's ranks there: replicas run the same stages). With n of this
-// pipeline's ranks computing on the node and X of the others, the speed is
-// E[min(1, cores / (n + X))]. 1 for every rank when no node holds more ranks than cores; 0 for a
-// rank that does not compute. `busy` empty: the others never compute.
+// The speed, as a fraction of its own, of each computing rank of one pipeline, given which of
+// its ranks compute now (`computing[k]`, one per pipeline rank, as `hosts`). The node's other
+// ranks belong to other pipelines (data-parallel replicas run the same schedule on their own
+// batches), so a node holding P ranks of this pipeline and R ranks in all counts R / P ranks
+// computing for each of its pipeline ranks that computes. 1 for every rank when no node holds
+// more ranks than cores; 0 for a rank that does not compute.
 std::vector<double> core_share_speeds(std::span<const RankHost> hosts,
-                                      const std::vector<bool>& computing,
-                                      std::span<const double> busy = {});
+                                      const std::vector<bool>& computing);
 
 }  // namespace infinipipe::cost

@@ -1,7 +1,6 @@
 #include "plan/schedule_replay.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -63,17 +62,17 @@ double input_ready(const Plan& plan, const Action& a, const std::vector<double>&
   return d == kNotDone ? kNotDone : d + xfer(a.stage);
 }
 
-// One pass of the replay when ranks share cores: a discrete-event clock on which every computing
-// rank's action advances at its expected share of the node's cores (cost::core_share_speeds,
-// the other pipelines' ranks computing with probabilities `busy`), recomputed at every start and
-// end. Gaps and transfers take wall time and compute nothing.
-Replay replay_cores_shared_pass(const Plan& plan, std::span<const double> transfer,
-                                const std::vector<std::vector<double>>& durations,
-                                std::span<const RankStepCost> step_costs,
-                                std::span<const cost::RankHost> hosts,
-                                std::span<const double> busy) {
+// The replay when ranks share cores: a discrete-event clock on which every computing rank's
+// action advances at its share of the node's cores (cost::core_share_speeds), recomputed at
+// every start and end. Gaps and transfers take wall time and compute nothing.
+Replay replay_cores_shared(const Plan& plan, std::span<const double> transfer,
+                           const std::vector<std::vector<double>>& durations,
+                           std::span<const RankStepCost> step_costs,
+                           std::span<const cost::RankHost> hosts) {
   const int32_t ns = plan.num_stages(), pp = plan.pp;
   const size_t m = plan.chunks.size();
+  if (hosts.size() != static_cast<size_t>(pp))
+    fail("the plan's hosts name {} ranks, it has pp {}", hosts.size(), pp);
   std::vector<double> fdone(ns * m, kNotDone), bdone(ns * m, kNotDone);
   auto idx = [&](int32_t stage, int32_t chunk) { return static_cast<size_t>(stage) * m + chunk; };
   // When rank k's next action may start, once its inputs are done; kNotDone while one is not.
@@ -95,7 +94,7 @@ Replay replay_cores_shared_pass(const Plan& plan, std::span<const double> transf
       if (!computing[k] && starts[k] == kNotDone && next[k] < plan.actions[k].size())
         starts[k] = start_of(k, next[k], free[k]);
     // The next event: an action starts, or the first computing one ends at the current speeds.
-    const std::vector<double> speed = cost::core_share_speeds(hosts, computing, busy);
+    const std::vector<double> speed = cost::core_share_speeds(hosts, computing);
     double t = std::numeric_limits<double>::infinity();
     for (int32_t k = 0; k < pp; ++k) {
       if (starts[k] != kNotDone) t = std::min(t, starts[k]);
@@ -132,47 +131,6 @@ Replay replay_cores_shared_pass(const Plan& plan, std::span<const double> transf
   if (finished) return r;
   r.deadlock = true;
   r.deadlock_reason = deadlock_reason(plan, next, fdone);
-  return r;
-}
-
-// Each rank's time inside its actions over the span of the pipeline's actions (0 for an empty
-// step).
-std::vector<double> busy_fractions(const Replay& r) {
-  double span = 0;
-  for (const auto& list : r.timing)
-    for (const ActionTiming& t : list) span = std::max(span, t.end);
-  std::vector<double> busy(r.timing.size(), 0.0);
-  if (!(span > 0)) return busy;
-  for (size_t k = 0; k < r.timing.size(); ++k) {
-    for (const ActionTiming& t : r.timing[k]) busy[k] += t.end - t.start;
-    busy[k] = std::min(1.0, busy[k] / span);
-  }
-  return busy;
-}
-
-// The replay when ranks share cores. The other pipelines' ranks compute as often as this
-// pipeline's do (their busy fraction), which the replay itself decides: start with them idle and
-// replay again with the last pass's fractions until they settle (a fixed point; the passes are
-// deterministic, so the same plan gives the same prediction).
-Replay replay_cores_shared(const Plan& plan, std::span<const double> transfer,
-                           const std::vector<std::vector<double>>& durations,
-                           std::span<const RankStepCost> step_costs,
-                           std::span<const cost::RankHost> hosts) {
-  if (hosts.size() != static_cast<size_t>(plan.pp))
-    fail("the plan's hosts name {} ranks, it has pp {}", hosts.size(), plan.pp);
-  std::vector<double> busy(hosts.size(), 0.0);
-  Replay r;
-  for (int pass = 0; pass < kSharingMaxPasses; ++pass) {
-    r = replay_cores_shared_pass(plan, transfer, durations, step_costs, hosts, busy);
-    if (r.deadlock) return r;
-    const std::vector<double> next = busy_fractions(r);
-    double moved = 0;
-    for (size_t k = 0; k < busy.size(); ++k) moved = std::max(moved, std::abs(next[k] - busy[k]));
-    r.sharing_passes = pass + 1;
-    if (moved <= kSharingTolerance) break;
-    busy = next;
-  }
-  r.busy = busy;
   return r;
 }
 

@@ -24,17 +24,7 @@ struct Replay {
   double step_time = 0;  // end of the last action, plus its rank's tail (step_costs)
   bool deadlock = false;
   std::string deadlock_reason;  // names each stuck rank, its action and what it waits for
-  // Where ranks share cores: the fraction of the span of the pipeline's actions each rank spends
-  // inside them, with which the other pipelines' ranks on its node were taken to compute (the
-  // replay's fixed point), and the passes that took; empty and 0 otherwise.
-  std::vector<double> busy;
-  int sharing_passes = 0;
 };
-
-// The shared replay's fixed point: at most this many passes, until no busy fraction moves by
-// more than the tolerance between two.
-inline constexpr int kSharingMaxPasses = 50;
-inline constexpr double kSharingTolerance = 1e-6;
 
 // Seconds to move chunk c's activation (or gradient) across the boundary after stage s:
 // transfer[c * num_stages + s]; 0 when both stages share a rank. Empty span = free communication.
@@ -57,10 +47,8 @@ std::vector<RankStepCost> replay_step_costs(const Plan& plan, const cost::CostMo
 // there, and the step ends at the latest rank's last action plus its tail. `hosts` per rank
 // (empty = a core for every rank): where a node holds more ranks than cores, `durations` are
 // each action's own time (its rank alone on a core) and an action progresses at
-// cost::core_share_speeds of the ranks computing at each moment (processor sharing; the node's
-// ranks of other pipelines compute independently of this one, as often as the ranks they mirror
-// do in this replay), so its wall time is what timing holds; otherwise the replay is exactly the
-// one without hosts.
+// cost::core_share_speeds of the ranks computing at each moment (processor sharing), so its
+// wall time is what timing holds; otherwise the replay is exactly the one without hosts.
 Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
                        const std::vector<std::vector<double>>& durations = {},
                        std::span<const RankStepCost> step_costs = {},

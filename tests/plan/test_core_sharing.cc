@@ -1,12 +1,9 @@
 // Ranks that share cores (cost/core_sharing.h): an action progresses at the node's cores shared
 // among the ranks computing at that moment, so overlapping actions of two ranks on one core take
-// twice their own time and the others their own; other pipelines' ranks on the node compute
-// independently, as often as this pipeline's; with no more ranks than cores the plan and its
+// twice their own time and the others their own; with no more ranks than cores the plan and its
 // predictions are exactly those without hosts.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -29,108 +26,25 @@ using testing::small_config;
 const std::vector<int64_t> kLengths = {6000, 3000, 1500, 900, 400, 300, 200, 100};
 
 TEST(CoreSharing, SpeedsShareTheNodesCoresAmongTheRanksComputing) {
-  // Two ranks on one core, both of this pipeline.
+  // Two ranks on one core.
   const std::vector<cost::RankHost> one_core = {{0, 1, 2}, {0, 1, 2}};
   EXPECT_EQ(cost::core_share_speeds(one_core, {true, true}), (std::vector<double>{0.5, 0.5}));
   EXPECT_EQ(cost::core_share_speeds(one_core, {true, false}), (std::vector<double>{1.0, 0.0}));
-  EXPECT_EQ(cost::core_share_speeds(one_core, {true, true}, std::vector<double>{1, 1}),
-            (std::vector<double>{0.5, 0.5}));  // no other pipeline: busy fractions do not count
-  // The demo's layout: pp 2 x dp 2 on two cores; the other replica's two ranks always compute.
+  // The demo's layout: pp 2 x dp 2 on two cores; the other replica's two ranks mirror these.
   const std::vector<cost::RankHost> demo = {{0, 2, 4}, {0, 2, 4}};
-  const std::vector<double> always = {1, 1};
-  EXPECT_EQ(cost::core_share_speeds(demo, {true, true}, always), (std::vector<double>{0.5, 0.5}));
-  const std::vector<double> one = cost::core_share_speeds(demo, {false, true}, always);
-  EXPECT_EQ(one[0], 0.0);
-  EXPECT_DOUBLE_EQ(one[1], 2.0 / 3.0);
-  // ... never compute: this pipeline has the cores to itself.
-  EXPECT_EQ(cost::core_share_speeds(demo, {true, true}), (std::vector<double>{1.0, 1.0}));
-  // Three ranks of this pipeline and three of others on four cores, the others always computing;
-  // then the others mirror ranks 0, 1, 2: with rank 2 never computing, two of them compute.
+  EXPECT_EQ(cost::core_share_speeds(demo, {true, true}), (std::vector<double>{0.5, 0.5}));
+  EXPECT_EQ(cost::core_share_speeds(demo, {false, true}), (std::vector<double>{0.0, 1.0}));
+  // Three ranks of this pipeline and three of others on four cores.
   const std::vector<cost::RankHost> six = {{0, 4, 6}, {0, 4, 6}, {0, 4, 6}};
-  const std::vector<double> all3 = {1, 1, 1}, two3 = {1, 1, 0};
-  EXPECT_DOUBLE_EQ(cost::core_share_speeds(six, {true, true, true}, all3)[0], 4.0 / 6.0);
-  EXPECT_DOUBLE_EQ(cost::core_share_speeds(six, {true, true, false}, all3)[1], 4.0 / 5.0);
-  EXPECT_DOUBLE_EQ(cost::core_share_speeds(six, {true, true, false}, two3)[1], 1.0);
+  const std::vector<double> s = cost::core_share_speeds(six, {true, true, true});
+  EXPECT_DOUBLE_EQ(s[0], 4.0 / 6.0);
+  EXPECT_DOUBLE_EQ(cost::core_share_speeds(six, {true, true, false})[1], 1.0);
   // Each node on its own: node 0's other rank (another pipeline's) halves this one's core; a
   // rank on a node with cores to spare is never slowed.
   const std::vector<cost::RankHost> nodes = {{0, 1, 2}, {5, 8, 2}};
-  EXPECT_EQ(cost::core_share_speeds(nodes, {true, true}, std::vector<double>{1, 1}),
-            (std::vector<double>{0.5, 1.0}));
+  EXPECT_EQ(cost::core_share_speeds(nodes, {true, true}), (std::vector<double>{0.5, 1.0}));
   EXPECT_FALSE(cost::cores_shared(std::vector<cost::RankHost>{{0, 2, 2}, {0, 2, 2}}));
   EXPECT_TRUE(cost::cores_shared(demo));
-}
-
-// The count of independent events: the binomial when their probabilities are equal, the
-// convolution of the two-point distributions otherwise.
-TEST(CoreSharing, CountDistributionIsTheBinomialsClosedForm) {
-  const double p = 0.3;
-  const std::vector<double> b = cost::count_distribution(std::vector<double>(4, p));
-  ASSERT_EQ(b.size(), 5u);
-  const double choose[] = {1, 4, 6, 4, 1};
-  for (int x = 0; x <= 4; ++x)
-    EXPECT_NEAR(b[x], choose[x] * std::pow(p, x) * std::pow(1 - p, 4 - x), 1e-15);
-  const std::vector<double> two = cost::count_distribution(std::vector<double>{0.9, 0.5});
-  EXPECT_NEAR(two[0], 0.1 * 0.5, 1e-15);
-  EXPECT_NEAR(two[1], 0.9 * 0.5 + 0.1 * 0.5, 1e-15);
-  EXPECT_NEAR(two[2], 0.9 * 0.5, 1e-15);
-  EXPECT_EQ(cost::count_distribution({}), (std::vector<double>{1.0}));
-}
-
-// The demo's layout with the other replica's stage-0 rank computing 90 % of the time and its
-// stage-1 rank 50 %: the expected share of two cores, E[min(1, 2 / (n + X))], in closed form.
-TEST(CoreSharing, OtherReplicasComputeIndependentlyWithTheirBusyFraction) {
-  const std::vector<cost::RankHost> demo = {{0, 2, 4}, {0, 2, 4}};
-  const double p = 0.9, q = 0.5;
-  const double x0 = (1 - p) * (1 - q), x1 = p * (1 - q) + (1 - p) * q, x2 = p * q;
-  const std::vector<double> busy = {p, q};
-  const std::vector<double> alone = cost::core_share_speeds(demo, {true, false}, busy);
-  EXPECT_NEAR(alone[0], x0 + x1 + x2 * 2.0 / 3.0, 1e-15);
-  const std::vector<double> both = cost::core_share_speeds(demo, {true, true}, busy);
-  EXPECT_NEAR(both[0], x0 + x1 * 2.0 / 3.0 + x2 * 0.5, 1e-15);
-  EXPECT_EQ(both[0], both[1]);
-  // Between the others never and always computing.
-  EXPECT_GT(both[0], 0.5);
-  EXPECT_LT(both[0], 1.0);
-}
-
-// The shared replay settles on its own busy fractions: replaying with them gives them back.
-TEST(CoreSharing, SharedReplayIsAFixedPointOfItsBusyFractions) {
-  const Config cfg = small_config(2, 1, 8);
-  const auto cm = cost::CostModel::from_config(cfg);
-  const Plan p = make_plan(cfg, cm, kLengths);
-  const std::vector<cost::RankHost> demo = {{0, 2, 4}, {0, 2, 4}};
-  const Replay r = schedule_replay(p, replay_transfer_times(p, cm, cfg), {}, {}, demo);
-  ASSERT_FALSE(r.deadlock);
-  ASSERT_EQ(r.busy.size(), 2u);
-  EXPECT_LT(r.sharing_passes, kSharingMaxPasses);
-  double span = 0;
-  for (const auto& list : r.timing)
-    for (const ActionTiming& t : list) span = std::max(span, t.end);
-  for (size_t k = 0; k < 2; ++k) {
-    double inside = 0;
-    for (const ActionTiming& t : r.timing[k]) inside += t.end - t.start;
-    EXPECT_NEAR(r.busy[k], inside / span, 1e-5);
-    EXPECT_GT(r.busy[k], 0.0);
-    // Each action between its own time and twice it (4 ranks, 2 cores, all computing).
-    for (size_t i = 0; i < p.actions[k].size(); ++i) {
-      const double wall = r.timing[k][i].end - r.timing[k][i].start;
-      EXPECT_GE(wall, p.actions[k][i].predicted_time * (1 - 1e-12));
-      EXPECT_LE(wall, 2 * p.actions[k][i].predicted_time * (1 + 1e-12));
-    }
-  }
-  // Slower than the pipeline alone on the two cores, faster than every action at half speed
-  // (the most that four ranks on two cores can slow one).
-  const Replay alone = schedule_replay(p, replay_transfer_times(p, cm, cfg));
-  std::vector<std::vector<double>> twice(2);
-  for (size_t k = 0; k < 2; ++k)
-    for (const Action& a : p.actions[k]) twice[k].push_back(2 * a.predicted_time);
-  const Replay always = schedule_replay(p, replay_transfer_times(p, cm, cfg), twice);
-  EXPECT_GT(r.step_time, alone.step_time);
-  EXPECT_LT(r.step_time, always.step_time);
-  // The same plan replays to the same bytes.
-  const Replay again = schedule_replay(p, replay_transfer_times(p, cm, cfg), {}, {}, demo);
-  EXPECT_EQ(again.step_time, r.step_time);
-  EXPECT_EQ(again.busy, r.busy);
 }
 
 // Two ranks, two chunks, forwards only, every action 1 s: rank 0's second forward and rank 1's
