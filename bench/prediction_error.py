@@ -5,8 +5,10 @@
 traces and plans each run leaves (docs/tracing.md) and prints, after the first --skip
 iterations, the median absolute relative error of the iteration (its plan's predicted_step_time
 against the span of a replica's actions, and against its whole step up to the last optimizer
-step), and of the actions (measured interval against predicted_s), then the trajectory of each
-rank's fitted alpha2 and beta1 (Plan.rank_time_terms) and its step costs (Plan.rank_step_terms).
+step), the span's signed median error (its bias), and of the actions (measured interval against
+predicted_s); wall over CPU time of the actions by ranks computing, each stage's busy fraction
+(time inside actions over the replica's span), then the trajectory of each rank's fitted alpha2
+and beta1 (Plan.rank_time_terms) and its step costs (Plan.rank_step_terms).
 The four runs go one after another on the same calibration and corpus; with
 INFINIPIPE_BASE_BUILD_DIR set, the base build's four runs go first, on the same calibration."""
 
