@@ -38,6 +38,8 @@ constexpr int idx(Term t) {
   return static_cast<int>(t);
 }
 
+// How far (a factor) the regression's weight follows the prediction away from the measurement.
+constexpr double kWeightBand = 1.5;
 // A term near 0 may still move by max_relative_step of this fraction of its scale per sample.
 constexpr double kNearZeroFraction = 0.1;
 // A backward is never free, and a calibration file requires backward_factor > 0.
@@ -157,8 +159,12 @@ void OnlineFit::update(const ActionSample& s) {
   // of linearisation, so the fit settles where an action's prediction is its mean time. Relative
   // to the measurement (weight 1 / y^2) it settled at E[1/y] / E[1/y^2], below the mean by about
   // twice the noise's relative variance (6 % for +-30 % uniform noise), and a step, a sum of
-  // actions, came out short by as much.
-  const double rel = pred > 0 ? pred : y;
+  // actions, came out short by as much. Within 1.5x of the measurement (wider than the +-30 %
+  // scatter of ranks sharing cores) the weight is the prediction's; beyond it (a prior far off
+  // the machine, a rank several times slower) it stays within 1.5x of the measurement's, so
+  // those first samples do not count as more certain than they are and the fit catches up as
+  // fast as when weighted by the measurement.
+  const double rel = std::clamp(pred, y / kWeightBand, y * kWeightBand);
   const double r = (y - pred) / rel;
   Vec x{};  // the relative regressor, in units of each term's scale
   for (int i = 0; i < kNumOnlineTerms; ++i) {
