@@ -5,8 +5,10 @@
 traces and plans each run leaves (docs/tracing.md) and prints, after the first --skip
 iterations, the median absolute relative error of the iteration (its plan's predicted_step_time
 against the span of a replica's actions, and against its whole step up to the last optimizer
-step), and of the actions (measured interval against predicted_s), then the trajectory of each
-rank's fitted alpha2 and beta1 (Plan.rank_time_terms) and its step costs (Plan.rank_step_terms).
+step), the span's signed median error (its bias), and of the actions (measured interval against
+predicted_s); wall over CPU time of the actions by ranks computing, each stage's busy fraction
+(time inside actions over the replica's span), then the trajectory of each rank's fitted alpha2
+and beta1 (Plan.rank_time_terms) and its step costs (Plan.rank_step_terms).
 The four runs go one after another on the same calibration and corpus; with
 INFINIPIPE_BASE_BUILD_DIR set, the base build's four runs go first, on the same calibration."""
 
@@ -96,6 +98,10 @@ def rel(measured, predicted):
     return abs(measured - predicted) / predicted if predicted > 0 else float("nan")
 
 
+def signed(measured, predicted):
+    return (measured - predicted) / predicted if predicted > 0 else float("nan")
+
+
 def plan_of(run_dir, it, replica):
     with open(os.path.join(run_dir, "plans", f"iter-{it:08d}-replica{replica}.json")) as f:
         return json.load(f)
@@ -106,19 +112,21 @@ def errors(run_dir, skip):
     the last rank's optimizer end) against predicted_step_time, and each action's interval
     against its predicted_s; then the counts."""
     ev = trace_events(run_dir)
-    span_err, step_err, act_err = [], [], []
+    span_err, span_bias, step_err, act_err = [], [], [], []
     for (it, rep), d in sorted(ev.items()):
         lst = d["actions"]
         if it <= skip or not lst:
             continue
         start = min(s for s, _, _ in lst)
         predicted = plan_of(run_dir, it, rep)["predicted_step_time"]
-        span_err.append(rel((max(e for _, e, _ in lst) - start) / 1e6, predicted))
+        span = (max(e for _, e, _ in lst) - start) / 1e6
+        span_err.append(rel(span, predicted))
+        span_bias.append(signed(span, predicted))
         if d["ends"]:
             step_err.append(rel((max(d["ends"]) - start) / 1e6, predicted))
         act_err += [rel((e - s) / 1e6, p) for s, e, p in lst]
-    return (bc.median(span_err), bc.median(step_err), bc.median(act_err), len(span_err),
-            len(act_err))
+    return (bc.median(span_err), bc.median(span_bias), bc.median(step_err), bc.median(act_err),
+            len(span_err), len(act_err))
 
 
 def contention(run_dir, skip):
@@ -145,6 +153,30 @@ def contention(run_dir, skip):
         busy = round(2 * (1 + overlap / (e - s))) / 2
         bins.setdefault(busy, []).append((e - s) / 1e6 / cpu)
     return {k: (len(v), bc.median(v)) for k, v in sorted(bins.items())}
+
+
+def busy_fractions(run_dir, skip):
+    """Per stage (after `skip` iterations): the median over iterations and replicas of the
+    fraction of the replica's actions' span its rank of that stage spent inside actions (what
+    the shared replay takes the other replicas' ranks to compute)."""
+    inside, span = {}, {}
+    for path in glob.glob(os.path.join(run_dir, "trace-rank*.json")):
+        with open(path) as f:
+            t = json.load(f)
+        for e in t["traceEvents"] if isinstance(t, dict) else t:
+            if e.get("ph") == "X" and e.get("cat") in ("forward", "backward"):
+                g = e["args"]
+                if g["iteration"] <= skip:
+                    continue
+                key = (g["iteration"], g["replica"])
+                inside[key + (g["stage"],)] = inside.get(key + (g["stage"],), 0) + e["dur"]
+                lo, hi = span.get(key, (e["ts"], e["ts"] + e["dur"]))
+                span[key] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
+    by_stage = {}
+    for (it, rep, stage), d in inside.items():
+        lo, hi = span[(it, rep)]
+        by_stage.setdefault(stage, []).append(d / (hi - lo))
+    return ", ".join(f"stage {s}: {bc.median(v):.2f}" for s, v in sorted(by_stage.items()))
 
 
 def step_terms(run_dir, iters):
@@ -199,14 +231,16 @@ def main():
           + ", ".join(f"{label} = `{exe}`" for label, exe in runs) + "\n")
     rows = []
     for (label, dp, update), run_dir in results.items():
-        span, step, act, n_it, n_act = errors(run_dir, a.skip)
+        span, bias, step, act, n_it, n_act = errors(run_dir, a.skip)
         rows.append([label, f"pp 2 x dp {dp}", update, f"{100 * span:.1f}%",
-                     f"{100 * step:.1f}%", str(n_it), f"{100 * act:.1f}%", str(n_act)])
-    print(bc.md_table(["build", "layout", "cost-model update", "actions' span", "whole step",
-                       "n", "action median abs err", "n"], rows))
+                     f"{100 * bias:+.1f}%", f"{100 * step:.1f}%", str(n_it), f"{100 * act:.1f}%",
+                     str(n_act)])
+    print(bc.md_table(["build", "layout", "cost-model update", "actions' span", "span bias",
+                       "whole step", "n", "action median abs err", "n"], rows))
     print("\n(median |measured - predicted| / predicted of predicted_step_time against the span "
-          "of a replica's actions, and against its whole step: from its first action to the "
-          "last of its ranks' optimizer steps)")
+          "of a replica's actions, the median of (measured - predicted) / predicted of the "
+          "span (bias), and against its whole step: from its first action to the last of its "
+          "ranks' optimizer steps)")
     print("\nWall time over CPU time of the actions, by how many of the run's ranks were "
           "inside an action meanwhile (itself included; time-averaged, to a half), "
           "every rank on this machine:\n")
@@ -216,6 +250,9 @@ def main():
             rows.append([label, f"pp 2 x dp {dp}", update, f"{busy:.1f}", str(n), f"{ratio:.2f}"])
     print(bc.md_table(["build", "layout", "cost-model update", "ranks computing", "n",
                        "median wall / cpu"], rows) if rows else "(no CPU times in these traces)")
+    print("\nBusy fraction (time inside actions over the replica's actions' span, median):\n")
+    for (label, dp, update), run_dir in results.items():
+        print(f"- {label}, pp 2 x dp {dp}, {update}: {busy_fractions(run_dir, a.skip)}")
     for (label, dp, update), run_dir in results.items():
         if update != "online":
             continue

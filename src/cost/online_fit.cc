@@ -38,6 +38,8 @@ constexpr int idx(Term t) {
   return static_cast<int>(t);
 }
 
+// How far (a factor) the regression's weight follows the prediction away from the measurement.
+constexpr double kWeightBand = 1.5;
 // A term near 0 may still move by max_relative_step of this fraction of its scale per sample.
 constexpr double kNearZeroFraction = 0.1;
 // A backward is never free, and a calibration file requires backward_factor > 0.
@@ -147,12 +149,23 @@ void OnlineFit::update(const ActionSample& s) {
   Vec g;
   const double pred = predict_with_gradient(s, g);
   const double y = s.seconds, lambda = options_.forgetting;
-  const double r = (y - pred) / y;
+  const double r_measured = (y - pred) / y;  // what residual() reports
   const int kind = s.backward ? 1 : 0;
-  residual_sq_[kind] = lambda * residual_sq_[kind] + r * r;
+  residual_sq_[kind] = lambda * residual_sq_[kind] + r_measured * r_measured;
   residual_weight_[kind] = lambda * residual_weight_[kind] + 1.0;
   ++count_[kind];
 
+  // The regression is relative to the prediction: its weight 1 / pred^2 is fixed at the point
+  // of linearisation, so the fit settles where an action's prediction is its mean time. Relative
+  // to the measurement (weight 1 / y^2) it settled at E[1/y] / E[1/y^2], below the mean by about
+  // twice the noise's relative variance (6 % for +-30 % uniform noise), and a step, a sum of
+  // actions, came out short by as much. Within 1.5x of the measurement (wider than the +-30 %
+  // scatter of ranks sharing cores) the weight is the prediction's; beyond it (a prior far off
+  // the machine, a rank several times slower) it stays within 1.5x of the measurement's, so
+  // those first samples do not count as more certain than they are and the fit catches up as
+  // fast as when weighted by the measurement.
+  const double rel = std::clamp(pred, y / kWeightBand, y * kWeightBand);
+  const double r = (y - pred) / rel;
   Vec x{};  // the relative regressor, in units of each term's scale
   for (int i = 0; i < kNumOnlineTerms; ++i) {
     if (g[i] == 0) continue;
@@ -160,7 +173,7 @@ void OnlineFit::update(const ActionSample& s) {
     ++term_count_[i];
     // A term with no prior value gets the scale at which it alone would explain this sample.
     if (scale_[i] == 0) scale_[i] = y / std::abs(g[i]);
-    x[i] = g[i] * scale_[i] / y;
+    x[i] = g[i] * scale_[i] / rel;
   }
   // A term already at its floor or ceiling and pushed further out takes no part in this update
   // (nor in the covariance's): the others are fitted with it fixed, as it really stays. Letting

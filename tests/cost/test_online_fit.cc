@@ -111,7 +111,10 @@ TEST(OnlineFit, RecoversKnownCoefficientsFromNoisyTimings) {
   ActionSource src(1);
   std::mt19937_64 rng(2);
   const double before = median_error(fit, truth, 99);
-  for (int i = 0; i < 4000; ++i) fit.update(measured(src, truth, 0.03, rng));
+  // 6000 samples: the regression, weighted by the prediction (unbiased for the mean), leaves
+  // the far prior's error in the residual below (which remembers 0.999 per sample) a little
+  // longer than one weighted by the measurement did (3.3 % instead of under 3 % at 4000).
+  for (int i = 0; i < 6000; ++i) fit.update(measured(src, truth, 0.03, rng));
   EXPECT_GT(before, 0.2);  // the preset is far off this machine
   EXPECT_LT(median_error(fit, truth, 99), 0.01);
   const Coefficients& want = truth.coefficients();
@@ -127,7 +130,7 @@ TEST(OnlineFit, RecoversKnownCoefficientsFromNoisyTimings) {
               0.25 * want.lm_head_backward_factor);  // ~3% of a last-stage backward
   // beta1 and the embedding are about 1% of an action here, under the ±3% noise: the samples
   // cannot pin them, so they are not asserted (the prediction error above covers them).
-  EXPECT_EQ(fit.num_samples(false) + fit.num_samples(true), 4000);
+  EXPECT_EQ(fit.num_samples(false) + fit.num_samples(true), 6000);
   // The residuals are the noise's (uniform ±3%: RMS 1.7%), not the preset's error.
   EXPECT_LT(fit.residual(false), 0.03);
   EXPECT_LT(fit.residual(true), 0.03);
