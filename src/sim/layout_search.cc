@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "plan/budget_error.h"
 #include "plan/planner.h"
+#include "sim/layout_hosts.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::sim {
@@ -190,9 +191,11 @@ LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
       const std::string where = batches.size() > 1 || shares.size() > 1
                                     ? fmt::format(" (batch {}, replica {})", b, k)
                                     : "";
+      const cost::CostModel gk =
+          layout_replica_cost_model(g, space, layout, static_cast<int64_t>(k));
       try {
-        const plan::PlanResult p = plan::make_plan_detailed(cfg, g, shares[k], layout.schedule);
-        const StepResult st = simulate(p.plan, g, cfg);
+        const plan::PlanResult p = plan::make_plan_detailed(cfg, gk, shares[k], layout.schedule);
+        const StepResult st = simulate(p.plan, gk, cfg);
         if (st.oom) {
           const int64_t peak = *std::max_element(st.peak_bytes.begin(), st.peak_bytes.end());
           r.reason = fmt::format("over budget by {} in simulation: peak {} per device, budget {}{}",

@@ -32,6 +32,9 @@ struct LayoutSpace {
   int64_t pp = 0, vpp = 0, ulysses = 0, dp = 0;
   std::vector<Schedule> schedules;  // empty = every schedule
   int threads = 1;                  // layouts evaluated at once; the result does not depend on it
+  // Where each device's rank runs, in MPI rank order (sim/layout_hosts.h): each replica is
+  // planned with its pipeline's hosts, as train plans it. Empty: a core per rank.
+  std::vector<cost::RankHost> rank_hosts;
 };
 
 struct LayoutResult {
