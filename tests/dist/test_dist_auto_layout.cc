@@ -2,7 +2,7 @@
 // the run's own batches, every rank trains with the one chosen, and the losses are those of the
 // same layout given explicitly; the checkpoint's configuration holds the resolved degrees; with
 // --vpp auto train runs the vpp the search ranked, as predicted; --outlier-delay goes with a
-// fixed dp.
+// fixed dp; at dp 2 the search predicts what the trained plans do, ranks sharing cores included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
