@@ -18,6 +18,7 @@
 #include "cli/train_auto_layout.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpi_groups.h"
+#include "comm/mpi_node.h"
 #include "comm/mpi_watchdog.h"
 #include "core/error.h"
 #include "obs/trace.h"
@@ -133,6 +134,12 @@ TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm) {
   how.search_iterations = a.search_iterations;
   how.search_iterations_given = a.search_iterations_option->count() > 0;
   if (comm && comm->size() > 1) {
+    how.hosts = [comm] {
+      std::vector<cost::RankHost> out;
+      for (const NodeRanks& n : node_ranks_all(comm->world(), comm->options().p2p_timeout_s))
+        out.push_back({n.node, n.cores, n.ranks});
+      return out;
+    };
     how.share = [comm](ChosenLayout& layout) {
       MPI_Request request = MPI_REQUEST_NULL;
       mpi_check(MPI_Ibcast(layout.data(), static_cast<int>(layout.size()), MPI_INT64_T, 0,

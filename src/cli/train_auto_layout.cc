@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -42,7 +43,8 @@ int64_t searched(int64_t degree) {
 }
 
 ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config& defaults,
-                    const Config& raw, const TrainAutoLayout& how) {
+                    const Config& raw, const TrainAutoLayout& how,
+                    std::vector<cost::RankHost> hosts) {
   const ParallelConfig& p = raw.parallel;
   if (p.layers_per_virtual_stage > 0)
     fail_config(
@@ -64,6 +66,7 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
   space.ulysses = 1;  // the runtime runs no Ulysses (train_check_config refuses more)
   space.schedules = {p.schedule};
   space.threads = search_threads(0);
+  space.rank_hosts = std::move(hosts);
   const cost::CostModel cm = obs::planning_cost_model(base);
   outlier_delay_check_before_search(raw);
   const auto batches = train_search_batches(base, how.search_iterations);
@@ -133,7 +136,8 @@ std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
     return options;
   }
   ChosenLayout chosen{};
-  if (how.searcher) chosen = search(options, defaults, raw, how);
+  std::vector<cost::RankHost> hosts = how.hosts ? how.hosts() : std::vector<cost::RankHost>{};
+  if (how.searcher) chosen = search(options, defaults, raw, how, std::move(hosts));
   if (how.share) how.share(chosen);
   auto out = std::make_shared<ConfigOptions>(*options);
   const ParallelConfig& p = raw.parallel;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/options.h"
+#include "cost/core_sharing.h"
 
 namespace infinipipe::cli {
 
@@ -25,6 +26,10 @@ struct TrainAutoLayout {
   int64_t search_iterations = 4;             // training batches sampled
   bool search_iterations_given = false;      // --search-iterations on the command line
   std::function<void(ChosenLayout&)> share;  // from the searcher to every rank; may be empty
+  // Where every world rank runs, by rank: called on every rank before the search (under mpirun a
+  // collective), so layouts whose ranks share cores are ranked as train will plan them. May be
+  // empty: a core per rank.
+  std::function<std::vector<cost::RankHost>()> hosts;
 };
 
 // The layout search's sample: the run's first `count` global batches (at most the iterations it

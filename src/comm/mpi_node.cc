@@ -56,4 +56,22 @@ NodeRanks node_ranks(MPI_Comm comm, double timeout_s) {
   return out;
 }
 
+std::vector<NodeRanks> node_ranks_all(MPI_Comm comm, double timeout_s) {
+  const NodeRanks mine = node_ranks(comm, timeout_s);
+  int me = 0, size = 1;
+  mpi_check(MPI_Comm_rank(comm, &me), "reading this rank's number");
+  mpi_check(MPI_Comm_size(comm, &size), "counting the ranks");
+  // Each rank fills its slot of one summed vector.
+  std::vector<int64_t> all(static_cast<size_t>(size) * 3, 0);
+  const size_t at = static_cast<size_t>(me) * 3;
+  all[at] = mine.node;
+  all[at + 1] = mine.ranks;
+  all[at + 2] = mine.cores;
+  allreduce_sum(comm, std::span<int64_t>(all), timeout_s, "the nodes of every rank");
+  std::vector<NodeRanks> out;
+  for (size_t r = 0; r < static_cast<size_t>(size); ++r)
+    out.push_back({all[r * 3], all[r * 3 + 1], all[r * 3 + 2]});
+  return out;
+}
+
 }  // namespace infinipipe

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace infinipipe {
 
@@ -17,5 +18,9 @@ struct NodeRanks {
 
 // Collective over `comm`: every rank must call it. Waits at most timeout_s for the node's ranks.
 NodeRanks node_ranks(MPI_Comm comm, double timeout_s);
+
+// Every rank's node_ranks, by `comm` rank: what a rank planning for others needs to know where
+// they run. Collective over `comm`, like node_ranks.
+std::vector<NodeRanks> node_ranks_all(MPI_Comm comm, double timeout_s);
 
 }  // namespace infinipipe

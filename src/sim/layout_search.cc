@@ -167,7 +167,7 @@ StagedLayout stage(const Config& base, const cost::CostModel& cm, const LayoutSp
   const std::string refusal = static_reason(base, space, layout);
   Config cfg = layout_config(base, space, layout);
   if (refusal.empty()) cfg.validate();
-  return StagedLayout(cfg, cm, layout, batches, refusal);
+  return StagedLayout(cfg, cm, space, layout, batches, refusal);
 }
 
 }  // namespace

@@ -36,6 +36,9 @@ struct LayoutSpace {
   // its slowest replicas' steps) is below the best layout's (layout_search); true: every layout
   // is planned.
   bool exhaustive = false;
+  // Where each device's rank runs, in MPI rank order (sim/layout_hosts.h): each replica is
+  // planned with its pipeline's hosts, as train plans it. Empty: a core per rank.
+  std::vector<cost::RankHost> rank_hosts;
 };
 
 struct LayoutResult {

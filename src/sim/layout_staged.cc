@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "plan/budget_error.h"
 #include "plan/planner.h"
+#include "sim/layout_hosts.h"
 #include "sim/simulator.h"
 #include "sim/step_bound.h"
 
@@ -21,8 +22,8 @@ void take_peaks(std::vector<int64_t>& into, const std::vector<int64_t>& peaks) {
 
 }  // namespace
 
-StagedLayout::StagedLayout(const Config& cfg, const cost::CostModel& cm, const Layout& layout,
-                           std::span<const std::vector<int64_t>> batches,
+StagedLayout::StagedLayout(const Config& cfg, const cost::CostModel& cm, const LayoutSpace& space,
+                           const Layout& layout, std::span<const std::vector<int64_t>> batches,
                            const std::string& refusal) {
   result_.layout = layout;
   result_.reason = refusal;
@@ -35,6 +36,9 @@ StagedLayout::StagedLayout(const Config& cfg, const cost::CostModel& cm, const L
   // Ulysses groups stay inside a node (the refusal covers the rest through Config::validate).
   cost_ = cm.with_ulysses_degree(layout.ulysses, false);
   result_.budget_bytes = plan::planner_budget(*cfg_, *cost_);
+  // A bound made without the hosts stays a bound: sharing cores only slows ranks down.
+  for (int64_t k = 0; k < layout.dp; ++k)
+    replica_cost_.push_back(layout_replica_cost_model(*cost_, space, layout, k));
   for (size_t b = 0; b < batches.size(); ++b) {
     const std::vector<int64_t>& batch = batches[b];
     for (int64_t len : batch) tokens_ += std::min(len, cfg.model.seq_length);
@@ -68,7 +72,7 @@ void StagedLayout::plan_next() {
   if (finished_) fail("layout search: {} is planned already", result_.layout.describe());
   const Unit& u = units_[steps_.size()];
   const Config& cfg = *cfg_;
-  const cost::CostModel& g = *cost_;
+  const cost::CostModel& g = replica_cost_[u.replica];
   LayoutResult& r = result_;
   const std::string where =
       units_.size() > 1 ? fmt::format(" (batch {}, replica {})", u.batch, u.replica) : "";

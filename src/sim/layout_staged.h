@@ -18,9 +18,11 @@ namespace infinipipe::sim {
 class StagedLayout {
  public:
   // `refusal` non-empty: the layout cannot run for that reason, seen before planning; it is
-  // finished at once. Otherwise `cfg` is the layout's validated configuration.
-  StagedLayout(const Config& cfg, const cost::CostModel& cm, const Layout& layout,
-               std::span<const std::vector<int64_t>> batches, const std::string& refusal);
+  // finished at once. Otherwise `cfg` is the layout's validated configuration. Each replica is
+  // planned with the hosts of its ranks when `space` knows them (layout_hosts.h).
+  StagedLayout(const Config& cfg, const cost::CostModel& cm, const LayoutSpace& space,
+               const Layout& layout, std::span<const std::vector<int64_t>> batches,
+               const std::string& refusal);
 
   bool finished() const { return finished_; }  // every plan made, or one failed, or refused
   size_t planned() const { return steps_.size(); }
@@ -42,7 +44,8 @@ class StagedLayout {
     double bound = 0;
   };
   std::optional<Config> cfg_;
-  std::optional<cost::CostModel> cost_;
+  std::optional<cost::CostModel> cost_;     // the layout's: the split and the step bounds
+  std::vector<cost::CostModel> replica_cost_;  // each replica's plans (with its ranks' hosts)
   std::vector<Unit> units_;    // in planning order
   std::vector<double> steps_;  // the planned units' steps, in that order
   size_t batches_ = 0;
