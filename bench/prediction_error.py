@@ -129,20 +129,25 @@ def errors(run_dir, skip):
             len(span_err), len(act_err))
 
 
+def traced_actions(run_dir, skip):
+    """Every rank's forward and backward trace events after `skip` iterations."""
+    for path in glob.glob(os.path.join(run_dir, "trace-rank*.json")):
+        with open(path) as f:
+            t = json.load(f)
+        for e in t["traceEvents"] if isinstance(t, dict) else t:
+            if (e.get("ph") == "X" and e.get("cat") in ("forward", "backward")
+                    and e["args"]["iteration"] > skip):
+                yield e
+
+
 def contention(run_dir, skip):
     """Per action (after `skip` iterations) of every rank of the run (all on this machine): its
     wall interval over the CPU time its thread computed (trace's cpu_s), and how many of the
     run's ranks were inside an action meanwhile, itself included (time-averaged, rounded to a
     half). Returns {ranks computing: (n, median wall/cpu)}, {} for a trace without cpu_s."""
-    acts = []
-    for path in glob.glob(os.path.join(run_dir, "trace-rank*.json")):
-        with open(path) as f:
-            t = json.load(f)
-        for e in t["traceEvents"] if isinstance(t, dict) else t:
-            if e.get("ph") == "X" and e.get("cat") in ("forward", "backward"):
-                g = e["args"]
-                if g["iteration"] > skip and g.get("cpu_s", 0) > 0 and e["dur"] > 0:
-                    acts.append((e["pid"], e["ts"], e["ts"] + e["dur"], g["cpu_s"]))
+    acts = [(e["pid"], e["ts"], e["ts"] + e["dur"], e["args"]["cpu_s"])
+            for e in traced_actions(run_dir, skip)
+            if e["args"].get("cpu_s", 0) > 0 and e["dur"] > 0]
     by_rank = {}
     for a in acts:
         by_rank.setdefault(a[0], []).append(a)
@@ -160,18 +165,12 @@ def busy_fractions(run_dir, skip):
     fraction of the replica's actions' span its rank of that stage spent inside actions (what
     the shared replay takes the other replicas' ranks to compute)."""
     inside, span = {}, {}
-    for path in glob.glob(os.path.join(run_dir, "trace-rank*.json")):
-        with open(path) as f:
-            t = json.load(f)
-        for e in t["traceEvents"] if isinstance(t, dict) else t:
-            if e.get("ph") == "X" and e.get("cat") in ("forward", "backward"):
-                g = e["args"]
-                if g["iteration"] <= skip:
-                    continue
-                key = (g["iteration"], g["replica"])
-                inside[key + (g["stage"],)] = inside.get(key + (g["stage"],), 0) + e["dur"]
-                lo, hi = span.get(key, (e["ts"], e["ts"] + e["dur"]))
-                span[key] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
+    for e in traced_actions(run_dir, skip):
+        g = e["args"]
+        key = (g["iteration"], g["replica"])
+        inside[key + (g["stage"],)] = inside.get(key + (g["stage"],), 0) + e["dur"]
+        lo, hi = span.get(key, (e["ts"], e["ts"] + e["dur"]))
+        span[key] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
     by_stage = {}
     for (it, rep, stage), d in inside.items():
         lo, hi = span[(it, rep)]

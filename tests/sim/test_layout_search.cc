@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/small_layout_model.h"
 #include "core/error.h"
 #include "plan/budget_error.h"
 #include "plan/planner.h"
@@ -22,21 +23,8 @@
 namespace infinipipe::sim {
 namespace {
 
-// A small Llama on A800s: 8 layers, 8 heads, sequences up to 16K, so every layout plans fast.
 Config small_model(int64_t devices, int64_t per_node) {
-  Config cfg;
-  cfg.model.num_layers = 8;
-  cfg.model.hidden_size = 1024;
-  cfg.model.num_attention_heads = 8;
-  cfg.model.vocab_size = 32000;
-  cfg.model.seq_length = 16384;
-  cfg.model.tie_embeddings = false;
-  cfg.cluster.device = "a800-80gb";
-  cfg.cluster.num_devices = devices;
-  cfg.cluster.devices_per_node = per_node;
-  cfg.training.bf16 = true;
-  cfg.training.global_batch_size = 16;
-  return cfg;
+  return testing::small_layout_model(devices, per_node, 16);
 }
 
 // Long-tail lengths from a fixed linear congruential stream: a few long, most short.

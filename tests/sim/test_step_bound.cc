@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/small_layout_model.h"
 #include "core/error.h"
 #include "plan/planner.h"
 #include "sim/layout_search.h"
@@ -22,19 +23,7 @@ namespace infinipipe::sim {
 namespace {
 
 Config small_cluster(int64_t devices, int64_t per_node) {
-  Config cfg;
-  cfg.model.num_layers = 8;
-  cfg.model.hidden_size = 1024;
-  cfg.model.num_attention_heads = 8;
-  cfg.model.vocab_size = 32000;
-  cfg.model.seq_length = 16384;
-  cfg.model.tie_embeddings = false;
-  cfg.cluster.device = "a800-80gb";
-  cfg.cluster.num_devices = devices;
-  cfg.cluster.devices_per_node = per_node;
-  cfg.training.bf16 = true;
-  cfg.training.global_batch_size = 12;
-  return cfg;
+  return testing::small_layout_model(devices, per_node, 12);
 }
 
 // Long-tail lengths from a seeded linear congruential stream: a few long, most short.
