@@ -180,12 +180,6 @@ LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
   return s.result();
 }
 
-double layout_bound_tokens_per_s(const Config& base, const cost::CostModel& cm,
-                                 const LayoutSpace& space, const Layout& layout,
-                                 std::span<const std::vector<int64_t>> batches) {
-  return stage(base, cm, space, layout, batches).upper_after(0);
-}
-
 // Branch and bound over the layouts, best first. The rule, which fixes the result: with B the
 // best tokens/s of the layouts planned in full, a layout is reported as planned in full (or
 // infeasible where a plan failed) iff its upper bound after each of its first plans is >= B;

@@ -88,13 +88,6 @@ LayoutResult layout_evaluate(const Config& base, const cost::CostModel& cm,
                              const LayoutSpace& space, const Layout& layout,
                              std::span<const std::vector<int64_t>> batches);
 
-// Upper bound on a layout's tokens/s over the batches (0 when static_reason refuses it): the
-// batches' tokens over the sum of their step lower bounds, each batch's the largest bound of its
-// replicas' shares (plan::balance_replicas, as layout_evaluate splits it).
-double layout_bound_tokens_per_s(const Config& base, const cost::CostModel& cm,
-                                 const LayoutSpace& space, const Layout& layout,
-                                 std::span<const std::vector<int64_t>> batches);
-
 // Evaluates the candidates on space.threads threads, best first over their replica plans,
 // leaving those that cannot beat the best not evaluated (unless space.exhaustive), and ranks
 // them. The same result, byte for byte, whatever the thread count. ConfigError when the batches
