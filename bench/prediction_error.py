@@ -9,8 +9,10 @@ step), the span's signed median error (its bias), and of the actions (measured i
 predicted_s); wall over CPU time of the actions by ranks computing, each stage's busy fraction
 (time inside actions over the replica's span), then the trajectory of each rank's fitted alpha2
 and beta1 (Plan.rank_time_terms) and its step costs (Plan.rank_step_terms).
-The four runs go one after another on the same calibration and corpus; with
-INFINIPIPE_BASE_BUILD_DIR set, the base build's four runs go first, on the same calibration."""
+Ranks are pinned to a core each in turn (mpirun --map-by core --bind-to core, as the demo runs)
+unless --bind says otherwise ("none": free to migrate; "core,none": both, side by side).
+The runs go one after another on the same calibration and corpus; with
+INFINIPIPE_BASE_BUILD_DIR set, the base build's runs go first, on the same calibration."""
 
 import argparse
 import glob
@@ -36,6 +38,9 @@ def parse_args():
     ap.add_argument("--timeout", type=int, default=bc.env_int("TIMEOUT", 1800))
     ap.add_argument("--dp", default=os.environ.get("DP", "2,1"),
                     help="data-parallel degrees to run (pp 2 each), comma-separated")
+    ap.add_argument("--bind", default=os.environ.get("BIND", "core"),
+                    help="mpirun bindings to run, comma-separated: core (each rank pinned to a "
+                         "core in turn, as the demo runs) and/or none (ranks free to migrate)")
     ap.add_argument("--calibration", default=os.environ.get("CALIBRATION", ""),
                     help="use this calibration file instead of profiling one (a profile taken "
                          "on a loaded machine can be far off; every run then starts from it)")
@@ -55,10 +60,14 @@ def prepare(a, exe):
     return corpus, cal
 
 
-def train(a, exe, corpus, cal, dp, update, out):
-    run_dir = os.path.join(out, f"pp2-dp{dp}-{update}")
+BINDINGS = {"core": ["--map-by", "core", "--bind-to", "core:overload-allowed"],
+            "none": ["--bind-to", "none"]}
+
+
+def train(a, exe, corpus, cal, dp, update, bind, out):
+    run_dir = os.path.join(out, f"pp2-dp{dp}-{update}-bind-{bind}")
     cmd = ["timeout", str(a.timeout), "mpirun", "--allow-run-as-root", "--oversubscribe",
-           "--bind-to", "none", "-np", str(2 * dp), "env", "OMP_NUM_THREADS=1",
+           *BINDINGS[bind], "-np", str(2 * dp), "env", "OMP_NUM_THREADS=1",
            "OMP_WAIT_POLICY=passive", exe, "train", "--data-path", corpus, "--pp", "2",
            "--dp", str(dp), *MODEL, "--global-batch-size", "8", "--train-iters", str(a.iters),
            "--lr", "3e-3", "--min-lr", "3e-4", "--lr-warmup-iters", "10",
@@ -211,6 +220,10 @@ def builds():
 
 def main():
     a = parse_args()
+    binds = a.bind.split(",")
+    for b in binds:
+        if b not in BINDINGS:
+            sys.exit(f"error: --bind {b}: expected core or none (comma-separated)")
     runs = builds()
     print("## Cost-model prediction error in real training\n")
     for line in bc.machine_lines():
@@ -221,21 +234,23 @@ def main():
         for label, exe in runs:
             for dp in [int(d) for d in a.dp.split(",")]:
                 for update in ("off", "online"):
-                    out = os.path.join(a.out, label.replace(" ", "-"))
-                    results[(label, dp, update)] = train(a, exe, corpus, cal, dp, update, out)
+                    for bind in binds:
+                        out = os.path.join(a.out, label.replace(" ", "-"))
+                        results[(label, dp, update, bind)] = train(a, exe, corpus, cal, dp,
+                                                                   update, bind, out)
     print(f"- {load.describe()}")
     print(f"- {a.iters} iterations each, errors over iterations {a.skip + 1}..{a.iters}; "
           f"calibration: " + (f"`{a.calibration}`" if a.calibration else
                               "`profile --quick --threads 1` of the same model") + "; builds: "
           + ", ".join(f"{label} = `{exe}`" for label, exe in runs) + "\n")
     rows = []
-    for (label, dp, update), run_dir in results.items():
+    for (label, dp, update, bind), run_dir in results.items():
         span, bias, step, act, n_it, n_act = errors(run_dir, a.skip)
-        rows.append([label, f"pp 2 x dp {dp}", update, f"{100 * span:.1f}%",
+        rows.append([label, f"pp 2 x dp {dp}", update, bind, f"{100 * span:.1f}%",
                      f"{100 * bias:+.1f}%", f"{100 * step:.1f}%", str(n_it), f"{100 * act:.1f}%",
                      str(n_act)])
-    print(bc.md_table(["build", "layout", "cost-model update", "actions' span", "span bias",
-                       "whole step", "n", "action median abs err", "n"], rows))
+    print(bc.md_table(["build", "layout", "cost-model update", "bind", "actions' span",
+                       "span bias", "whole step", "n", "action median abs err", "n"], rows))
     print("\n(median |measured - predicted| / predicted of predicted_step_time against the span "
           "of a replica's actions, the median of (measured - predicted) / predicted of the "
           "span (bias), and against its whole step: from its first action to the last of its "
@@ -244,18 +259,21 @@ def main():
           "inside an action meanwhile (itself included; time-averaged, to a half), "
           "every rank on this machine:\n")
     rows = []
-    for (label, dp, update), run_dir in results.items():
+    for (label, dp, update, bind), run_dir in results.items():
         for busy, (n, ratio) in contention(run_dir, a.skip).items():
-            rows.append([label, f"pp 2 x dp {dp}", update, f"{busy:.1f}", str(n), f"{ratio:.2f}"])
-    print(bc.md_table(["build", "layout", "cost-model update", "ranks computing", "n",
+            rows.append([label, f"pp 2 x dp {dp}", update, bind, f"{busy:.1f}", str(n),
+                         f"{ratio:.2f}"])
+    print(bc.md_table(["build", "layout", "cost-model update", "bind", "ranks computing", "n",
                        "median wall / cpu"], rows) if rows else "(no CPU times in these traces)")
     print("\nBusy fraction (time inside actions over the replica's actions' span, median):\n")
-    for (label, dp, update), run_dir in results.items():
-        print(f"- {label}, pp 2 x dp {dp}, {update}: {busy_fractions(run_dir, a.skip)}")
-    for (label, dp, update), run_dir in results.items():
+    for (label, dp, update, bind), run_dir in results.items():
+        print(f"- {label}, pp 2 x dp {dp}, {update}, bind {bind}: "
+              f"{busy_fractions(run_dir, a.skip)}")
+    for (label, dp, update, bind), run_dir in results.items():
         if update != "online":
             continue
-        print(f"\nFitted alpha2 / beta1 per rank ({label}, online, pp 2 x dp {dp}, replica 0's "
+        print(f"\nFitted alpha2 / beta1 per rank ({label}, online, pp 2 x dp {dp}, bind {bind}, "
+              f"replica 0's "
               f"plans); step costs at iteration {a.iters}: {step_terms(run_dir, a.iters)}\n")
         print(bc.md_table(["iteration", "rank 0", "rank 1"], trajectory(run_dir, a.iters)))
 

@@ -1,6 +1,7 @@
-// Which MPI ranks share a node, and its cores: MPI's shared-memory communicator
+// Which MPI ranks share cores, and how many: MPI's shared-memory communicator
 // (MPI_COMM_TYPE_SHARED) groups the ranks of one machine, whatever the launcher's host file or
-// slot count says; the cores are the union of their CPU affinity masks.
+// slot count says, and their CPU affinity masks split it further where ranks are pinned to
+// their own cores (comm/cpu_groups.h).
 #pragma once
 
 #include <mpi.h>
@@ -11,9 +12,9 @@
 namespace infinipipe {
 
 struct NodeRanks {
-  int64_t node = 0;   // the lowest `comm` rank on this rank's node: equal on one node
-  int64_t ranks = 1;  // ranks of `comm` on this node, this one included
-  int64_t cores = 1;  // CPUs any rank of the node may run on (the union of their affinities)
+  int64_t node = 0;   // the lowest `comm` rank sharing this rank's CPUs: equal for all of them
+  int64_t ranks = 1;  // ranks of `comm` sharing them, this one included
+  int64_t cores = 1;  // the CPUs they share
 };
 
 // Collective over `comm`: every rank must call it. Waits at most timeout_s for the node's ranks.

@@ -12,7 +12,8 @@
 namespace infinipipe::cost {
 
 // Where one pipeline rank runs, measured by the runtime (MPI's shared-memory communicator and
-// the CPU affinity of the node's ranks, comm/mpi_node.h), never assumed.
+// the CPU affinity of the node's ranks, comm/mpi_node.h), never assumed. A "node" here is the
+// cores a set of ranks shares: a machine, or the cores some of its ranks are pinned to.
 struct RankHost {
   int64_t node = 0;   // ranks with the same node share its cores
   int64_t cores = 0;  // cores the node's ranks may run on (>= 1)
