@@ -244,6 +244,27 @@ void iteration_compare(const RunTrace& trace, const plan::Plan& plan, int64_t it
   }
 }
 
+// The iteration error after the warm-up and per window of iterations (c.iterations sorted).
+void step_windows_fill(RunCompare& c) {
+  if (c.iterations.empty()) return;
+  const int64_t first = c.iterations.front().iteration, last = c.iterations.back().iteration;
+  const int64_t width = 10 * ((last - first + 100) / 100);  // at most 10 windows
+  auto window = [&](const std::string& label, int64_t lo, int64_t hi) {
+    Pairs p;
+    for (const IterationCompare& i : c.iterations)
+      if (i.iteration >= lo && i.iteration <= hi) p.add(i.predicted_step_s, i.measured_step_s);
+    return error_stats(label, p.predicted, p.measured);
+  };
+  const int64_t after = std::max(first, kRunCompareWarmup + 1);
+  if (after <= last)
+    c.step_after_warmup = window(fmt::format("iterations {}-{}", after, last), after, last);
+  for (int64_t lo = first; lo <= last; lo += width) {
+    const int64_t hi = std::min(last, lo + width - 1);
+    ErrorStats e = window(fmt::format("iterations {}-{}", lo, hi), lo, hi);
+    if (e.count > 0) c.step_windows.push_back(std::move(e));
+  }
+}
+
 // The statistics of the tally, and each rank's sums turned into means over its iterations.
 void compare_finish(const CompareTally& tally, RunCompare& c) {
   std::sort(c.iterations.begin(), c.iterations.end(),
@@ -257,6 +278,7 @@ void compare_finish(const CompareTally& tally, RunCompare& c) {
   }
   c.by_kind.push_back(error_stats("all actions", tally.all.predicted, tally.all.measured));
   c.step = error_stats("iteration", tally.steps.predicted, tally.steps.measured);
+  step_windows_fill(c);
   for (int32_t k = 0; k < c.pp; ++k) {
     StageCompare& s = c.stages[static_cast<size_t>(k)];
     const double n = std::max(1, tally.stage_iterations[static_cast<size_t>(k)]);

@@ -66,6 +66,11 @@ struct RunCompare {
   std::vector<StageCompare> stages;
   std::vector<IterationCompare> iterations;
   ErrorStats step;  // whole iterations
+  // The iterations after the run's first kRunCompareWarmup (the online fit's start from its
+  // calibration), and the traced iterations in windows of 10 (wider for long traces: at most
+  // 10 windows), so the error's fall over the run shows. Labels name the iterations.
+  ErrorStats step_after_warmup;
+  std::vector<ErrorStats> step_windows;
   double bubble_predicted = 0, bubble_measured = 0, idle_predicted = 0, idle_measured = 0;
   int64_t process_peak_measured = 0;  // one process: its tracker's peak over the run
   // One iteration (the last traced one of replica 0), simulated and measured, for the charts.
@@ -74,6 +79,9 @@ struct RunCompare {
   // Every traced iteration of replica 0: (simulated, measured), for the Gantt selector.
   std::map<int64_t, std::pair<sim::StepResult, sim::StepResult>> replica0_steps;
 };
+
+// Iterations of a run that the "after warm-up" figure leaves out.
+inline constexpr int64_t kRunCompareWarmup = 10;
 
 // Joins the trace with its plans and the simulator. Error if the trace has no complete iteration.
 RunCompare run_compare(const RunTrace& trace, const cost::CostModel& cost, const Config& cfg);

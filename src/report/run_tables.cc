@@ -87,6 +87,7 @@ std::string run_compare_tables(const RunCompare& c) {
   for (const StageCompare& st : c.stages) s += error_row(st.time);
   s += "\n## Whole iteration (execution of the plan)\n\n" + fmt::format(kErrorHeader, "step");
   s += error_row(c.step);
+  if (c.step_after_warmup.count > 0) s += error_row(c.step_after_warmup);
   s += "\n| iteration | replica | predicted | measured | error | bubble pred | bubble meas | "
        "loss | tokens/s |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const IterationCompare& i : c.iterations) {
@@ -95,6 +96,14 @@ std::string run_compare_tables(const RunCompare& c) {
                      signed_pct(step_rel_error(i)), pct(i.bubble_predicted), pct(i.bubble_measured),
                      i.has_metrics ? fmt::format("{:.4f}", i.loss) : "",
                      i.has_metrics ? fmt::format("{:.0f}", i.tokens_per_s) : "");
+  }
+  if (c.step_windows.size() > 1) {
+    s += fmt::format(
+        "\n## Iteration error over the run\n\nWith `--cost-model-update online` the fit starts "
+        "from its calibration: the first {} iterations are its warm-up.\n\n",
+        kRunCompareWarmup);
+    s += fmt::format(kErrorHeader, "iterations");
+    for (const ErrorStats& e : c.step_windows) s += error_row(e);
   }
   s += "\n## Bubbles and memory per stage\n\n"
        "bubble = idle share of the step (1 - busy / step time); idle in span = idle share between "
@@ -124,6 +133,8 @@ nlohmann::json run_compare_to_json(const RunCompare& c) {
   nlohmann::json kinds = nlohmann::json::array(), stages = nlohmann::json::array(),
                  iterations = nlohmann::json::array();
   for (const ErrorStats& e : c.by_kind) kinds.push_back(error_json(e));
+  nlohmann::json windows = nlohmann::json::array();
+  for (const ErrorStats& e : c.step_windows) windows.push_back(error_json(e));
   for (const StageCompare& st : c.stages) {
     stages.push_back({{"rank", st.rank},
                       {"time", error_json(st.time)},
@@ -161,6 +172,9 @@ nlohmann::json run_compare_to_json(const RunCompare& c) {
           {"by_kind", kinds},
           {"stages", stages},
           {"step", error_json(c.step)},
+          {"step_after_warmup",
+           c.step_after_warmup.count > 0 ? error_json(c.step_after_warmup) : nlohmann::json()},
+          {"step_windows", windows},
           {"iterations", iterations},
           {"bubble_predicted", c.bubble_predicted},
           {"bubble_measured", c.bubble_measured},

@@ -85,7 +85,7 @@ inline std::vector<std::string> report_tables_mismatches(const std::string& tabl
   ReportTablesCheck k;
   std::string section;
   int header = 0;  // tables started so far in this section
-  size_t kind = 0, stage = 0, iteration = 0, memory = 0, steps = 0, rows_seen = 0;
+  size_t kind = 0, stage = 0, iteration = 0, memory = 0, steps = 0, window = 0, rows_seen = 0;
   std::istringstream in(tables);
   for (std::string line; std::getline(in, line);) {
     if (line.starts_with("## ")) {
@@ -108,8 +108,13 @@ inline std::vector<std::string> report_tables_mismatches(const std::string& tabl
                   j.at("stages").at(stage).at("time"));
       ++stage;
     } else if (section.starts_with("Whole iteration") && header == 1) {
-      k.error_row("step", c, j.at("step"));
+      k.error_row(steps == 0 ? "step" : "step_after_warmup", c,
+                  j.at(steps == 0 ? "step" : "step_after_warmup"));
       ++steps;
+    } else if (section.starts_with("Iteration error over the run")) {
+      k.error_row("step_windows[" + std::to_string(window) + "]", c,
+                  j.at("step_windows").at(window));
+      ++window;
     } else if (section.starts_with("Whole iteration")) {
       const nlohmann::json& i = j.at("iterations").at(iteration);
       const std::string w = "iterations[" + std::to_string(iteration++) + "]";
@@ -141,14 +146,17 @@ inline std::vector<std::string> report_tables_mismatches(const std::string& tabl
       k.fraction(w + " peak_rel_error", c[7], s.at("peak_rel_error"));
     }
   }
-  // Every entry of the JSON was printed once.
+  // Every entry of the JSON was printed once (one window is the whole run: not printed).
+  const size_t step_rows = j.at("step_after_warmup").is_null() ? 1 : 2;
+  const size_t windows = j.at("step_windows").size() > 1 ? j.at("step_windows").size() : 0;
   if (kind != j.at("by_kind").size() || stage != j.at("stages").size() ||
-      memory != j.at("stages").size() || iteration != j.at("iterations").size() || steps != 1)
+      memory != j.at("stages").size() || iteration != j.at("iterations").size() ||
+      steps != step_rows || window != windows)
     k.problems.push_back(fmt::format(
-        "rows printed: {} kinds, {} stages, {} memory rows, {} iterations, {} step rows; JSON has "
-        "{}, {}, {}, 1",
-        kind, stage, memory, iteration, steps, j.at("by_kind").size(), j.at("stages").size(),
-        j.at("iterations").size()));
+        "rows printed: {} kinds, {} stages, {} memory rows, {} iterations, {} step rows, {} "
+        "windows; JSON has {}, {}, {}, {}, {}",
+        kind, stage, memory, iteration, steps, window, j.at("by_kind").size(),
+        j.at("stages").size(), j.at("iterations").size(), step_rows, windows));
   if (rows_seen == 0) k.problems.push_back("no table rows found");
   return k.problems;
 }

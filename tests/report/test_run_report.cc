@@ -60,19 +60,21 @@ class RunReport : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir); }
 
-  // Iterations 1 and 2 of a pp = 4 run, one trace file per rank, as `train --trace` writes them.
-  void fake_run() {
+  // Iterations 1 .. `iterations` of a pp = 4 run, one trace file per rank, as `train --trace`
+  // writes them; iteration `it` stretched by stretch(it) (kStretch by default).
+  void fake_run(int64_t iterations = 2, double (*stretch)(int64_t) = nullptr) {
     const sim::StepResult r = sim::simulate(p, cost, cfg);
     for (int32_t rank = 0; rank < 4; ++rank) {
       json events = json::array();
-      for (int64_t it = 1; it <= 2; ++it) {
+      for (int64_t it = 1; it <= iterations; ++it) {
+        const double s = stretch ? stretch(it) : kStretch;
         const double t0 = (it - 1) * 10.0 * r.step_time * 1e6;  // µs
         events.push_back(
             {{"name", fmt::format("iteration {}", it)},
              {"cat", "iteration"},
              {"ph", "X"},
              {"ts", t0},
-             {"dur", kStretch * r.step_time * 1e6},
+             {"dur", s * r.step_time * 1e6},
              {"pid", rank},
              {"tid", 2},
              {"args",
@@ -86,8 +88,8 @@ class RunReport : public ::testing::Test {
           events.push_back({{"name", kind},
                             {"cat", kind},
                             {"ph", "X"},
-                            {"ts", t0 + kStretch * a.start * 1e6},
-                            {"dur", kStretch * (a.end - a.start) * 1e6},
+                            {"ts", t0 + s * a.start * 1e6},
+                            {"dur", s * (a.end - a.start) * 1e6},
                             {"pid", rank},
                             {"tid", 0},
                             {"args",
@@ -113,8 +115,8 @@ class RunReport : public ::testing::Test {
                       {"traceEvents", events}};
       write(dir / fmt::format("trace-rank{:05d}.json", rank), t.dump());
     }
-    plan::plan_save(p, (dir / "plans" / "iter-00000001-replica0.json").string());
-    plan::plan_save(p, (dir / "plans" / "iter-00000002-replica0.json").string());
+    for (int64_t it = 1; it <= iterations; ++it)
+      plan::plan_save(p, (dir / "plans" / fmt::format("iter-{:08d}-replica0.json", it)).string());
   }
 };
 
@@ -174,6 +176,30 @@ TEST_F(RunReport, JsonHoldsTheNumbersOfTheTables) {
   j["by_kind"][0]["predicted_s"] = j["by_kind"][0]["predicted_s"].get<double>() * 1.01;
   j["step"]["mean_rel_error"] = j["step"]["mean_rel_error"].get<double>() + 0.01;
   EXPECT_EQ(test_report::report_tables_mismatches(tables, j).size(), 3u);
+}
+
+// A fit that learns: iteration it is off by 40 % / it. The error after the warm-up and per window
+// of ten iterations falls, and the tables print the JSON's numbers.
+TEST_F(RunReport, IterationErrorFallsOverTheRunInWindows) {
+  fake_run(25, [](int64_t it) { return 1.0 + 0.4 / static_cast<double>(it); });
+  const RunCompare c = run_compare(run_trace_load(dir.string()), cost, cfg);
+  EXPECT_EQ(c.step.count, 25);
+  EXPECT_EQ(c.step_after_warmup.label, "iterations 11-25");
+  EXPECT_EQ(c.step_after_warmup.count, 15);
+  EXPECT_NEAR(c.step_after_warmup.median_abs_rel, 0.4 / 18, 1e-6);  // iteration 18 is the median
+  ASSERT_EQ(c.step_windows.size(), 3u);
+  EXPECT_EQ(c.step_windows[0].label, "iterations 1-10");
+  EXPECT_EQ(c.step_windows[2].label, "iterations 21-25");
+  EXPECT_EQ(c.step_windows[2].count, 5);
+  EXPECT_NEAR(c.step_windows[2].median_abs_rel, 0.4 / 23, 1e-6);
+  EXPECT_GT(c.step_windows[0].median_abs_rel, c.step_windows[1].median_abs_rel);
+  EXPECT_GT(c.step_windows[1].median_abs_rel, c.step_windows[2].median_abs_rel);
+  const std::string tables = run_compare_tables(c);
+  EXPECT_NE(tables.find("## Iteration error over the run"), std::string::npos) << tables;
+  const json j = json::parse(run_compare_to_json(c).dump(1));
+  EXPECT_EQ(j.at("step_windows").size(), 3u);
+  const std::vector<std::string> problems = test_report::report_tables_mismatches(tables, j);
+  EXPECT_TRUE(problems.empty()) << fmt::format("{}", fmt::join(problems, "\n")) << "\n" << tables;
 }
 
 TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
