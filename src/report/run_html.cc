@@ -112,10 +112,14 @@ std::string html_head(const RunCompare& c) {
   h += fmt::format(
       "<p class=\"note\">{} schedule, pp {} &times; dp {}, {} iteration(s) traced{}. Median "
       "absolute error of the predicted action times: <b>{:.1f}%</b>; of the iteration: "
-      "<b>{:.1f}%</b>.</p>\n",
+      "<b>{:.1f}%</b>{}.</p>\n",
       svg_escape(c.schedule), c.pp, c.dp, c.iterations.size() / static_cast<size_t>(c.dp),
       c.one_process ? " in one process" : "", 100 * c.by_kind.back().median_abs_rel,
-      100 * c.step.median_abs_rel);
+      100 * c.step.median_abs_rel,
+      c.step_after_warmup.count > 0
+          ? fmt::format(", over {}: <b>{:.1f}%</b>", c.step_after_warmup.label,
+                        100 * c.step_after_warmup.median_abs_rel)
+          : "");
   return h;
 }
 
