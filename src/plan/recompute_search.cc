@@ -199,6 +199,43 @@ bool recompute_repair(const RecomputeProblem& pb, const RecomputeIndex& ix,
   return ok && s.fits();
 }
 
+bool recompute_never_fits(const RecomputeProblem& pb) {
+  std::vector<std::pair<int32_t, const RecomputeTerm*>> by_group;
+  for (const RecomputePoint& pt : pb.points) {
+    // Within budget with every group at its maximum: this point can fit.
+    int64_t at_max = pt.fixed;
+    for (const RecomputeTerm& t : pt.terms) {
+      const RecomputeItem& it = pb.items[t.item];
+      at_max += recompute_term_value(it, t.transient, t.forward, pb.group_max[it.group]);
+    }
+    if (at_max <= pb.budget) continue;
+    // Its least value: groups are independent, so each takes its own best level.
+    by_group.clear();
+    for (const RecomputeTerm& t : pt.terms) by_group.push_back({pb.items[t.item].group, &t});
+    std::sort(by_group.begin(), by_group.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    int64_t least = pt.fixed;
+    for (size_t i = 0; i < by_group.size();) {
+      const int32_t g = by_group[i].first;
+      size_t end = i;
+      while (end < by_group.size() && by_group[end].first == g) ++end;
+      int64_t best = std::numeric_limits<int64_t>::max();
+      for (int32_t x = 0; x <= pb.group_max[g]; ++x) {
+        int64_t v = 0;
+        for (size_t j = i; j < end; ++j) {
+          const RecomputeTerm& t = *by_group[j].second;
+          v += recompute_term_value(pb.items[t.item], t.transient, t.forward, x);
+        }
+        best = std::min(best, v);
+      }
+      least += best;
+      i = end;
+    }
+    if (least > pb.budget) return true;
+  }
+  return false;
+}
+
 double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
