@@ -131,16 +131,26 @@ TEST(RecomputeSearch, PointsNoChoicePutsOverBudgetChangeNothingInTheRepair) {
                 std::abs(fat - lean) * std::uniform_int_distribution<int>(0, 100)(rng) / 100;
     RecomputeProblem binding = pb;
     binding.points.clear();
-    for (const RecomputePoint& pt : pb.points) {
+    const RecomputeIndex ix = recompute_index(pb);
+    for (int32_t p = 0; p < static_cast<int32_t>(pb.points.size()); ++p) {
+      const RecomputePoint& pt = pb.points[p];
       bool ever_over = false;
       for_each_choice(pb, [&](const std::vector<int32_t>& x) {
         ever_over = ever_over || point_value(pb, pt, x) > pb.budget;
       });
-      if (ever_over) binding.points.push_back(pt);
+      if (!ever_over) continue;
+      binding.points.push_back(pt);
+      // The index weighs it for every group with a term there.
+      for (const RecomputeTerm& t : pt.terms) {
+        const auto& occ = ix.occ_of[pb.items[t.item].group];
+        EXPECT_TRUE(std::any_of(occ.begin(), occ.end(), [&](const RecomputeOccurrence& o) {
+          return o.point == p && o.item == t.item && o.transient == t.transient;
+        })) << "trial " << trial << " point " << p;
+      }
     }
     dropped_some += binding.points.size() < pb.points.size();
     std::vector<int32_t> x(pb.group_max.size(), 0), y = x;
-    const bool ok = recompute_repair(pb, recompute_index(pb), x);
+    const bool ok = recompute_repair(pb, ix, x);
     EXPECT_EQ(recompute_repair(binding, recompute_index(binding), y), ok) << "trial " << trial;
     EXPECT_EQ(x, y) << "trial " << trial;
     if (!ok) continue;
