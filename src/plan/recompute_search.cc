@@ -222,14 +222,18 @@ bool recompute_repair(const RecomputeProblem& pb, const RecomputeIndex& ix,
 }
 
 bool recompute_never_fits(const RecomputeProblem& pb) {
+  // Each item's terms with its group at the maximum (held, held at its forward, transient).
+  std::vector<int64_t> at_max_of(3 * pb.items.size());
+  for (size_t i = 0; i < pb.items.size(); ++i)
+    for (int k = 0; k < 3; ++k)
+      at_max_of[3 * i + k] =
+          recompute_term_value(pb.items[i], k == 2, k == 1, pb.group_max[pb.items[i].group]);
   std::vector<std::pair<int32_t, const RecomputeTerm*>> by_group;
   for (const RecomputePoint& pt : pb.points) {
     // Within budget with every group at its maximum: this point can fit.
     int64_t at_max = pt.fixed;
-    for (const RecomputeTerm& t : pt.terms) {
-      const RecomputeItem& it = pb.items[t.item];
-      at_max += recompute_term_value(it, t.transient, t.forward, pb.group_max[it.group]);
-    }
+    for (const RecomputeTerm& t : pt.terms)
+      at_max += at_max_of[3 * static_cast<size_t>(t.item) + (t.transient ? 2 : t.forward ? 1 : 0)];
     if (at_max <= pb.budget) continue;
     // Its least value: groups are independent, so each takes its own best level.
     by_group.clear();
