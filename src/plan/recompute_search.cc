@@ -1,7 +1,6 @@
 #include "plan/recompute_search.h"
 
 #include <algorithm>
-#include <array>
 #include <ctime>
 #include <limits>
 #include <numeric>
@@ -32,7 +31,6 @@ struct State {
     }
   }
   bool over(int32_t q) const { return val[q] > pb.budget; }
-  // (A point never over budget keeps its first value.)
   void set(int32_t g, int32_t to) {
     for (const RecomputeOccurrence& o : ix.occ_of[g]) {
       const RecomputeItem& it = pb.items[o.item];
@@ -173,29 +171,9 @@ RecomputeIndex recompute_index(const RecomputeProblem& pb) {
   ix.occ_of.resize(pb.group_max.size());
   for (int32_t i = 0; i < static_cast<int32_t>(pb.items.size()); ++i)
     ix.items_of[pb.items[i].group].push_back(i);
-  ix.quiet_of.resize(pb.group_max.size());
-  // Each item's largest term of each kind (held, held at its forward, transient): a bound on
-  // every point's largest value in one pass.
-  std::vector<std::array<int64_t, 3>> most(pb.items.size());
-  for (size_t i = 0; i < pb.items.size(); ++i) {
-    const RecomputeItem& it = pb.items[i];
-    for (int32_t r = 0; r <= it.max_layers; ++r)
-      for (int k = 0; k < 3; ++k)
-        most[i][k] = std::max(r == 0 ? std::numeric_limits<int64_t>::min() : most[i][k],
-                              recompute_term_value(it, k == 2, k == 1, r));
-  }
-  for (int32_t p = 0; p < static_cast<int32_t>(pb.points.size()); ++p) {
-    int64_t largest = pb.points[p].fixed;
+  for (int32_t p = 0; p < static_cast<int32_t>(pb.points.size()); ++p)
     for (const RecomputeTerm& t : pb.points[p].terms)
-      largest += most[t.item][t.transient ? 2 : t.forward ? 1 : 0];
-    for (const RecomputeTerm& t : pb.points[p].terms) {
-      const int32_t g = pb.items[t.item].group;
-      if (largest > pb.budget)
-        ix.occ_of[g].push_back({p, t.item, t.transient, t.forward});
-      else if (ix.quiet_of[g].empty() || ix.quiet_of[g].back() != p)
-        ix.quiet_of[g].push_back(p);
-    }
-  }
+      ix.occ_of[pb.items[t.item].group].push_back({p, t.item, t.transient, t.forward});
   ix.time_of.resize(pb.group_max.size());
   for (size_t g = 0; g < pb.group_max.size(); ++g) {
     ix.time_of[g].assign(pb.group_max[g] + 1, 0.0);
@@ -299,21 +277,14 @@ void recompute_improve(const RecomputeProblem& pb, const RecomputeIndex& ix,
         std::vector<int32_t> near;
         for (int32_t h = 0; h < ng; ++h) {
           if (x[h] <= keep_x[h]) continue;
-          // Every point of h in order, the binding and the quiet merged (the order of `near`
-          // decides ties in lower's sort).
-          const auto& occ = ix.occ_of[h];
-          const auto& quiet = ix.quiet_of[h];
-          for (size_t i = 0, j = 0; i < occ.size() || j < quiet.size();) {
-            const bool take_occ = j == quiet.size() || (i < occ.size() && occ[i].point < quiet[j]);
-            const int32_t p = take_occ ? occ[i++].point : quiet[j++];
-            for (const RecomputeTerm& t : pb.points[p].terms) {
+          for (const RecomputeOccurrence& o : ix.occ_of[h])
+            for (const RecomputeTerm& t : pb.points[o.point].terms) {
               const int32_t k = pb.items[t.item].group;
               if (!mark[k]) {
                 mark[k] = 1;
                 near.push_back(k);
               }
             }
-          }
         }
         for (int32_t k : near) mark[k] = 0;
         if (!near.empty()) s.lower(std::move(near));

@@ -18,10 +18,7 @@ struct RecomputeOccurrence {
 // Where each group's items are and where they appear.
 struct RecomputeIndex {
   std::vector<std::vector<int32_t>> items_of;            // group -> items
-  // group -> its items' terms at points some choice can put over budget, point by point: the
-  // only points the repair and the local search weigh (the others always fit)
-  std::vector<std::vector<RecomputeOccurrence>> occ_of;
-  std::vector<std::vector<int32_t>> quiet_of;  // group -> its other points, ascending
+  std::vector<std::vector<RecomputeOccurrence>> occ_of;  // group -> terms of its items
   std::vector<std::vector<double>> time_of;              // group -> cost per level
 };
 
