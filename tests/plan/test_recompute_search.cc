@@ -1,6 +1,6 @@
-// The shortcuts of the recompute search (recompute_search.h), held against brute force: a
-// problem is called hopeless only where no choice fits, and points no choice puts over budget
-// change nothing in the greedy repair.
+// The recompute search (recompute_search.h) against enumeration: a problem is called hopeless
+// only where no choice fits, and points no choice puts over budget change nothing in the greedy
+// repair.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -138,15 +138,7 @@ TEST(RecomputeSearch, PointsNoChoicePutsOverBudgetChangeNothingInTheRepair) {
       for_each_choice(pb, [&](const std::vector<int32_t>& x) {
         ever_over = ever_over || point_value(pb, pt, x) > pb.budget;
       });
-      if (!ever_over) continue;
-      binding.points.push_back(pt);
-      // The index weighs it for every group with a term there.
-      for (const RecomputeTerm& t : pt.terms) {
-        const auto& occ = ix.occ_of[pb.items[t.item].group];
-        EXPECT_TRUE(std::any_of(occ.begin(), occ.end(), [&](const RecomputeOccurrence& o) {
-          return o.point == p && o.item == t.item && o.transient == t.transient;
-        })) << "trial " << trial << " point " << p;
-      }
+      if (ever_over) binding.points.push_back(pt);
     }
     dropped_some += binding.points.size() < pb.points.size();
     std::vector<int32_t> x(pb.group_max.size(), 0), y = x;
