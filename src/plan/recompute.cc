@@ -192,13 +192,21 @@ RecomputeProblem recompute_problem(const Plan& plan, const cost::CostModel& cm,
 }
 
 std::vector<int64_t> recompute_peaks(const RecomputeProblem& pb, std::span<const int32_t> layers) {
+  // Each item's three term values first (held, held at its own forward, transient): a point
+  // has far more terms than the plan has items, and each then reads one number.
+  std::vector<int64_t> value(3 * pb.items.size());
+  for (size_t i = 0; i < pb.items.size(); ++i) {
+    const RecomputeItem& it = pb.items[i];
+    const int32_t x = layers[it.group];
+    value[3 * i] = recompute_term_value(it, false, false, x);
+    value[3 * i + 1] = recompute_term_value(it, false, true, x);
+    value[3 * i + 2] = recompute_term_value(it, true, false, x);
+  }
   std::vector<int64_t> peak(pb.pp, 0);
   for (const RecomputePoint& pt : pb.points) {
     int64_t v = pt.fixed;
-    for (const RecomputeTerm& t : pt.terms) {
-      const RecomputeItem& it = pb.items[t.item];
-      v += recompute_term_value(it, t.transient, t.forward, layers[it.group]);
-    }
+    for (const RecomputeTerm& t : pt.terms)
+      v += value[3 * static_cast<size_t>(t.item) + (t.transient ? 2 : t.forward ? 1 : 0)];
     peak[pt.rank] = std::max(peak[pt.rank], v);
   }
   return peak;

@@ -199,6 +199,47 @@ bool recompute_repair(const RecomputeProblem& pb, const RecomputeIndex& ix,
   return ok && s.fits();
 }
 
+bool recompute_never_fits(const RecomputeProblem& pb) {
+  // Each item's terms with its group at the maximum (held, held at its forward, transient).
+  std::vector<int64_t> at_max_of(3 * pb.items.size());
+  for (size_t i = 0; i < pb.items.size(); ++i)
+    for (int k = 0; k < 3; ++k)
+      at_max_of[3 * i + k] =
+          recompute_term_value(pb.items[i], k == 2, k == 1, pb.group_max[pb.items[i].group]);
+  std::vector<std::pair<int32_t, const RecomputeTerm*>> by_group;
+  for (const RecomputePoint& pt : pb.points) {
+    // Within budget with every group at its maximum: this point can fit.
+    int64_t at_max = pt.fixed;
+    for (const RecomputeTerm& t : pt.terms)
+      at_max += at_max_of[3 * static_cast<size_t>(t.item) + (t.transient ? 2 : t.forward ? 1 : 0)];
+    if (at_max <= pb.budget) continue;
+    // Its least value: groups are independent, so each takes its own best level.
+    by_group.clear();
+    for (const RecomputeTerm& t : pt.terms) by_group.push_back({pb.items[t.item].group, &t});
+    std::sort(by_group.begin(), by_group.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    int64_t least = pt.fixed;
+    for (size_t i = 0; i < by_group.size();) {
+      const int32_t g = by_group[i].first;
+      size_t end = i;
+      while (end < by_group.size() && by_group[end].first == g) ++end;
+      int64_t best = std::numeric_limits<int64_t>::max();
+      for (int32_t x = 0; x <= pb.group_max[g]; ++x) {
+        int64_t v = 0;
+        for (size_t j = i; j < end; ++j) {
+          const RecomputeTerm& t = *by_group[j].second;
+          v += recompute_term_value(pb.items[t.item], t.transient, t.forward, x);
+        }
+        best = std::min(best, v);
+      }
+      least += best;
+      i = end;
+    }
+    if (least > pb.budget) return true;
+  }
+  return false;
+}
+
 double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

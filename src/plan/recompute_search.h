@@ -40,6 +40,11 @@ bool recompute_repair(const RecomputeProblem& pb, const RecomputeIndex& ix,
 void recompute_improve(const RecomputeProblem& pb, const RecomputeIndex& ix,
                        std::vector<int32_t>& x, double cpu_deadline_s, double good_enough = 0);
 
+// Whether some point is over budget whatever the choice: each group at the level that leaves
+// that point least (no assumption that more recompute never costs memory). O(terms) when no
+// point is over budget with every group at its maximum.
+bool recompute_never_fits(const RecomputeProblem& pb);
+
 // The calling thread's CPU seconds. The solve's time limit counts the work it did, not the
 // wall-clock a loaded machine stretches (Clp's and CBC's limits count their process's CPU time).
 double thread_cpu_seconds();

@@ -333,6 +333,12 @@ RecomputeSolution recompute_solve_greedy(const RecomputeProblem& pb) {
     sol.proven = true;
     return sol;
   }
+  // No choice fits: the repair would raise every group to learn it. Callers show the leanest.
+  if (recompute_never_fits(pb)) {
+    sol.layers = pb.group_max;
+    sol.cost = recompute_cost(pb, sol.layers);
+    return sol;
+  }
   const RecomputeIndex ix = recompute_index(pb);
   sol.feasible = recompute_repair(pb, ix, sol.layers);
   sol.cost = recompute_cost(pb, sol.layers);
