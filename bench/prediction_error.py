@@ -9,8 +9,8 @@ step), the span's signed median error (its bias), and of the actions (measured i
 predicted_s); wall over CPU time of the actions by ranks computing, each stage's busy fraction
 (time inside actions over the replica's span), then the trajectory of each rank's fitted alpha2
 and beta1 (Plan.rank_time_terms) and its step costs (Plan.rank_step_terms).
-Ranks are pinned to a core each in turn (mpirun --map-by core --bind-to core, as the demo runs)
-unless --bind says otherwise ("none": free to migrate; "core,none": both, side by side).
+Ranks are free to migrate (mpirun --bind-to none, as the demo runs) unless --bind says otherwise
+("core": pinned to a core each in turn, --map-by core --bind-to core; "none,core": both).
 The runs go one after another on the same calibration and corpus; with
 INFINIPIPE_BASE_BUILD_DIR set, the base build's runs go first, on the same calibration."""
 
@@ -38,9 +38,9 @@ def parse_args():
     ap.add_argument("--timeout", type=int, default=bc.env_int("TIMEOUT", 1800))
     ap.add_argument("--dp", default=os.environ.get("DP", "2,1"),
                     help="data-parallel degrees to run (pp 2 each), comma-separated")
-    ap.add_argument("--bind", default=os.environ.get("BIND", "core"),
-                    help="mpirun bindings to run, comma-separated: core (each rank pinned to a "
-                         "core in turn, as the demo runs) and/or none (ranks free to migrate)")
+    ap.add_argument("--bind", default=os.environ.get("BIND", "none"),
+                    help="mpirun bindings to run, comma-separated: none (ranks free to migrate, "
+                         "as the demo runs) and/or core (each rank pinned to a core in turn)")
     ap.add_argument("--calibration", default=os.environ.get("CALIBRATION", ""),
                     help="use this calibration file instead of profiling one (a profile taken "
                          "on a loaded machine can be far off; every run then starts from it)")

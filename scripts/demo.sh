@@ -32,11 +32,11 @@ step "5. Training a small Llama on 4 MPI ranks (pp 2 x dp 2) with EPP plans unde
 # 2% of the documents are held out: every 50 iterations the validation loss over 2 batches of
 # them, on forward-only EPP plans through the same pipeline.
 echo "Ctrl-C stops after the current iteration with a checkpoint that resumes exactly (again: at once)."
-# More ranks than cores: one OpenMP thread each, waiting passively, and each rank pinned to a core
-# in turn (ranks 0..3 on cores 0,1,0,1: with pp outermost, replica d's two stages share core d on
-# two cores), so the ranks that share a core are fixed and the cost model replays them as they
-# run (docs/cost-model.md, "Ranks sharing cores"). mpirun_stoppable.sh turns Ctrl-C into the
-# SIGUSR1 mpirun relays to every rank (a Ctrl-C to mpirun itself ends the job).
+# More ranks than cores: one OpenMP thread each, waiting passively, ranks free to run on either
+# core (pinned to cores in turn, `--map-by core --bind-to core:overload-allowed`, the actions are
+# predicted better but the run is slower: docs/benchmarks.md, "Ranks pinned to cores").
+# mpirun_stoppable.sh turns Ctrl-C into the SIGUSR1 mpirun relays to every rank (a Ctrl-C to
+# mpirun itself ends the job).
 train=(env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive $bin train --data-path "$out/corpus"
   --pp 2 --dp 2 --num-layers 4 --hidden-size 128 --num-attention-heads 4 --group-query-attention
   --num-query-groups 2 --untie-embeddings-and-output-weights --seq-length 2048
@@ -45,8 +45,7 @@ train=(env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive $bin train --data-path "$ou
   --lr-warmup-iters 10 --lr-decay-style cosine --adam-beta2 0.95 --weight-decay 0.1
   --memory-budget 64MiB --log-interval 20 --calibration "$out/calibration.json"
   --save "$out/checkpoints" --save-interval 100)
-launch=(bash scripts/mpirun_stoppable.sh --allow-run-as-root --oversubscribe --map-by core
-  --bind-to core:overload-allowed -np 4)
+launch=(bash scripts/mpirun_stoppable.sh --allow-run-as-root --oversubscribe --bind-to none -np 4)
 stopped=no
 trap 'stopped=yes' INT
 "${launch[@]}" "${train[@]}" --trace "$out/run"

@@ -1,5 +1,5 @@
-// The demo's launch: `mpirun --map-by core --bind-to core:overload-allowed -np 4` pins pp 2 x dp 2
-// to two CPUs in turn, so replica d's two stages share CPU d. Every plan carries those hosts
+// `mpirun --map-by core --bind-to core:overload-allowed -np 4` pins pp 2 x dp 2 to two CPUs in
+// turn, so replica d's two stages share CPU d. Every plan carries those hosts
 // (each replica's own CPU, two ranks on one core), and ranks free to migrate (--bind-to none)
 // carry the machine's CPUs shared by all four.
 #include <gtest/gtest.h>
