@@ -7,6 +7,7 @@
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "test_plan_util.h"
+#include "recompute_random_items.h"
 
 namespace infinipipe::plan {
 namespace {
@@ -25,28 +26,8 @@ int64_t max_of(const std::vector<int64_t>& v) {
 // A random hand-made problem: items with decreasing memory and increasing time in r.
 RecomputeProblem random_problem(std::mt19937& rng, int groups, int items, int points) {
   RecomputeProblem pb;
-  pb.pp = 2;
-  std::uniform_int_distribution<int> layers(1, 3), pick_group(0, groups - 1);
+  testing::random_recompute_items(rng, pb, groups, items, false);
   std::uniform_int_distribution<int64_t> bytes(10, 100);
-  std::uniform_real_distribution<double> secs(0.1, 1.0);
-  pb.group_max.assign(groups, 0);
-  for (int i = 0; i < items; ++i) {
-    RecomputeItem it;
-    it.group = pick_group(rng);
-    it.rank = i % 2;
-    it.max_layers = layers(rng);
-    pb.group_max[it.group] = std::max(pb.group_max[it.group], it.max_layers);
-    int64_t a = bytes(rng) * (it.max_layers + 1), t = bytes(rng) / 10;
-    double s = 0;
-    for (int r = 0; r <= it.max_layers; ++r) {
-      it.act.push_back(a);
-      it.transient.push_back(t + (r > 0 ? 3 : 0));
-      it.time.push_back(s);
-      a -= bytes(rng) / 2;
-      s += secs(rng);
-    }
-    pb.items.push_back(std::move(it));
-  }
   std::uniform_int_distribution<int> pick_item(0, items - 1);
   for (int p = 0; p < points; ++p) {
     RecomputePoint pt;
