@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/tiny_model.h"
 #include "core/error.h"
 #include "plan/planner.h"
 #include "sim/layout_search.h"
@@ -20,12 +21,8 @@ namespace {
 // A small Llama on the cpu preset at pp 2 x dp 2: what `train --pp auto --dp 2` searches.
 Config small_cpu_model() {
   Config cfg;
-  cfg.model.num_layers = 4;
-  cfg.model.hidden_size = 64;
-  cfg.model.num_attention_heads = 4;
-  cfg.model.num_query_groups = 2;
+  cfg.model = testing::tiny_train_model(4);
   cfg.model.vocab_size = 256;
-  cfg.model.seq_length = 256;
   cfg.cluster.device = "cpu";
   cfg.cluster.num_devices = 4;
   cfg.training.global_batch_size = 8;
