@@ -16,6 +16,7 @@
 #include "obs/tensorboard.h"
 #include "obs/trace.h"
 #include "runtime/train.h"
+#include "runtime/train_log_rewind.h"
 #include "runtime/train_stop.h"
 
 namespace infinipipe::runtime {
@@ -201,6 +202,8 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
     if (!tc.save.empty() && last_saved != trainer.iteration()) save();
     return out;
   }
+  for (const std::string& log : {opts.metrics_path, opts.timings_path})
+    train_log_rewind(log, trainer.iteration());
   obs::MetricsWriter metrics(opts.metrics_path);
   obs::MetricsWriter timings(opts.timings_path);
   obs::ProgressLine progress(opts.err, trainer.iteration(), tc.train_iters, !opts.quiet);

@@ -99,7 +99,9 @@ TEST(Recompute, ExactWithinTheRequestedGapOfBruteForce) {
 }
 
 // A memory-bound plan like the paper's (long-tail batch, pp 4, tight budget): the solve is proven
-// within 2% and its answer fits.
+// within 2% and its answer fits. Its CPU cap is ten times the planner's: this asserts what the
+// solve proves, not how fast (planner latency is a benchmark), and a machine loaded by the other
+// tests stretches even CPU time (the 1 s cap was reached at load averages of 5-8).
 TEST(Recompute, ProvenWithinTwoPercentOnATightPlan) {
   std::mt19937 rng(13);
   Config cfg = small_config(4, 1, 16);
@@ -112,7 +114,7 @@ TEST(Recompute, ProvenWithinTwoPercentOnATightPlan) {
   int recomputing = 0;
   for (double f : {0.05, 0.2, 0.5}) {
     pb.budget = lean + static_cast<int64_t>((fat - lean) * f);
-    const auto sol = recompute_solve_exact(pb, 0.02);
+    const auto sol = recompute_solve_exact(pb, 0.02, 10.0);
     ASSERT_TRUE(sol.feasible);
     EXPECT_TRUE(sol.proven) << "cost " << sol.cost << " bound " << sol.lower_bound;
     EXPECT_LE(sol.cost - sol.lower_bound, 0.02 * sol.cost + 1e-12);
