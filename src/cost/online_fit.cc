@@ -61,16 +61,34 @@ OnlineFit::OnlineFit(const CostModel& prior, const OnlineFitOptions& options)
   if (!(options.prior_relative_sd > 0) || !std::isfinite(options.prior_relative_sd))
     fail_config("online cost fit: prior relative sd must be > 0, got {}",
                 options.prior_relative_sd);
+  if (!(options.prior_common_sd >= 0) || !std::isfinite(options.prior_common_sd) ||
+      !(options.prior_time_term_sd > 0) || !std::isfinite(options.prior_time_term_sd))
+    fail_config("online cost fit: prior sd of the common factor ({}) must be >= 0 and of each "
+                "time term ({}) > 0",
+                options.prior_common_sd, options.prior_time_term_sd);
   if (!(options.max_factor_from_prior > 1) || !std::isfinite(options.max_factor_from_prior))
     fail_config("online cost fit: max factor from the prior must be > 1, got {}",
                 options.max_factor_from_prior);
-  const double var = options.prior_relative_sd * options.prior_relative_sd;
   for (const TermField& f : kTerms) {
     const int i = idx(f.term);
     value_[i] = prior.coefficients().*f.ptr;
     scale_[i] = value_[i] > 0 ? value_[i] : 0.0;
-    cov_[i][i] = var;
   }
+  cov_ = prior_covariance();
+}
+
+std::array<OnlineFit::Vec, kNumOnlineTerms> OnlineFit::prior_covariance() const {
+  constexpr Term kCommon[] = {Term::alpha1, Term::alpha2, Term::beta1, Term::embedding_per_token,
+                              Term::lm_head_per_token};
+  std::array<Vec, kNumOnlineTerms> cov{};
+  for (int i = 0; i < kNumOnlineTerms; ++i)
+    cov[i][i] = options_.prior_relative_sd * options_.prior_relative_sd;
+  const double common = options_.prior_common_sd * options_.prior_common_sd;
+  for (Term a : kCommon) {
+    cov[idx(a)][idx(a)] = options_.prior_time_term_sd * options_.prior_time_term_sd;
+    for (Term b : kCommon) cov[idx(a)][idx(b)] += common;
+  }
+  return cov;
 }
 
 void OnlineFit::check_shape(const ActionSample& s) const {
@@ -192,11 +210,25 @@ void OnlineFit::update(const ActionSample& s) {
     }
     bool changed = false;
     for (int i = 0; i < kNumOnlineTerms; ++i) {
-      step[i] = out[i] ? 0.0 : pf[i] / df * r * scale_[i];
+      // A term no sample has depended on keeps its prior (the common factor's covariance would
+      // move it along with the others).
+      step[i] = out[i] || !covered_[i] ? 0.0 : pf[i] / df * r * scale_[i];
       if (!out[i] && at_bound(i, step[i])) out[i] = changed = true;
     }
     if (!changed) break;
   }
+  // The step is bounded as a whole (scaled until no term moves by more than its step_limit), so
+  // it keeps the recursion's direction. Bounding each term on its own moved the unbounded one of
+  // a correlated pair fully and its partner partly: on timings as noisy as a shared machine's
+  // (±30%) that bias walked β1 to its floor and the efficiency curve's t_half down, doubling the
+  // prediction error (tests/cost/test_online_fit_guard.cc).
+  double shrink = 1.0;
+  for (int i = 0; i < kNumOnlineTerms; ++i)
+    if (std::abs(step[i]) > step_limit(i)) shrink = std::min(shrink, step_limit(i) / std::abs(step[i]));
+  // A bounded step uses only that share of what the sample says, so the covariance learns only
+  // that share (P - s·P x xᵀ P / d stays positive semi-definite for s in [0, 1]). Shrunk fully,
+  // it counted samples the terms had barely moved for, and a prior far off crept towards the
+  // machine (tests/cost/test_online_fit_guard.cc, APriorFarOffIsCaughtUpWithinFiveIterations).
   Vec xs = x, px{};
   double denom = lambda;
   for (int i = 0; i < kNumOnlineTerms; ++i)
@@ -207,26 +239,18 @@ void OnlineFit::update(const ActionSample& s) {
   }
   for (int i = 0; i < kNumOnlineTerms; ++i)
     for (int j = 0; j < kNumOnlineTerms; ++j)
-      cov_[i][j] = (cov_[i][j] - px[i] * px[j] / denom) / lambda;
+      cov_[i][j] = (cov_[i][j] - px[i] * px[j] / denom * shrink) / lambda;
   // Forgetting inflates the uncertainty of directions no sample excites; cap each term's at its
   // prior's (a congruence by a diagonal matrix, so the covariance stays positive semi-definite).
-  const double var = options_.prior_relative_sd * options_.prior_relative_sd;
+  const std::array<Vec, kNumOnlineTerms> prior = prior_covariance();
   for (int i = 0; i < kNumOnlineTerms; ++i) {
-    if (cov_[i][i] <= var) continue;
-    const double f = std::sqrt(var / cov_[i][i]);
+    if (cov_[i][i] <= prior[i][i]) continue;
+    const double f = std::sqrt(prior[i][i] / cov_[i][i]);
     for (int j = 0; j < kNumOnlineTerms; ++j) {
       cov_[i][j] *= f;
       cov_[j][i] *= f;
     }
   }
-  // The step is bounded as a whole (scaled until no term moves by more than its step_limit), so
-  // it keeps the recursion's direction. Bounding each term on its own moved the unbounded one of
-  // a correlated pair fully and its partner partly: on timings as noisy as a shared machine's
-  // (±30%) that bias walked β1 to its floor and the efficiency curve's t_half down, doubling the
-  // prediction error (tests/cost/test_online_fit_guard.cc).
-  double shrink = 1.0;
-  for (int i = 0; i < kNumOnlineTerms; ++i)
-    if (std::abs(step[i]) > step_limit(i)) shrink = std::min(shrink, step_limit(i) / std::abs(step[i]));
   for (int i = 0; i < kNumOnlineTerms; ++i)
     value_[i] = std::clamp(value_[i] + shrink * step[i], floor_of(i),
                            std::max(floor_of(i), ceiling_of(i)));
@@ -257,9 +281,7 @@ double OnlineFit::residual(bool backward) const {
 }
 
 void OnlineFit::widen() {
-  const double var = options_.prior_relative_sd * options_.prior_relative_sd;
-  cov_ = {};
-  for (int i = 0; i < kNumOnlineTerms; ++i) cov_[i][i] = var;
+  cov_ = prior_covariance();
 }
 
 OnlineFitState OnlineFit::state() const {
@@ -289,9 +311,10 @@ bool positive_semidefinite(
 }
 
 // A restored state is one a fit reaches: its terms within what a calibration file may hold
-// (online_fit_calibration writes them as one), each variance within the prior's (`var`: the
+// (online_fit_calibration writes them as one), each variance within the prior's (`prior`: the
 // recursion caps them there), the covariance symmetric and positive semi-definite.
-void state_check(const OnlineFitState& s, double var, const std::string& where) {
+template <class Cov>
+void state_check(const OnlineFitState& s, const Cov& prior, const std::string& where) {
   const auto sane = [](double v) { return std::isfinite(v) && v >= 0; };
   constexpr double kSlack = 1e-9;  // round-off of the variance cap
   for (int i = 0; i < kNumOnlineTerms; ++i) {
@@ -307,9 +330,9 @@ void state_check(const OnlineFitState& s, double var, const std::string& where) 
           "holds ({}at most {:g})",
           where, name, s.value[i], s.scale[i],
           calibration_coefficient_positive(name) ? "value > 0, " : "", most);
-    if (s.cov[i][i] > var * (1 + kSlack))
+    if (s.cov[i][i] > prior[i][i] * (1 + kSlack))
       fail("{}: term {} has variance {}; a fit keeps each at most the prior's, {}", where, name,
-           s.cov[i][i], var);
+           s.cov[i][i], prior[i][i]);
     for (int j = 0; j < kNumOnlineTerms; ++j)
       if (!std::isfinite(s.cov[i][j]) || s.cov[i][j] != s.cov[j][i])
         fail("{}: the covariance of {} and {} is {} and {}; it must be finite and symmetric", where,
@@ -324,7 +347,9 @@ void state_check(const OnlineFitState& s, double var, const std::string& where) 
       fail("{}: {} samples {}, residual {} over weight {}; each must be finite and >= 0", where,
            k == 0 ? "forward" : "backward", s.count[k], s.residual_sq[k], s.residual_weight[k]);
   // Generous against the recursion's round-off, which a long run accumulates.
-  if (!positive_semidefinite(s.cov, 1e-6 * var))
+  double most = 0;
+  for (int i = 0; i < kNumOnlineTerms; ++i) most = std::max(most, prior[i][i]);
+  if (!positive_semidefinite(s.cov, 1e-6 * most))
     fail("{}: the covariance of the terms is not positive semi-definite; not a state a fit reaches",
          where);
 }
@@ -332,7 +357,7 @@ void state_check(const OnlineFitState& s, double var, const std::string& where) 
 }  // namespace
 
 void OnlineFit::restore(const OnlineFitState& s, const std::string& where) {
-  state_check(s, options_.prior_relative_sd * options_.prior_relative_sd, where);
+  state_check(s, prior_covariance(), where);
   value_ = s.value;
   scale_ = s.scale;
   cov_ = s.cov;

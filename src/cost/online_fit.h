@@ -63,11 +63,22 @@ struct OnlineFitOptions {
   // No term moves by more than this fraction of its value (or of its scale when near 0) per
   // sample, so one outlier (a rank descheduled mid-action) cannot throw the model off.
   double max_relative_step = 0.03;
-  // Prior uncertainty of each term, as a multiple of its prior value; also the most the
-  // forgetting may let a term's uncertainty grow back to. Calibrations are off by up to 70% on a
-  // busy rank and single terms by several times, so the prior is held loosely; the step bound
-  // keeps the early updates small.
+  // Prior uncertainty of each term on its own, as a multiple of its prior value; also the most
+  // the forgetting may let a term's uncertainty grow back to (with the common factor below, for
+  // the time-per-unit terms). The factors of the model (κb, κr, the LM head's backward, t_half)
+  // are off by up to several times in a calibration (κr 5x with `profile --quick` on a busy
+  // machine, the LM head's backward about 0 on this engine against the preset's 2), so they are
+  // held loosely; the step bound keeps the early updates small.
   double prior_relative_sd = 3.0;
+  // The time-per-unit terms (α1, α2, β1, embedding, LM head) mostly differ from a calibration by
+  // one factor, the speed of the machine a training rank sees (caches and memory bandwidth
+  // shared, other ranks' time slices: 20-40 % in the demo, up to 70 % on a busy rank), and each
+  // on its own by less: their prior uncertainty is `prior_common_sd` of one factor they share
+  // plus `prior_time_term_sd` each. The first samples then move them together, instead of
+  // spending ±30 % noisy samples on splitting a common gap between nine terms
+  // (tests/cost/test_online_fit_guard.cc).
+  double prior_common_sd = 3.0;
+  double prior_time_term_sd = 1.0;
   // No term grows past this multiple of its prior (terms without one: of the scale their first
   // sample gave). Several terms move the same predictions (β1 against the per-token terms, κr
   // against κb), so within the bounded steps a fit can still wander far along such a direction
@@ -125,6 +136,7 @@ class OnlineFit {
   double floor_of(int term) const;    // 0, or a small part of a backward
   double ceiling_of(int term) const;  // max_factor_from_prior × the term's scale
   bool at_bound(int term, double step) const;
+  std::array<Vec, kNumOnlineTerms> prior_covariance() const;  // in units of scale_
 
   CostModel prior_;
   OnlineFitOptions options_;

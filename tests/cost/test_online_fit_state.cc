@@ -126,7 +126,7 @@ TEST(OnlineFitState, StatesNoFitReachesAreRefused) {
   EXPECT_NE(big.find("at most 60"), std::string::npos) << big;
   EXPECT_NE(damaged([](auto& j) { j["scale"][1] = 1e300; }).find("term alpha2"), std::string::npos);
   EXPECT_NE(damaged([](auto& j) { j["value"][4] = 0.0; }).find("value > 0"), std::string::npos);
-  EXPECT_NE(damaged([](auto& j) { j["covariance"][0][0] = 1e300; }).find("at most the prior's, 9"),
+  EXPECT_NE(damaged([](auto& j) { j["covariance"][0][0] = 1e300; }).find("at most the prior's, 10"),
             std::string::npos);
   // Symmetric, every variance within the prior's, yet |cov01| > sqrt(cov00 cov11).
   const std::string indefinite = damaged([](auto& j) {
