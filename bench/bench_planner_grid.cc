@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/paper_llama.h"
+#include "core/allocator_keep.h"
 #include "core/config.h"
 #include "cost/cost_model.h"
 #include "data/lengths.h"
@@ -233,6 +234,7 @@ const char* kAlign =
 }  // namespace
 
 int main(int argc, char** argv) {
+  infinipipe::allocator_keep_freed_memory();  // as the infinipipe command's main
   bool quick = false, only_small = false, only_big = false, cluster = false;
   int64_t one_n = 0, one_pp = 0;
   int32_t threads = 1;

@@ -6,9 +6,11 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "core/allocator_keep.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
+  infinipipe::allocator_keep_freed_memory();
   CLI::App app{
       "infinipipe: plan and train long-context LLMs with Elastic Pipeline Parallelism.\n"
       "Flags and YAML keys follow Megatron-LM's names; see `infinipipe <command> --help`.",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/example_config.h"
+#include "core/allocator_keep.h"
 #include "core/error.h"
 #include "data/lengths.h"
 #include "obs/profile.h"
@@ -58,6 +59,7 @@ class LayoutSearchPaper : public ::testing::TestWithParam<PaperSetting> {};
 // baseline on each of the twelve settings: 1.002x (13B 48K commoncrawl, against Ulysses) to
 // 1.40x. One test per setting, so each runs in seconds and ctest runs them side by side.
 TEST_P(LayoutSearchPaper, SearchedEppAgainstEveryTunedBaseline) {
+  allocator_keep_freed_memory();  // as `infinipipe plan --search-layout` runs
   const auto [example, dist] = GetParam();
   const Config cfg = testing::example_config(example);
   const cost::CostModel cm = obs::planning_cost_model(cfg);

@@ -1,0 +1,16 @@
+// The process's allocator, set for a planner that builds and drops large structures over and
+// over. glibc's malloc gives the free top of its heap back to the system once more than 128 KiB
+// is free and serves blocks of its (adaptive) mapping threshold and up from fresh mappings: the
+// planner builds a recompute problem per candidate (tens of MiB in many blocks) and frees it,
+// so every candidate paid the page faults of memory it had just given back, a fifth to a third
+// of the planning time (docs/benchmarks.md, "Planner latency on a quiet machine").
+#pragma once
+
+namespace infinipipe {
+
+// Keeps up to 256 MiB of freed memory in the heap for reuse and maps only blocks of 32 MiB and
+// more (a model's large tensors) on their own. Process-wide: call it once, first thing in main.
+// No effect where the C library is not glibc.
+void allocator_keep_freed_memory();
+
+}  // namespace infinipipe
