@@ -153,6 +153,21 @@ std::vector<int32_t> groups_of_path(const std::vector<int32_t>& cuts,
   return out;
 }
 
+// Whether one pipeline of every chunk has no in-flight window over `cap`. Then no segment has
+// one either (a segment's windows are parts of these), so a grouping costs its compute plus
+// each pipeline's fill and drain, (pp - 1)·(first forward + last backward), and one pipeline is
+// the cheapest by that much: what the shortest path finds, without its O(chunks² · pp) walk.
+bool one_pipeline_within(const GroupingCosts& gc, int32_t pp, double cap) {
+  const int32_t n = static_cast<int32_t>(gc.f.size());
+  if (pp < 2) return false;  // no fill and drain: groupings tie
+  for (int32_t c = 0; c < n; ++c) {
+    if (!(gc.f[c] + gc.b[c] > 0)) return false;
+    const int32_t lo = gc.unit_start[c], hi = std::min(c + pp, n);
+    if (gc.pmax[hi] - gc.pmax[lo] > cap) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<int32_t> finest_grouping(const std::vector<Chunk>& chunks) {
@@ -175,6 +190,7 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
   const GroupingCosts gc = grouping_costs(chunks, cm, stage);
   const std::vector<int32_t> cuts = grouping_cuts(gc);
   const double cap = static_cast<double>(activation_budget) - gc.transient;
+  if (one_pipeline_within(gc, pp, cap)) return std::vector<int32_t>(n, 0);
   const size_t u = cuts.size();
   std::vector<double> best(u, kInf);
   std::vector<size_t> from(u, 0);
@@ -311,7 +327,9 @@ std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks
   st = {};
   // One run of chunks (a single sequence cut into slices): one grouping, nothing to compare.
   if (cuts.size() == 2) return epp_group_pipelines(chunks, pp, cm, stage, activation_budget);
-  LazyGrouping lazy(gc, cuts, pp, static_cast<double>(activation_budget) - gc.transient, solve, st);
+  const double cap = static_cast<double>(activation_budget) - gc.transient;
+  if (one_pipeline_within(gc, pp, cap)) return std::vector<int32_t>(n, 0);  // nothing to solve
+  LazyGrouping lazy(gc, cuts, pp, cap, solve, st);
   std::vector<size_t> path;
   while (st.solves < kGroupingMaxSolves) {
     if (lazy.round(path)) return groups_of_path(cuts, path, n);
