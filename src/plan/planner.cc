@@ -32,6 +32,23 @@ void candidate_least_budget(Candidate& cand, const std::vector<int64_t>& peaks) 
   cand.min_budget_rank = static_cast<int32_t>(binding - peaks.begin());
 }
 
+// Whether the plan fits its budget with no recompute: then the recompute problem, whose points
+// are a memory trace's with a term per live activation (actions × in flight), has nothing to
+// solve, and two traces (none, and every layer recomputed for the least budget) say all it
+// would (Recompute.PeaksAgreeWithTheScheduleMemoryTrace). Leaves every action at 0 layers.
+bool plan_fits_without_recompute(Plan& p, const cost::CostModel& cm, const Config& cfg,
+                                 Candidate& cand) {
+  for (auto& list : p.actions)
+    for (Action& a : list) a.recompute_layers = 0;
+  if (max_of(schedule_memory_trace(p, cm, cfg).peak) > p.memory_budget) return false;
+  for (auto& list : p.actions)
+    for (Action& a : list) a.recompute_layers = static_cast<int32_t>(p.stages[a.stage].num_layers);
+  candidate_least_budget(cand, schedule_memory_trace(p, cm, cfg).peak);
+  for (auto& list : p.actions)
+    for (Action& a : list) a.recompute_layers = 0;
+  return true;
+}
+
 }  // namespace
 
 std::string PlanKnobs::describe() const {
@@ -75,9 +92,12 @@ Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,
   schedule_build(p, spec.schedule);
 
   const bool adaptive = spec.static_recompute < 0;
-  if (adaptive) {
+  const bool reuse = spec.greedy && !spec.exact;
+  if (adaptive && !reuse && plan_fits_without_recompute(p, cm, cfg, cand)) {
+    cand.recompute_time = 0;  // what either solve answers when nothing is over budget
+    cand.recompute_gap = 0;
+  } else if (adaptive) {
     const MemoryContext mem = plan_memory_context(cfg, p.memory_budget);
-    const bool reuse = spec.greedy && !spec.exact;
     const RecomputeProblem built =
         reuse ? RecomputeProblem{} : recompute_problem(p, cm, mem, RecomputeTie::diagonal);
     const RecomputeProblem& pb = reuse ? spec.greedy->problem : built;
