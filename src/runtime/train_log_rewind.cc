@@ -17,9 +17,8 @@ namespace {
 
 // The iteration of one record; Error when the line is not one.
 int64_t record_iteration(const std::string& line, const std::string& where) {
-  const nlohmann::json rec =
-      json_parse(line, where, "it is not a log of infinipipe train: choose another path");
-  if (!rec.is_object()) fail("{} is not a JSON object; choose another path", where);
+  const nlohmann::json rec = json_parse(line, where);
+  if (!rec.is_object()) fail("{} is not a JSON object", where);
   return json_int(json_field(rec, "iteration", where), where + ": iteration", 0);
 }
 
@@ -32,8 +31,10 @@ void train_log_rewind(const std::string& path, int64_t last_kept) {
   const fs::file_status st = fs::symlink_status(path, ec);
   if (!fs::exists(st)) return;
   if (fs::is_symlink(st)) {
-    fail("{} is a symbolic link; a run's logs are never written through one: remove the link",
-         path);
+    fail_config(
+        "{} is a symbolic link; a run's logs are never written through one: remove the link or "
+        "choose another path",
+        path);
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read {}: {}", path, std::strerror(errno));
@@ -46,9 +47,16 @@ void train_log_rewind(const std::string& path, int64_t last_kept) {
       drop = true;
       break;
     }
-    if (!line.empty() &&
-        record_iteration(line, path + " line " + std::to_string(n)) > last_kept)
-      drop = true;
+    int64_t iteration = 0;
+    try {
+      if (!line.empty()) iteration = record_iteration(line, path + " line " + std::to_string(n));
+    } catch (const Error& e) {
+      // Some other file (--metrics, --timings or the log folder named the wrong one): a usage
+      // error, and the file stays as it is.
+      fail_config("{}; this run appends one record per iteration there: choose another path",
+                  e.what());
+    }
+    if (iteration > last_kept) drop = true;
     if (!drop) keep = in.tellg();
   }
   if (!drop) return;

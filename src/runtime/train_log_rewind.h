@@ -10,9 +10,9 @@
 namespace infinipipe::runtime {
 
 // Truncates `path` at its first record of an iteration after `last_kept`, or at a half-written
-// last line (a killed run's). Nothing when `path` is empty or does not exist. Error, the file
-// untouched, when an earlier line is not a record with an integer "iteration" (the path names
-// some other file) or `path` is a symbolic link.
+// last line (a killed run's). Nothing when `path` is empty or does not exist. ConfigError, the
+// file untouched, when an earlier line is not a record with an integer "iteration" (the path
+// names some other file) or `path` is a symbolic link.
 void train_log_rewind(const std::string& path, int64_t last_kept);
 
 }  // namespace infinipipe::runtime

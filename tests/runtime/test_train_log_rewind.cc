@@ -79,7 +79,7 @@ TEST_F(TrainLogRewind, AFileThatIsNotALogIsRefusedUntouched) {
     try {
       train_log_rewind(p, 0);
       ADD_FAILURE() << "accepted " << text;
-    } catch (const Error& e) {
+    } catch (const ConfigError& e) {  // a usage error: exit 2
       EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("line"), std::string::npos) << e.what();
     }
@@ -91,7 +91,7 @@ TEST_F(TrainLogRewind, ALinkIsRefusedAndItsTargetKept) {
   const std::string target = write(kTwoRuns);
   const fs::path link = dir_ / "link.jsonl";
   fs::create_symlink(target, link);
-  EXPECT_THROW(train_log_rewind(link.string(), 0), Error);
+  EXPECT_THROW(train_log_rewind(link.string(), 0), ConfigError);
   EXPECT_EQ(read(target), kTwoRuns);
 }
 
