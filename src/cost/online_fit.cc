@@ -63,9 +63,10 @@ OnlineFit::OnlineFit(const CostModel& prior, const OnlineFitOptions& options)
                 options.prior_relative_sd);
   if (!(options.prior_common_sd >= 0) || !std::isfinite(options.prior_common_sd) ||
       !(options.prior_time_term_sd > 0) || !std::isfinite(options.prior_time_term_sd))
-    fail_config("online cost fit: prior sd of the common factor ({}) must be >= 0 and of each "
-                "time term ({}) > 0",
-                options.prior_common_sd, options.prior_time_term_sd);
+    fail_config(
+        "online cost fit: prior sd of the common factor ({}) must be >= 0 and of each "
+        "time term ({}) > 0",
+        options.prior_common_sd, options.prior_time_term_sd);
   if (!(options.max_factor_from_prior > 1) || !std::isfinite(options.max_factor_from_prior))
     fail_config("online cost fit: max factor from the prior must be > 1, got {}",
                 options.max_factor_from_prior);
@@ -224,7 +225,8 @@ void OnlineFit::update(const ActionSample& s) {
   // prediction error (tests/cost/test_online_fit_guard.cc).
   double shrink = 1.0;
   for (int i = 0; i < kNumOnlineTerms; ++i)
-    if (std::abs(step[i]) > step_limit(i)) shrink = std::min(shrink, step_limit(i) / std::abs(step[i]));
+    if (std::abs(step[i]) > step_limit(i))
+      shrink = std::min(shrink, step_limit(i) / std::abs(step[i]));
   // A bounded step uses only that share of what the sample says, so the covariance learns only
   // that share (P - s·P x xᵀ P / d stays positive semi-definite for s in [0, 1]). Shrunk fully,
   // it counted samples the terms had barely moved for, and a prior far off crept towards the
@@ -252,8 +254,8 @@ void OnlineFit::update(const ActionSample& s) {
     }
   }
   for (int i = 0; i < kNumOnlineTerms; ++i)
-    value_[i] = std::clamp(value_[i] + shrink * step[i], floor_of(i),
-                           std::max(floor_of(i), ceiling_of(i)));
+    value_[i] =
+        std::clamp(value_[i] + shrink * step[i], floor_of(i), std::max(floor_of(i), ceiling_of(i)));
 }
 
 // No term moves by more than max_relative_step of its value (of a tenth of its scale when near 0)

@@ -151,7 +151,6 @@ Candidate planner_least_recompute(const Config& cfg, const cost::CostModel& cm,
   return top;
 }
 
-
 PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
                               std::span<const int64_t> seq_lengths, Schedule schedule,
                               int32_t threads) {
