@@ -38,14 +38,16 @@ void candidate_least_budget(Candidate& cand, const std::vector<int64_t>& peaks) 
 // would (Recompute.PeaksAgreeWithTheScheduleMemoryTrace). Leaves every action at 0 layers.
 bool plan_fits_without_recompute(Plan& p, const cost::CostModel& cm, const Config& cfg,
                                  Candidate& cand) {
-  for (auto& list : p.actions)
-    for (Action& a : list) a.recompute_layers = 0;
+  auto recompute_all = [&](bool every_layer) {
+    for (auto& list : p.actions)
+      for (Action& a : list)
+        a.recompute_layers = every_layer ? static_cast<int32_t>(p.stages[a.stage].num_layers) : 0;
+  };
+  recompute_all(false);
   if (max_of(schedule_memory_trace(p, cm, cfg).peak) > p.memory_budget) return false;
-  for (auto& list : p.actions)
-    for (Action& a : list) a.recompute_layers = static_cast<int32_t>(p.stages[a.stage].num_layers);
+  recompute_all(true);
   candidate_least_budget(cand, schedule_memory_trace(p, cm, cfg).peak);
-  for (auto& list : p.actions)
-    for (Action& a : list) a.recompute_layers = 0;
+  recompute_all(false);
   return true;
 }
 

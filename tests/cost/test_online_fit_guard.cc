@@ -52,18 +52,35 @@ class FirstStageActions {
   std::mt19937_64 rng_;
 };
 
+// Feeds `n` first-stage actions (generator `seed`) timed by `truth` with ±`noise` uniform noise.
+void feed_noisy(OnlineFit& fit, const CostModel& truth, uint64_t seed, int n, double noise) {
+  FirstStageActions src(seed);
+  for (int i = 0; i < n; ++i) {
+    ActionSample s = src.next();
+    s.seconds = true_time(truth, s) * src.noise(noise);
+    fit.update(s);
+  }
+}
+
+// The fit's predictions summed over 400 probe actions (generator `seed`), over the truth's.
+double summed_ratio(const OnlineFit& fit, const CostModel& truth, uint64_t seed) {
+  double predicted = 0, real = 0;
+  FirstStageActions probe(seed);
+  for (int i = 0; i < 400; ++i) {
+    const ActionSample s = probe.next();
+    predicted += fit.predict(s);
+    real += true_time(truth, s);
+  }
+  return predicted / real;
+}
+
 struct Errors {
   double forward = 0, backward = 0;  // median relative error against the noise-free truth
 };
 
 Errors fit_errors(const CostModel& prior, const CostModel& truth) {
   OnlineFit fit(prior);
-  FirstStageActions src(3);
-  for (int i = 0; i < 3000; ++i) {
-    ActionSample s = src.next();
-    s.seconds = true_time(truth, s) * src.noise(0.3);
-    fit.update(s);
-  }
+  feed_noisy(fit, truth, 3, 3000, 0.3);
   std::vector<double> f, b;
   FirstStageActions probe(17);
   for (int i = 0; i < 400; ++i) {
@@ -115,20 +132,8 @@ TEST(OnlineFitGuard, NoisyTimingsAreFittedToTheirMean) {
   const CostModel prior = fit_test_prior(16384);
   const CostModel truth = model_with(machine(prior));
   OnlineFit fit(prior);
-  FirstStageActions src(5);
-  for (int i = 0; i < 3000; ++i) {
-    ActionSample s = src.next();
-    s.seconds = true_time(truth, s) * src.noise(0.3);
-    fit.update(s);
-  }
-  double predicted = 0, real = 0;
-  FirstStageActions probe(23);
-  for (int i = 0; i < 400; ++i) {
-    const ActionSample s = probe.next();
-    predicted += fit.predict(s);
-    real += true_time(truth, s);
-  }
-  EXPECT_NEAR(predicted / real, 1.0, 0.02);
+  feed_noisy(fit, truth, 5, 3000, 0.3);
+  EXPECT_NEAR(summed_ratio(fit, truth, 23), 1.0, 0.02);
 }
 
 // A prior far off the machine (the profile's kernels against a training rank's actions: 20-40 %
@@ -147,24 +152,9 @@ TEST(OnlineFitGuard, APriorFarOffIsCaughtUpWithinFiveIterations) {
   for (const Coefficients& machine_terms : {uniform, machine(prior)}) {
     const CostModel truth = model_with(machine_terms);
     OnlineFit fit(prior);
-    auto summed_ratio = [&] {
-      double predicted = 0, real = 0;
-      FirstStageActions probe(29);
-      for (int i = 0; i < 400; ++i) {
-        const ActionSample s = probe.next();
-        predicted += fit.predict(s);
-        real += true_time(truth, s);
-      }
-      return predicted / real;
-    };
-    EXPECT_LT(summed_ratio(), 0.75);
-    FirstStageActions src(7);
-    for (int n = 0; n < 100; ++n) {
-      ActionSample s = src.next();
-      s.seconds = true_time(truth, s) * src.noise(0.3);
-      fit.update(s);
-    }
-    EXPECT_GT(summed_ratio(), 0.92);
+    EXPECT_LT(summed_ratio(fit, truth, 29), 0.75);
+    feed_noisy(fit, truth, 7, 100, 0.3);
+    EXPECT_GT(summed_ratio(fit, truth, 29), 0.92);
   }
 }
 
