@@ -235,6 +235,7 @@ const char* kAlign =
 
 int main(int argc, char** argv) {
   infinipipe::allocator_keep_freed_memory();  // as the infinipipe command's main
+  infinipipe::allocator_huge_pages(size_t{256} << 20);
   bool quick = false, only_small = false, only_big = false, cluster = false;
   int64_t one_n = 0, one_pp = 0;
   int32_t threads = 1;

@@ -11,6 +11,7 @@
 
 int main(int argc, char** argv) {
   infinipipe::allocator_keep_freed_memory();
+  infinipipe::allocator_huge_pages(size_t{256} << 20);
   CLI::App app{
       "infinipipe: plan and train long-context LLMs with Elastic Pipeline Parallelism.\n"
       "Flags and YAML keys follow Megatron-LM's names; see `infinipipe <command> --help`.",

@@ -60,6 +60,7 @@ class LayoutSearchPaper : public ::testing::TestWithParam<PaperSetting> {};
 // 1.40x. One test per setting, so each runs in seconds and ctest runs them side by side.
 TEST_P(LayoutSearchPaper, SearchedEppAgainstEveryTunedBaseline) {
   allocator_keep_freed_memory();  // as `infinipipe plan --search-layout` runs
+  allocator_huge_pages(size_t{256} << 20);
   const auto [example, dist] = GetParam();
   const Config cfg = testing::example_config(example);
   const cost::CostModel cm = obs::planning_cost_model(cfg);
