@@ -15,11 +15,11 @@ namespace infinipipe {
 // No effect where the C library is not glibc.
 void allocator_keep_freed_memory();
 
-// Asks the kernel to back the next `bytes` of the heap with transparent huge pages (2 MiB), where
-// it offers them on request (`madvise` mode, Debian's default): the 1M-token replicas' exact
-// solve first touches some 160 MiB, 40 000 faults of 4 KiB pages at about 12 µs each on a
-// virtual machine (docs/benchmarks.md, "Huge pages for the heap"). Only address space is
-// reserved; pages are still backed as they are first written. Call it after
+// Asks the kernel to back the next `bytes` of the heap with transparent huge pages (2 MiB) where
+// it gives them only on request (`madvise` mode; in `always` mode the heap has them anyway). The
+// 1M-token replicas' exact solve first touches some 160 MiB: 40 000 faults of 4 KiB pages at
+// about 12 µs each on a virtual machine (docs/benchmarks.md, "Huge pages for the heap"). Only
+// address space is reserved; pages are still backed as they are first written. Call it after
 // allocator_keep_freed_memory, which keeps the reserved top from being given back. No effect
 // without glibc or MADV_HUGEPAGE.
 void allocator_huge_pages(size_t bytes);
