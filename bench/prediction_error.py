@@ -4,8 +4,8 @@
 (the offline calibration only) and online (refitted from measured actions, per rank). Reads the
 traces and plans each run leaves (docs/tracing.md) and prints, after the first --skip
 iterations, the median absolute relative error of the iteration (its plan's predicted_step_time
-against the span of a replica's actions, and against its whole step up to the last optimizer
-step), the span's signed median error (its bias), and of the actions (measured interval against
+against the span of a replica's actions, against its whole step up to the last optimizer
+step, and the global step against the slowest replica's prediction), the span's signed median error (its bias), and of the actions (measured interval against
 predicted_s); wall over CPU time of the actions by ranks computing, each stage's busy fraction
 (time inside actions over the replica's span), then the trajectory of each rank's fitted alpha2
 and beta1 (Plan.rank_time_terms) and its step costs (Plan.rank_step_terms).
@@ -122,6 +122,7 @@ def errors(run_dir, skip):
     against its predicted_s; then the counts."""
     ev = trace_events(run_dir)
     span_err, span_bias, step_err, act_err = [], [], [], []
+    steps = {}  # iteration -> [(start, end of the last optimizer step, predicted)] per replica
     for (it, rep), d in sorted(ev.items()):
         lst = d["actions"]
         if it <= skip or not lst:
@@ -133,9 +134,14 @@ def errors(run_dir, skip):
         span_bias.append(signed(span, predicted))
         if d["ends"]:
             step_err.append(rel((max(d["ends"]) - start) / 1e6, predicted))
+            steps.setdefault(it, []).append((start, max(d["ends"]), predicted))
         act_err += [rel((e - s) / 1e6, p) for s, e, p in lst]
-    return (bc.median(span_err), bc.median(span_bias), bc.median(step_err), bc.median(act_err),
-            len(span_err), len(act_err))
+    # The global step waits for the slowest replica (the dp all-reduce): its prediction is the
+    # slowest replica's plan, not the replica's own.
+    global_err = [rel((max(e for _, e, _ in r) - min(s for s, _, _ in r)) / 1e6,
+                      max(p for _, _, p in r)) for r in steps.values()]
+    return (bc.median(span_err), bc.median(span_bias), bc.median(step_err),
+            bc.median(global_err), bc.median(act_err), len(span_err), len(act_err))
 
 
 def traced_actions(run_dir, skip):
@@ -245,16 +251,19 @@ def main():
           + ", ".join(f"{label} = `{exe}`" for label, exe in runs) + "\n")
     rows = []
     for (label, dp, update, bind), run_dir in results.items():
-        span, bias, step, act, n_it, n_act = errors(run_dir, a.skip)
+        span, bias, step, glob_step, act, n_it, n_act = errors(run_dir, a.skip)
         rows.append([label, f"pp 2 x dp {dp}", update, bind, f"{100 * span:.1f}%",
-                     f"{100 * bias:+.1f}%", f"{100 * step:.1f}%", str(n_it), f"{100 * act:.1f}%",
-                     str(n_act)])
+                     f"{100 * bias:+.1f}%", f"{100 * step:.1f}%", f"{100 * glob_step:.1f}%",
+                     str(n_it), f"{100 * act:.1f}%", str(n_act)])
     print(bc.md_table(["build", "layout", "cost-model update", "bind", "actions' span",
-                       "span bias", "whole step", "n", "action median abs err", "n"], rows))
+                       "span bias", "whole step", "global step", "n", "action median abs err",
+                       "n"], rows))
     print("\n(median |measured - predicted| / predicted of predicted_step_time against the span "
           "of a replica's actions, the median of (measured - predicted) / predicted of the "
           "span (bias), and against its whole step: from its first action to the last of its "
-          "ranks' optimizer steps)")
+          "ranks' optimizer steps; global step: the iteration's, from the replicas' first action "
+          "to the last optimizer step of any rank, against the slowest replica's "
+          "predicted_step_time)")
     print("\nWall time over CPU time of the actions, by how many of the run's ranks were "
           "inside an action meanwhile (itself included; time-averaged, to a half), "
           "every rank on this machine:\n")
