@@ -124,6 +124,13 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
       "K/V, backward working set {:.0f} B/token + {:.0f} B attention tiles\n",
       c.act_bytes_per_token_layer, c.recompute_bytes_per_token_layer, c.kv_bytes_per_token_layer,
       c.grad_bytes_per_token, c.attn_workspace_bytes);
+  if (rep.interrupted_timings > 0)
+    fmt::print(stderr,
+               "infinipipe: warning: {} of {} timings were descheduled for other processes in "
+               "every one of their runs on {} threads, so they include other processes' time "
+               "and the calibration may be off; profile on an idle machine, or with --threads 1 "
+               "(then a descheduled run is timed by its thread's CPU time)\n",
+               rep.interrupted_timings, rep.timings, rep.threads);
   cost::save_calibration(rep.calibration, o.out);
   fmt::print("wrote {} ({:.0f} s); use it with --calibration {}\n", o.out, rep.seconds, o.out);
 }

@@ -11,11 +11,13 @@
 #include <vector>
 
 #include <omp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "model/engine.h"
 #include "model/matmul.h"
+#include "obs/cpu_time.h"
 
 namespace infinipipe::obs {
 namespace {
@@ -24,6 +26,14 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Involuntary context switches of the whole process (its OpenMP threads included): a timing
+// that saw one was descheduled for another process and measured that process's time slice too.
+long involuntary_switches() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_nivcsw;
 }
 
 double median(std::vector<double> v) {
@@ -58,8 +68,13 @@ class ChunkTimer {
   ChunkTimer(const ModelConfig& m, StageRange range)
       : m_(m), range_(range), engine_(std::make_unique<StageEngine>(m, range, 1234, tracker_)) {}
 
+  struct Timing {
+    double wall = 0;
+    double cpu = 0;     // of the calling thread (-1: unreadable)
+    bool whole = true;  // not descheduled meanwhile
+  };
   struct Times {
-    double forward = 0, backward = 0;
+    Timing forward, backward;
   };
 
   // Runs the untimed prefixes that give the chunk's slices their context; they stay live while
@@ -85,14 +100,13 @@ class ChunkTimer {
     const int64_t N = target_.num_tokens();
     Tensor in = input(N, 1);
     Times t;
-    auto t0 = Clock::now();
-    ForwardOutput out = engine_->forward(target_, in.empty() ? nullptr : &in, recompute, 1e-3);
-    t.forward = seconds_since(t0);
+    ForwardOutput out;
+    t.forward = timed(
+        [&] { out = engine_->forward(target_, in.empty() ? nullptr : &in, recompute, 1e-3); });
     out.activation.reset();
     Tensor grad = output_grad(N, 2);
-    t0 = Clock::now();
-    engine_->backward(target_.chunk_id, grad.empty() ? nullptr : &grad);
-    t.backward = seconds_since(t0);
+    t.backward =
+        timed([&] { engine_->backward(target_.chunk_id, grad.empty() ? nullptr : &grad); });
     return t;
   }
 
@@ -105,6 +119,20 @@ class ChunkTimer {
   }
 
  private:
+  template <typename F>
+  static Timing timed(F&& work) {
+    const long switches = involuntary_switches();
+    const double cpu0 = thread_cpu_seconds();
+    const auto t0 = Clock::now();
+    work();
+    Timing t;
+    t.wall = seconds_since(t0);
+    const double cpu1 = thread_cpu_seconds();
+    t.cpu = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1.0;
+    t.whole = involuntary_switches() == switches;
+    return t;
+  }
+
   Tensor input(int64_t n, uint32_t seed) {
     if (range_.has_embedding) return Tensor();
     Tensor t(tracker_, MemCategory::mem_activations, {n, m_.hidden_size}, false);
@@ -218,29 +246,60 @@ void check_grid(const ProfileGrid& g) {
   if (g.sgemm_size < 1) fail_config("profile: the sgemm size must be >= 1, got {}", g.sgemm_size);
 }
 
+// The fastest of a timing's runs that were not descheduled. Where every run was, and the
+// kernels ran on one thread, the fastest run's CPU time (what it computed, without the time
+// slices other processes took); otherwise the fastest run, counted in `interrupted`.
+struct Runs {
+  std::vector<double> whole, cpu, all;
+  void add(const ChunkTimer::Timing& t) {
+    all.push_back(t.wall);
+    if (t.whole) whole.push_back(t.wall);
+    if (t.cpu > 0) cpu.push_back(t.cpu);
+  }
+  double fastest(int64_t& interrupted) const {
+    if (!whole.empty()) return *std::min_element(whole.begin(), whole.end());
+    if (omp_get_max_threads() == 1 && cpu.size() == all.size())
+      return *std::min_element(cpu.begin(), cpu.end());
+    ++interrupted;
+    return *std::min_element(all.begin(), all.end());
+  }
+};
+
 // Fastest forward, backward and recompute of a chunk over the repeats, after a warm-up that lets
 // oneDNN build its kernels for these shapes. The minimum, not the median: on a shared machine
-// other processes only ever add time (a descheduled OpenMP thread stalls a whole region).
+// other processes only ever add time (a descheduled OpenMP thread stalls a whole region). A
+// descheduled run does not count towards the repeats: up to 4 x repeats + 10 runs are made to
+// get `repeats` whole ones of each timing (docs/profiling.md).
 ProfileSample time_chunk(ChunkTimer& timer, const std::vector<cost::SliceShape>& chunk,
                          int64_t layers, int64_t repeats) {
   timer.prepare(chunk);
   timer.run(0);
-  std::vector<double> f, b, br;
-  for (int64_t i = 0; i < repeats; ++i) {
+  Runs f, b, br;
+  const auto enough = [repeats](const Runs& r) {
+    return static_cast<int64_t>(r.whole.size()) >= repeats;
+  };
+  for (int64_t i = 0; i < 4 * repeats + 10; ++i) {
+    if (i >= repeats && enough(f) && enough(b) && enough(br)) break;
     const ChunkTimer::Times plain = timer.run(0);
     const ChunkTimer::Times rec = timer.run(layers);
-    f.push_back(plain.forward);
-    b.push_back(plain.backward);
-    br.push_back(rec.backward);
+    f.add(plain.forward);
+    b.add(plain.backward);
+    br.add(rec.backward);
   }
   timer.finish();
   ProfileSample s;
   s.chunk = chunk;
   s.num_layers = layers;
-  s.forward_s = *std::min_element(f.begin(), f.end());
-  s.backward_s = *std::min_element(b.begin(), b.end());
-  s.recompute_s = *std::min_element(br.begin(), br.end()) - s.backward_s;
+  s.forward_s = f.fastest(s.interrupted);
+  s.backward_s = b.fastest(s.interrupted);
+  s.recompute_s = br.fastest(s.interrupted) - s.backward_s;
   return s;
+}
+
+// A sample's forward, backward and recompute timings into the report's count.
+void timings_count(const ProfileSample& s, ProfileReport& rep) {
+  rep.interrupted_timings += s.interrupted;
+  rep.timings += 3;
 }
 
 std::string chunk_label(const std::vector<cost::SliceShape>& chunk) {
@@ -319,7 +378,7 @@ void backward_recompute_fit(const ProfileReport& rep, cost::Coefficients& c) {
 // and backward (the engine's loss computes the head's gradient in forward, so its backward
 // factor comes out near 0).
 void edges_fit(const ModelConfig& m, const ProfileGrid& grid, ChunkTimer& one,
-               const ProfileLog& log, cost::Coefficients& c) {
+               const ProfileLog& log, cost::Coefficients& c, ProfileReport& rep) {
   ChunkTimer first(m, StageRange{0, 1, true, false}), last(m, StageRange{0, 1, false, true});
   std::vector<double> tok, emb, head_base, head, head_bwd;
   const double half = c.half_efficiency_tokens;
@@ -327,7 +386,9 @@ void edges_fit(const ModelConfig& m, const ProfileGrid& grid, ChunkTimer& one,
     const std::vector<cost::SliceShape> chunk = {{0, len, true}};
     const ProfileSample mid = time_chunk(one, chunk, 1, grid.repeats);
     const ProfileSample tail = time_chunk(last, chunk, 1, grid.repeats);
-    const double e = time_chunk(first, chunk, 1, grid.repeats).forward_s - mid.forward_s;
+    const ProfileSample with_embedding = time_chunk(first, chunk, 1, grid.repeats);
+    for (const ProfileSample* s : {&mid, &tail, &with_embedding}) timings_count(*s, rep);
+    const double e = with_embedding.forward_s - mid.forward_s;
     const double h = tail.forward_s - mid.forward_s;
     const double hb = tail.backward_s - mid.backward_s;
     const double t = static_cast<double>(len);
@@ -407,10 +468,12 @@ void calibration_fill(const Config& cfg, const ProfileGrid& grid, cost::DeviceSp
   cal.notes = fmt::format(
       "infinipipe profile: {} chunk timings ({} held out), {} threads, {} repeats; sgemm {} "
       "measured {:.1f} GFLOP/s; held-out forward error "
-      "median {:.1f}% max {:.1f}%, backward median {:.1f}% max {:.1f}%",
+      "median {:.1f}% max {:.1f}%, backward median {:.1f}% max {:.1f}%; {} of {} timings "
+      "descheduled in every run",
       rep.samples.size(), rep.heldout_forward.count, rep.threads, grid.repeats, grid.sgemm_size,
       sgemm / 1e9, rep.heldout_forward.median * 100, rep.heldout_forward.max * 100,
-      rep.heldout_backward.median * 100, rep.heldout_backward.max * 100);
+      rep.heldout_backward.median * 100, rep.heldout_backward.max * 100, rep.interrupted_timings,
+      rep.timings);
 }
 
 }  // namespace
@@ -434,6 +497,7 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
                   sgemm / 1e9, rep.threads));
   ChunkTimer one(m, StageRange{0, 1, false, false});
   middle_samples_time(m, grid, one, log, rep.samples);
+  for (const ProfileSample& s : rep.samples) timings_count(s, rep);
 
   // Forward fit on the fit set.
   std::vector<cost::TimingSample> train;
@@ -446,7 +510,7 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
   cost::Coefficients c = cost::CostModel::derive_coefficients(m, dev, 1, false);
   cost::apply_layer_fit(rep.fit, 1, c);
   backward_recompute_fit(rep, c);
-  edges_fit(m, grid, one, log, c);
+  edges_fit(m, grid, one, log, c, rep);
 
   omp_set_num_threads(threads_guard.saved);
   c = profile_memory_coefficients(m, cfg.training.optimizer, c);

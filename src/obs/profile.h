@@ -43,6 +43,8 @@ struct ProfileSample {
   double backward_s = 0;   // no recompute
   double recompute_s = 0;  // backward with every layer recomputed, minus backward_s
   bool held_out = false;   // not used in the fit
+  // Of its three timings, those descheduled in every run on several threads.
+  int64_t interrupted = 0;
 };
 
 // FLOP/s of the fastest of `repeats` fp32 sgemms n x n x n (oneDNN, on the OpenMP threads set),
@@ -63,8 +65,12 @@ struct ProfileReport {
   ProfileError heldout_forward, heldout_backward, heldout_recompute;
   bool links_measured = false;
   std::string link_note;  // what happened to the link coefficients
-  double seconds = 0;     // wall time of the whole profile
-  int threads = 0;        // OpenMP threads the kernels were timed with
+  // Timings (three per chunk, samples and edges) whose every run was descheduled for another
+  // process while the kernels ran on several threads: their time includes other processes'
+  // time slices. (On one thread such a timing takes the thread's CPU time instead.)
+  int64_t interrupted_timings = 0, timings = 0;
+  double seconds = 0;  // wall time of the whole profile
+  int threads = 0;     // OpenMP threads the kernels were timed with
 };
 
 using ProfileLog = std::function<void(const std::string&)>;
