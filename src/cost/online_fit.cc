@@ -44,6 +44,11 @@ constexpr double kWeightBand = 1.5;
 constexpr double kNearZeroFraction = 0.1;
 // A backward is never free, and a calibration file requires backward_factor > 0.
 constexpr double kMinBackwardFraction = 0.01;
+// A backward costs at least its forward: it runs the forward's matmuls twice, for the inputs'
+// and for the weights' gradients. A calibration's factor below this (0.12 from a profile whose
+// backwards were timed while other processes ran) is measured in units of this, so the ceiling
+// (max_factor_from_prior) and the prior uncertainty are those of a factor of 1, not 0.12's.
+constexpr double kLeastBackwardFactor = 1.0;
 
 }  // namespace
 
@@ -75,6 +80,8 @@ OnlineFit::OnlineFit(const CostModel& prior, const OnlineFitOptions& options)
     value_[i] = prior.coefficients().*f.ptr;
     scale_[i] = value_[i] > 0 ? value_[i] : 0.0;
   }
+  scale_[idx(Term::backward_factor)] =
+      std::max(scale_[idx(Term::backward_factor)], kLeastBackwardFactor);
   cov_ = prior_covariance();
 }
 
