@@ -4,9 +4,9 @@
 (the offline calibration only) and online (refitted from measured actions, per rank). Reads the
 traces and plans each run leaves (docs/tracing.md) and prints, after the first --skip
 iterations, the median absolute relative error of the iteration (its plan's predicted_step_time
-against the span of a replica's actions, against its whole step up to the last optimizer
-step, and the global step against the slowest replica's prediction), the span's signed median error (its bias), and of the actions (measured interval against
-predicted_s); wall over CPU time of the actions by ranks computing, each stage's busy fraction
+against the span of a replica's actions and against its whole step up to the last optimizer
+step; the iteration's global step against the slowest replica's prediction), the span's signed
+median error (its bias), and of the actions (measured interval against predicted_s); wall over CPU time of the actions by ranks computing, each stage's busy fraction
 (time inside actions over the replica's span), then the trajectory of each rank's fitted alpha2
 and beta1 (Plan.rank_time_terms) and its step costs (Plan.rank_step_terms).
 Ranks are free to migrate (mpirun --bind-to none, as the demo runs) unless --bind says otherwise
@@ -118,8 +118,9 @@ def plan_of(run_dir, it, replica):
 
 def errors(run_dir, skip):
     """Median errors after `skip` iterations: the replica's actions' span and its whole step (to
-    the last rank's optimizer end) against predicted_step_time, and each action's interval
-    against its predicted_s; then the counts."""
+    the last rank's optimizer end) against predicted_step_time, the iteration's global step
+    against the slowest replica's, and each action's interval against its predicted_s; then the
+    counts."""
     ev = trace_events(run_dir)
     span_err, span_bias, step_err, act_err = [], [], [], []
     steps = {}  # iteration -> [(start, end of the last optimizer step, predicted)] per replica

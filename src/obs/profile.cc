@@ -279,7 +279,7 @@ ProfileSample time_chunk(ChunkTimer& timer, const std::vector<cost::SliceShape>&
     return static_cast<int64_t>(r.whole.size()) >= repeats;
   };
   for (int64_t i = 0; i < 4 * repeats + 10; ++i) {
-    if (i >= repeats && enough(f) && enough(b) && enough(br)) break;
+    if (enough(f) && enough(b) && enough(br)) break;
     const ChunkTimer::Times plain = timer.run(0);
     const ChunkTimer::Times rec = timer.run(layers);
     f.add(plain.forward);
