@@ -4,6 +4,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_export.h"

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
@@ -10,6 +11,7 @@
 #include "cli/options.h"
 #include "core/error.h"
 #include "core/parallel_auto.h"
+#include "plan/schedule_table.h"
 
 namespace infinipipe::cli {
 
@@ -51,6 +53,7 @@ void add_config_command(CLI::App& app) {
       return;
     }
     cfg.validate();
+    plan::schedule_check_layout(cfg.parallel);
     fmt::print("{}: ok\n", *file);
   });
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -88,13 +89,14 @@ void run_cost(const Config& cfg, const CostOptions& o) {
   const int64_t dp = plan::plan_optimizer_dp(cfg);
   const std::string how =
       mem.zero_stage == 3
-          ? fmt::format("ZeRO-3: weights, gradients and optimizer sharded over {} rank(s), plus "
-                        "{} of gathered layers",
-                        mem.zero3_group,
-                        format_bytes(plan::stage_gather_buffer_bytes(cm, stage, mem)))
-      : sharded ? fmt::format("optimizer state sharded over {} rank(s): Ulysses group of {} "
-                              "× {} data-parallel replica(s)",
-                              cm.ulysses_degree() * dp, cm.ulysses_degree(), dp)
+          ? fmt::format(
+                "ZeRO-3: weights, gradients and optimizer sharded over {} rank(s), plus "
+                "{} of gathered layers",
+                mem.zero3_group, format_bytes(plan::stage_gather_buffer_bytes(cm, stage, mem)))
+      : sharded ? fmt::format(
+                      "optimizer state sharded over {} rank(s): Ulysses group of {} "
+                      "× {} data-parallel replica(s)",
+                      cm.ulysses_degree() * dp, cm.ulysses_degree(), dp)
                 : std::string("no sharding");
   fmt::print("static (weights, grads, optimizer) on this stage: {} ({})\n",
              format_bytes(plan::stage_static_bytes(cm, stage, mem)), how);

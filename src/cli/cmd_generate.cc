@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "ckpt/checkpoint_model.h"
 #include "cli/commands.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
@@ -128,7 +129,8 @@ void add_plan_command(CLI::App& app) {
     }
     const auto& lengths = w.share();
     const auto t0 = std::chrono::steady_clock::now();
-    plan::PlanResult r = plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule, *threads);
+    plan::PlanResult r =
+        plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule, *threads);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const sim::StepResult s = sim::simulate(r.plan, cm, cfg);

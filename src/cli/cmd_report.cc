@@ -7,6 +7,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/options.h"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
@@ -22,6 +23,7 @@
 #include "plan/budget_error.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
+#include "plan/schedule_table.h"
 #include "sim/baseline_deepspeed.h"
 #include "sim/baseline_flexsp.h"
 #include "sim/baseline_megatron.h"
@@ -49,8 +51,8 @@ std::string step_breakdown(const sim::StepResult& st) {
     if (st.busy_time[i] + st.dp_sync_time[i] > st.busy_time[k] + st.dp_sync_time[k]) k = i;
   const double idle = st.step_time - st.busy_time[k] - st.dp_sync_time[k];
   return fmt::format("| {} | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s |", k,
-                     st.compute_time[k], st.alltoall_time[k], st.zero3_time[k],
-                     st.dp_sync_time[k], idle);
+                     st.compute_time[k], st.alltoall_time[k], st.zero3_time[k], st.dp_sync_time[k],
+                     idle);
 }
 
 int64_t max_of(const std::vector<int64_t>& v) {
@@ -62,7 +64,7 @@ int64_t max_of(const std::vector<int64_t>& v) {
 Row pipeline_row(const Config& cfg, const cost::CostModel& cm, const std::vector<int64_t>& lengths,
                  Schedule s) {
   Row row;
-  row.name = schedule_name(s);
+  row.name = plan::schedule_name(s);
   const auto t0 = std::chrono::steady_clock::now();
   try {
     const plan::PlanResult r = plan::make_plan_detailed(cfg, cm, lengths, s);
@@ -303,8 +305,8 @@ void add_simulate_command(CLI::App& app) {
       fmt::print("{} plan {}: step {:.3f} s, {:.0f} tokens/s, bubble {:.1f}%, MFU {:.1f}%{}\n",
                  p.schedule, *plan_file, s.step_time, s.tokens_per_second,
                  100 * s.bubble_ratio_mean, 100 * s.mfu, s.oom ? ", OUT OF MEMORY" : "");
-      if (*breakdown) print_breakdown({Row{p.schedule, true, "", 0, 0, 0, 0, 0, 0, "",
-                                           step_breakdown(s)}});
+      if (*breakdown)
+        print_breakdown({Row{p.schedule, true, "", 0, 0, 0, 0, 0, 0, "", step_breakdown(s)}});
       return;
     }
     const Workload w = load.share(cfg, cm);
@@ -331,9 +333,8 @@ void add_simulate_command(CLI::App& app) {
       return;
     }
     std::vector<Row> rows;
-    for (Schedule s : {Schedule::epp, Schedule::one_f_one_b, Schedule::interleaved, Schedule::gpipe,
-                       Schedule::seq1f1b})
-      rows.push_back(pipeline_row(cfg, cm, lengths, s));
+    for (const plan::ScheduleRow& s : plan::schedule_table())
+      rows.push_back(pipeline_row(cfg, cm, lengths, s.id));
     rows.push_back(ulysses_row(cfg, cm, global));
     show(rows);
   });

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_config.h"
@@ -22,6 +23,7 @@
 #include "comm/mpi_watchdog.h"
 #include "core/error.h"
 #include "obs/trace.h"
+#include "plan/schedule_table.h"
 #include "runtime/train.h"
 
 namespace infinipipe::cli {
@@ -110,8 +112,9 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
         "training {} layers x hidden {} ({} parameters), {} schedule, pp {} x dp {}, {} "
         "iterations of {} sequences up to {} tokens{}\n",
         c.model.num_layers, c.model.hidden_size, c.model.params_total(),
-        schedule_name(c.parallel.schedule), c.parallel.pipeline_parallel, c.parallel.data_parallel,
-        c.training.train_iters, c.training.global_batch_size, c.model.seq_length,
+        plan::schedule_name(c.parallel.schedule), c.parallel.pipeline_parallel,
+        c.parallel.data_parallel, c.training.train_iters, c.training.global_batch_size,
+        c.model.seq_length,
         opts.metrics_path.empty() ? "" : fmt::format("; metrics -> {}", opts.metrics_path));
     std::fflush(stdout);
   }

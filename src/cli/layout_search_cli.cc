@@ -7,6 +7,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "core/error.h"
 #include "core/parallel_auto.h"

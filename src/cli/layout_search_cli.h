@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11_fwd.h"
 
 #include "cli/options.h"
 #include "cli/workload.h"
@@ -20,7 +20,7 @@ namespace infinipipe::cli {
 struct SearchLayoutArgs {
   bool enabled = false;
   int64_t iterations = 4;
-  int64_t threads = 0;  // 0 = every core
+  int64_t threads = 0;      // 0 = every core
   bool exhaustive = false;  // plan every layout, none skipped by its bound
   CLI::Option* iterations_option = nullptr;
   CLI::Option* threads_option = nullptr;

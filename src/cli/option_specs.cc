@@ -7,10 +7,10 @@
 
 #include "core/error.h"
 #include "core/parallel_auto.h"
+#include "plan/schedule_table.h"
 
 namespace infinipipe::cli {
 namespace {
-
 
 int64_t to_int(const std::string& key, const std::string& v) {
   size_t pos = 0;
@@ -143,15 +143,16 @@ const std::vector<OptionSpec>& option_specs() {
       REAL_OPT("norm-epsilon", "RMSNorm epsilon", model.norm_epsilon),
       FLAG_OPT("tie-embeddings", "LM head shares the embedding matrix (Megatron-LM's default)",
                model.tie_embeddings),
-      OptionSpec{"untie-embeddings-and-output-weights",
-                 {},
-                 Kind::flag,
-                 "Megatron-LM's name for --tie-embeddings=false",
-                 [](Config& c, const std::string& v) {
-                   c.model.tie_embeddings = !to_bool("untie-embeddings-and-output-weights", v);
-                 },
-                 [](const Config& c) { return std::string(c.model.tie_embeddings ? "false" : "true"); },
-                 false},
+      OptionSpec{
+          "untie-embeddings-and-output-weights",
+          {},
+          Kind::flag,
+          "Megatron-LM's name for --tie-embeddings=false",
+          [](Config& c, const std::string& v) {
+            c.model.tie_embeddings = !to_bool("untie-embeddings-and-output-weights", v);
+          },
+          [](const Config& c) { return std::string(c.model.tie_embeddings ? "false" : "true"); },
+          false},
       FLAG_OPT("group-query-attention",
                "grouped-query attention with num-query-groups key/value heads (1 when unset)",
                model.group_query_attention),
@@ -166,7 +167,7 @@ const std::vector<OptionSpec>& option_specs() {
       DEGREE_OPT("virtual-pipeline-model-parallel-size",
                  (std::vector<std::string>{"vpp", "num-virtual-stages-per-pipeline-rank"}),
                  "virtual stages per pipeline rank (interleaved; epp: the most it may use, every "
-                  "vpp up to it that splits the layers evenly is searched)",
+                 "vpp up to it that splits the layers evenly is searched)",
                  parallel.virtual_stages),
       INT_OPT("num-layers-per-virtual-pipeline-stage", {},
               "Megatron's way to ask for virtual stages: layers in each virtual stage",
@@ -178,9 +179,9 @@ const std::vector<OptionSpec>& option_specs() {
           "schedule",
           {},
           Kind::choice,
-          "gpipe | 1f1b | interleaved | seq1f1b | epp",
-          [](Config& c, const std::string& v) { c.parallel.schedule = schedule_from_name(v); },
-          [](const Config& c) { return std::string(schedule_name(c.parallel.schedule)); }},
+          plan::schedule_names(" | "),
+          [](Config& c, const std::string& v) { c.parallel.schedule = plan::schedule_row(v).id; },
+          [](const Config& c) { return std::string(plan::schedule_name(c.parallel.schedule)); }},
       INT_OPT("micro-batch-size", {},
               "sequences per micro-batch, batch-level schedules (0 = tuned)",
               parallel.micro_batch_size),

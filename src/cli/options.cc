@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -12,11 +12,13 @@
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/megatron_flags.h"
 #include "cli/option_specs.h"
 #include "cli/option_usage.h"
 #include "core/error.h"
+#include "plan/schedule_table.h"
 
 namespace infinipipe::cli {
 namespace {
@@ -116,7 +118,8 @@ void apply_yaml_given(Config& cfg, Given& given, const std::string& yaml_text,
       apply_given(cfg, given, key, value, key);
       const std::string k = normalize_key(key);
       if (given.extras.origin.count(k))  // for the checks once the configuration is resolved
-        given.extras.origin[k] = fmt::format("{} (line {}): {}", origin, kv.first.Mark().line + 1, k);
+        given.extras.origin[k] =
+            fmt::format("{} (line {}): {}", origin, kv.first.Mark().line + 1, k);
     } catch (const ConfigError& e) {
       fail_config("{} (line {}): {}", origin, kv.first.Mark().line + 1, e.what());
     }
@@ -220,8 +223,9 @@ std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
     } else {
       o = cmd->add_option_function<std::string>(names, record(s.key), s.help);
     }
-    o->trigger_on_parse()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->group(
-        "Configuration");
+    o->trigger_on_parse()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->group("Configuration");
   }
   // Unknown flags are kept so that resolve_config can say which known key was meant.
   cmd->allow_extras();
@@ -250,6 +254,7 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
   check_iterations_or_samples(given.keys);
   if (!validate) return cfg;  // the checks below need the final configuration
   cfg.validate();
+  plan::schedule_check_layout(cfg.parallel);
   std::vector<std::string> notes;
   megatron_extras_check(given.extras, cfg, notes);
   for (std::string& n : unused_option_notes(cfg, given.keys)) notes.push_back(std::move(n));
@@ -263,6 +268,19 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
     printed = true;
   }
   return cfg;
+}
+
+Config resolve_config_args(const std::vector<std::string>& args, const Config& base, bool validate,
+                           std::vector<std::string>* notes) {
+  CLI::App app;
+  auto opts = add_config_options(&app);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses from the back
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    fail_config("{}", e.what());
+  }
+  return resolve_config(*opts, base, validate, notes);
 }
 
 std::string config_to_yaml(const Config& cfg) {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11_fwd.h"
 
 #include "core/config.h"
 
@@ -33,6 +33,10 @@ std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd);
 // and on rank 0 only; without validation there are no notes (they need the final configuration).
 Config resolve_config(const ConfigOptions& opts, const Config& base = Config{},
                       bool validate = true, std::vector<std::string>* notes = nullptr);
+// The same from a list of command-line words (`{"--pp", "2", "--config", "f.yaml"}`), as a
+// command's flags would be parsed; a word CLI11 cannot parse is a ConfigError too.
+Config resolve_config_args(const std::vector<std::string>& args, const Config& base = Config{},
+                           bool validate = true, std::vector<std::string>* notes = nullptr);
 
 // Applies YAML text (a map of keys to scalars; a words option such as data-path may be a list)
 // onto `cfg`; `origin` names the source in errors.

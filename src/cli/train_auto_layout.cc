@@ -16,6 +16,7 @@
 #include "core/parallel_auto.h"
 #include "data/training_batches.h"
 #include "obs/profile.h"
+#include "plan/schedule_table.h"
 #include "sim/layout_search.h"
 #include "sim/layout_search_report.h"
 
@@ -50,11 +51,12 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
     fail_config(
         "--num-layers-per-virtual-pipeline-stage fixes the virtual stages by the pipeline size, "
         "which auto leaves to the search: give --vpp N (or --vpp auto) instead");
-  if (p.virtual_stages == kAutoDegree && !sim::schedule_takes_virtual_stages(p.schedule))
+  if (p.virtual_stages == kAutoDegree &&
+      plan::schedule_row(p.schedule).virtual_stages == plan::VirtualStages::none)
     fail_config(
         "--virtual-pipeline-model-parallel-size auto searches virtual stages, which schedule {} "
-        "does not run: use --schedule interleaved or epp, or drop the option",
-        schedule_name(p.schedule));
+        "does not run: use --schedule {}, or drop the option",
+        plan::schedule_name(p.schedule), plan::schedules_taking_virtual_stages());
   if (how.search_iterations < 1)
     fail_config("--search-iterations must be >= 1 (training batches to sample), got {}",
                 how.search_iterations);
@@ -75,7 +77,7 @@ ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config&
   if (how.print) {
     fmt::print(
         "layout search over {} ranks (what train runs: pp x dp, ulysses 1, schedule {}): {}\n",
-        how.world, schedule_name(p.schedule), choice);
+        how.world, plan::schedule_name(p.schedule), choice);
     std::fflush(stdout);
   }
   const sim::Layout& l = r.best()->layout;

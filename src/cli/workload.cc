@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/workload.h"
 #include "core/error.h"
@@ -122,8 +123,8 @@ std::vector<int64_t> workload_source(const WorkloadArgs& a, const Config& cfg, i
   if (!a.distribution.empty()) {
     // Only the sequences these batches need (the delay draws more when it needs them): the
     // stream is the same whatever the iteration.
-    all = data::lengths_synthetic(a.distribution, (a.iteration + count) * gbs,
-                                  cfg.model.seq_length, static_cast<uint64_t>(cfg.training.seed));
+    all = data::lengths_synthetic(a.distribution, (a.iteration + count) * gbs, cfg.model.seq_length,
+                                  static_cast<uint64_t>(cfg.training.seed));
   } else {
     all = data::lengths_from_text(a.lengths);
   }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11_fwd.h"
 
 #include "core/config.h"
 #include "cost/cost_model.h"

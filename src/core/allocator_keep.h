@@ -3,7 +3,7 @@
 // is free and serves blocks of its (adaptive) mapping threshold and up from fresh mappings: the
 // planner builds a recompute problem per candidate (tens of MiB in many blocks) and frees it,
 // so every candidate paid the page faults of memory it had just given back, a fifth to a third
-// of the planning time (docs/benchmarks.md, "Planner latency on a quiet machine").
+// of the planning time (docs/benchmarks.md, "Huge pages for the heap").
 #pragma once
 
 #include <cstddef>

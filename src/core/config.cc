@@ -154,29 +154,6 @@ void ModelConfig::validate() const {
   check_model_fits_int64(*this);
 }
 
-const char* schedule_name(Schedule s) {
-  switch (s) {
-    case Schedule::gpipe:
-      return "gpipe";
-    case Schedule::one_f_one_b:
-      return "1f1b";
-    case Schedule::interleaved:
-      return "interleaved";
-    case Schedule::seq1f1b:
-      return "seq1f1b";
-    case Schedule::epp:
-      return "epp";
-  }
-  return "?";
-}
-
-Schedule schedule_from_name(const std::string& name) {
-  for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved,
-                     Schedule::seq1f1b, Schedule::epp})
-    if (name == schedule_name(s)) return s;
-  fail_config("unknown schedule '{}': choose one of gpipe, 1f1b, interleaved, seq1f1b, epp", name);
-}
-
 const char* recompute_granularity_name(RecomputeGranularity g) {
   switch (g) {
     case RecomputeGranularity::none:
@@ -215,20 +192,6 @@ void ParallelConfig::validate() const {
   require_degree(data_parallel, "data-parallel-size");
   require_degree(virtual_stages, "virtual-pipeline-model-parallel-size");
   require_degree(ulysses_degree, "ulysses-degree");
-  if (virtual_stages > 1 && schedule != Schedule::interleaved && schedule != Schedule::epp)
-    fail_config(
-        "virtual stages ({} per rank) need --schedule interleaved or epp; schedule {} runs one "
-        "stage per rank: drop --vpp or use --schedule interleaved or epp",
-        virtual_stages, schedule_name(schedule));
-  if (schedule == Schedule::epp && virtual_stages > 1 && pipeline_parallel == 1)
-    fail_config(
-        "epp on virtual stages ({} per rank) needs pipeline-model-parallel-size >= 2: one rank "
-        "would run its stages back to back, as one stage; drop --vpp or raise --pp",
-        virtual_stages);
-  if (schedule == Schedule::interleaved && virtual_stages < 2)
-    fail_config(
-        "schedule interleaved needs at least 2 virtual stages per rank: add --vpp 2 (or "
-        "--num-layers-per-virtual-pipeline-stage)");
   if (micro_batch_size < 0) fail_config("micro-batch-size must be >= 0 (0 = tuned by the planner)");
   if (min_tail_slice <= 0) fail_config("min-tail-slice must be positive, got {}", min_tail_slice);
   if (seq1f1b_slices < 0) fail_config("seq1f1b-slices must be >= 0 (0 = tuned)");

@@ -40,9 +40,9 @@ struct ModelConfig {
   void validate() const;
 };
 
+// The pipeline schedules; their names, generators, tuners and what each asks of the layout are
+// the rows of plan/schedule_table.h, which also checks the virtual stages against the schedule.
 enum class Schedule { gpipe, one_f_one_b, interleaved, seq1f1b, epp };
-const char* schedule_name(Schedule s);
-Schedule schedule_from_name(const std::string& name);  // throws ConfigError listing the choices
 
 // Megatron-LM's activation recomputation choices, plus infinipipe's per-(stage, chunk) solver.
 enum class RecomputeGranularity { none, full, selective, adaptive };
@@ -129,14 +129,14 @@ struct TrainingConfig {
   double clip_grad = 1.0;  // 0 disables clipping
   Optimizer optimizer = Optimizer::adamw;
   int64_t seed = 1234;
-  std::string save;           // checkpoint directory to write ("" = none)
-  std::string load;           // checkpoint directory to resume from ("" = fresh start)
+  std::string save;  // checkpoint directory to write ("" = none)
+  std::string load;  // checkpoint directory to resume from ("" = fresh start)
   // Weights only (iteration 0, optimizer fresh), when --load holds no checkpoint (Megatron's).
   std::string pretrained_checkpoint;
   std::string tokenizer_type = "ByteTokenizer";  // recorded in saved checkpoints
   std::string tensorboard_dir;  // TensorBoard event files (world rank 0); "" = none
-  std::string tokenizer_model;                   // the SentencePiece .model of tokenizer_type
-  int64_t save_interval = 0;  // iterations between checkpoints; 0 = only at the end
+  std::string tokenizer_model;  // the SentencePiece .model of tokenizer_type
+  int64_t save_interval = 0;    // iterations between checkpoints; 0 = only at the end
   // Megatron's --data-path: one PREFIX (.bin / .idx) or a blend "W1 P1 W2 P2 ..." (data/blend.h),
   // cut into train / validation / test by `split`.
   std::string data_path;
@@ -152,9 +152,9 @@ struct TrainingConfig {
   // Stops that keep the work (docs/reliability.md, "Stopping a run"): every rank finishes the
   // iteration, they agree, save (with --save) and exit 0. Unlike Megatron the signal handler is
   // on by default, so Ctrl-C or a scheduler's SIGTERM never throws the run's work away.
-  bool exit_signal_handler = true;    // SIGTERM, SIGINT, SIGUSR1 stop after the iteration
-  int64_t exit_interval = 0;          // stop when the iteration is a multiple of it; 0 = never
-  double exit_duration_in_mins = 0;   // stop once the run has lasted this long; 0 = never
+  bool exit_signal_handler = true;   // SIGTERM, SIGINT, SIGUSR1 stop after the iteration
+  int64_t exit_interval = 0;         // stop when the iteration is a multiple of it; 0 = never
+  double exit_duration_in_mins = 0;  // stop once the run has lasted this long; 0 = never
 
   int64_t decay_iters() const { return lr_decay_iters > 0 ? lr_decay_iters : train_iters; }
   int64_t decay_samples() const { return lr_decay_samples > 0 ? lr_decay_samples : train_samples; }

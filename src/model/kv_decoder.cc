@@ -8,8 +8,8 @@
 namespace infinipipe {
 
 namespace {
-constexpr auto kCache = MemCategory::mem_activations;
-constexpr auto kWs = MemCategory::mem_workspace;
+constexpr auto kCacheMem = MemCategory::mem_activations;
+constexpr auto kWorkspace = MemCategory::mem_workspace;
 }  // namespace
 
 KvCacheDecoder::KvCacheDecoder(ModelParams& params, MemoryTracker& tracker, int64_t capacity)
@@ -29,8 +29,8 @@ KvCacheDecoder::KvCacheDecoder(ModelParams& params, MemoryTracker& tracker, int6
   rope_inv_freq(inv_freq_.data(), cfg.head_dim(), cfg.rotary_base);
   const int64_t KV = cfg.kv_heads() * cfg.head_dim();
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
-    k_cache_.emplace_back(tracker, kCache, std::vector<int64_t>{capacity, KV}, false);
-    v_cache_.emplace_back(tracker, kCache, std::vector<int64_t>{capacity, KV}, false);
+    k_cache_.emplace_back(tracker, kCacheMem, std::vector<int64_t>{capacity, KV}, false);
+    v_cache_.emplace_back(tracker, kCacheMem, std::vector<int64_t>{capacity, KV}, false);
   }
 }
 
@@ -61,7 +61,7 @@ std::vector<float> KvCacheDecoder::forward(std::span<const int32_t> tokens, bool
   const int64_t C = cfg.hidden_size;
   std::vector<int64_t> pos(static_cast<size_t>(T));
   for (int64_t i = 0; i < T; ++i) pos[static_cast<size_t>(i)] = position_ + i;
-  Tensor x(tracker_, kWs, {T, C}, false);  // the residual stream of the new tokens
+  Tensor x(tracker_, kWorkspace, {T, C}, false);  // the residual stream of the new tokens
   embedding_forward(x.data(), tokens.data(), params_.embedding()->value.data(), T, C,
                     cfg.vocab_size);
   for (int64_t l = 0; l < cfg.num_layers; ++l) layer_forward(l, x.data(), pos);
@@ -81,9 +81,9 @@ void KvCacheDecoder::layer_forward(int64_t l, float* x, const std::vector<int64_
   const int64_t Q = NH * HS, KV = KVH * HS;
   const float eps = static_cast<float>(cfg.norm_epsilon);
 
-  Tensor rstd(tracker_, kWs, {T}, false), ln(tracker_, kWs, {T, C}, false);
+  Tensor rstd(tracker_, kWorkspace, {T}, false), ln(tracker_, kWorkspace, {T, C}, false);
   rmsnorm_forward(ln.data(), rstd.data(), x, w.input_norm->value.data(), T, C, eps);
-  Tensor q(tracker_, kWs, {T, Q}, false);
+  Tensor q(tracker_, kWorkspace, {T, Q}, false);
   matmul_forward(q.data(), ln.data(), w.wq->value.data(), T, C, Q);
   rope_forward(q.data(), pos.data(), inv_freq_.data(), T, NH, HS);
   float* k = k_cache_[static_cast<size_t>(l)].data() + position_ * KV;
@@ -98,14 +98,14 @@ void KvCacheDecoder::layer_forward(int64_t l, float* x, const std::vector<int64_
                         nullptr,
                         position_ + T,
                         KV};
-  Tensor att(tracker_, kWs, {T, Q}, false), lse(tracker_, kWs, {T, NH}, false);
-  Tensor ws(tracker_, kWs, {attention_workspace_floats({T, NH, KVH, HS})}, false);
+  Tensor att(tracker_, kWorkspace, {T, Q}, false), lse(tracker_, kWorkspace, {T, NH}, false);
+  Tensor ws(tracker_, kWorkspace, {attention_workspace_floats({T, NH, KVH, HS})}, false);
   attention_forward(att.data(), Q, lse.data(), q.data(), Q, std::span<const AttnSegment>(&seg, 1),
                     {T, NH, KVH, HS}, ws.data());
   gemm_f32(false, true, T, C, Q, 1.0f, att.data(), Q, w.wo->value.data(), Q, 1.0f, x, C);
 
   rmsnorm_forward(ln.data(), rstd.data(), x, w.post_norm->value.data(), T, C, eps);
-  Tensor gate(tracker_, kWs, {T, F}, false), up(tracker_, kWs, {T, F}, false);
+  Tensor gate(tracker_, kWorkspace, {T, F}, false), up(tracker_, kWorkspace, {T, F}, false);
   matmul_forward(gate.data(), ln.data(), w.wgate->value.data(), T, C, F);
   matmul_forward(up.data(), ln.data(), w.wup->value.data(), T, C, F);
   swiglu_forward(gate.data(), gate.data(), up.data(), T, F);  // elementwise: may run in place
@@ -116,7 +116,7 @@ void KvCacheDecoder::layer_forward(int64_t l, float* x, const std::vector<int64_
 std::vector<float> KvCacheDecoder::head_forward(const float* x, int64_t rows) {
   const ModelConfig& cfg = params_.config();
   const int64_t C = cfg.hidden_size, V = cfg.vocab_size;
-  Tensor ln(tracker_, kWs, {rows, C}, false), rstd(tracker_, kWs, {rows}, false);
+  Tensor ln(tracker_, kWorkspace, {rows, C}, false), rstd(tracker_, kWorkspace, {rows}, false);
   rmsnorm_forward(ln.data(), rstd.data(), x, params_.final_norm()->value.data(), rows, C,
                   static_cast<float>(cfg.norm_epsilon));
   std::vector<float> logits(static_cast<size_t>(rows * V));

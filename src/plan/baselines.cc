@@ -13,6 +13,7 @@
 #include "plan/plan_explain.h"
 #include "plan/planner.h"
 #include "plan/recompute.h"
+#include "plan/schedule_table.h"
 #include "plan/sequence_processor.h"
 #include "plan/stage_layout.h"
 
@@ -254,7 +255,7 @@ PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
                             std::span<const int64_t> lengths, Schedule schedule) {
   const int32_t pp = static_cast<int32_t>(cfg.parallel.pipeline_parallel);
   std::vector<int32_t> vpps{1};
-  if (schedule == Schedule::interleaved) {
+  if (schedule_row(schedule).virtual_stages == VirtualStages::required) {
     vpps.clear();
     if (cfg.parallel.virtual_stages > 1) {
       vpps.push_back(static_cast<int32_t>(cfg.parallel.virtual_stages));
@@ -265,9 +266,9 @@ PlanResult tune_batch_level(const Config& cfg, const cost::CostModel& cm,
     }
     if (vpps.empty())
       fail_config(
-          "the interleaved schedule needs num_layers ({}) divisible by pp x vpp with "
-          "vpp >= 2: no such vpp for pp = {}",
-          cm.model().num_layers, pp);
+          "the {} schedule needs num_layers ({}) divisible by pp x vpp with vpp >= 2: no such "
+          "vpp for pp = {}",
+          schedule_name(schedule), cm.model().num_layers, pp);
   }
   std::vector<std::vector<Chunk>> packings;
   std::vector<int64_t> caps, counts;  // per packing: token capacity or sequences per micro-batch

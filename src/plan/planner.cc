@@ -11,6 +11,7 @@
 #include "plan/recompute.h"
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
+#include "plan/schedule_table.h"
 #include "plan/sequence_processor.h"
 #include "plan/stage_layout.h"
 #include "plan/validate.h"
@@ -163,18 +164,7 @@ PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
       fail("sequence {} has length {}: every sequence needs at least one token", i, lengths[i]);
     lengths[i] = std::min(lengths[i], cfg.model.seq_length);  // documents are truncated
   }
-  PlanResult res;
-  switch (schedule) {
-    case Schedule::epp:
-      res = plan_epp(cfg, cm, lengths, threads);
-      break;
-    case Schedule::seq1f1b:
-      res = tune_seq1f1b(cfg, cm, lengths);
-      break;
-    default:
-      res = tune_batch_level(cfg, cm, lengths, schedule);
-      break;
-  }
+  PlanResult res = schedule_row(schedule).tune(cfg, cm, lengths, threads);
   res.plan.rank_time_terms = plan_rank_time_terms(cm);
   res.plan.rank_step_terms = plan_rank_step_terms(cm);
   validate_or_throw(res.plan, cm, cfg);
@@ -182,6 +172,7 @@ PlanResult make_plan_detailed(const Config& cfg, const cost::CostModel& cm,
 }
 
 Plan make_plan(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> seq_lengths) {
+  schedule_check_layout(cfg.parallel);
   return make_plan_detailed(cfg, cm, seq_lengths, cfg.parallel.schedule).plan;
 }
 

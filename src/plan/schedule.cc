@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "plan/schedule_table.h"
 
 namespace infinipipe::plan {
 namespace {
@@ -127,9 +128,8 @@ void schedule_seq1f1b(Plan& p) {
 void schedule_epp(Plan& p) {
   if (p.pp < 1) fail_config("pipeline-parallel size must be >= 1, got {}", p.pp);
   if (p.vpp > 1 && p.pp < 2)
-    fail_config(
-        "epp on {} virtual stages needs pipeline-parallel size >= 2, got {}: use --vpp 1", p.vpp,
-        p.pp);
+    fail_config("epp on {} virtual stages needs pipeline-parallel size >= 2, got {}: use --vpp 1",
+                p.vpp, p.pp);
   reset_actions(p, "epp");
   // vpp > 1: each pipeline runs the interleaved order over the rank's virtual stages.
   auto append = [&](std::span<const int32_t> g) {
@@ -235,19 +235,7 @@ void schedule_interleaved(Plan& p) {
 }
 
 void schedule_build(Plan& p, Schedule s) {
-  switch (s) {
-    case Schedule::gpipe:
-      return schedule_gpipe(p);
-    case Schedule::one_f_one_b:
-      return schedule_1f1b(p);
-    case Schedule::interleaved:
-      return schedule_interleaved(p);
-    case Schedule::seq1f1b:
-      return schedule_seq1f1b(p);
-    case Schedule::epp:
-      return schedule_epp(p);
-  }
-  fail_config("unknown schedule");
+  schedule_row(s).generate(p);
 }
 
 }  // namespace infinipipe::plan

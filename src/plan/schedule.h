@@ -13,8 +13,9 @@
 
 namespace infinipipe::plan {
 
-// Dispatch on the schedule; sets plan.schedule to its name. Throws ConfigError when the schedule
-// cannot run this plan (e.g. interleaved with vpp = 1 or with fewer chunks than pp).
+// Runs the generator of the schedule's row (schedule_table.h); sets plan.schedule to its name.
+// Throws ConfigError when the schedule cannot run this plan (e.g. interleaved with vpp = 1 or
+// with fewer chunks than pp).
 void schedule_build(Plan& plan, Schedule schedule);
 
 void schedule_gpipe(Plan& plan);  // all forwards, then all backwards (reverse order)

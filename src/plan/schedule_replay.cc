@@ -10,7 +10,7 @@
 namespace infinipipe::plan {
 namespace {
 
-constexpr double kNotDone = -1.0;
+constexpr double kNotRun = -1.0;
 
 std::string action_name(const Action& a) {
   return fmt::format("{} of chunk {} on stage {}", action_kind_name(a.kind), a.chunk, a.stage);
@@ -27,7 +27,7 @@ std::string deadlock_reason(const Plan& plan, const std::vector<size_t>& next,
     const Action& a = list[next[k]];
     std::string wait;
     if (a.kind == ActionKind::backward &&
-        fdone[static_cast<size_t>(a.stage) * m + a.chunk] == kNotDone)
+        fdone[static_cast<size_t>(a.stage) * m + a.chunk] == kNotRun)
       wait = fmt::format("its own forward of chunk {} on stage {}", a.chunk, a.stage);
     else if (a.kind == ActionKind::forward)
       wait = fmt::format("the activation of chunk {} from stage {} (rank {})", a.chunk, a.stage - 1,
@@ -42,7 +42,7 @@ std::string deadlock_reason(const Plan& plan, const std::vector<size_t>& next,
 }
 
 // When action `a` may start on inputs alone (its forward's predecessor, or its own forward and
-// its successor's gradient, plus the transfer); kNotDone while one of them has not run.
+// its successor's gradient, plus the transfer); kNotRun while one of them has not run.
 double input_ready(const Plan& plan, const Action& a, const std::vector<double>& fdone,
                    const std::vector<double>& bdone, std::span<const double> transfer) {
   const int32_t ns = plan.num_stages();
@@ -54,12 +54,12 @@ double input_ready(const Plan& plan, const Action& a, const std::vector<double>&
   if (a.kind == ActionKind::forward) {
     if (a.stage == 0) return 0.0;
     const double d = fdone[idx(a.stage - 1)];
-    return d == kNotDone ? kNotDone : d + xfer(a.stage - 1);
+    return d == kNotRun ? kNotRun : d + xfer(a.stage - 1);
   }
-  if (fdone[idx(a.stage)] == kNotDone) return kNotDone;
+  if (fdone[idx(a.stage)] == kNotRun) return kNotRun;
   if (a.stage + 1 >= ns) return 0.0;
   const double d = bdone[idx(a.stage + 1)];
-  return d == kNotDone ? kNotDone : d + xfer(a.stage);
+  return d == kNotRun ? kNotRun : d + xfer(a.stage);
 }
 
 // The replay when ranks share cores: a discrete-event clock on which every computing rank's
@@ -73,12 +73,12 @@ Replay replay_cores_shared(const Plan& plan, std::span<const double> transfer,
   const size_t m = plan.chunks.size();
   if (hosts.size() != static_cast<size_t>(pp))
     fail("the plan's hosts name {} ranks, it has pp {}", hosts.size(), pp);
-  std::vector<double> fdone(ns * m, kNotDone), bdone(ns * m, kNotDone);
+  std::vector<double> fdone(ns * m, kNotRun), bdone(ns * m, kNotRun);
   auto idx = [&](int32_t stage, int32_t chunk) { return static_cast<size_t>(stage) * m + chunk; };
-  // When rank k's next action may start, once its inputs are done; kNotDone while one is not.
+  // When rank k's next action may start, once its inputs are done; kNotRun while one is not.
   auto start_of = [&](int32_t k, size_t i, double free) {
     const double ready = input_ready(plan, plan.actions[k][i], fdone, bdone, transfer);
-    if (ready == kNotDone) return kNotDone;
+    if (ready == kNotRun) return kNotRun;
     return std::max(free, ready) + (step_costs.empty() ? 0.0 : step_costs[k].action_gap);
   };
 
@@ -86,18 +86,18 @@ Replay replay_cores_shared(const Plan& plan, std::span<const double> transfer,
   r.timing.resize(pp);
   for (int32_t k = 0; k < pp; ++k) r.timing[k].resize(plan.actions[k].size());
   std::vector<size_t> next(pp, 0);
-  std::vector<double> free(pp, 0.0), starts(pp, kNotDone), left(pp, 0.0);
+  std::vector<double> free(pp, 0.0), starts(pp, kNotRun), left(pp, 0.0);
   std::vector<bool> computing(pp, false);
   double now = 0;
   for (;;) {
     for (int32_t k = 0; k < pp; ++k)
-      if (!computing[k] && starts[k] == kNotDone && next[k] < plan.actions[k].size())
+      if (!computing[k] && starts[k] == kNotRun && next[k] < plan.actions[k].size())
         starts[k] = start_of(k, next[k], free[k]);
     // The next event: an action starts, or the first computing one ends at the current speeds.
     const std::vector<double> speed = cost::core_share_speeds(hosts, computing);
     double t = std::numeric_limits<double>::infinity();
     for (int32_t k = 0; k < pp; ++k) {
-      if (starts[k] != kNotDone) t = std::min(t, starts[k]);
+      if (starts[k] != kNotRun) t = std::min(t, starts[k]);
       if (computing[k]) t = std::min(t, now + left[k] / speed[k]);
     }
     if (t == std::numeric_limits<double>::infinity()) break;  // finished, or stuck
@@ -116,11 +116,11 @@ Replay replay_cores_shared(const Plan& plan, std::span<const double> transfer,
     }
     now = t;
     for (int32_t k = 0; k < pp; ++k) {
-      if (starts[k] == kNotDone || starts[k] > now) continue;
+      if (starts[k] == kNotRun || starts[k] > now) continue;
       r.timing[k][next[k]].start = starts[k];
       left[k] = durations.empty() ? plan.actions[k][next[k]].predicted_time : durations[k][next[k]];
       computing[k] = true;
-      starts[k] = kNotDone;
+      starts[k] = kNotRun;
     }
   }
   bool finished = true;
@@ -176,8 +176,8 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
     return replay_cores_shared(plan, transfer, durations, step_costs, hosts);
   const int32_t ns = plan.num_stages(), pp = plan.pp;
   const size_t m = plan.chunks.size();
-  // Completion time of forward / backward of (stage, chunk); kNotDone until it ran.
-  std::vector<double> fdone(ns * m, kNotDone), bdone(ns * m, kNotDone);
+  // Completion time of forward / backward of (stage, chunk); kNotRun until it ran.
+  std::vector<double> fdone(ns * m, kNotRun), bdone(ns * m, kNotRun);
   auto idx = [&](int32_t stage, int32_t chunk) { return static_cast<size_t>(stage) * m + chunk; };
 
   Replay r;
@@ -196,7 +196,7 @@ Replay schedule_replay(const Plan& plan, std::span<const double> transfer,
       while (next[k] < list.size()) {
         const Action& a = list[next[k]];
         const double ready = input_ready(plan, a, fdone, bdone, transfer);
-        if (ready == kNotDone) break;
+        if (ready == kNotRun) break;
         double dur = durations.empty() ? a.predicted_time : durations[k][next[k]];
         ActionTiming& t = r.timing[k][next[k]];
         t.start = std::max(clock[k], ready) + (step_costs.empty() ? 0.0 : step_costs[k].action_gap);

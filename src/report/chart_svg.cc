@@ -12,7 +12,7 @@ namespace infinipipe::report {
 
 namespace {
 
-constexpr int kLeft = 78, kRight = 16, kTop = 30, kBottom = 44;
+constexpr int kChartLeft = 78, kChartRight = 16, kChartTop = 30, kChartBottom = 44;
 
 std::string axis_text(double v, AxisFormat f) {
   switch (f) {
@@ -36,8 +36,8 @@ struct ChartFrame {
   bool empty = false;  // no finite point at all
   double pw = 0, ph = 0;
 
-  double x(double v) const { return kLeft + (v - x0) / (x1 - x0) * pw; }
-  double y(double v) const { return kTop + ph - (v - y0) / (y1 - y0) * ph; }
+  double x(double v) const { return kChartLeft + (v - x0) / (x1 - x0) * pw; }
+  double y(double v) const { return kChartTop + ph - (v - y0) / (y1 - y0) * ph; }
 };
 
 ChartFrame chart_frame(const std::vector<LineSeries>& series, const LineChartOptions& o) {
@@ -58,8 +58,8 @@ ChartFrame chart_frame(const std::vector<LineSeries>& series, const LineChartOpt
   if (f.x1 <= f.x0) f.x1 = f.x0 + 1;
   if (f.y1 <= f.y0) f.y1 = f.y0 + (f.y0 == 0 ? 1 : std::fabs(f.y0) * 0.1);
   f.y1 += (f.y1 - f.y0) * 0.05;
-  f.pw = o.width - kLeft - kRight;
-  f.ph = o.height - kTop - kBottom;
+  f.pw = o.width - kChartLeft - kChartRight;
+  f.ph = o.height - kChartTop - kChartBottom;
   return f;
 }
 
@@ -78,22 +78,22 @@ std::string chart_axes(const ChartFrame& f, const LineChartOptions& o) {
     s += fmt::format(
         "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e4e4e4\"/><text "
         "x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
-        kLeft, f.y(y), kLeft + f.pw, f.y(y), kLeft - 5, f.y(y) + 4,
+        kChartLeft, f.y(y), kChartLeft + f.pw, f.y(y), kChartLeft - 5, f.y(y) + 4,
         svg_escape(axis_text(y, o.y_format)));
   }
   for (double x = std::ceil(f.x0 / dx) * dx; x <= f.x1 + 1e-12; x += dx) {
     s += fmt::format(
         "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"black\"/><text "
         "x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\">{4}</text>\n",
-        f.x(x), kTop + f.ph, kTop + f.ph + 4, kTop + f.ph + 16,
+        f.x(x), kChartTop + f.ph, kChartTop + f.ph + 4, kChartTop + f.ph + 16,
         svg_escape(axis_text(x, o.x_format)));
   }
   s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-                   kLeft + f.pw / 2, o.height - 8, svg_escape(o.x_label));
+                   kChartLeft + f.pw / 2, o.height - 8, svg_escape(o.x_label));
   s += fmt::format(
       "<text x=\"14\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {0:.1f})\">"
       "{1}</text>\n",
-      kTop + f.ph / 2, svg_escape(o.y_label));
+      kChartTop + f.ph / 2, svg_escape(o.y_label));
   return s;
 }
 
@@ -128,20 +128,20 @@ std::string line_chart_svg(const std::vector<LineSeries>& series, const LineChar
       "fill=\"white\"/>\n",
       o.width, o.height);
   s += fmt::format("<text x=\"{}\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}</text>\n",
-                   kLeft, svg_escape(o.title));
+                   kChartLeft, svg_escape(o.title));
   s += fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fafafa\" "
       "stroke=\"#bbb\"/>\n",
-      kLeft, kTop, f.pw, f.ph);
+      kChartLeft, kChartTop, f.pw, f.ph);
   s += chart_axes(f, o);
   if (f.empty) {
     s += fmt::format(
         "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#888\">no "
         "data</text>\n",
-        kLeft + f.pw / 2, kTop + f.ph / 2);
+        kChartLeft + f.pw / 2, kChartTop + f.ph / 2);
   }
   // Curves and legend, right to left.
-  double lx = kLeft + f.pw;
+  double lx = kChartLeft + f.pw;
   for (size_t i = series.size(); i-- > 0;) {
     const LineSeries& ls = series[i];
     s += chart_curve(ls, f);

@@ -13,7 +13,7 @@
 namespace infinipipe::report {
 namespace {
 
-constexpr int kLeft = 110, kRight = 20, kTop = 56, kGap = 30, kAxis = 34;
+constexpr int kGanttLeft = 110, kGanttRight = 20, kGanttTop = 56, kGanttGap = 30, kGanttAxis = 34;
 
 // Chunks get well-spread hues (golden angle); backwards are the darker shade of the same hue.
 std::string chunk_colour(int32_t chunk, bool backward) {
@@ -30,17 +30,17 @@ struct GanttFrame {
   int mem_top = 0;    // the memory panels' title
   int height = 0;     // the whole picture
 
-  double x(double t) const { return kLeft + t * sx; }
+  double x(double t) const { return kGanttLeft + t * sx; }
 };
 
 GanttFrame gantt_frame(const sim::StepResult& step, const GanttOptions& o) {
   GanttFrame f;
   const int ranks = static_cast<int>(step.actions.size());
   f.span = o.time_span > 0 ? o.time_span : step.step_time > 0 ? step.step_time : 1.0;
-  f.plot_w = std::max(100, o.width - kLeft - kRight);
+  f.plot_w = std::max(100, o.width - kGanttLeft - kGanttRight);
   f.sx = f.plot_w / f.span;
   f.gantt_h = ranks * o.row_height;
-  f.mem_top = kTop + f.gantt_h + kAxis + kGap;
+  f.mem_top = kGanttTop + f.gantt_h + kGanttAxis + kGanttGap;
   f.height = o.memory ? f.mem_top + ranks * (o.memory_height + 8) + 30 : f.mem_top;
   return f;
 }
@@ -65,8 +65,8 @@ std::string gantt_header(const sim::StepResult& step, const GanttOptions& o, con
                             100 * step.bubble_ratio_mean, step.tokens_per_second, 100 * step.mfu)
                       : o.title;
   s += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
-                   kLeft, svg_escape(title));
-  int lx = kLeft;
+                   kGanttLeft, svg_escape(title));
+  int lx = kGanttLeft;
   auto swatch = [&](const std::string& fill, const std::string& label, bool hatch) {
     s += fmt::format("<rect x=\"{}\" y=\"32\" width=\"14\" height=\"12\" fill=\"{}\"/>", lx, fill);
     if (hatch)
@@ -116,7 +116,7 @@ std::string gantt_action_box(const sim::ActionRecord& a, int y, const GanttOptio
 std::string gantt_rank_row(const std::vector<sim::ActionRecord>& actions, int k,
                            const GanttOptions& o, const GanttFrame& f) {
   std::string s;
-  const int y = kTop + k * o.row_height;
+  const int y = kGanttTop + k * o.row_height;
   std::string stages;  // the (virtual) stages this rank runs, from its actions
   std::vector<int32_t> seen;
   for (const sim::ActionRecord& a : actions)
@@ -128,24 +128,24 @@ std::string gantt_rank_row(const std::vector<sim::ActionRecord>& actions, int k,
     stages += std::to_string(st);
   }
   const bool several = seen.size() > 1;
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">rank {}</text>\n", kLeft - 8,
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">rank {}</text>\n", kGanttLeft - 8,
                    y + o.row_height / 2 + (several ? 0 : 4), k);
   if (several)
     s += fmt::format(
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"9\">stages {}</text>\n", kLeft - 8,
-        y + o.row_height / 2 + 10, stages);
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"9\">stages {}</text>\n",
+        kGanttLeft - 8, y + o.row_height / 2 + 10, stages);
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#f3f3f3\"/>\n",
-                   kLeft, y + 2, f.plot_w, o.row_height - 4);
+                   kGanttLeft, y + 2, f.plot_w, o.row_height - 4);
   for (const sim::ActionRecord& a : actions) s += gantt_action_box(a, y, o, f);
   return s;
 }
 
 std::string gantt_time_axis(const GanttFrame& f) {
   std::string s;
-  const int axis_y = kTop + f.gantt_h + 4;
+  const int axis_y = kGanttTop + f.gantt_h + 4;
   const double dt = svg_tick_step(f.span, 10);
-  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{:.2f}\" y2=\"{}\" stroke=\"black\"/>\n", kLeft,
-                   axis_y, kLeft + f.plot_w, axis_y);
+  s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{:.2f}\" y2=\"{}\" stroke=\"black\"/>\n",
+                   kGanttLeft, axis_y, kGanttLeft + f.plot_w, axis_y);
   for (double t = 0; t <= f.span * (1 + 1e-9); t += dt)
     s += fmt::format(
         "<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" stroke=\"black\"/>"
@@ -165,7 +165,7 @@ std::string gantt_memory_panels(const sim::StepResult& step, const GanttOptions&
   s += fmt::format(
       "<text x=\"{}\" y=\"{}\" font-size=\"13\" font-weight=\"bold\">memory per rank "
       "(scale 0 .. {}{})</text>\n",
-      kLeft, f.mem_top - 10, format_bytes(top),
+      kGanttLeft, f.mem_top - 10, format_bytes(top),
       step.memory_budget > 0 ? fmt::format(", budget {} dashed", format_bytes(step.memory_budget))
                              : "");
   for (int k = 0; k < static_cast<int>(step.memory.size()); ++k) {
@@ -174,12 +174,12 @@ std::string gantt_memory_panels(const sim::StepResult& step, const GanttOptions&
     s += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#fafafa\" "
         "stroke=\"#ccc\"/>\n",
-        kLeft, y0, f.plot_w, h);
+        kGanttLeft, y0, f.plot_w, h);
     const int64_t peak = k < static_cast<int>(step.peak_bytes.size()) ? step.peak_bytes[k] : 0;
     s += fmt::format(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">rank {}</text>"
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"9\">peak {}</text>\n",
-        kLeft - 8, y0 + h / 2, k, kLeft - 8, y0 + h / 2 + 12, format_bytes(peak));
+        kGanttLeft - 8, y0 + h / 2, k, kGanttLeft - 8, y0 + h / 2 + 12, format_bytes(peak));
     std::string pts;
     for (const auto& m : step.memory[k])
       pts += fmt::format("{:.2f},{:.2f} ", f.x(m.time), Y(m.bytes));
@@ -191,7 +191,7 @@ std::string gantt_memory_panels(const sim::StepResult& step, const GanttOptions&
       s += fmt::format(
           "<line x1=\"{}\" y1=\"{:.2f}\" x2=\"{:.2f}\" y2=\"{:.2f}\" stroke=\"#d62728\" "
           "stroke-dasharray=\"5,3\"/>\n",
-          kLeft, Y(step.memory_budget), kLeft + f.plot_w, Y(step.memory_budget));
+          kGanttLeft, Y(step.memory_budget), kGanttLeft + f.plot_w, Y(step.memory_budget));
   }
   return s;
 }

@@ -134,7 +134,7 @@ std::string recompute_html(const plan::PlanExplain& ex) {
                     ex.recompute.size());
 }
 
-constexpr const char* kSelectScript = R"(<script>
+constexpr const char* kExplainSelectScript = R"(<script>
 (function() {
   var select = document.getElementById('explain-plan');
   select.addEventListener('change', function() {
@@ -176,7 +176,7 @@ std::string html_explain(const std::map<Key, plan::PlanExplain>& explains,
         entry.first.first, entry.first.second, svg_escape(ex.schedule));
     h += candidates_html(ex) + cuts_html(ex) + packs_html(ex) + recompute_html(ex) + "</div>\n";
   }
-  if (explains.size() > 1) h += kSelectScript;
+  if (explains.size() > 1) h += kExplainSelectScript;
   return h;
 }
 

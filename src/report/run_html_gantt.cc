@@ -11,7 +11,9 @@ namespace infinipipe::report {
 
 namespace {
 
-std::string no_mark(const std::string& svg, const std::string&) { return svg; }
+std::string no_mark(const std::string& svg, const std::string&) {
+  return svg;
+}
 
 // One iteration's planned and measured charts on one time scale.
 std::string gantt_pair(const sim::StepResult& pred, const sim::StepResult& meas,
@@ -27,7 +29,7 @@ std::string gantt_pair(const sim::StepResult& pred, const sim::StepResult& meas,
   return h + "<figure>" + mark(gantt_svg(meas, go), "gantt-measured") + "</figure>\n";
 }
 
-constexpr const char* kSelectScript = R"(<script>
+constexpr const char* kGanttSelectScript = R"(<script>
 (function() {
   var select = document.getElementById('gantt-iteration');
   select.addEventListener('change', function() {
@@ -58,12 +60,13 @@ std::string html_gantts(const RunCompare& c,
   }
   for (const auto& [it, steps] : c.replica0_steps) {
     const bool shown = it == c.shown_iteration;
-    h += fmt::format("<div class=\"gantt-iteration\" data-iteration=\"{}\"{}>\n<h3>Iteration "
-                     "{}</h3>\n",
-                     it, shown ? "" : " style=\"display:none\"", it);
+    h += fmt::format(
+        "<div class=\"gantt-iteration\" data-iteration=\"{}\"{}>\n<h3>Iteration "
+        "{}</h3>\n",
+        it, shown ? "" : " style=\"display:none\"", it);
     h += gantt_pair(steps.first, steps.second, shown ? mark : no_mark) + "</div>\n";
   }
-  if (c.replica0_steps.size() > 1) h += kSelectScript;
+  if (c.replica0_steps.size() > 1) h += kGanttSelectScript;
   return h;
 }
 

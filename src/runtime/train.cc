@@ -8,6 +8,7 @@
 #include "comm/mpi_comm.h"
 #include "core/error.h"
 #include "obs/profile.h"
+#include "plan/schedule_table.h"
 #include "plan/stage_layout.h"
 #include "runtime/dist_step.h"
 
@@ -77,9 +78,9 @@ Trainer::Trainer(const TrainOptions& opts)
   const std::optional<cost::Coefficients> mine = rank_costs_from_calibration();
   if (cfg_.training.cost_model_update == CostModelUpdate::online) {
     // This rank's fit starts from its own terms when the calibration has them.
-    fit_.emplace(mine ? cost::CostModel(cm_.model(), cm_.device(), *mine, cm_.ulysses_degree(),
-                                        cm_.bf16())
-                      : cm_);
+    fit_.emplace(
+        mine ? cost::CostModel(cm_.model(), cm_.device(), *mine, cm_.ulysses_degree(), cm_.bf16())
+             : cm_);
     pooled_.coeffs = cm_.coefficients();
     if (groups_) step_fit_.emplace();  // one rank per process: its gaps and tail are its own
     // The calibration's step costs count as one measured step and action, until measured here.
@@ -144,11 +145,7 @@ void Trainer::model_build() {
   // The layout the planner uses for this schedule: pp stages, or pp × vpp virtual stages. This
   // rank builds the stages it runs (stage s runs on pipeline rank s % pp).
   const int32_t pp = static_cast<int32_t>(cfg_.parallel.pipeline_parallel);
-  // (interleaved and epp take --vpp; epp plans every batch on this layout's virtual stages).
-  const int32_t vpp = cfg_.parallel.schedule == Schedule::interleaved ||
-                              cfg_.parallel.schedule == Schedule::epp
-                          ? static_cast<int32_t>(cfg_.parallel.virtual_stages)
-                          : 1;
+  const int32_t vpp = plan::schedule_vpp(cfg_.parallel);
   layout_ = plan::stage_layout_by_cost(cm_, pp, vpp);
   // Plans keep this layout when the refitted cost model would split the layers otherwise.
   cfg_.parallel.stage_layers.clear();

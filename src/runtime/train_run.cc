@@ -15,6 +15,7 @@
 #include "cost/calibration.h"
 #include "obs/tensorboard.h"
 #include "obs/trace.h"
+#include "plan/schedule_table.h"
 #include "runtime/train.h"
 #include "runtime/train_log_rewind.h"
 #include "runtime/train_stop.h"
@@ -41,7 +42,7 @@ std::unique_ptr<obs::TraceWriter> trace_writer_open(const TrainOptions& opts) {
     opts.groups->comm().barrier("starting the trace clock");
   }
   return std::make_unique<obs::TraceWriter>(opts.trace_dir, who, opts.config_yaml,
-                                            schedule_name(opts.config.parallel.schedule),
+                                            plan::schedule_name(opts.config.parallel.schedule),
                                             obs::TraceClock::now(), opts.trace_iterations);
 }
 
@@ -127,8 +128,8 @@ void evaluations_run(Trainer& trainer, const TrainingConfig& tc, obs::IterationM
   const bool last = m.iteration == tc.train_iters;
   const bool due = m.iteration % tc.eval_interval == 0;
   if (trainer.evaluates(data::DataSplit::valid) && (due || last)) {
-    const Trainer::EvalResult r = trainer.evaluate(
-        data::DataSplit::valid, m.iteration / tc.eval_interval - (due ? 1 : 0));
+    const Trainer::EvalResult r =
+        trainer.evaluate(data::DataSplit::valid, m.iteration / tc.eval_interval - (due ? 1 : 0));
     m.valid_loss = r.loss;
     m.valid_tokens = r.tokens;
     m.eval_seconds += r.seconds;

@@ -10,13 +10,11 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "plan/schedule_table.h"
 #include "sim/layout_staged.h"
 
 namespace infinipipe::sim {
 namespace {
-
-constexpr Schedule kAllSchedules[] = {Schedule::epp, Schedule::one_f_one_b, Schedule::interleaved,
-                                      Schedule::gpipe, Schedule::seq1f1b};
 
 std::vector<int64_t> divisors(int64_t n) {
   std::vector<int64_t> out;
@@ -34,9 +32,10 @@ bool fixed_or_equal(int64_t fixed, int64_t v) {
 // for "none divides", so the layout is listed with that reason.
 std::vector<int64_t> vpp_choices(Schedule s, int64_t pp, int64_t layers, int64_t fixed) {
   if (fixed > 0) return {fixed};
-  if (!schedule_takes_virtual_stages(s)) return {1};
+  const plan::VirtualStages runs = plan::schedule_row(s).virtual_stages;
+  if (runs == plan::VirtualStages::none) return {1};
   std::vector<int64_t> out;
-  const bool needs = schedule_needs_virtual_stages(s);
+  const bool needs = runs == plan::VirtualStages::required;
   if (!needs) out.push_back(1);
   if (!needs && pp == 1) return out;  // EPP plans one stage per rank at pp 1 whatever vpp says
   // One pipeline rank runs its virtual stages back to back: one row says whether the planner
@@ -60,7 +59,7 @@ std::string static_reason(const Config& base, const LayoutSpace& space, const La
     return fmt::format(
         "num-layers {} is not divisible by pp {} x vpp for any vpp >= 2 ({} needs "
         "equal virtual stages)",
-        m.num_layers, l.pp, schedule_name(l.schedule));
+        m.num_layers, l.pp, plan::schedule_name(l.schedule));
   if (m.num_layers < l.pp * l.vpp)
     return fmt::format("num-layers {} is fewer than the pp {} x vpp {} = {} stages", m.num_layers,
                        l.pp, l.vpp, l.pp * l.vpp);
@@ -74,6 +73,7 @@ std::string static_reason(const Config& base, const LayoutSpace& space, const La
   Config c = layout_config(base, space, l);
   try {
     c.validate();
+    plan::schedule_check_layout(c.parallel);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -85,36 +85,11 @@ std::string static_reason(const Config& base, const LayoutSpace& space, const La
 std::string Layout::describe() const {
   return fmt::format("pp {} x vpp {} x ulysses {} x dp {}, {}", pp,
                      vpp > 0 ? fmt::format("{}", vpp) : std::string("-"), ulysses, dp,
-                     schedule_name(schedule));
+                     plan::schedule_name(schedule));
 }
 
 const LayoutResult* LayoutSearchResult::best() const {
   return !ranked.empty() && ranked.front().feasible ? &ranked.front() : nullptr;
-}
-
-bool schedule_takes_virtual_stages(Schedule s) {
-  ParallelConfig p;
-  p.pipeline_parallel = 2;
-  p.virtual_stages = 2;
-  p.schedule = s;
-  try {
-    p.validate();
-  } catch (const ConfigError&) {
-    return false;
-  }
-  return true;
-}
-
-bool schedule_needs_virtual_stages(Schedule s) {
-  ParallelConfig p;
-  p.pipeline_parallel = 2;
-  p.schedule = s;
-  try {
-    p.validate();
-  } catch (const ConfigError&) {
-    return true;
-  }
-  return false;
 }
 
 std::vector<Layout> layout_candidates(const Config& base, const LayoutSpace& space) {
@@ -122,7 +97,8 @@ std::vector<Layout> layout_candidates(const Config& base, const LayoutSpace& spa
   if (n < 1) fail_config("the layout search needs a device count >= 1, got {}", n);
   const int64_t per_node = space.devices_per_node > 0 ? space.devices_per_node : n;
   std::vector<Schedule> schedules = space.schedules;
-  if (schedules.empty()) schedules.assign(std::begin(kAllSchedules), std::end(kAllSchedules));
+  if (schedules.empty())
+    for (const plan::ScheduleRow& r : plan::schedule_table()) schedules.push_back(r.id);
   std::vector<Layout> out;
   for (int64_t u : divisors(per_node)) {
     if (n % u != 0 || !fixed_or_equal(space.ulysses, u)) continue;
@@ -283,9 +259,10 @@ LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
     r.reason = planned == 0
                    ? fmt::format("not evaluated: at most {:.0f} tokens/s, below the best {:.0f}",
                                  upper, best)
-                   : fmt::format("not evaluated: at most {:.0f} tokens/s after {} of {} replica "
-                                 "plans, below the best {:.0f}",
-                                 upper, planned, s.plans(), best);
+                   : fmt::format(
+                         "not evaluated: at most {:.0f} tokens/s after {} of {} replica "
+                         "plans, below the best {:.0f}",
+                         upper, planned, s.plans(), best);
   }
 
   std::vector<size_t> ranking(n);

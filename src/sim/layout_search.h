@@ -96,9 +96,4 @@ LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
                                  const LayoutSpace& space,
                                  std::span<const std::vector<int64_t>> batches);
 
-// Whether a schedule runs virtual stages (vpp > 1), and whether it needs them; asked of
-// ParallelConfig::validate, so a schedule that learns virtual stages joins the search.
-bool schedule_takes_virtual_stages(Schedule s);
-bool schedule_needs_virtual_stages(Schedule s);
-
 }  // namespace infinipipe::sim

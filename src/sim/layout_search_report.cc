@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "plan/schedule_table.h"
 
 namespace infinipipe::sim {
 namespace {
@@ -54,7 +55,7 @@ std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpac
     if (!x.feasible) continue;
     const Layout& l = x.layout;
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | {:.3f} s | {} | {} | {} |\n",
-                       ++rank, l.pp, vpp_text(l), l.ulysses, l.dp, schedule_name(l.schedule),
+                       ++rank, l.pp, vpp_text(l), l.ulysses, l.dp, plan::schedule_name(l.schedule),
                        x.tokens_per_s, x.mean_step_s, peaks_text(x.peak_bytes),
                        format_bytes(x.budget_bytes), x.setting);
   }
@@ -67,7 +68,7 @@ std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpac
       if (x.evaluated) continue;
       const Layout& l = x.layout;
       out += fmt::format("| {} | {} | {} | {} | {} | {:.0f} | {} of {} | {:.0f} |\n", l.pp,
-                         vpp_text(l), l.ulysses, l.dp, schedule_name(l.schedule),
+                         vpp_text(l), l.ulysses, l.dp, plan::schedule_name(l.schedule),
                          x.stop_bound_tokens_per_s, x.plans_made, x.replica_plans,
                          x.bound_tokens_per_s);
     }
@@ -80,7 +81,7 @@ std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpac
     if (x.feasible || !x.evaluated) continue;
     const Layout& l = x.layout;
     out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", l.pp, vpp_text(l), l.ulysses, l.dp,
-                       schedule_name(l.schedule), x.reason);
+                       plan::schedule_name(l.schedule), x.reason);
   }
   return out;
 }
@@ -113,7 +114,7 @@ nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace
                         {"vpp", l.vpp},
                         {"ulysses", l.ulysses},
                         {"dp", l.dp},
-                        {"schedule", schedule_name(l.schedule)},
+                        {"schedule", plan::schedule_name(l.schedule)},
                         {"feasible", x.feasible},
                         {"evaluated", x.evaluated}};
     if (x.bound_tokens_per_s > 0 && std::isfinite(x.bound_tokens_per_s))

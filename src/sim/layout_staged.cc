@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "plan/budget_error.h"
 #include "plan/planner.h"
+#include "plan/schedule_table.h"
 #include "sim/layout_hosts.h"
 #include "sim/simulator.h"
 #include "sim/step_bound.h"
@@ -61,7 +62,8 @@ double StagedLayout::upper_after(size_t planned) const {
   if (!cfg_) return 0.0;
   std::vector<double> step(batches_, 0.0);
   for (size_t j = 0; j < units_.size(); ++j)
-    step[units_[j].batch] = std::max(step[units_[j].batch], j < planned ? steps_[j] : units_[j].bound);
+    step[units_[j].batch] =
+        std::max(step[units_[j].batch], j < planned ? steps_[j] : units_[j].bound);
   double total = 0;
   for (double x : step) total += x;
   if (!(total > 0)) return std::numeric_limits<double>::infinity();
@@ -94,8 +96,8 @@ void StagedLayout::plan_next() {
                            format_bytes(e.least_budget() - r.budget_bytes),
                            format_bytes(e.least_budget()), format_bytes(r.budget_bytes), where);
   } catch (const ConfigError& e) {
-    r.reason =
-        fmt::format("{} cannot run it: {}{}", schedule_name(r.layout.schedule), e.what(), where);
+    r.reason = fmt::format("{} cannot run it: {}{}", plan::schedule_name(r.layout.schedule),
+                           e.what(), where);
   } catch (const Error& e) {
     r.reason = fmt::format("planning failed: {}{}", e.what(), where);
   }

@@ -17,12 +17,8 @@
 namespace infinipipe::cli {
 namespace {
 
-Config parse_flags(std::vector<std::string> args) {
-  CLI::App app;
-  auto opts = add_config_options(&app);
-  std::vector<std::string> rev(args.rbegin(), args.rend());
-  app.parse(rev);
-  return resolve_config(*opts);
+Config parse_flags(const std::vector<std::string>& args) {
+  return resolve_config_args(args);
 }
 
 TEST(HostileOptions, BooleanFlagsHonourTheirValue) {

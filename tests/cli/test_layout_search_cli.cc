@@ -19,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // A small model on 8 A800s, 4 per node, one batch of 16 synthetic GitHub-like sequences.
-const std::string kSmall =
+const std::string kSmallSearch =
     "--device a800-80gb --bf16 --num-layers 8 --hidden-size 1024 --num-attention-heads 8 "
     "--vocab-size 32000 --seq-length 16384 --global-batch-size 16 --num-devices 8 "
     "--devices-per-node 4 --distribution github";
@@ -29,7 +29,7 @@ TEST(LayoutSearchCli, PlanPrintsTheRankingAndWritesItsJson) {
   fs::create_directories(dir);
   const std::string json = (dir / "layouts.json").string();
   const ShellResult r =
-      run_cli("plan --search-layout --search-iterations 2 " + kSmall + " --out " + json);
+      run_cli("plan --search-layout --search-iterations 2 " + kSmallSearch + " --out " + json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("layout search: 8 devices (4 per node), 2 sampled batch(es)"),
             std::string::npos)
@@ -56,14 +56,14 @@ TEST(LayoutSearchCli, PlanPrintsTheRankingAndWritesItsJson) {
             std::string::npos)
       << r.output;
   // Without --out the plan's default file is not written.
-  const ShellResult s = run_cli("plan --search-layout " + kSmall);
+  const ShellResult s = run_cli("plan --search-layout " + kSmallSearch);
   ASSERT_EQ(s.exit_code, 0) << s.output;
   EXPECT_EQ(s.output.find("wrote"), std::string::npos) << s.output;
   fs::remove_all(dir);
 }
 
 TEST(LayoutSearchCli, SimulateSearchesToo) {
-  const ShellResult r = run_cli("simulate --search-layout " + kSmall);
+  const ShellResult r = run_cli("simulate --search-layout " + kSmallSearch);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("layout search: 8 devices"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\ninfeasible:\n"), std::string::npos) << r.output;
@@ -76,8 +76,8 @@ TEST(LayoutSearchCli, ExhaustivePlansEveryLayoutAndKeepsTheBest) {
   fs::create_directories(dir);
   const std::string pruned_json = (dir / "pruned.json").string();
   const std::string all_json = (dir / "all.json").string();
-  const ShellResult pruned = run_cli("plan --search-layout " + kSmall + " --out " + pruned_json);
-  const ShellResult all = run_cli("plan --search-layout --search-layout-exhaustive " + kSmall +
+  const ShellResult pruned = run_cli("plan --search-layout " + kSmallSearch + " --out " + pruned_json);
+  const ShellResult all = run_cli("plan --search-layout --search-layout-exhaustive " + kSmallSearch +
                                   " --out " + all_json);
   ASSERT_EQ(pruned.exit_code, 0) << pruned.output;
   ASSERT_EQ(all.exit_code, 0) << all.output;
@@ -121,12 +121,12 @@ TEST(LayoutSearchCli, ExhaustivePlansEveryLayoutAndKeepsTheBest) {
 
 TEST(LayoutSearchCli, OptionsThatDoNotGoWithTheSearchAreErrors) {
   for (const std::string& args :
-       {"plan --search-iterations 2 " + kSmall, "plan --search-layout --explain " + kSmall,
-        "plan --search-layout --replica 1 " + kSmall,
-        "plan --search-layout --search-iterations 0 " + kSmall, "plan --search-threads 2 " + kSmall,
-        "plan --search-layout --search-threads -1 " + kSmall,
-        "plan --search-layout-exhaustive " + kSmall,
-        "simulate --search-layout --compare " + kSmall, "simulate --out x.json " + kSmall}) {
+       {"plan --search-iterations 2 " + kSmallSearch, "plan --search-layout --explain " + kSmallSearch,
+        "plan --search-layout --replica 1 " + kSmallSearch,
+        "plan --search-layout --search-iterations 0 " + kSmallSearch, "plan --search-threads 2 " + kSmallSearch,
+        "plan --search-layout --search-threads -1 " + kSmallSearch,
+        "plan --search-layout-exhaustive " + kSmallSearch,
+        "simulate --search-layout --compare " + kSmallSearch, "simulate --out x.json " + kSmallSearch}) {
     const ShellResult r = run_cli(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("infinipipe: error"), std::string::npos) << args << "\n" << r.output;

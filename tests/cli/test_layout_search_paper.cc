@@ -16,6 +16,7 @@
 #include "data/lengths.h"
 #include "obs/profile.h"
 #include "plan/planner.h"
+#include "plan/schedule_table.h"
 #include "sim/layout_search.h"
 #include "sim/simulator.h"
 #include "sim/ulysses.h"
@@ -38,7 +39,7 @@ Best best_tuned_baseline(const Config& cfg, const cost::CostModel& cm,
       const plan::PlanResult r = plan::make_plan_detailed(cfg, cm, batch, s);
       const sim::StepResult st = sim::simulate(r.plan, cm, cfg);
       const double tps = st.tokens_per_second * static_cast<double>(cfg.parallel.data_parallel);
-      if (!st.oom && tps > best.tokens_per_s) best = {schedule_name(s), tps};
+      if (!st.oom && tps > best.tokens_per_s) best = {plan::schedule_name(s), tps};
     } catch (const ConfigError&) {
       // Out of memory or not runnable here: the compare table's "OOM" / "n/a" rows.
     }
@@ -92,18 +93,13 @@ TEST_P(LayoutSearchPaper, SearchedEppAgainstEveryTunedBaseline) {
 
 INSTANTIATE_TEST_SUITE_P(
     TwelveSettings, LayoutSearchPaper,
-    ::testing::Values(PaperSetting{"llama7b-48k", "github"},
-                      PaperSetting{"llama7b-48k", "commoncrawl"},
-                      PaperSetting{"llama7b-96k", "github"},
-                      PaperSetting{"llama7b-96k", "commoncrawl"},
-                      PaperSetting{"llama13b-48k", "github"},
-                      PaperSetting{"llama13b-48k", "commoncrawl"},
-                      PaperSetting{"llama13b-96k", "github"},
-                      PaperSetting{"llama13b-96k", "commoncrawl"},
-                      PaperSetting{"llama30b-48k", "github"},
-                      PaperSetting{"llama30b-48k", "commoncrawl"},
-                      PaperSetting{"llama30b-96k", "github"},
-                      PaperSetting{"llama30b-96k", "commoncrawl"}),
+    ::testing::Values(
+        PaperSetting{"llama7b-48k", "github"}, PaperSetting{"llama7b-48k", "commoncrawl"},
+        PaperSetting{"llama7b-96k", "github"}, PaperSetting{"llama7b-96k", "commoncrawl"},
+        PaperSetting{"llama13b-48k", "github"}, PaperSetting{"llama13b-48k", "commoncrawl"},
+        PaperSetting{"llama13b-96k", "github"}, PaperSetting{"llama13b-96k", "commoncrawl"},
+        PaperSetting{"llama30b-48k", "github"}, PaperSetting{"llama30b-48k", "commoncrawl"},
+        PaperSetting{"llama30b-96k", "github"}, PaperSetting{"llama30b-96k", "commoncrawl"}),
     [](const ::testing::TestParamInfo<PaperSetting>& info) {
       std::string name = std::string(info.param.example) + "_" + info.param.distribution;
       std::replace(name.begin(), name.end(), '-', '_');

@@ -17,18 +17,15 @@
 namespace infinipipe::cli {
 namespace {
 
-Config parse(std::vector<std::string> args, std::vector<std::string>* notes = nullptr) {
-  CLI::App app;
-  auto opts = add_config_options(&app);
-  std::vector<std::string> rev(args.rbegin(), args.rend());
-  app.parse(rev);
+Config parse_quiet(const std::vector<std::string>& args,
+                   std::vector<std::string>* notes = nullptr) {
   std::vector<std::string> ignored;
-  return resolve_config(*opts, Config{}, true, notes ? notes : &ignored);
+  return resolve_config_args(args, Config{}, true, notes ? notes : &ignored);
 }
 
-std::string parse_error(std::vector<std::string> args) {
+std::string quiet_parse_error(const std::vector<std::string>& args) {
   try {
-    parse(std::move(args));
+    parse_quiet(args);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -69,8 +66,8 @@ TEST(MegatronFlags, EveryArgumentsPyNameIsInExactlyOneClass) {
         ADD_FAILURE() << name << " has an option spec but is also listed " << c;
       continue;
     }
-    EXPECT_EQ(in.size(), 1u) << name << " is in " << in.size() << " classes: "
-                             << fmt::format("{}", fmt::join(in, ", "));
+    EXPECT_EQ(in.size(), 1u) << name << " is in " << in.size()
+                             << " classes: " << fmt::format("{}", fmt::join(in, ", "));
   }
 }
 
@@ -86,27 +83,27 @@ TEST(MegatronFlags, TheTableListsOnlyArgumentsPyNames) {
 }
 
 TEST(MegatronFlags, BooleansTakeArgparseAndMegatronForms) {
-  EXPECT_TRUE(parse({}).model.tie_embeddings);  // Megatron ties unless told otherwise
-  EXPECT_FALSE(parse({"--tie-embeddings=false"}).model.tie_embeddings);
-  EXPECT_TRUE(parse({"--tie-embeddings=false", "--tie-embeddings"}).model.tie_embeddings);
-  EXPECT_FALSE(parse({"--no-tie-embeddings"}).model.tie_embeddings);
-  EXPECT_FALSE(parse({"--untie-embeddings-and-output-weights"}).model.tie_embeddings);
-  EXPECT_TRUE(parse({"--untie-embeddings-and-output-weights=false"}).model.tie_embeddings);
-  EXPECT_TRUE(parse({"--bf16=true"}).training.bf16);
-  EXPECT_FALSE(parse({"--bf16", "--no-bf16"}).training.bf16);
-  EXPECT_NE(parse_error({"--bf16=maybe"}).find("expects true or false"), std::string::npos);
+  EXPECT_TRUE(parse_quiet({}).model.tie_embeddings);  // Megatron ties unless told otherwise
+  EXPECT_FALSE(parse_quiet({"--tie-embeddings=false"}).model.tie_embeddings);
+  EXPECT_TRUE(parse_quiet({"--tie-embeddings=false", "--tie-embeddings"}).model.tie_embeddings);
+  EXPECT_FALSE(parse_quiet({"--no-tie-embeddings"}).model.tie_embeddings);
+  EXPECT_FALSE(parse_quiet({"--untie-embeddings-and-output-weights"}).model.tie_embeddings);
+  EXPECT_TRUE(parse_quiet({"--untie-embeddings-and-output-weights=false"}).model.tie_embeddings);
+  EXPECT_TRUE(parse_quiet({"--bf16=true"}).training.bf16);
+  EXPECT_FALSE(parse_quiet({"--bf16", "--no-bf16"}).training.bf16);
+  EXPECT_NE(quiet_parse_error({"--bf16=maybe"}).find("expects true or false"), std::string::npos);
   Config c;
   apply_yaml(c, "no-tie-embeddings: true\n", "test.yaml");
   EXPECT_FALSE(c.model.tie_embeddings);
 }
 
 TEST(MegatronFlags, ARepeatedFlagTakesTheLastValue) {
-  Config c = parse({"--lr", "1e-3", "--num-layers", "4", "--lr", "2e-3", "--lr=5e-3"});
+  Config c = parse_quiet({"--lr", "1e-3", "--num-layers", "4", "--lr", "2e-3", "--lr=5e-3"});
   EXPECT_DOUBLE_EQ(c.training.lr, 5e-3);
   EXPECT_EQ(c.model.num_layers, 4);
   // A neutral Megatron option too: argparse keeps the last value, which is the neutral one.
-  EXPECT_EQ(parse_error({"--attention-dropout", "0.1", "--attention-dropout", "0.0"}), "");
-  EXPECT_NE(parse_error({"--attention-dropout", "0.0", "--attention-dropout", "0.1"})
+  EXPECT_EQ(quiet_parse_error({"--attention-dropout", "0.1", "--attention-dropout", "0.0"}), "");
+  EXPECT_NE(quiet_parse_error({"--attention-dropout", "0.0", "--attention-dropout", "0.1"})
                 .find("attention-dropout 0.1 is not supported"),
             std::string::npos);
 }
@@ -118,10 +115,10 @@ TEST(MegatronFlags, TypoHintsRankPrefixesThenEditDistance) {
   EXPECT_EQ(nearest_option_name("adam_beta"), "adam-beta1");
   EXPECT_EQ(nearest_option_name("eval-interva"), "eval-interval");
   EXPECT_EQ(nearest_option_name("completely-different"), "");
-  EXPECT_NE(parse_error({"--save-interva", "3"}).find("did you mean 'save-interval'?"),
+  EXPECT_NE(quiet_parse_error({"--save-interva", "3"}).find("did you mean 'save-interval'?"),
             std::string::npos);
   // A Megatron option this build lacks says so instead of pointing at a look-alike.
-  const std::string e = parse_error({"--eval-interval", "100"});
+  const std::string e = quiet_parse_error({"--eval-interval", "100"});
   if (!is_option_name("eval-interval")) {
     EXPECT_NE(e.find("does not have yet"), std::string::npos) << e;
     EXPECT_EQ(e.find("save-interval"), std::string::npos) << e;
@@ -130,29 +127,32 @@ TEST(MegatronFlags, TypoHintsRankPrefixesThenEditDistance) {
 
 TEST(MegatronFlags, NeutralValuesOnly) {
   // hidden 512 / 8 heads = 64 channels per head.
-  EXPECT_EQ(parse_error({"--kv-channels", "64", "--rotary-percent", "1.0", "--hidden-dropout",
-                         "0", "--use-mcore-models", "--sequence-parallel",
+  EXPECT_EQ(
+      quiet_parse_error({"--kv-channels", "64", "--rotary-percent", "1.0", "--hidden-dropout", "0",
+                         "--use-mcore-models", "--sequence-parallel",
                          "--tensor-model-parallel-size", "1", "--context-parallel-size", "1"}),
+      "");
+  EXPECT_NE(quiet_parse_error({"--kv-channels", "128"}).find("hidden-size / num-attention-heads"),
+            std::string::npos);
+  EXPECT_EQ(quiet_parse_error({"--kv-channels", "128", "--hidden-size", "1024"}), "");
+  EXPECT_NE(
+      quiet_parse_error({"--rotary-percent", "0.5"}).find("rotary-percent 0.5 is not supported"),
+      std::string::npos);
+  EXPECT_NE(quiet_parse_error({"--context-parallel-size", "2"}).find("slices long sequences"),
+            std::string::npos);
+  EXPECT_NE(quiet_parse_error({"--make-vocab-size-divisible-by", "128"}).find("is not padded"),
+            std::string::npos);
+  EXPECT_EQ(quiet_parse_error({"--make-vocab-size-divisible-by", "128", "--vocab-size", "384"}),
             "");
-  EXPECT_NE(parse_error({"--kv-channels", "128"}).find("hidden-size / num-attention-heads"),
+  EXPECT_NE(quiet_parse_error({"--recompute-activations"}).find("whole layers"), std::string::npos);
+  EXPECT_NE(quiet_parse_error({"--fp8-format", "hybrid"}).find("Transformer Engine"),
             std::string::npos);
-  EXPECT_EQ(parse_error({"--kv-channels", "128", "--hidden-size", "1024"}), "");
-  EXPECT_NE(parse_error({"--rotary-percent", "0.5"}).find("rotary-percent 0.5 is not supported"),
-            std::string::npos);
-  EXPECT_NE(parse_error({"--context-parallel-size", "2"}).find("slices long sequences"),
-            std::string::npos);
-  EXPECT_NE(parse_error({"--make-vocab-size-divisible-by", "128"}).find("is not padded"),
-            std::string::npos);
-  EXPECT_EQ(parse_error({"--make-vocab-size-divisible-by", "128", "--vocab-size", "384"}), "");
-  EXPECT_NE(parse_error({"--recompute-activations"}).find("whole layers"), std::string::npos);
-  EXPECT_NE(parse_error({"--fp8-format", "hybrid"}).find("Transformer Engine"),
-            std::string::npos);
-  EXPECT_NE(parse_error({"--mock-data"}).find("data synth"), std::string::npos);
+  EXPECT_NE(quiet_parse_error({"--mock-data"}).find("data synth"), std::string::npos);
 }
 
 TEST(MegatronFlags, IrrelevantAndUnusedFlagsGetANote) {
   std::vector<std::string> notes;
-  parse({"--manual-gc", "--log-throughput", "--micro-batch-size", "2"}, &notes);
+  parse_quiet({"--manual-gc", "--log-throughput", "--micro-batch-size", "2"}, &notes);
   auto has = [&](const std::string& s) {
     return std::any_of(notes.begin(), notes.end(),
                        [&](const std::string& n) { return n.find(s) != std::string::npos; });
@@ -160,35 +160,36 @@ TEST(MegatronFlags, IrrelevantAndUnusedFlagsGetANote) {
   EXPECT_TRUE(has("--manual-gc has no effect here")) << fmt::format("{}", fmt::join(notes, "\n"));
   EXPECT_TRUE(has("--log-throughput has no effect here"));
   EXPECT_TRUE(has("--micro-batch-size is not used: schedule epp"));
-  parse({"--micro-batch-size", "2", "--schedule", "1f1b"}, &notes);
+  parse_quiet({"--micro-batch-size", "2", "--schedule", "1f1b"}, &notes);
   EXPECT_TRUE(notes.empty()) << notes.front();
-  parse({"--seq1f1b-slices", "4", "--recompute-method", "block"}, &notes);
+  parse_quiet({"--seq1f1b-slices", "4", "--recompute-method", "block"}, &notes);
   EXPECT_TRUE(has("--seq1f1b-slices is not used"));
   EXPECT_TRUE(has("--recompute-method is not used"));
-  parse({"--recompute-granularity", "full", "--recompute-method", "block",
-         "--recompute-num-layers", "2"},
-        &notes);
+  parse_quiet({"--recompute-granularity", "full", "--recompute-method", "block",
+               "--recompute-num-layers", "2"},
+              &notes);
   EXPECT_TRUE(notes.empty()) << notes.front();
 }
 
 TEST(MegatronFlags, RecomputeAsMegatron) {
-  Config c = parse({"--recompute-granularity", "full", "--recompute-method", "uniform",
-                    "--recompute-num-layers", "1"});
+  Config c = parse_quiet({"--recompute-granularity", "full", "--recompute-method", "uniform",
+                          "--recompute-num-layers", "1"});
   EXPECT_EQ(c.parallel.recompute_granularity, RecomputeGranularity::full);
-  EXPECT_NE(parse_error({"--recompute-granularity", "full", "--recompute-method", "uniform",
-                         "--recompute-num-layers", "2"})
+  EXPECT_NE(quiet_parse_error({"--recompute-granularity", "full", "--recompute-method", "uniform",
+                               "--recompute-num-layers", "2"})
                 .find("keeps one input per 2 layers"),
             std::string::npos);
-  EXPECT_NE(parse_error({"--recompute-granularity", "selective"}).find("blockwise attention"),
+  EXPECT_NE(quiet_parse_error({"--recompute-granularity", "selective"}).find("blockwise attention"),
             std::string::npos);
 }
 
 TEST(MegatronFlags, GroupQueryAttentionTakesEffect) {
-  EXPECT_EQ(parse({"--group-query-attention", "--num-query-groups", "2"}).model.kv_heads(), 2);
-  EXPECT_EQ(parse({"--group-query-attention"}).model.kv_heads(), 1);
-  EXPECT_EQ(parse({}).model.kv_heads(), 8);
+  EXPECT_EQ(parse_quiet({"--group-query-attention", "--num-query-groups", "2"}).model.kv_heads(),
+            2);
+  EXPECT_EQ(parse_quiet({"--group-query-attention"}).model.kv_heads(), 1);
+  EXPECT_EQ(parse_quiet({}).model.kv_heads(), 8);
   std::vector<std::string> notes;
-  parse({"--num-query-groups", "2"}, &notes);
+  parse_quiet({"--num-query-groups", "2"}, &notes);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("without --group-query-attention"), std::string::npos);
 }
@@ -201,7 +202,8 @@ TEST(MegatronFlags, DefaultsAreMegatronsWhereTheConceptIsTheSame) {
   EXPECT_TRUE(c.model.tie_embeddings);
   EXPECT_DOUBLE_EQ(c.model.init_method_std, 0.02);
   std::map<std::string, DefaultDifference> diff;
-  for (const DefaultDifference& d : megatron_default_differences(parse({}))) diff[d.option] = d;
+  for (const DefaultDifference& d : megatron_default_differences(parse_quiet({})))
+    diff[d.option] = d;
   EXPECT_EQ(diff.count("adam-beta2"), 0u);
   EXPECT_EQ(diff.count("weight-decay"), 0u);
   EXPECT_EQ(diff.count("lr-decay-style"), 0u);
@@ -210,7 +212,8 @@ TEST(MegatronFlags, DefaultsAreMegatronsWhereTheConceptIsTheSame) {
   EXPECT_EQ(diff["recompute-granularity"].megatron, "none");
   for (const auto& [key, d] : diff) EXPECT_FALSE(d.why.empty()) << key;
   // A value the user sets shows up as differing.
-  for (const DefaultDifference& d : megatron_default_differences(parse({"--adam-beta2", "0.95"})))
+  for (const DefaultDifference& d :
+       megatron_default_differences(parse_quiet({"--adam-beta2", "0.95"})))
     if (d.option == "adam-beta2") {
       EXPECT_EQ(d.infinipipe, "0.95");
     }

@@ -10,17 +10,13 @@
 namespace infinipipe::cli {
 namespace {
 
-Config parse(std::vector<std::string> args) {
-  CLI::App app;
-  auto opts = add_config_options(&app);
-  std::vector<std::string> rev(args.rbegin(), args.rend());
-  app.parse(rev);
-  return resolve_config(*opts);
+Config parse(const std::vector<std::string>& args) {
+  return resolve_config_args(args);
 }
 
-std::string parse_error(std::vector<std::string> args) {
+std::string parse_error(const std::vector<std::string>& args) {
   try {
-    parse(std::move(args));
+    parse(args);
   } catch (const ConfigError& e) {
     return e.what();
   }

@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 
+#include "core/config.h"
 #include "core/error.h"
 
 namespace infinipipe::testing {
@@ -16,6 +17,11 @@ inline std::string error_text(const std::function<void()>& fn) {
     return e.what();
   }
   return "";
+}
+
+// What cfg.validate() says, or "" when the configuration is valid.
+inline std::string validate_error(Config cfg) {
+  return error_text([&] { cfg.validate(); });
 }
 
 }  // namespace infinipipe::testing

@@ -42,8 +42,6 @@ TEST(LengthShift, BatchesBeyondTheSeenRangeAreNoticedOnce) {
   EXPECT_THROW(LengthShiftDetector(0.0), ConfigError);
 }
 
-CostModel prior() { return fit_test_prior(16384); }
-
 // Forwards of one sequence of `len` tokens on a middle stage, timed by `truth`.
 ActionSample forward_of(const CostModel& truth, int64_t len) {
   ActionSample s;
@@ -54,7 +52,7 @@ ActionSample forward_of(const CostModel& truth, int64_t len) {
 }
 
 TEST(LengthShift, WidenedFitFollowsNewShapesFaster) {
-  const CostModel cm = prior();
+  const CostModel cm = fit_test_prior(16384);
   // The machine's attention is 3x the prior's: short sequences barely show it, long ones do.
   Coefficients c = cm.coefficients();
   c.alpha1 *= 3.0;

@@ -16,7 +16,9 @@
 namespace infinipipe::cost {
 namespace {
 
-ModelConfig model() { return fit_test_model(16384); }
+ModelConfig model() {
+  return fit_test_model(16384);
+}
 
 // A machine whose true coefficients differ from the preset's, as a training rank's do.
 Coefficients true_coefficients() {
@@ -31,16 +33,6 @@ Coefficients true_coefficients() {
   c.lm_head_per_token *= 1.3;
   c.lm_head_backward_factor = 0.4;
   return c;
-}
-
-CostModel model_with(const Coefficients& c, int64_t ulysses = 1) {
-  return CostModel(model(), device_preset("cpu", false), c, ulysses, false);
-}
-
-double true_time(const CostModel& cm, const ActionSample& s) {
-  return s.backward
-             ? cm.backward_time(s.chunk, s.stage) + cm.recompute_time(s.chunk, s.recompute_layers)
-             : cm.forward_time(s.chunk, s.stage);
 }
 
 // Actions like a pipeline's: packed short sequences and slices of long ones, on first, middle
@@ -74,8 +66,8 @@ class ActionSource {
 ActionSample measured(ActionSource& src, const CostModel& truth, double noise,
                       std::mt19937_64& rng) {
   ActionSample s = src.next();
-  s.seconds =
-      true_time(truth, s) * std::uniform_real_distribution<double>(1 - noise, 1 + noise)(rng);
+  s.seconds = fit_test_true_time(truth, s) *
+              std::uniform_real_distribution<double>(1 - noise, 1 + noise)(rng);
   return s;
 }
 
@@ -85,7 +77,7 @@ double median_error(const OnlineFit& fit, const CostModel& truth, uint64_t seed)
   std::vector<double> err;
   for (int i = 0; i < 200; ++i) {
     ActionSample s = src.next();
-    const double t = true_time(truth, s);
+    const double t = fit_test_true_time(truth, s);
     err.push_back(std::abs(fit.predict(s) - t) / t);
   }
   std::nth_element(err.begin(), err.begin() + 100, err.end());
@@ -94,18 +86,18 @@ double median_error(const OnlineFit& fit, const CostModel& truth, uint64_t seed)
 
 TEST(OnlineFit, PredictsWhatTheCostModelPredicts) {
   for (int64_t u : {1, 2}) {
-    const CostModel cm = model_with(true_coefficients(), u);
+    const CostModel cm = fit_test_model_with(true_coefficients(), u);
     const OnlineFit fit(cm);
     ActionSource src(7);
     for (int i = 0; i < 50; ++i) {
       ActionSample s = src.next();
-      EXPECT_NEAR(fit.predict(s), true_time(cm, s), 1e-12 * true_time(cm, s));
+      EXPECT_NEAR(fit.predict(s), fit_test_true_time(cm, s), 1e-12 * fit_test_true_time(cm, s));
     }
   }
 }
 
 TEST(OnlineFit, RecoversKnownCoefficientsFromNoisyTimings) {
-  const CostModel truth = model_with(true_coefficients());
+  const CostModel truth = fit_test_model_with(true_coefficients());
   const CostModel prior(model(), device_preset("cpu", false), 1, false);
   OnlineFit fit(prior, OnlineFitOptions{.forgetting = 0.999});
   ActionSource src(1);
@@ -137,12 +129,12 @@ TEST(OnlineFit, RecoversKnownCoefficientsFromNoisyTimings) {
 }
 
 TEST(OnlineFit, FollowsAStepChangeInSpeed) {
-  const CostModel fast = model_with(true_coefficients());
+  const CostModel fast = fit_test_model_with(true_coefficients());
   Coefficients slow_c = true_coefficients();
   for (double* v : {&slow_c.alpha1, &slow_c.alpha2, &slow_c.beta1, &slow_c.embedding_per_token,
                     &slow_c.lm_head_per_token})
     *v *= 1.5;
-  const CostModel slow = model_with(slow_c);
+  const CostModel slow = fit_test_model_with(slow_c);
   OnlineFit fit(fast);
   ActionSource src(3);
   std::mt19937_64 rng(4);
@@ -158,7 +150,7 @@ TEST(OnlineFit, FollowsAStepChangeInSpeed) {
 }
 
 TEST(OnlineFit, GuardBoundsEachStepAndKeepsTermsNonNegative) {
-  const CostModel prior = model_with(true_coefficients());
+  const CostModel prior = fit_test_model_with(true_coefficients());
   const OnlineFitOptions opt{.max_relative_step = 0.1};
   OnlineFit fit(prior, opt);
   ActionSource src(5);
@@ -191,7 +183,7 @@ TEST(OnlineFit, GuardBoundsEachStepAndKeepsTermsNonNegative) {
 // the fit along its collinear directions for thousands of updates; no term may grow past its
 // bound.
 TEST(OnlineFit, NoTermGrowsPastItsFactorOfThePrior) {
-  const CostModel truth = model_with(true_coefficients());
+  const CostModel truth = fit_test_model_with(true_coefficients());
   const CostModel prior(model(), device_preset("cpu", false), 1, false);
   OnlineFit fit(prior);
   ActionSource src(7);
@@ -212,7 +204,7 @@ TEST(OnlineFit, NoTermGrowsPastItsFactorOfThePrior) {
 }
 
 TEST(OnlineFit, UncoveredTermsKeepTheirPrior) {
-  const CostModel truth = model_with(true_coefficients());
+  const CostModel truth = fit_test_model_with(true_coefficients());
   const CostModel prior(model(), device_preset("cpu", false), 1, false);
   OnlineFit fit(prior);
   // Forwards of a middle stage only: nothing about backward, recompute, embedding or LM head.
@@ -221,7 +213,8 @@ TEST(OnlineFit, UncoveredTermsKeepTheirPrior) {
     ActionSample s;
     s.stage = {2, false, false};
     s.chunk = {{0, 128 + 64 * (i % 30), true}, {0, 256, true}};
-    s.seconds = true_time(truth, s) * std::uniform_real_distribution<double>(0.97, 1.03)(rng);
+    s.seconds =
+        fit_test_true_time(truth, s) * std::uniform_real_distribution<double>(0.97, 1.03)(rng);
     fit.update(s);
   }
   const Coefficients& p = prior.coefficients();
@@ -267,7 +260,7 @@ TEST(OnlineFit, BadInputIsAClearError) {
 }
 
 TEST(OnlineFit, APipelinePoolsItsRanksFitsTermByTerm) {
-  const CostModel truth = model_with(true_coefficients());
+  const CostModel truth = fit_test_model_with(true_coefficients());
   const CostModel prior(model(), device_preset("cpu", false), 1, false);
   // Rank 0 runs a middle stage, rank 1 the last one (LM head); nobody the embedding.
   OnlineFit middle(prior), last(prior);
@@ -277,7 +270,7 @@ TEST(OnlineFit, APipelinePoolsItsRanksFitsTermByTerm) {
     ActionSample s = measured(src, truth, 0.03, rng);
     s.stage = i % 3 == 0 ? StageShape{2, false, true} : StageShape{2, false, false};
     s.recompute_layers = std::min<int64_t>(s.recompute_layers, 2);
-    s.seconds = true_time(truth, s);
+    s.seconds = fit_test_true_time(truth, s);
     (s.stage.has_lm_head ? last : middle).update(s);
   }
   std::array<double, kOnlineShareSize> sum = online_fit_share(middle);
@@ -310,7 +303,7 @@ std::string temp_path(const std::string& name) {
 }
 
 TEST(OnlineFit, WhatWasLearnedLoadsBackAsACalibration) {
-  const CostModel truth = model_with(true_coefficients());
+  const CostModel truth = fit_test_model_with(true_coefficients());
   const CostModel prior(model(), device_preset("cpu", false), 1, false);
   OnlineFit fit(prior);
   ActionSource src(8);
@@ -342,7 +335,7 @@ TEST(OnlineFit, WhatWasLearnedLoadsBackAsACalibration) {
   ActionSource probe(10);
   for (int i = 0; i < 20; ++i) {
     const ActionSample s = probe.next();
-    EXPECT_NEAR(true_time(planned, s), fit.predict(s), 1e-12 * fit.predict(s));
+    EXPECT_NEAR(fit_test_true_time(planned, s), fit.predict(s), 1e-12 * fit.predict(s));
   }
   std::remove(path.c_str());
 }

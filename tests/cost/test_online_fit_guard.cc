@@ -16,16 +16,6 @@
 namespace infinipipe::cost {
 namespace {
 
-CostModel model_with(const Coefficients& c) {
-  return CostModel(fit_test_model(16384), device_preset("cpu", false), c, 1, false);
-}
-
-double true_time(const CostModel& cm, const ActionSample& s) {
-  return s.backward ? cm.backward_time(s.chunk, s.stage) +
-                          cm.recompute_time(s.chunk, s.recompute_layers)
-                    : cm.forward_time(s.chunk, s.stage);
-}
-
 // The first stage of a pipeline (3 layers and the embedding): packed short sequences and slices
 // of long ones, backwards with 0..3 recomputed layers.
 class FirstStageActions {
@@ -43,7 +33,9 @@ class FirstStageActions {
     if (s.backward) s.recompute_layers = pick(0, 3);
     return s;
   }
-  double noise(double rel) { return std::uniform_real_distribution<double>(1 - rel, 1 + rel)(rng_); }
+  double noise(double rel) {
+    return std::uniform_real_distribution<double>(1 - rel, 1 + rel)(rng_);
+  }
 
  private:
   int64_t pick(int64_t lo, int64_t hi) {
@@ -57,7 +49,7 @@ void feed_noisy(OnlineFit& fit, const CostModel& truth, uint64_t seed, int n, do
   FirstStageActions src(seed);
   for (int i = 0; i < n; ++i) {
     ActionSample s = src.next();
-    s.seconds = true_time(truth, s) * src.noise(noise);
+    s.seconds = fit_test_true_time(truth, s) * src.noise(noise);
     fit.update(s);
   }
 }
@@ -69,7 +61,7 @@ double summed_ratio(const OnlineFit& fit, const CostModel& truth, uint64_t seed)
   for (int i = 0; i < 400; ++i) {
     const ActionSample s = probe.next();
     predicted += fit.predict(s);
-    real += true_time(truth, s);
+    real += fit_test_true_time(truth, s);
   }
   return predicted / real;
 }
@@ -85,7 +77,7 @@ Errors fit_errors(const CostModel& prior, const CostModel& truth) {
   FirstStageActions probe(17);
   for (int i = 0; i < 400; ++i) {
     const ActionSample s = probe.next();
-    const double y = true_time(truth, s);
+    const double y = fit_test_true_time(truth, s);
     (s.backward ? b : f).push_back(std::abs(fit.predict(s) - y) / y);
   }
   std::sort(f.begin(), f.end());
@@ -106,7 +98,7 @@ Coefficients machine(const CostModel& prior) {
 // With each term bounded on its own (the guard before): forward 4.6%, backward 7.3%.
 TEST(OnlineFitGuard, NoisyTimingsDoNotBiasTheCorrelatedTerms) {
   const CostModel prior = fit_test_prior(16384);
-  const Errors e = fit_errors(prior, model_with(machine(prior)));
+  const Errors e = fit_errors(prior, fit_test_model_with(machine(prior)));
   EXPECT_LT(e.forward, 0.03);
   EXPECT_LT(e.backward, 0.05);
 }
@@ -118,8 +110,8 @@ TEST(OnlineFitGuard, ATermHeldAtItsCeilingLeavesTheOthersRight) {
   const CostModel base = fit_test_prior(16384);
   Coefficients p = base.coefficients();
   p.recompute_factor = 0.2;
-  const CostModel prior = model_with(p);
-  const Errors e = fit_errors(prior, model_with(machine(base)));
+  const CostModel prior = fit_test_model_with(p);
+  const Errors e = fit_errors(prior, fit_test_model_with(machine(base)));
   EXPECT_LT(e.forward, 0.03);
   EXPECT_LT(e.backward, 0.06);
 }
@@ -134,8 +126,8 @@ TEST(OnlineFitGuard, ABackwardFactorBelowOneIsNotHeldNearIt) {
   const CostModel base = fit_test_prior(16384);
   Coefficients p = base.coefficients();
   p.backward_factor = 0.12;
-  const CostModel prior = model_with(p);
-  const CostModel truth = model_with(machine(base));
+  const CostModel prior = fit_test_model_with(p);
+  const CostModel truth = fit_test_model_with(machine(base));
   OnlineFit fit(prior);
   feed_noisy(fit, truth, 11, 400, 0.3);
   EXPECT_NEAR(fit.coefficients().backward_factor, 2.2, 0.2);
@@ -151,7 +143,7 @@ TEST(OnlineFitGuard, ABackwardFactorBelowOneIsNotHeldNearIt) {
 // 2.3 % short here (a single term would settle at E[1/y] / E[1/y^2] of the noise, 6 % short).
 TEST(OnlineFitGuard, NoisyTimingsAreFittedToTheirMean) {
   const CostModel prior = fit_test_prior(16384);
-  const CostModel truth = model_with(machine(prior));
+  const CostModel truth = fit_test_model_with(machine(prior));
   OnlineFit fit(prior);
   feed_noisy(fit, truth, 5, 3000, 0.3);
   EXPECT_NEAR(summed_ratio(fit, truth, 23), 1.0, 0.02);
@@ -167,11 +159,11 @@ TEST(OnlineFitGuard, NoisyTimingsAreFittedToTheirMean) {
 TEST(OnlineFitGuard, APriorFarOffIsCaughtUpWithinFiveIterations) {
   const CostModel prior = fit_test_prior(16384);
   Coefficients uniform = prior.coefficients();
-  for (double* t : {&uniform.alpha1, &uniform.alpha2, &uniform.beta1,
-                    &uniform.embedding_per_token, &uniform.lm_head_per_token})
+  for (double* t : {&uniform.alpha1, &uniform.alpha2, &uniform.beta1, &uniform.embedding_per_token,
+                    &uniform.lm_head_per_token})
     *t *= 1.35;
   for (const Coefficients& machine_terms : {uniform, machine(prior)}) {
-    const CostModel truth = model_with(machine_terms);
+    const CostModel truth = fit_test_model_with(machine_terms);
     OnlineFit fit(prior);
     EXPECT_LT(summed_ratio(fit, truth, 29), 0.75);
     feed_noisy(fit, truth, 7, 100, 0.3);

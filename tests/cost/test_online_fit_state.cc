@@ -16,10 +16,6 @@
 namespace infinipipe::cost {
 namespace {
 
-CostModel prior() {
-  return fit_test_prior(4096);
-}
-
 // Forwards and backwards of packed and sliced chunks on a first and a last stage, with times
 // 1.7x what the prior predicts, so the fit moves.
 ActionSample sample(const CostModel& cm, int i) {
@@ -43,7 +39,7 @@ nlohmann::json trained_state_json(OnlineFit& fit, int samples) {
 }
 
 TEST(OnlineFitState, RestoredFitContinuesBitForBit) {
-  const CostModel cm = prior();
+  const CostModel cm = fit_test_prior(4096);
   OnlineFit saving(cm);
   const nlohmann::json j = trained_state_json(saving, 40);
   OnlineFit resumed(cm);
@@ -68,7 +64,7 @@ TEST(OnlineFitState, RestoredFitContinuesBitForBit) {
 
 // The error for the damaged state, which must name `needle`.
 std::string refusal(const nlohmann::json& j) {
-  OnlineFit fit(prior());
+  OnlineFit fit(fit_test_prior(4096));
   try {
     fit.restore(online_fit_state_from_json(j, "ckpt/cost-fit.json"), "ckpt/cost-fit.json");
   } catch (const Error& e) {
@@ -78,7 +74,7 @@ std::string refusal(const nlohmann::json& j) {
 }
 
 TEST(OnlineFitState, HostileStatesAreRefused) {
-  OnlineFit fit(prior());
+  OnlineFit fit(fit_test_prior(4096));
   const nlohmann::json good = trained_state_json(fit, 20);
   ASSERT_EQ(refusal(good), "");
   const auto damaged = [&](const std::function<void(nlohmann::json&)>& edit) {
@@ -114,7 +110,7 @@ TEST(OnlineFitState, HostileStatesAreRefused) {
 // >= 0, yet no fit reaches them, made a fit that predicts infinite or NaN times, or writes a
 // calibration file that does not load (and plans with terms Clp refuses).
 TEST(OnlineFitState, StatesNoFitReachesAreRefused) {
-  OnlineFit fit(prior());
+  OnlineFit fit(fit_test_prior(4096));
   const nlohmann::json good = trained_state_json(fit, 20);
   const auto damaged = [&](const std::function<void(nlohmann::json&)>& edit) {
     nlohmann::json j = good;

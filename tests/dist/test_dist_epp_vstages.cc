@@ -37,8 +37,8 @@ namespace infinipipe::runtime {
 namespace {
 
 constexpr int32_t kVpp = 2;
-constexpr uint64_t kSeed = 7;
-const std::vector<int64_t> kLengths{256, 40, 17, 200, 5, 96, 2, 130, 64, 31, 150, 77};
+constexpr uint64_t kVstageSeed = 7;
+const std::vector<int64_t> kVstageLengths{256, 40, 17, 200, 5, 96, 2, 130, 64, 31, 150, 77};
 
 Config vstage_config(int64_t pp) {
   Config c;
@@ -49,7 +49,7 @@ Config vstage_config(int64_t pp) {
   c.parallel.schedule = Schedule::epp;
   c.parallel.virtual_stages = kVpp;
   c.parallel.min_tail_slice = 16;
-  c.training.global_batch_size = static_cast<int64_t>(kLengths.size());
+  c.training.global_batch_size = static_cast<int64_t>(kVstageLengths.size());
   c.cluster.device = "cpu";
   c.validate();
   return c;
@@ -60,7 +60,7 @@ Config vstage_config(int64_t pp) {
 // then packed short sequences. recompute: every (stage, chunk) recomputes 0, 1 or all layers.
 plan::Plan hand_made_plan(const Config& cfg, const cost::CostModel& cm, bool recompute) {
   using S = plan::Slice;
-  auto sl = [](int32_t q, int64_t off, int64_t len) { return S{q, off, len, kLengths[q]}; };
+  auto sl = [](int32_t q, int64_t off, int64_t len) { return S{q, off, len, kVstageLengths[q]}; };
   const std::vector<std::pair<int32_t, std::vector<S>>> chunks{
       {0, {sl(0, 0, 64)}},
       {0, {sl(0, 64, 64)}},
@@ -78,7 +78,7 @@ plan::Plan hand_made_plan(const Config& cfg, const cost::CostModel& cm, bool rec
   plan::Plan p;
   p.pp = static_cast<int32_t>(cfg.parallel.pipeline_parallel);
   p.vpp = kVpp;
-  p.seq_lengths = kLengths;
+  p.seq_lengths = kVstageLengths;
   for (const auto& [pipe, slices] : chunks) {
     plan::Chunk c;
     c.id = static_cast<int32_t>(p.chunks.size());
@@ -123,16 +123,16 @@ void expect_hand_made_matches(int64_t pp, bool recompute) {
   EXPECT_EQ(plan.num_pipelines(), 3) << what;
   EXPECT_EQ(recomputing > 0, recompute) << what;
 
-  const auto seqs = testing::random_tokens(kLengths, 256, 11);
-  const testing::LossGrads ref = testing::reference_run(cfg.model, seqs, kSeed);
+  const auto seqs = testing::random_tokens(kVstageLengths, 256, 11);
+  const testing::LossGrads ref = testing::reference_run(cfg.model, seqs, kVstageSeed);
   ProcessGroups groups(comm, pp, 1);
   const int32_t rank = groups.layout().stage;
   MemoryTracker tracker;
-  const testing::PlanEngines engines = testing::plan_engines(cfg.model, plan, kSeed, tracker, rank);
+  const testing::PlanEngines engines = testing::plan_engines(cfg.model, plan, kVstageSeed, tracker, rank);
   ASSERT_EQ(engines.owned.size(), size_t(kVpp)) << what;
   P2p p2p(groups, comm.options().p2p_timeout_s);
   DistGradReducer grads(groups, engines.by_stage, 30.0, 64 << 10);
-  const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kLengths));
+  const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kVstageLengths));
   const obs::StepStats stats =
       dist_execute_plan(plan, engines.by_stage, p2p, cfg.model.hidden_size, tracker, seqs, scale,
                         nullptr, 0, &grads);

@@ -26,6 +26,7 @@
 #include "dist_test_util.h"
 #include "plan/budget_error.h"
 #include "plan/planner.h"
+#include "plan/schedule_table.h"
 #include "runtime/dist_step.h"
 
 namespace infinipipe::runtime {
@@ -109,7 +110,7 @@ void expect_dist_matches(int64_t pp, int64_t dp, Schedule schedule, bool tight) 
   const auto cm = cost::CostModel::from_config(cfg);
   const auto seqs = testing::random_tokens(kLengths, 256, 11);
   const testing::LossGrads ref = testing::reference_run(cfg.model, seqs, kSeed);
-  const std::string what = fmt::format("pp {} dp {} {}{}", pp, dp, schedule_name(schedule),
+  const std::string what = fmt::format("pp {} dp {} {}{}", pp, dp, plan::schedule_name(schedule),
                                        tight ? " under a tight budget" : "");
 
   ProcessGroups groups(comm, pp, dp);

@@ -25,12 +25,13 @@
 #include "dist_train_fixture.h"
 #include "matrix_budget.h"
 #include "obs/profile.h"
+#include "plan/schedule_table.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
 namespace {
 
-constexpr int64_t kIters = 3;
+constexpr int64_t kMatrixIters = 3;
 constexpr int64_t kSeqLength = 1024;
 // Where the budget sits between the least that fits and the unconstrained peak: low enough that
 // every schedule must recompute (at the peak none does), high enough to leave the planner a
@@ -151,12 +152,12 @@ class DistMatrix : public disttest_fixture::DistTrainFixture,
   // sends every rank the losses and weights.
   Run reference() const {
     Comm& comm = disttest::test_comm();
-    Trainer t(options(1, 1, Schedule::epp, kIters));
+    Trainer t(options(1, 1, Schedule::epp, kMatrixIters));
     Run r;
-    if (comm.rank() == 0) r = run(t, kIters);
+    if (comm.rank() == 0) r = run(t, kMatrixIters);
     wait_for_rank0(comm, "the one-process reference");
-    r.losses.resize(kIters);
-    MPI_Bcast(r.losses.data(), kIters, MPI_DOUBLE, 0, comm.world());
+    r.losses.resize(kMatrixIters);
+    MPI_Bcast(r.losses.data(), kMatrixIters, MPI_DOUBLE, 0, comm.world());
     for (const ParamRef& p : t.params()) {
       std::vector<float>& w = r.weights[p.name];
       w.resize(static_cast<size_t>(p.numel));
@@ -171,8 +172,8 @@ class DistMatrix : public disttest_fixture::DistTrainFixture,
     int64_t budget = 0;
     if (comm.rank() == 0) {
       const cost::CostModel cm = obs::engine_cost_model(cfg);
-      const auto range =
-          disttest_matrix::budget_range(cfg, cm, disttest_matrix::replica_batches(cfg, cm, kIters));
+      const auto range = disttest_matrix::budget_range(
+          cfg, cm, disttest_matrix::replica_batches(cfg, cm, kMatrixIters));
       budget = disttest_matrix::budget_between(range, kBudgetFraction);
     }
     wait_for_rank0(comm, "the tight budget");
@@ -184,18 +185,18 @@ class DistMatrix : public disttest_fixture::DistTrainFixture,
   // the replicas (each counted once, by its first stage), and this rank's losses and weights.
   Run run_tight(const ProcessGroups& groups, Schedule schedule, PlanShape& job_shape) const {
     const MatrixGroup& g = GetParam();
-    const std::string what = fmt::format("{} {}", group_name(g), schedule_name(schedule));
-    TrainOptions o = options(g.pp, g.dp, schedule, kIters);
+    const std::string what = fmt::format("{} {}", group_name(g), plan::schedule_name(schedule));
+    TrainOptions o = options(g.pp, g.dp, schedule, kMatrixIters);
     o.groups = &groups;
     const int64_t budget = tight_budget(o.config);
     o.config.training.memory_budget = budget;
     Trainer t(o);
     Run r;
     PlanShape shape;
-    for (int64_t i = 0; i < kIters; ++i) {
+    for (int64_t i = 0; i < kMatrixIters; ++i) {
       r.losses.push_back(t.step().loss);
       const plan::Plan& p = t.last_plan();
-      EXPECT_EQ(p.schedule, schedule_name(schedule)) << what;
+      EXPECT_EQ(p.schedule, plan::schedule_name(schedule)) << what;
       EXPECT_EQ(p.pp, g.pp) << what;
       EXPECT_EQ(p.memory_budget, budget) << what;
       EXPECT_LE(*std::max_element(p.predicted_peak_bytes.begin(), p.predicted_peak_bytes.end()),
@@ -239,7 +240,7 @@ TEST_P(DistMatrix, EverySchedulePlansTightAndMatchesOneProcess) {
   ProcessGroups groups(disttest::test_comm(), g.pp, g.dp);
   Run ref;
   for (Schedule schedule : kSchedules) {
-    const std::string what = fmt::format("{} {}", group_name(g), schedule_name(schedule));
+    const std::string what = fmt::format("{} {}", group_name(g), plan::schedule_name(schedule));
     SCOPED_TRACE(what);
     const int64_t layers = schedule == Schedule::interleaved ? std::max<int64_t>(4, 2 * g.pp) : 4;
     if (ref.losses.empty() || layers != layers_) {

@@ -17,7 +17,7 @@
 namespace infinipipe::runtime {
 namespace {
 
-constexpr int64_t kIters = 10;
+constexpr int64_t kOutlierIters = 10;
 
 class DistOutlierDelay : public disttest_fixture::DistTrainFixture {
  protected:
@@ -45,12 +45,12 @@ class DistOutlierDelay : public disttest_fixture::DistTrainFixture {
 TEST_F(DistOutlierDelay, ResumeWithOutliersQueuedIsBitIdentical) {
   DIST_TEST_RANKS(2);
   ProcessGroups groups(disttest::test_comm(), 1, 2);
-  TrainOptions o = options(1, 2, Schedule::epp, kIters);
+  TrainOptions o = options(1, 2, Schedule::epp, kOutlierIters);
   o.groups = &groups;
   std::vector<double> whole;
   {
     Trainer t(o);
-    for (int64_t i = 0; i < kIters; ++i) whole.push_back(t.step().loss);
+    for (int64_t i = 0; i < kOutlierIters; ++i) whole.push_back(t.step().loss);
   }
   const std::string save = (dir_ / "ckpt").string();
   int64_t stopped = 0;
@@ -58,7 +58,7 @@ TEST_F(DistOutlierDelay, ResumeWithOutliersQueuedIsBitIdentical) {
     TrainOptions os = o;
     os.config.training.save = save;
     Trainer t(os);
-    while (stopped < kIters - 2) {
+    while (stopped < kOutlierIters - 2) {
       const double loss = t.step().loss;
       EXPECT_EQ(loss, whole[static_cast<size_t>(stopped)]) << "iteration " << stopped + 1;
       ++stopped;
@@ -72,7 +72,7 @@ TEST_F(DistOutlierDelay, ResumeWithOutliersQueuedIsBitIdentical) {
   Trainer t(ol);
   ASSERT_EQ(t.iteration(), stopped);
   EXPECT_GT(t.delayed_documents(), 0) << "the queue comes back from the checkpoint";
-  for (int64_t i = stopped; i < kIters; ++i)
+  for (int64_t i = stopped; i < kOutlierIters; ++i)
     EXPECT_EQ(t.step().loss, whole[static_cast<size_t>(i)]) << "resumed iteration " << i + 1;
 
   TrainOptions off = ol;

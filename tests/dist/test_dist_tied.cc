@@ -21,6 +21,7 @@
 #include "comm/mpi_groups.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
+#include "plan/schedule_table.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -28,7 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kIters = 3;
+constexpr int64_t kTiedIters = 3;
 constexpr const char* kEmbedding = "model.embed_tokens.weight";
 
 TEST(DistTiedLayout, EmbeddingGroupIsFirstAndLastStage) {
@@ -72,18 +73,19 @@ class DistTied : public disttest_fixture::DistTrainFixture {
 
   void expect_matches_one_process(int64_t pp, int64_t dp, Schedule schedule) {
     Comm& comm = disttest::test_comm();
-    const std::string what = fmt::format("tied pp {} dp {} {}", pp, dp, schedule_name(schedule));
-    Trainer ref_t(options(1, 1, Schedule::epp, kIters));
-    const Run ref = run(ref_t, kIters);
+    const std::string what =
+        fmt::format("tied pp {} dp {} {}", pp, dp, plan::schedule_name(schedule));
+    Trainer ref_t(options(1, 1, Schedule::epp, kTiedIters));
+    const Run ref = run(ref_t, kTiedIters);
 
     ProcessGroups groups(comm, pp, dp);
     int members = 0;
     if (groups.embedding_comm() != MPI_COMM_NULL) MPI_Comm_size(groups.embedding_comm(), &members);
     EXPECT_EQ(members, static_cast<int>(groups.layout().embedding_group_ranks().size())) << what;
-    TrainOptions o = options(pp, dp, schedule, kIters);
+    TrainOptions o = options(pp, dp, schedule, kTiedIters);
     o.groups = &groups;
     Trainer t(o);
-    const Run got = run(t, kIters);
+    const Run got = run(t, kTiedIters);
     expect_near_rel(got.losses, ref.losses, what + ": loss");
     expect_near_rel(got.grad_norms, ref.grad_norms, what + ": gradient norm");
     expect_weights_match(got, ref, what);

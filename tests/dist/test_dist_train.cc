@@ -23,6 +23,7 @@
 #include "data/synth.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
+#include "plan/schedule_table.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -40,7 +41,7 @@ class DistTrain : public disttest_fixture::DistTrainFixture {
 
   void expect_matches_one_process(int64_t pp, int64_t dp, Schedule schedule) {
     Comm& comm = disttest::test_comm();
-    const std::string what = fmt::format("pp {} dp {} {}", pp, dp, schedule_name(schedule));
+    const std::string what = fmt::format("pp {} dp {} {}", pp, dp, plan::schedule_name(schedule));
     // The reference: every rank trains the whole model alone (EPP: the schedule must not
     // matter either, and interleaved does not run on one rank).
     Trainer ref_t(options(1, 1, Schedule::epp, kIters));

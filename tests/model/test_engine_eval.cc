@@ -21,7 +21,7 @@ ModelConfig eval_config() {
   return tiny_model_config(3, 1024);
 }
 
-const std::vector<int64_t> kLengths = {300, 41, 7, 130};
+const std::vector<int64_t> kEvalLengths = {300, 41, 7, 130};
 
 // The chunks through `stages` engines with forward_eval, chunk by chunk: the loss sum and
 // predicted tokens; every gradient must stay zero and nothing may stay stashed.
@@ -63,10 +63,10 @@ std::pair<double, int64_t> eval_run(const ModelConfig& cfg,
 
 TEST(EngineEval, LossEqualsTrainingForwardUnderSlicingPackingAndStages) {
   const ModelConfig cfg = eval_config();
-  auto seqs = random_tokens(kLengths, static_cast<int32_t>(cfg.vocab_size - 1), 21);
+  auto seqs = random_tokens(kEvalLengths, static_cast<int32_t>(cfg.vocab_size - 1), 21);
   std::vector<ChunkSpec> whole;
-  for (size_t i = 0; i < kLengths.size(); ++i) {
-    whole.push_back({{{int64_t(i), 0, kLengths[i]}}, 0});
+  for (size_t i = 0; i < kEvalLengths.size(); ++i) {
+    whole.push_back({{{int64_t(i), 0, kEvalLengths[i]}}, 0});
   }
   const BatchResult train = batch_run(cfg, seqs, whole, {StageRange::whole(cfg)}, 9);
   const double want = train.loss * static_cast<double>(train.predicted);

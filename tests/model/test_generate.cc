@@ -24,9 +24,9 @@ using namespace infinipipe::testing;
 
 namespace {
 
-constexpr uint64_t kSeed = 11;
+constexpr uint64_t kGenerateSeed = 11;
 
-ModelConfig tiny_config() {
+ModelConfig generate_tiny_config() {
   return tiny_model_config(3, 300);  // more than one 256-key attention block
 }
 
@@ -35,7 +35,7 @@ ModelConfig tiny_config() {
 std::vector<float> training_forward_logits(const ModelConfig& cfg, ModelParams& whole,
                                            const std::vector<int32_t>& tokens) {
   MemoryTracker tracker;
-  StageEngine layers(cfg, {0, cfg.num_layers, true, false}, kSeed, tracker);
+  StageEngine layers(cfg, {0, cfg.num_layers, true, false}, kGenerateSeed, tracker);
   ChunkInput in;
   in.slices.push_back({0, 0, static_cast<int64_t>(tokens.size()), tokens});
   const ForwardOutput out = layers.forward(in, nullptr, 0, 1.0);
@@ -54,9 +54,9 @@ std::span<const float> row(const std::vector<float>& m, int64_t i, int64_t V) {
 
 class GenerateTest : public ::testing::Test {
  protected:
-  ModelConfig cfg_ = tiny_config();
+  ModelConfig cfg_ = generate_tiny_config();
   MemoryTracker tracker_;
-  ModelParams params_{cfg_, StageRange::whole(cfg_), kSeed, tracker_};
+  ModelParams params_{cfg_, StageRange::whole(cfg_), kGenerateSeed, tracker_};
   KvCacheDecoder decoder_{params_, tracker_, cfg_.max_positions()};
   std::vector<int32_t> prompt_ = random_tokens({9}, 36, 3)[0];
 
@@ -83,7 +83,7 @@ TEST_F(GenerateTest, CachedLogitsEqualTheTrainingForwardPositionByPosition) {
 
   // The training loss (the fused classifier) from the same tokens equals the cross-entropy of
   // the cached logits.
-  StageEngine engine(cfg_, StageRange::whole(cfg_), kSeed, tracker_);
+  StageEngine engine(cfg_, StageRange::whole(cfg_), kGenerateSeed, tracker_);
   ChunkInput in;
   in.slices.push_back({0, 0, 290, seq});
   const double loss = engine.forward(in, nullptr, 0, 1.0).loss_sum;
@@ -195,7 +195,7 @@ TEST_F(GenerateTest, BadInputsAreClearErrors) {
   EXPECT_THROW(small.forward(five), ConfigError);
   EXPECT_EQ(small.position(), 0) << "a refused forward caches nothing";
   EXPECT_THROW(KvCacheDecoder(params_, tracker_, 301), ConfigError);
-  ModelParams stage(cfg_, {0, 2, true, false}, kSeed, tracker_);
+  ModelParams stage(cfg_, {0, 2, true, false}, kGenerateSeed, tracker_);
   EXPECT_NE(error_text([&] { KvCacheDecoder d(stage, tracker_, 8); }).find("needs the whole model"),
             std::string::npos);
 }

@@ -13,7 +13,7 @@ namespace infinipipe {
 
 namespace {
 
-ModelConfig tiny_config() {
+ModelConfig params_tiny_config() {
   ModelConfig cfg = testing::tiny_model_config(4, 512);
   cfg.tie_embeddings = false;  // the model these tests were written for (Megatron-LM ties)
   cfg.vocab_size = 41;
@@ -23,7 +23,7 @@ ModelConfig tiny_config() {
 }  // namespace
 
 TEST(Params, NamesAndShapesFollowHuggingFace) {
-  ModelConfig cfg = tiny_config();
+  ModelConfig cfg = params_tiny_config();
   MemoryTracker tr;
   ModelParams p(cfg, StageRange::whole(cfg), 7, tr);
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -41,7 +41,7 @@ TEST(Params, NamesAndShapesFollowHuggingFace) {
 }
 
 TEST(Params, InitDependsOnlyOnSeedAndName) {
-  ModelConfig cfg = tiny_config();
+  ModelConfig cfg = params_tiny_config();
   MemoryTracker tr;
   ModelParams whole(cfg, StageRange::whole(cfg), 7, tr);
   ModelParams stage(cfg, {2, 2, false, true}, 7, tr);
@@ -63,7 +63,7 @@ TEST(Params, InitDependsOnlyOnSeedAndName) {
 }
 
 TEST(Params, MatricesAreNormalAndNormsAreOnes) {
-  ModelConfig cfg = tiny_config();
+  ModelConfig cfg = params_tiny_config();
   cfg.hidden_size = 256;
   cfg.num_attention_heads = 8;
   cfg.ffn_hidden_size = 512;
@@ -94,7 +94,7 @@ TEST(Params, MatricesAreNormalAndNormsAreOnes) {
 }
 
 TEST(Params, TiedHeadUsesTheEmbedding) {
-  ModelConfig cfg = tiny_config();
+  ModelConfig cfg = params_tiny_config();
   cfg.tie_embeddings = true;
   MemoryTracker tr;
   ModelParams p(cfg, StageRange::whole(cfg), 1, tr);
@@ -111,7 +111,7 @@ TEST(Params, TiedHeadUsesTheEmbedding) {
 }
 
 TEST(Params, BadRangeIsAConfigError) {
-  ModelConfig cfg = tiny_config();
+  ModelConfig cfg = params_tiny_config();
   MemoryTracker tr;
   EXPECT_THROW(ModelParams(cfg, {3, 2, false, true}, 1, tr), ConfigError);
 }

@@ -17,16 +17,14 @@
 #include "plan/planner.h"
 #include "plan/sequence_processor.h"
 #include "plan/stage_layout.h"
+#include "test_plan_util.h"
 
 namespace infinipipe::plan {
 namespace {
 
 using testing::example_config;
 using testing::example_lengths;
-
-int64_t max_of(const std::vector<int64_t>& v) {
-  return *std::max_element(v.begin(), v.end());
-}
+using testing::max_of;
 
 size_t chosen_index(const PlanExplain& ex) {
   size_t n = 0, at = 0;

@@ -12,6 +12,7 @@
 #include "explain_test_util.h"
 #include "plan/plan_explain.h"
 #include "plan/planner.h"
+#include "plan/schedule_table.h"
 
 namespace infinipipe::plan {
 namespace {

@@ -16,6 +16,10 @@
 
 namespace infinipipe::plan::testing {
 
+inline int64_t max_of(const std::vector<int64_t>& v) {
+  return *std::max_element(v.begin(), v.end());
+}
+
 inline Config small_config(int32_t pp, int32_t vpp = 1, int64_t layers = 8) {
   Config c;
   c.model.num_layers = layers;

@@ -10,6 +10,7 @@
 #include "plan/budget_error.h"
 #include "plan/planner.h"
 #include "plan/replica_balance.h"
+#include "plan/schedule_table.h"
 #include "plan/sequence_processor.h"
 #include "plan/validate.h"
 #include "test_plan_util.h"

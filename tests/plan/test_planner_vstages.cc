@@ -21,7 +21,7 @@ namespace {
 
 using testing::small_config;
 
-std::vector<int64_t> long_tail(std::mt19937& rng, int n, int64_t max_len) {
+std::vector<int64_t> vstage_long_tail(std::mt19937& rng, int n, int64_t max_len) {
   std::lognormal_distribution<double> body(6.0, 1.0);
   std::bernoulli_distribution is_long(0.1);
   std::uniform_int_distribution<int64_t> tail(max_len / 2, max_len);
@@ -51,7 +51,7 @@ TEST(PlannerVstages, AllowingVirtualStagesNeverSlowsThePlan) {
   std::mt19937 rng(5);
   for (int32_t pp : {2, 4})
     for (int trial = 0; trial < 3; ++trial) {
-      const auto lengths = long_tail(rng, 16 + 8 * trial, 16384);
+      const auto lengths = vstage_long_tail(rng, 16 + 8 * trial, 16384);
       const Config flat = vstage_config(pp, 1), allowed = vstage_config(pp, 4);
       const auto cm = cost::CostModel::from_config(flat);
       const PlanResult a = make_plan_detailed(flat, cm, lengths, Schedule::epp);
@@ -83,7 +83,7 @@ TEST(PlannerVstages, ExactVppIsTheTrainersPlanOnThatLayout) {
       Config exact = vstage_config(pp, v);
       exact.parallel.epp_exact_vpp = true;
       const auto cm = cost::CostModel::from_config(exact);
-      const auto lengths = long_tail(rng, 24, 16384);
+      const auto lengths = vstage_long_tail(rng, 24, 16384);
       const PlanResult a = make_plan_detailed(exact, cm, lengths, Schedule::epp);
       SCOPED_TRACE(::testing::Message() << "pp " << pp << " vpp " << v);
       EXPECT_EQ(a.plan.vpp, v);
@@ -106,7 +106,7 @@ TEST(PlannerVstages, ForcedLayoutFixesVppAndTightBudgetsSliceAndRecompute) {
     Config cfg = vstage_config(pp, 2);
     cfg.parallel.stage_layers.assign(size_t(pp) * 2, 16 / (pp * 2));
     const auto cm = cost::CostModel::from_config(cfg);
-    const auto lengths = long_tail(rng, 32, 16384);
+    const auto lengths = vstage_long_tail(rng, 32, 16384);
     const PlanResult roomy = make_plan_detailed(cfg, cm, lengths, Schedule::epp);
     ASSERT_EQ(roomy.plan.vpp, 2);
     // A budget a quarter of the way from the least that fits to the roomy plan's peak.

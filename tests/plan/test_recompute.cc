@@ -12,15 +12,12 @@
 namespace infinipipe::plan {
 namespace {
 
+using testing::max_of;
 using testing::plan_random;
 using testing::small_config;
 
 MemoryContext memory_of(const Config& cfg, int64_t budget) {
   return plan_memory_context(cfg, budget);
-}
-
-int64_t max_of(const std::vector<int64_t>& v) {
-  return *std::max_element(v.begin(), v.end());
 }
 
 // A random hand-made problem: items with decreasing memory and increasing time in r.

@@ -14,12 +14,9 @@
 namespace infinipipe::plan {
 namespace {
 
+using testing::max_of;
 using testing::plan_random;
 using testing::small_config;
-
-int64_t max_of(const std::vector<int64_t>& v) {
-  return *std::max_element(v.begin(), v.end());
-}
 
 // Recompute problems of random long-tail plans at budgets between the leanest and the fattest
 // choice; each with its brute-force optimum when that is small enough to enumerate.

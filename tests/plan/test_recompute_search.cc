@@ -16,7 +16,7 @@ namespace {
 // Items whose held bytes fall with r and whose backward transient may rise past them (the
 // working set of a recomputed layer), so a point's least value is not always at the most
 // recompute. Points hold random terms, some the same item's held and transient both.
-RecomputeProblem random_problem(std::mt19937& rng, int groups, int items, int points) {
+RecomputeProblem random_search_problem(std::mt19937& rng, int groups, int items, int points) {
   RecomputeProblem pb;
   testing::random_recompute_items(rng, pb, groups, items, true);
   std::uniform_int_distribution<int64_t> bytes(10, 100);
@@ -67,7 +67,7 @@ TEST(RecomputeSearch, NeverFitsOnlyWhereNoChoiceFits) {
   std::mt19937 rng(5);
   int hopeless = 0, least_below_the_maximum = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    RecomputeProblem pb = random_problem(rng, 4, 6, 6);
+    RecomputeProblem pb = random_search_problem(rng, 4, 6, 6);
     const int64_t lean = recompute_min_budget(pb);
     pb.budget = lean + std::uniform_int_distribution<int64_t>(-60, 60)(rng);
     // Some point over budget at every choice, by enumeration.
@@ -104,7 +104,7 @@ TEST(RecomputeSearch, PointsNoChoicePutsOverBudgetChangeNothingInTheRepair) {
   std::mt19937 rng(7);
   int dropped_some = 0, repaired = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    RecomputeProblem pb = random_problem(rng, 4, 6, 10);
+    RecomputeProblem pb = random_search_problem(rng, 4, 6, 10);
     const int64_t lean = recompute_min_budget(pb);
     const int64_t fat = max_peak(pb, std::vector<int32_t>(pb.group_max.size(), 0));
     pb.budget = std::min(lean, fat) +

@@ -7,6 +7,7 @@
 #include "plan/schedule.h"
 #include "plan/schedule_memory.h"
 #include "plan/schedule_replay.h"
+#include "plan/schedule_table.h"
 #include "plan/validate.h"
 #include "test_plan_util.h"
 

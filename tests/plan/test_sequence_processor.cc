@@ -14,7 +14,7 @@ namespace {
 using testing::small_config;
 
 // Long-tail batch: mostly short sequences, a few long ones up to `max_len`.
-std::vector<int64_t> long_tail(std::mt19937& rng, int n, int64_t max_len) {
+std::vector<int64_t> processor_long_tail(std::mt19937& rng, int n, int64_t max_len) {
   std::lognormal_distribution<double> body(6.5, 1.0);
   std::uniform_int_distribution<int64_t> tail(max_len / 4, max_len);
   std::bernoulli_distribution is_long(0.06);
@@ -87,7 +87,7 @@ TEST(SequenceProcessor, RandomWorkloadsAreWellFormed) {
   std::mt19937 rng(7);
   int sliced = 0, relaxed = 0;
   for (int trial = 0; trial < 25; ++trial) {
-    const auto lengths = long_tail(rng, 20 + trial * 7, 4096 << (trial % 5));
+    const auto lengths = processor_long_tail(rng, 20 + trial * 7, 4096 << (trial % 5));
     for (int32_t k : {1, 2, 3, 5, 8, 16}) {
       const auto r = sequence_process(lengths, k, cm, st, 1024);
       SCOPED_TRACE(::testing::Message() << "trial " << trial << " k " << k);
@@ -115,7 +115,7 @@ TEST(SequenceProcessor, TailBucketsFillBeforeEmptyOnes) {
   std::mt19937 rng(31);
   int hybrids_with_shorts = 0;
   for (int trial = 0; trial < 20; ++trial) {
-    const auto lengths = long_tail(rng, 60 + trial * 5, 16384 << (trial % 3));
+    const auto lengths = processor_long_tail(rng, 60 + trial * 5, 16384 << (trial % 3));
     for (int32_t k : {2, 4, 8}) {
       const auto r = sequence_process(lengths, k, cm, st, 1024);
       SCOPED_TRACE(::testing::Message() << "trial " << trial << " k " << k);

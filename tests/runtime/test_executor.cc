@@ -24,6 +24,7 @@
 #include "plan/budget_error.h"
 #include "plan/planner.h"
 #include "plan/schedule.h"
+#include "plan/schedule_table.h"
 #include "plan/stage_layout.h"
 #include "plan/validate.h"
 #include "runtime/executor.h"
@@ -172,16 +173,17 @@ TEST_F(Executor, EveryScheduleAtOneStageMatchesWholeSequences) {
     const auto cm = cost::CostModel::from_config(cfg);
     const LossGrads want = reference_run(cfg.model, seqs, 7);
     const plan::Plan p = plan::make_plan(cfg, cm, kLengths);
-    EXPECT_EQ(p.schedule, schedule_name(sched));
+    EXPECT_EQ(p.schedule, plan::schedule_name(sched));
     if (sched == Schedule::seq1f1b) {
       EXPECT_TRUE(plan_shape(p).split);
     }
-    expect_same_maths(plan_run(cfg, p, seqs), want, schedule_name(sched));
+    expect_same_maths(plan_run(cfg, p, seqs), want, plan::schedule_name(sched));
     // A static recompute of every layer changes nothing either.
     cfg.parallel.recompute_granularity = RecomputeGranularity::full;
     const plan::Plan full = plan::make_plan(cfg, cm, kLengths);
     EXPECT_GT(plan_shape(full).recompute, 0);
-    expect_same_maths(plan_run(cfg, full, seqs), want, std::string(schedule_name(sched)) + " full");
+    expect_same_maths(plan_run(cfg, full, seqs), want,
+                      std::string(plan::schedule_name(sched)) + " full");
   }
 }
 
@@ -196,7 +198,8 @@ TEST_F(Executor, TwoStagePlansInProcessMatchWholeSequences) {
     const LossGrads want = reference_run(cfg.model, seqs, 7);
     const plan::Plan p = plan::make_plan(cfg, cm, kLengths);
     ASSERT_EQ(p.actions.size(), 2u);
-    expect_same_maths(plan_run(cfg, p, seqs), want, std::string("pp=2 ") + schedule_name(sched));
+    expect_same_maths(plan_run(cfg, p, seqs), want,
+                      std::string("pp=2 ") + plan::schedule_name(sched));
   }
 }
 

@@ -22,6 +22,7 @@
 #include "data/synth.h"
 #include "obs/profile.h"
 #include "plan/plan_json.h"
+#include "plan/schedule_table.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -237,10 +238,10 @@ TEST_F(TrainTest, EveryScheduleTrainsAndRecordsActionTimings) {
   for (Schedule s : {Schedule::one_f_one_b, Schedule::gpipe, Schedule::seq1f1b}) {
     TrainOptions o = options(2);
     o.config.parallel.schedule = s;
-    o.timings_path = (dir_ / fmt::format("timings_{}.jsonl", schedule_name(s))).string();
+    o.timings_path = (dir_ / fmt::format("timings_{}.jsonl", plan::schedule_name(s))).string();
     const auto it = train_run(o);
     ASSERT_EQ(it.size(), 2u);
-    EXPECT_EQ(it[0].schedule, schedule_name(s));
+    EXPECT_EQ(it[0].schedule, plan::schedule_name(s));
     EXPECT_TRUE(std::isfinite(it[1].loss));
     // Every action of the plan, measured, next to its prediction.
     std::ifstream f(o.timings_path);

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "plan/budget_error.h"
 #include "plan/planner.h"
+#include "plan/schedule_table.h"
 #include "sim/layout_search_report.h"
 #include "sim/simulator.h"
 
@@ -64,6 +65,7 @@ std::optional<double> planned_tokens_per_s(const Config& base, const Layout& l,
   cfg.parallel.epp_exact_vpp = true;  // a layout's vpp, as the search ranks it
   try {
     cfg.validate();
+    plan::schedule_check_layout(cfg.parallel);
   } catch (const ConfigError&) {
     return std::nullopt;
   }
@@ -113,10 +115,9 @@ void expect_search_is_the_exhaustive_best(int64_t devices, int64_t per_node) {
     if (per_node % u != 0 || devices % u != 0) continue;
     for (int64_t pp = 1; pp <= devices / u; ++pp) {
       if ((devices / u) % pp != 0) continue;
-      for (Schedule s : {Schedule::epp, Schedule::one_f_one_b, Schedule::interleaved,
-                         Schedule::gpipe, Schedule::seq1f1b})
+      for (const plan::ScheduleRow& row : plan::schedule_table())
         for (int64_t vpp = 1; vpp <= cfg.model.num_layers; ++vpp) {
-          const Layout l{pp, vpp, u, devices / u / pp, s};
+          const Layout l{pp, vpp, u, devices / u / pp, row.id};
           const std::optional<double> tps = planned_tokens_per_s(cfg, l, batches);
           if (!tps) continue;
           ++feasible;
@@ -170,10 +171,10 @@ TEST(LayoutSearch, PrunedSearchKeepsTheExhaustiveBest) {
         ASSERT_NE(pruned.best(), nullptr) << where;
         EXPECT_EQ(pruned.best()->layout, full.best()->layout) << where;
         EXPECT_EQ(pruned.best()->tokens_per_s, full.best()->tokens_per_s) << where;
-        EXPECT_EQ(layout_search_json(pruned, space_of(cfg)).dump(),
-                  layout_search_json(layout_search(cfg, cm, space_of(cfg, 3), batches),
-                                     space_of(cfg))
-                      .dump())
+        EXPECT_EQ(
+            layout_search_json(pruned, space_of(cfg)).dump(),
+            layout_search_json(layout_search(cfg, cm, space_of(cfg, 3), batches), space_of(cfg))
+                .dump())
             << where;
         for (const LayoutResult& x : full.ranked) {
           EXPECT_TRUE(x.evaluated);
@@ -202,7 +203,8 @@ TEST(LayoutSearch, PrunedSearchKeepsTheExhaustiveBest) {
           }
           // Its bound before planning, or after planning its slowest replicas first.
           EXPECT_EQ(x.reason.rfind("not evaluated: at most ", 0), 0u) << x.reason;
-          const std::string tail = fmt::format("below the best {:.0f}", pruned.best()->tokens_per_s);
+          const std::string tail =
+              fmt::format("below the best {:.0f}", pruned.best()->tokens_per_s);
           EXPECT_EQ(x.reason.substr(x.reason.size() - tail.size()), tail) << x.reason;
         }
       }
@@ -330,9 +332,6 @@ TEST(LayoutSearch, FixedDegreesAndBadInputAreClearErrors) {
   s.dp = 3;
   EXPECT_THROW(layout_candidates(cfg, s), ConfigError);
   EXPECT_THROW(layout_search(cfg, cm, space_of(cfg), {}), ConfigError);
-  EXPECT_TRUE(schedule_takes_virtual_stages(Schedule::interleaved));
-  EXPECT_TRUE(schedule_needs_virtual_stages(Schedule::interleaved));
-  EXPECT_FALSE(schedule_needs_virtual_stages(Schedule::epp));
 }
 
 }  // namespace
