@@ -12,10 +12,10 @@ build: deps
 	cmake --preset release
 	cmake --build --preset release -j $(JOBS)
 
-# The whole suite, then the short fuzz run of every parser (clang's libFuzzer; build-fuzz/).
-test: build
-	ctest --preset release -j $(JOBS) --timeout 600
-	$(MAKE) fuzz-smoke
+# The whole suite, then the short fuzz run of every parser (clang's libFuzzer; build-fuzz/), and
+# the time of each phase (scripts/test.sh).
+test:
+	JOBS=$(JOBS) bash scripts/test.sh
 
 demo: build
 	bash scripts/demo.sh
@@ -33,8 +33,9 @@ fuzz-build: deps
 fuzz: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
 
-# What every test run affords: each target over its seeds and saved reproducers, then 20000
-# inputs each from seed 1 (bounded by count, not time; a few seconds per target).
+# What every test run affords (`make test` runs the same): each target over its seeds and saved
+# reproducers, then 20000 inputs each from seed 1 (bounded by count, not time; a few seconds per
+# target).
 fuzz-smoke: fuzz-build
 	ctest --test-dir build-fuzz -L fuzz --output-on-failure
 	FUZZ_RUNS=20000 bash scripts/fuzz.sh

@@ -7,10 +7,10 @@
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
-#include "cli/megatron_defaults.h"
-#include "cli/options.h"
 #include "core/error.h"
 #include "core/parallel_auto.h"
+#include "options/megatron_defaults.h"
+#include "options/options.h"
 #include "plan/schedule_table.h"
 
 namespace infinipipe::cli {
@@ -21,20 +21,21 @@ void add_config_command(CLI::App& app) {
 
   CLI::App* show = config->add_subcommand(
       "show", "print the fully resolved configuration (defaults < --config file < flags) as YAML");
-  auto show_opts = add_config_options(show);
+  auto show_opts = options::add_config_options(show);
   auto diff = std::make_shared<bool>(false);
   show->add_flag("--diff-megatron", *diff,
                  "list the options whose value differs from Megatron-LM's default, and why "
                  "(docs/megatron.md)");
   show->callback([show_opts, diff] {
     // An auto degree is train's to choose: shown as auto, the rest checked as train checks it.
-    const Config raw = resolve_config(*show_opts, Config{}, false);
-    const Config cfg =
-        parallel_has_auto(raw.parallel) ? validate_keeping_auto(raw) : resolve_config(*show_opts);
+    const Config raw = options::resolve_config(*show_opts, Config{}, false);
+    const Config cfg = parallel_has_auto(raw.parallel) ? validate_keeping_auto(raw)
+                                                       : options::resolve_config(*show_opts);
     if (*diff)
-      fmt::print("{}", format_default_differences(megatron_default_differences(cfg)));
+      fmt::print("{}",
+                 options::format_default_differences(options::megatron_default_differences(cfg)));
     else
-      fmt::print("{}", config_to_yaml(cfg));
+      fmt::print("{}", options::config_to_yaml(cfg));
   });
 
   CLI::App* check = config->add_subcommand("check", "validate a YAML configuration file");
@@ -46,7 +47,7 @@ void add_config_command(CLI::App& app) {
     std::stringstream ss;
     ss << in.rdbuf();
     Config cfg;
-    apply_yaml(cfg, ss.str(), *file);
+    options::apply_yaml(cfg, ss.str(), *file);
     if (parallel_has_auto(cfg.parallel)) {
       validate_keeping_auto(cfg);
       fmt::print("{}: ok (its auto degrees are chosen by train's layout search)\n", *file);

@@ -13,11 +13,11 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "cli/options.h"
 #include "core/error.h"
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
+#include "options/options.h"
 #include "plan/model_states.h"
 #include "plan/planner.h"
 #include "plan/schedule_memory.h"
@@ -127,10 +127,10 @@ void add_cost_command(CLI::App& app) {
   cmd->add_option("--context", opts->context, "context (earlier tokens) of every chunk");
   cmd->add_option("--write-calibration", opts->write_calibration,
                   "save the coefficients in use as a calibration JSON file");
-  auto config = add_config_options(cmd);
+  auto config = options::add_config_options(cmd);
   cmd->callback([opts, config] {
     if (opts->context < 0) fail_config("--context must be >= 0, got {}", opts->context);
-    run_cost(resolve_config(*config), *opts);
+    run_cost(options::resolve_config(*config), *opts);
   });
 }
 

@@ -13,11 +13,11 @@
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
-#include "cli/options.h"
 #include "cli/workload.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
+#include "options/options.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "report/gantt_svg.h"
@@ -98,7 +98,7 @@ void add_plan_command(CLI::App& app) {
                 "save it in the plan JSON's \"explain\" field");
   auto search = add_search_layout_options(cmd);
   auto load = add_workload_options(cmd);
-  auto config = add_config_options(cmd);
+  auto config = options::add_config_options(cmd);
   auto out_option = cmd->get_option("--out");
   cmd->callback([out, svg, threads, explain, search, load, config, out_option] {
     if (search->asked("--search-layout")) {
@@ -110,7 +110,7 @@ void add_plan_command(CLI::App& app) {
       layout_search_run(*search, *config, load, out_option->count() > 0 ? *out : "");
       return;
     }
-    const Config cfg = resolve_config(*config);
+    const Config cfg = options::resolve_config(*config);
     const cost::CostModel cm = obs::planning_cost_model(cfg);
     const Workload w = load.share(cfg, cm);
     if (!w.delay_note.empty()) fmt::print("{}\n", w.delay_note);

@@ -11,12 +11,12 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "cli/options.h"
 #include "core/error.h"
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
 #include "obs/profile_link.h"
+#include "options/options.h"
 
 namespace infinipipe::cli {
 namespace {
@@ -149,8 +149,8 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--threads", opts->threads,
                   "OpenMP threads while timing (0 = OMP_NUM_THREADS or all cores); time with "
                   "the threads training will use");
-  auto config = add_config_options(cmd);
-  cmd->callback([opts, config] { run_profile(resolve_config(*config), *opts); });
+  auto config = options::add_config_options(cmd);
+  cmd->callback([opts, config] { run_profile(options::resolve_config(*config), *opts); });
 }
 
 }  // namespace infinipipe::cli

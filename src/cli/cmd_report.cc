@@ -10,10 +10,10 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "cli/options.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
+#include "options/options.h"
 #include "report/run_compare.h"
 #include "report/run_html.h"
 #include "report/run_replicas.h"
@@ -42,7 +42,7 @@ void run_report(const ReportArgs& a) {
         a.dir, a.dir);
   }
   Config cfg;
-  apply_yaml(cfg, trace.config_yaml, a.dir + "/config.yaml");
+  options::apply_yaml(cfg, trace.config_yaml, a.dir + "/config.yaml");
   cfg.validate();
   // The cost model train planned with (the engine's memory terms), so predictions are the plan's.
   const cost::CostModel cost = obs::engine_cost_model(cfg);

@@ -16,10 +16,10 @@
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
-#include "cli/options.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
+#include "options/options.h"
 #include "plan/budget_error.h"
 #include "plan/plan_json.h"
 #include "plan/planner.h"
@@ -274,7 +274,7 @@ void add_simulate_command(CLI::App& app) {
   CLI::Option* search_out_option =
       cmd->add_option("--out", *search_out, "with --search-layout: write the ranking as JSON");
   auto load = add_workload_options(cmd);
-  auto config = add_config_options(cmd);
+  auto config = options::add_config_options(cmd);
   cmd->callback([cmd, compare, plan_file, breakdown, paper, search, search_out, search_out_option,
                  load, config] {
     if (search->asked("--search-layout")) {
@@ -290,7 +290,7 @@ void add_simulate_command(CLI::App& app) {
     }
     if (search_out_option->count() > 0)
       fail_config("simulate --out writes the --search-layout ranking: add --search-layout");
-    const Config cfg = resolve_config(*config);
+    const Config cfg = options::resolve_config(*config);
     const cost::CostModel cm = obs::planning_cost_model(cfg);
     const bool paper_flags = std::any_of(paper->options.begin(), paper->options.end(),
                                          [](const CLI::Option* o) { return o->count() > 0; });

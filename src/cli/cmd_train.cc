@@ -15,7 +15,6 @@
 #include "ckpt/hf_folder.h"
 
 #include "cli/commands.h"
-#include "cli/options.h"
 #include "cli/train_auto_layout.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpi_groups.h"
@@ -23,6 +22,7 @@
 #include "comm/mpi_watchdog.h"
 #include "core/error.h"
 #include "obs/trace.h"
+#include "options/options.h"
 #include "plan/schedule_table.h"
 #include "runtime/train.h"
 
@@ -31,7 +31,7 @@ namespace infinipipe::cli {
 namespace {
 
 struct TrainArgs {
-  std::shared_ptr<ConfigOptions> config;
+  std::shared_ptr<options::ConfigOptions> config;
   std::string metrics;
   std::string log_dir;
   std::string timings;
@@ -53,8 +53,8 @@ std::string hf_start_folder(const TrainingConfig& tc) {
 
 // What the run's options apply to: the defaults, or, starting from a Hugging Face folder, the
 // model its config.json defines (`folder` names it, else empty).
-Config train_defaults(const ConfigOptions& options, std::string& folder) {
-  const Config user = resolve_config(options, Config{}, false);
+Config train_defaults(const options::ConfigOptions& options, std::string& folder) {
+  const Config user = options::resolve_config(options, Config{}, false);
   folder = hf_start_folder(user.training);
   Config base;
   if (folder.empty()) return base;
@@ -66,11 +66,11 @@ Config train_defaults(const ConfigOptions& options, std::string& folder) {
 
 // The run's configuration. Starting from a Hugging Face folder, its config.json defines the
 // model: model flags may repeat it but not contradict it.
-Config resolve_train_config(const ConfigOptions& options) {
+Config resolve_train_config(const options::ConfigOptions& options) {
   std::string folder;
   const Config base = train_defaults(options, folder);
-  if (folder.empty()) return resolve_config(options);
-  const Config cfg = resolve_config(options, base);
+  if (folder.empty()) return options::resolve_config(options);
+  const Config cfg = options::resolve_config(options, base);
   const std::vector<std::string> diff = checkpoint_model_diff(base.model, cfg.model);
   if (!diff.empty()) {
     fail_config(
@@ -85,7 +85,7 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
   runtime::TrainOptions opts;
   opts.config = resolve_train_config(*a.config);
   runtime::train_check_config(opts.config, groups ? groups->layout().world_size() : 1);
-  opts.config_yaml = config_to_yaml(opts.config);
+  opts.config_yaml = options::config_to_yaml(opts.config);
   opts.metrics_path = runtime::train_metrics_path(a.metrics, a.log_dir, opts.config.training.save);
   opts.timings_path = a.timings;
   opts.trace_dir = a.trace;
@@ -190,7 +190,7 @@ void add_train_command(CLI::App& app) {
       "train the model: each global batch is planned (EPP by default, --schedule to change) "
       "under --memory-budget and executed, in one process or under `mpirun -np N` with N = "
       "pp x dp; --save/--load checkpoint and resume (any pp/dp layout)");
-  args->config = add_config_options(cmd);
+  args->config = options::add_config_options(cmd);
   cmd->add_option("--metrics", args->metrics,
                   "JSON-lines file to append per-iteration metrics to (default: "
                   "LOG_DIR/metrics.jsonl, else SAVE/metrics.jsonl)");

@@ -2,7 +2,7 @@
 // Exit codes: 0 success, 2 usage/configuration error, 1 runtime failure.
 #pragma once
 
-#include "cli/cli11_fwd.h"
+#include "options/cli11_fwd.h"
 
 namespace infinipipe::cli {
 

@@ -112,9 +112,9 @@ Config validate_keeping_auto(const Config& raw) {
   return out;
 }
 
-Config layout_search_base(const ConfigOptions& options, const Config& defaults, int64_t devices,
-                          sim::LayoutSpace& space) {
-  const Config raw = resolve_config(options, defaults, false);
+Config layout_search_base(const options::ConfigOptions& options, const Config& defaults,
+                          int64_t devices, sim::LayoutSpace& space) {
+  const Config raw = options::resolve_config(options, defaults, false);
   const ParallelConfig& p = raw.parallel;
   if (devices == 0) devices = raw.cluster.num_devices;
   if (devices == 0) {
@@ -142,7 +142,7 @@ Config layout_search_base(const ConfigOptions& options, const Config& defaults, 
   return base;
 }
 
-void layout_search_run(const SearchLayoutArgs& args, const ConfigOptions& options,
+void layout_search_run(const SearchLayoutArgs& args, const options::ConfigOptions& options,
                        const WorkloadLoader& load, const std::string& json_out) {
   if (args.iterations < 1)
     fail_config("--search-iterations must be >= 1 (global batches to sample), got {}",

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli11_fwd.h"
+#include "options/cli11_fwd.h"
 
-#include "cli/options.h"
 #include "cli/workload.h"
 #include "core/config.h"
+#include "options/options.h"
 #include "sim/layout_search.h"
 
 namespace infinipipe::cli {
@@ -49,12 +49,12 @@ Config validate_keeping_auto(const Config& raw);
 // The configuration to search from: every option but the layout's, validated at the trivial
 // layout of one device; `space` gets the cluster: `devices` when > 0, else --num-devices, else
 // pp x ulysses x dp of the flags; --devices-per-node, else one node.
-Config layout_search_base(const ConfigOptions& options, const Config& defaults, int64_t devices,
-                          sim::LayoutSpace& space);
+Config layout_search_base(const options::ConfigOptions& options, const Config& defaults,
+                          int64_t devices, sim::LayoutSpace& space);
 
 // Samples the workload's batches, searches every layout of `space` and prints the ranking;
 // writes it as JSON to `json_out` unless empty.
-void layout_search_run(const SearchLayoutArgs& args, const ConfigOptions& options,
+void layout_search_run(const SearchLayoutArgs& args, const options::ConfigOptions& options,
                        const WorkloadLoader& load, const std::string& json_out);
 
 }  // namespace infinipipe::cli

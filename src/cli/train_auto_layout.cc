@@ -43,7 +43,7 @@ int64_t searched(int64_t degree) {
   return degree == kAutoDegree ? 0 : degree;
 }
 
-ChosenLayout search(const std::shared_ptr<ConfigOptions>& options, const Config& defaults,
+ChosenLayout search(const std::shared_ptr<options::ConfigOptions>& options, const Config& defaults,
                     const Config& raw, const TrainAutoLayout& how,
                     std::vector<cost::RankHost> hosts) {
   const ParallelConfig& p = raw.parallel;
@@ -115,10 +115,10 @@ std::vector<std::vector<int64_t>> train_search_batches(const Config& cfg, int64_
   return batches;
 }
 
-std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
-    const std::shared_ptr<ConfigOptions>& options, const Config& defaults,
+std::shared_ptr<options::ConfigOptions> train_resolve_auto_layout(
+    const std::shared_ptr<options::ConfigOptions>& options, const Config& defaults,
     const TrainAutoLayout& how) {
-  Config raw = resolve_config(*options, defaults, false);
+  Config raw = options::resolve_config(*options, defaults, false);
   // As Megatron-LM derives dp from the world and pp, an auto pp leaves a dp the options do not
   // give to the search too (and the other way round); a degree given as a number stays fixed.
   int64_t ParallelConfig::*const pair[] = {&ParallelConfig::pipeline_parallel,
@@ -127,7 +127,7 @@ std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
     if (raw.parallel.*pair[k] != kAutoDegree || raw.parallel.*pair[1 - k] == kAutoDegree) continue;
     Config probe = defaults;
     probe.parallel.*pair[1 - k] = kAutoDegree;
-    if (resolve_config(*options, probe, false).parallel.*pair[1 - k] == kAutoDegree)
+    if (options::resolve_config(*options, probe, false).parallel.*pair[1 - k] == kAutoDegree)
       raw.parallel.*pair[1 - k] = kAutoDegree;
   }
   if (!parallel_has_auto(raw.parallel)) {
@@ -141,7 +141,7 @@ std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
   std::vector<cost::RankHost> hosts = how.hosts ? how.hosts() : std::vector<cost::RankHost>{};
   if (how.searcher) chosen = search(options, defaults, raw, how, std::move(hosts));
   if (how.share) how.share(chosen);
-  auto out = std::make_shared<ConfigOptions>(*options);
+  auto out = std::make_shared<options::ConfigOptions>(*options);
   const ParallelConfig& p = raw.parallel;
   const std::pair<int64_t, const char*> degrees[] = {
       {p.pipeline_parallel, "pipeline-model-parallel-size"},

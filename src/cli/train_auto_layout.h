@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "cli/options.h"
 #include "cost/core_sharing.h"
+#include "options/options.h"
 
 namespace infinipipe::cli {
 
@@ -44,8 +44,8 @@ std::vector<std::vector<int64_t>> train_search_batches(const Config& cfg, int64_
 // searched too, and the other way round (Megatron derives dp from the world); degrees given as
 // numbers are fixed. `defaults` is what the flags apply to (the model
 // of a Hugging Face folder the run starts from).
-std::shared_ptr<ConfigOptions> train_resolve_auto_layout(
-    const std::shared_ptr<ConfigOptions>& options, const Config& defaults,
+std::shared_ptr<options::ConfigOptions> train_resolve_auto_layout(
+    const std::shared_ptr<options::ConfigOptions>& options, const Config& defaults,
     const TrainAutoLayout& how);
 
 }  // namespace infinipipe::cli

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli11_fwd.h"
+#include "options/cli11_fwd.h"
 
 #include "core/config.h"
 #include "cost/cost_model.h"

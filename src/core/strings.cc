@@ -1,34 +1,45 @@
 #include "core/strings.h"
 
 #include <algorithm>
-#include <numeric>
+#include <cstdint>
+#include <cstdlib>
 
 namespace infinipipe {
 
-int edit_distance(std::string_view a, std::string_view b) {
-  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
-  std::iota(prev.begin(), prev.end(), 0);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = static_cast<int>(i);
-    for (size_t j = 1; j <= b.size(); ++j) {
-      int sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+int edit_distance(std::string_view a, std::string_view b, int limit) {
+  limit = std::max(limit, 0);
+  const int64_t la = static_cast<int64_t>(a.size()), lb = static_cast<int64_t>(b.size());
+  if (std::abs(la - lb) > limit) return limit + 1;
+  // Only cells within `limit` of the diagonal can stay within the limit (Ukkonen's band).
+  const int far = limit + 1;
+  std::vector<int> prev(b.size() + 1, far), cur(b.size() + 1, far);
+  for (int64_t j = 0; j <= std::min<int64_t>(lb, limit); ++j) prev[j] = static_cast<int>(j);
+  for (int64_t i = 1; i <= la; ++i) {
+    const int64_t lo = std::max<int64_t>(1, i - limit), hi = std::min<int64_t>(lb, i + limit);
+    std::fill(cur.begin(), cur.end(), far);
+    if (i <= limit) cur[0] = static_cast<int>(i);
+    int row_min = cur[0];
+    for (int64_t j = lo; j <= hi; ++j) {
+      const int sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub, far});
+      row_min = std::min(row_min, cur[j]);
     }
+    if (row_min > limit) return limit + 1;
     std::swap(prev, cur);
   }
-  return prev[b.size()];
+  return std::min(prev[b.size()], far);
 }
 
 std::string nearest_word(std::string_view word, const std::vector<std::string>& candidates) {
+  // Accept up to a third of the word mistyped (at least 2 edits), else the hint would mislead.
+  const int allowed = static_cast<int>(std::max<size_t>(2, word.size() / 3));
   std::string best;
-  int best_d = 1 << 30;
+  int best_d = allowed + 1;
   for (const std::string& c : candidates) {
-    int d = edit_distance(word, c);
+    const int d = edit_distance(word, c, best_d - 1);
     if (d < best_d) best_d = d, best = c;
   }
-  // Accept up to a third of the word mistyped (at least 2 edits), else the hint would mislead.
-  int allowed = std::max<int>(2, static_cast<int>(word.size()) / 3);
-  return best_d <= allowed ? best : std::string();
+  return best;
 }
 
 }  // namespace infinipipe

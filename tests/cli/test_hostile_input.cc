@@ -10,15 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_dir_test.h"
-#include "cli/options.h"
 #include "cli/run_cli.h"
 #include "core/error.h"
+#include "options/options.h"
 
 namespace infinipipe::cli {
 namespace {
 
 Config parse_flags(const std::vector<std::string>& args) {
-  return resolve_config_args(args);
+  return options::resolve_config_args(args);
 }
 
 TEST(HostileOptions, BooleanFlagsHonourTheirValue) {
@@ -41,7 +41,7 @@ TEST(HostileOptions, YamlComplexKeysAreConfigErrors) {
   Config cfg;
   for (const char* text : {"? [a, b]\n: 1\n", "? {a: 1}\n: 2\n", "[1, 2]: 3\n"}) {
     try {
-      apply_yaml(cfg, text, "bad.yaml");
+      options::apply_yaml(cfg, text, "bad.yaml");
       ADD_FAILURE() << "accepted: " << text;
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("bad.yaml"), std::string::npos) << e.what();

@@ -8,13 +8,13 @@
 #include <map>
 #include <sstream>
 
-#include "cli/megatron_defaults.h"
-#include "cli/megatron_flags.h"
-#include "cli/options.h"
+#include "options/megatron_defaults.h"
+#include "options/megatron_flags.h"
+#include "options/options.h"
 #include "cli/run_cli.h"
 #include "core/error.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 namespace {
 
 Config parse_quiet(const std::vector<std::string>& args,
@@ -228,9 +228,9 @@ TEST(MegatronFlags, ConfigShowDiffMegatron) {
 }
 
 }  // namespace
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 namespace {
 
 // docs/megatron.md holds the rendered table between two markers; INFINIPIPE_UPDATE_DOCS=1
@@ -256,4 +256,4 @@ TEST(MegatronFlags, DocsPageHasTheTable) {
 }
 
 }  // namespace
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

@@ -3,11 +3,11 @@
 #include <cstdio>
 #include <fstream>
 
-#include "cli/options.h"
+#include "options/options.h"
 #include "cli/run_cli.h"
 #include "core/error.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 namespace {
 
 Config parse(const std::vector<std::string>& args) {
@@ -180,4 +180,4 @@ TEST(Cli, ConfigShowAndUsageErrors) {
 }
 
 }  // namespace
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

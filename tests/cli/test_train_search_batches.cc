@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/options.h"
+#include "options/options.h"
 #include "cli/run_cli.h"
 #include "cli/train_auto_layout.h"
 #include "common/test_temp.h"
@@ -48,7 +48,7 @@ class TrainSearchBatches : public ::testing::Test {
     std::ifstream in(yaml_);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     Config cfg;
-    cli::apply_yaml(cfg, text + more, yaml_);
+    options::apply_yaml(cfg, text + more, yaml_);
     cfg.validate();
     return cfg;
   }

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "cli/options.h"
+#include "options/options.h"
 #include "core/config.h"
 
 namespace infinipipe::testing {
@@ -16,7 +16,7 @@ inline Config example_config(const std::string& name) {
   std::stringstream text;
   text << in.rdbuf();
   Config cfg;
-  cli::apply_yaml(cfg, text.str(), path);
+  options::apply_yaml(cfg, text.str(), path);
   cfg.validate();
   return cfg;
 }

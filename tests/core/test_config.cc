@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
 #include "common/error_text.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -188,6 +193,38 @@ TEST(Strings, NearestWord) {
   EXPECT_EQ(nearest_word("hiden-size", keys), "hidden-size");
   EXPECT_EQ(nearest_word("completely-different", keys), "");
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
+}
+
+// The full Wagner-Fischer table, to check the banded one against.
+int full_edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<int>> d(a.size() + 1, std::vector<int>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = static_cast<int>(i);
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j)
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+  return d[a.size()][b.size()];
+}
+
+TEST(Strings, BoundedEditDistanceIsExactUpToItsLimit) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> len(0, 12), letter(0, 2), lim(0, 8);
+  auto word = [&] {
+    std::string w(static_cast<size_t>(len(rng)), 'a');
+    for (char& c : w) c = static_cast<char>('a' + letter(rng));
+    return w;
+  };
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::string a = word(), b = word();
+    const int limit = lim(rng), exact = full_edit_distance(a, b);
+    EXPECT_EQ(edit_distance(a, b, limit), std::min(exact, limit + 1))
+        << a << " " << b << " " << limit;
+    EXPECT_EQ(edit_distance(a, b), exact);
+  }
+  // A hostile key of 100 000 characters costs its band, not its length times every name.
+  EXPECT_EQ(edit_distance(std::string(100000, 'x'), "num-layers", 4), 5);
+  EXPECT_EQ(nearest_word(std::string(100000, 'x'), {"num-layers"}), "");
 }
 
 }  // namespace

@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "cli/cli11_fwd.h"
+#include "options/cli11_fwd.h"
 
 #include "core/config.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 
 struct ConfigOptions {
   std::string config_file;
@@ -53,4 +53,4 @@ bool is_option_name(const std::string& key);
 std::string option_value(const Config& cfg, const std::string& key);
 std::vector<std::string> option_names();
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

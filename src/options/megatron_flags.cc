@@ -1,15 +1,15 @@
-#include "cli/megatron_flags.h"
+#include "options/megatron_flags.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
 
-#include "cli/options.h"
 #include "core/error.h"
 #include "core/strings.h"
+#include "options/options.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 namespace {
 
 std::string dashed(std::string key) {
@@ -27,8 +27,12 @@ std::string lower(std::string s) {
 bool same_value(const std::string& given, const std::string& neutral) {
   const std::string g = lower(given), n = lower(neutral);
   if (g == n) return true;
-  auto truthy = [](const std::string& s) { return s == "true" || s == "1" || s == "yes" || s == "on"; };
-  auto falsy = [](const std::string& s) { return s == "false" || s == "0" || s == "no" || s == "off"; };
+  auto truthy = [](const std::string& s) {
+    return s == "true" || s == "1" || s == "yes" || s == "on";
+  };
+  auto falsy = [](const std::string& s) {
+    return s == "false" || s == "0" || s == "no" || s == "off";
+  };
   if (n == "true") return truthy(g);
   if (n == "false") return falsy(g);
   try {
@@ -60,11 +64,16 @@ std::vector<std::string> known_names() {
 
 const char* flag_class_name(FlagClass c) {
   switch (c) {
-    case FlagClass::supported: return "supported";
-    case FlagClass::neutral: return "neutral";
-    case FlagClass::irrelevant: return "irrelevant";
-    case FlagClass::refused: return "refused";
-    case FlagClass::unknown: break;
+    case FlagClass::supported:
+      return "supported";
+    case FlagClass::neutral:
+      return "neutral";
+    case FlagClass::irrelevant:
+      return "irrelevant";
+    case FlagClass::refused:
+      return "refused";
+    case FlagClass::unknown:
+      break;
   }
   return "unknown";
 }
@@ -85,6 +94,8 @@ FlagInfo megatron_flag(const std::string& raw) {
 
 std::string nearest_option_name(const std::string& raw) {
   const std::string key = dashed(raw);
+  // Up to a quarter of the word mistyped (at least 2 edits), else the hint would mislead.
+  const int allowed = static_cast<int>(std::max<size_t>(2, key.size() / 4));
   std::string best;
   int best_d = 1 << 30;
   size_t best_prefix = 0;
@@ -95,13 +106,11 @@ std::string nearest_option_name(const std::string& raw) {
       if (d < best_d) best_d = d, best = c, best_prefix = key.size();
       continue;
     }
-    const int d = edit_distance(key, c);
+    const int d = edit_distance(key, c, std::min(best_d, allowed));
     const size_t p = common_prefix(key, c);
     if (d < best_d || (d == best_d && p > best_prefix)) best_d = d, best = c, best_prefix = p;
   }
   if (best_d < 0) return best;
-  // Up to a quarter of the word mistyped (at least 2 edits), else the hint would mislead.
-  const int allowed = std::max<int>(2, static_cast<int>(key.size()) / 4);
   return best_d <= allowed ? best : std::string();
 }
 
@@ -119,7 +128,8 @@ void megatron_extras_add(MegatronExtras& extras, const std::string& raw_key,
       fail_config("{} is a Megatron-LM option infinipipe does not support: {}", origin, f.why);
     case FlagClass::supported:
       fail_config("internal: option {} reached the Megatron table", key);
-    case FlagClass::unknown: break;
+    case FlagClass::unknown:
+      break;
   }
   const std::string near = nearest_option_name(key);
   if (near.empty())
@@ -144,4 +154,4 @@ void megatron_extras_check(const MegatronExtras& extras, const Config& cfg,
   }
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

@@ -1,4 +1,4 @@
-#include "cli/options.h"
+#include "options/options.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,13 +14,13 @@
 #include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 
-#include "cli/megatron_flags.h"
-#include "cli/option_specs.h"
-#include "cli/option_usage.h"
+#include "options/megatron_flags.h"
+#include "options/option_specs.h"
+#include "options/option_usage.h"
 #include "core/error.h"
 #include "plan/schedule_table.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 namespace {
 
 const OptionSpec* find_spec(const std::string& key) {
@@ -303,4 +303,4 @@ std::vector<std::string> config_keys() {
   return keys;
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

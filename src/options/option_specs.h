@@ -8,7 +8,7 @@
 
 #include "core/config.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 
 // words: one or more values (`--data-path 0.3 A 0.7 B`), kept joined by single spaces; a YAML
 // list of scalars is accepted too.
@@ -29,4 +29,4 @@ struct OptionSpec {
 bool to_bool(const std::string& key, const std::string& v);
 const std::vector<OptionSpec>& option_specs();
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

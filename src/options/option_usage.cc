@@ -1,10 +1,10 @@
-#include "cli/option_usage.h"
+#include "options/option_usage.h"
 
 #include <fmt/format.h>
 
 #include "plan/schedule_table.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 
 std::vector<std::string> unused_option_notes(const Config& cfg,
                                              const std::set<std::string>& given) {
@@ -45,4 +45,4 @@ std::vector<std::string> unused_option_notes(const Config& cfg,
   return notes;
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

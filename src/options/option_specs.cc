@@ -1,4 +1,4 @@
-#include "cli/option_specs.h"
+#include "options/option_specs.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -9,7 +9,7 @@
 #include "core/parallel_auto.h"
 #include "plan/schedule_table.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 namespace {
 
 int64_t to_int(const std::string& key, const std::string& v) {
@@ -396,4 +396,4 @@ const std::vector<OptionSpec>& option_specs() {
   return specs;
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

@@ -10,7 +10,7 @@
 
 #include "core/config.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 
 enum class FlagClass {
   supported,   // an infinipipe option of the same name and meaning
@@ -70,4 +70,4 @@ std::string nearest_option_name(const std::string& key);
 // The flag tables of docs/megatron.md, by class; `arguments_py_names` gives the supported ones.
 std::string megatron_flags_markdown(const std::vector<std::string>& arguments_py_names);
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

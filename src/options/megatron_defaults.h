@@ -7,7 +7,7 @@
 
 #include "core/config.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 
 struct DefaultDifference {
   std::string option;      // infinipipe's option name
@@ -21,4 +21,4 @@ struct DefaultDifference {
 std::vector<DefaultDifference> megatron_default_differences(const Config& cfg);
 std::string format_default_differences(const std::vector<DefaultDifference>& diffs);
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

@@ -1,12 +1,12 @@
-#include "cli/megatron_defaults.h"
+#include "options/megatron_defaults.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "cli/options.h"
+#include "options/options.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 namespace {
 
 struct MegatronDefault {
@@ -117,4 +117,4 @@ std::string format_default_differences(const std::vector<DefaultDifference>& dif
   return out;
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

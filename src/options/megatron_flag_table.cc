@@ -4,9 +4,9 @@
 #include <cmath>
 #include <string>
 
-#include "cli/megatron_flags.h"
+#include "options/megatron_flags.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 namespace {
 
 bool as_number(const std::string& v, double& out) {
@@ -173,4 +173,4 @@ const std::vector<FlagGroup>& megatron_irrelevant_flags() {
 
 const std::vector<FlagGroup>& megatron_refused_flags();
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

@@ -1,8 +1,8 @@
 // Megatron-LM options infinipipe refuses, grouped by reason; each reason says what to do
 // instead where infinipipe has a way (docs/megatron.md).
-#include "cli/megatron_flags.h"
+#include "options/megatron_flags.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 
 const std::vector<FlagGroup>& megatron_refused_flags() {
   static const std::vector<FlagGroup> t = {
@@ -165,4 +165,4 @@ const std::vector<FlagGroup>& megatron_refused_flags() {
   return t;
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "cli/megatron_flags.h"
-#include "cli/options.h"
+#include "options/megatron_flags.h"
+#include "options/options.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 namespace {
 
 std::string flag_list(std::vector<std::string> names) {
@@ -47,4 +47,4 @@ std::string megatron_flags_markdown(const std::vector<std::string>& arguments_py
   return out;
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

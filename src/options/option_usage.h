@@ -8,9 +8,9 @@
 
 #include "core/config.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::options {
 
 // `given`: the option keys set by flags or the file.
 std::vector<std::string> unused_option_notes(const Config& cfg, const std::set<std::string>& given);
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::options

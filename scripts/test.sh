@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `make test`: every phase of the suite on a fresh machine, then how long each took.
+#   deps        apt packages (scripts/install-deps.sh; only checks when all are present)
+#   build       the release build (unity batches, build/)
+#   ctest       every test of the release build
+#   fuzz-build  the parsers and their libFuzzer targets under clang + ASan/UBSan (build-fuzz/)
+#   fuzz-smoke  each target over its seeds and reproducers, then FUZZ_RUNS inputs each from seed 1
+# A failing phase stops the run (its exit code is the script's); the times so far are printed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+jobs=${JOBS:-$(nproc)}
+names=()
+secs=()
+summary() {
+  echo "== make test: phase times"
+  local total=0
+  for i in "${!names[@]}"; do
+    printf '   %-11s %5d s\n' "${names[$i]}" "${secs[$i]}"
+    total=$((total + secs[i]))
+  done
+  printf '   %-11s %5d s\n' total "$total"
+}
+phase() {
+  local name=$1
+  shift
+  echo "== make test: $name"
+  local start=$SECONDS
+  "$@"
+  local rc=$?
+  names+=("$name")
+  secs+=($((SECONDS - start)))
+  if [ $rc -ne 0 ]; then
+    summary
+    echo "== make test: $name failed (exit $rc)"
+    exit $rc
+  fi
+}
+phase deps bash scripts/install-deps.sh
+phase build bash -c "cmake --preset release && cmake --build --preset release -j $jobs"
+phase ctest ctest --preset release -j "$jobs" --timeout 600
+phase fuzz-build bash -c "cmake --preset fuzz && cmake --build --preset fuzz -j $jobs"
+phase fuzz-smoke bash -c "ctest --test-dir build-fuzz -L fuzz --output-on-failure &&
+  FUZZ_RUNS=${FUZZ_RUNS:-20000} bash scripts/fuzz.sh"
+summary
