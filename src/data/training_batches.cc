@@ -46,6 +46,17 @@ TrainingBatches::Batch TrainingBatches::next() {
   return b;
 }
 
+std::vector<std::vector<int32_t>> TrainingBatches::tokens(const Batch& batch) const {
+  std::vector<std::vector<int32_t>> out;
+  for (const DelayedDocument& d : batch.drawn.documents)
+    if (d.length > 0) out.push_back(sets_.document_tokens(DataSplit::train, d.ref, d.length));
+  return out;
+}
+
+nlohmann::json TrainingBatches::delay_state() const {
+  return delay_ ? outlier_delay_state(*delay_) : nlohmann::json();
+}
+
 int64_t TrainingBatches::length(const DocumentRef& doc) const {
   return std::min(sets_.document_length(DataSplit::train, doc), seq_length_);
 }

@@ -43,8 +43,15 @@ class TrainingBatches {
     OutlierDelay::Batch drawn;     // its documents and what the delay did to them
   };
   Batch next();
+  // The tokens of the batch's sequences, in the order of its lengths (each truncated as its
+  // length says): what a runtime trains on.
+  std::vector<std::vector<int32_t>> tokens(const Batch& batch) const;
   // Documents the delay holds back (0 without it).
   int64_t waiting() const;
+  // The data position a checkpoint saves: documents drawn from the order so far, and the delay's
+  // documents drawn but not trained yet (outlier_delay_state.h; null without the delay).
+  int64_t consumed_samples() const { return stream_.consumed_samples(); }
+  nlohmann::json delay_state() const;
 
  private:
   int64_t length(const DocumentRef& doc) const;  // trained tokens: truncated to seq-length

@@ -10,6 +10,7 @@
 #include "obs/profile.h"
 #include "plan/schedule_table.h"
 #include "plan/stage_layout.h"
+#include "runtime/checkpoint_meta.h"
 #include "runtime/dist_step.h"
 
 namespace infinipipe::runtime {
@@ -73,7 +74,7 @@ Trainer::Trainer(const TrainOptions& opts)
   model_build();
   reducers_build();
   optimizer_build(oo);
-  tokenizer_record();
+  saved_tokenizer_ = checkpoint_tokenizer(cfg_);
   // Before a resume, which may continue the fit from the checkpoint's state.
   const std::optional<cost::Coefficients> mine = rank_costs_from_calibration();
   if (cfg_.training.cost_model_update == CostModelUpdate::online) {

@@ -178,7 +178,6 @@ class Trainer {
   // Saved state (train_checkpoint.cc).
   void checkpoint_load(const std::string& dir);
   void weights_load(const std::string& dir);  // weights only, from either kind of folder
-  void tokenizer_record();                    // --tokenizer-type, checked against the vocab
   // The online fit's state in checkpoints (train_fit_state.cc); save: on every rank, before
   // the shard is written (replicas of a stage gather their states to replica 0, its writer).
   void fit_state_save(CheckpointShard& shard) const;

@@ -8,28 +8,10 @@
 #include "ckpt/hf_folder.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_saved.h"
+#include "runtime/checkpoint_meta.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
-
-void Trainer::tokenizer_record() {
-  const TrainingConfig& tc = cfg_.training;
-  const auto tokenizer = data::tokenizer_open(tc.tokenizer_type, tc.tokenizer_model);
-  if (tokenizer->vocab_size() > cfg_.model.vocab_size) {
-    fail_config(
-        "--tokenizer-type {} has {} tokens, more than the model's --vocab-size {}; raise "
-        "--vocab-size to at least {} or use the tokenizer the data was prepared with",
-        tc.tokenizer_type, tokenizer->vocab_size(), cfg_.model.vocab_size,
-        tokenizer->vocab_size());
-  }
-  saved_tokenizer_.tokenizer_config =
-      data::tokenizer_saved_config(*tokenizer, cfg_.model.max_positions());
-  saved_tokenizer_.model_file = tc.tokenizer_model;
-  saved_tokenizer_.bos = tokenizer->bos();
-  saved_tokenizer_.eos = tokenizer->eos();
-}
 
 // Weights only: every engine's parameters (tied copies included) from a Hugging Face folder or
 // the newest infinipipe checkpoint; the run starts at iteration 0 with a fresh optimizer.
@@ -76,8 +58,8 @@ void Trainer::checkpoint_load(const std::string& dir) {
   }
   iteration_ = reader.iteration();
   start_consumed_ = reader.consumed_samples();
-  start_delay_ = reader.rng().contains("outlier_delay") ? reader.rng().at("outlier_delay")
-                                                        : nlohmann::json();
+  start_delay_ =
+      reader.rng().contains("outlier_delay") ? reader.rng().at("outlier_delay") : nlohmann::json();
   fit_state_load(reader);
   resumed_ = true;
 }
@@ -99,20 +81,8 @@ void Trainer::save() {
         [copy](const OptimTensor& t) { return copy == nullptr || t.value.data() != copy; },
         gathered);
   }
-  CheckpointMeta meta;
-  meta.iteration = iteration_;
-  meta.consumed_samples = consumed_samples();
-  meta.model = cfg_.model;
-  // Training draws no random numbers: the data order is the sampler's seeded shuffle, fully
-  // determined by (seed, consumed samples, the outlier delay's documents), and the
-  // initialisation only by the seed.
-  meta.rng = {{"generator", "none"},
-              {"data_order_seed", cfg_.training.seed},
-              {"consumed_samples", meta.consumed_samples}};
-  // With --outlier-delay the position also holds the documents drawn but not trained yet.
-  if (cfg_.parallel.outlier_delay) meta.rng["outlier_delay"] = delay_state();
-  meta.config = {{"format", "yaml"}, {"yaml", config_yaml_}};
-  meta.tokenizer = saved_tokenizer_;
+  const CheckpointMeta meta = checkpoint_meta(cfg_, config_yaml_, saved_tokenizer_, iteration_,
+                                              consumed_samples(), delay_state());
   if (!groups_) {
     fit_state_save(shard);
     checkpoint_save(dir, meta, shard);

@@ -1,0 +1,110 @@
+// Config: a run's configuration, resolved from Megatron-LM flags or YAML through the same option
+// table as the `infinipipe` command (src/options), so a Python user gets the CLI's defaults,
+// checks and messages.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "options/options.h"
+#include "plan/schedule_table.h"
+
+namespace py = pybind11;
+
+namespace infinipipe::python {
+namespace {
+
+Config config_from_yaml(const std::string& text, const std::string& origin) {
+  Config cfg;
+  options::apply_yaml(cfg, text, origin);
+  cfg.validate();
+  plan::schedule_check_layout(cfg.parallel);
+  return cfg;
+}
+
+}  // namespace
+
+void bind_config(py::module_& m) {
+  py::class_<ModelConfig>(m, "ModelConfig",
+                          "The Llama model of a configuration (Hugging Face LlamaConfig fields).")
+      .def_readonly("num_layers", &ModelConfig::num_layers)
+      .def_readonly("hidden_size", &ModelConfig::hidden_size)
+      .def_readonly("num_attention_heads", &ModelConfig::num_attention_heads)
+      .def_property_readonly("num_key_value_heads", &ModelConfig::kv_heads)
+      .def_property_readonly("head_dim", &ModelConfig::head_dim)
+      .def_property_readonly("ffn_hidden_size", &ModelConfig::ffn_size)
+      .def_readonly("vocab_size", &ModelConfig::vocab_size)
+      .def_readonly("seq_length", &ModelConfig::seq_length)
+      .def_property_readonly("max_position_embeddings", &ModelConfig::max_positions)
+      .def_readonly("rotary_base", &ModelConfig::rotary_base)
+      .def_readonly("norm_epsilon", &ModelConfig::norm_epsilon)
+      .def_readonly("tie_embeddings", &ModelConfig::tie_embeddings)
+      .def_readonly("init_method_std", &ModelConfig::init_method_std)
+      .def_property_readonly("num_parameters", &ModelConfig::params_total);
+
+  py::class_<Config>(m, "Config",
+                     "A resolved and validated configuration: Megatron-LM option names, the "
+                     "defaults and checks of `infinipipe config show`.")
+      .def_static(
+          "from_args",
+          [](const std::vector<std::string>& args, const Config* base) {
+            std::vector<std::string> notes;
+            Config cfg = options::resolve_config_args(args, base ? *base : Config{}, true, &notes);
+            return cfg;
+          },
+          py::arg("args"), py::arg("base") = py::none(),
+          "From command-line words, e.g. ['--num-layers', '4', '--pp', '2'] or ['--config', "
+          "'run.yaml']: defaults (or `base`) < file < flags. Raises ConfigError with the CLI's "
+          "message for an unknown, refused or invalid option.")
+      .def_static("from_yaml", &config_from_yaml, py::arg("text"), py::arg("origin") = "<yaml>",
+                  "From YAML text with the same keys (without dashes).")
+      .def_static(
+          "notes",
+          [](const std::vector<std::string>& args) {
+            std::vector<std::string> notes;
+            options::resolve_config_args(args, Config{}, true, &notes);
+            return notes;
+          },
+          py::arg("args"),
+          "What the CLI would print about these options (accepted without effect, unused by the "
+          "schedule, ...).")
+      .def("to_yaml", &options::config_to_yaml,
+           "Every option with its value, as YAML that from_yaml() and --config accept back.")
+      .def("get", &options::option_value, py::arg("key"),
+           "The value of option `key` as `infinipipe config show` prints it.")
+      .def_static("keys", &options::config_keys, "Every option `get` and to_yaml() know.")
+      .def_property_readonly("model", [](const Config& c) { return c.model; })
+      .def_property_readonly("pp", [](const Config& c) { return c.parallel.pipeline_parallel; })
+      .def_property_readonly("dp", [](const Config& c) { return c.parallel.data_parallel; })
+      .def_property_readonly(
+          "vpp", [](const Config& c) { return plan::schedule_vpp(c.parallel); },
+          "Virtual stages per rank the schedule runs (1 where it runs none).")
+      .def_property_readonly("ulysses_degree",
+                             [](const Config& c) { return c.parallel.ulysses_degree; })
+      .def_property_readonly(
+          "schedule", [](const Config& c) { return plan::schedule_name(c.parallel.schedule); })
+      .def_property_readonly("global_batch_size",
+                             [](const Config& c) { return c.training.global_batch_size; })
+      .def_property_readonly("train_iters", [](const Config& c) { return c.training.train_iters; })
+      .def_property_readonly("seed", [](const Config& c) { return c.training.seed; })
+      .def_property_readonly("clip_grad", [](const Config& c) { return c.training.clip_grad; })
+      .def_property_readonly("device", [](const Config& c) { return c.cluster.device; })
+      .def("__repr__", [](const Config& c) {
+        return "<infinipipe.Config " + std::to_string(c.model.num_layers) + " layers, pp " +
+               std::to_string(c.parallel.pipeline_parallel) + " x dp " +
+               std::to_string(c.parallel.data_parallel) + ", " +
+               plan::schedule_name(c.parallel.schedule) + ">";
+      });
+
+  m.def(
+      "schedules",
+      [] {
+        std::vector<std::string> out;
+        for (const plan::ScheduleRow& r : plan::schedule_table()) out.push_back(r.name);
+        return out;
+      },
+      "The schedule names --schedule takes, in the order `simulate --compare` lists them.");
+}
+
+}  // namespace infinipipe::python

@@ -1,0 +1,45 @@
+"""infinipipe: plan and train long-context LLMs with Elastic Pipeline Parallelism.
+
+The C++ library (``infinipipe._core``) decides everything about a global batch: configuration
+with Megatron-LM's option names (:class:`Config`), the plan of any schedule (:func:`plan`), its
+simulation (:func:`simulate`) and the layout search (:func:`search_layout`), the online cost fit
+(:class:`CostFeedback`), training data (:class:`TrainingBatches`) and checkpoints.
+``infinipipe.torch`` executes plans on PyTorch (CPU with gloo, GPUs with NCCL).
+
+Errors are :class:`Error` (a runtime failure) and its subclass :class:`ConfigError` (a usage or
+configuration mistake), with the messages of the ``infinipipe`` command.
+"""
+
+from infinipipe._core import (  # noqa: F401  (the public API, documented in _core.pyi)
+    Action,
+    BudgetError,
+    CheckpointReader,
+    Chunk,
+    Config,
+    ConfigError,
+    CostFeedback,
+    CostModel,
+    Error,
+    ModelConfig,
+    Plan,
+    PlanResult,
+    Slice,
+    Stage,
+    StepResult,
+    TrainingBatches,
+    checkpoint_commit,
+    checkpoint_latest,
+    checkpoint_save_shard,
+    export_hf,
+    hf_folder_is,
+    init_params,
+    plan,
+    read_hf,
+    reference_step,
+    replica_split,
+    schedules,
+    search_layout,
+    simulate,
+)
+
+__version__ = "0.1.0"

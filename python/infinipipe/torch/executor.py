@@ -1,0 +1,258 @@
+"""Runs one pipeline rank's action list of an infinipipe plan on PyTorch, as the C++ executor
+(src/runtime/executor.h) does: forwards and backwards of chunks on the stages the rank holds, in
+the plan's order, activations and gradients through a StageLink.
+
+Slices. A sequence cut into slices runs forward slice by slice; on every layer a later slice
+attends to the K/V its earlier slices left on this stage. Those K/V enter the later slice's
+graph as leaves, so its backward stops there and leaves dK/dV in the leaves' ``grad``; they are
+summed per earlier slice and fed, with the stage output's gradient, into that slice's backward
+(which the schedules always run after its later slices'). Nothing crosses from one chunk's graph
+into another's.
+
+Recompute. ``Action.recompute_layers`` = r: the first r layers of the stage run under
+``torch.utils.checkpoint`` (non-reentrant) and are recomputed in the chunk's backward; their K/V
+for later slices are kept, as in the C++ engine.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch.utils import checkpoint as activation_checkpoint
+
+from infinipipe.torch.link import StageLink
+from infinipipe.torch.model import Rotary, SliceRows, Stage, chunk_rows, head_loss
+
+
+@dataclass
+class ActionTime:
+    index: int  # in plan.actions[rank]
+    start: float  # seconds since the step's start
+    end: float
+
+
+@dataclass
+class RankStats:
+    loss_sum: float = 0.0  # unscaled token losses of this rank's last-stage forwards
+    predicted_tokens: int = 0
+    times: List[ActionTime] = field(default_factory=list)
+
+
+@dataclass
+class _KvPart:
+    """K/V a split slice left on one layer of a stage, for its sequence's later slices."""
+    offset: int
+    length: int
+    k: torch.Tensor
+    v: torch.Tensor
+    dk: Optional[torch.Tensor] = None  # summed over the later slices that attended to it
+    dv: Optional[torch.Tensor] = None
+
+
+@dataclass
+class _ContextLeaf:
+    k: torch.Tensor
+    v: torch.Tensor
+    parts: List[_KvPart]
+
+
+@dataclass
+class _ChunkState:
+    x_in: Optional[torch.Tensor]  # the received activation (a leaf), None on the first stage
+    out: torch.Tensor  # the activation sent on, or the scaled loss on the last stage
+    kept: List[_KvPart]  # this chunk's split slices' K/V (per layer)
+    leaves: List[_ContextLeaf]
+
+
+def _targets(rows: Sequence[SliceRows], sequences, device) -> torch.Tensor:
+    """Each token's next token; -1 where nothing is predicted (a sequence's last token). A split
+    slice predicts its last token from its next slice's first."""
+    out = []
+    for r in rows:
+        seq = sequences[r.seq]
+        t = list(seq[r.offset + 1:r.offset + r.length + 1])
+        if r.is_final:
+            t.append(-1)
+        out.extend(t)
+    return torch.tensor(out, dtype=torch.long, device=device)
+
+
+class RankExecutor:
+    """Executes plan.actions[rank] with the Stage modules this rank holds (by global stage)."""
+
+    def __init__(self, plan, rank: int, stages: Dict[int, Stage], link: StageLink,
+                 sequences: Sequence[Sequence[int]], loss_scale: float,
+                 device: torch.device, autocast_dtype: Optional[torch.dtype] = None):
+        if len(sequences) != len(plan.seq_lengths):
+            raise ValueError(f"{len(sequences)} sequences for a plan of {len(plan.seq_lengths)}")
+        for i, (s, n) in enumerate(zip(sequences, plan.seq_lengths)):
+            if len(s) != n:
+                raise ValueError(f"sequence {i} has {len(s)} tokens, the plan says {n}")
+        self.plan, self.rank, self.stages, self.link = plan, rank, stages, link
+        self.sequences, self.loss_scale, self.device = sequences, loss_scale, device
+        self.autocast_dtype = autocast_dtype
+        self.actions = plan.actions[rank]
+        self.chunks = plan.chunks
+        self.specs = plan.stages
+        any_stage = next(iter(stages.values()))
+        cfg = any_stage.config
+        self.hidden = cfg.hidden_size
+        self.rotary = Rotary(cfg.head_dim, cfg.rotary_base, device)
+        self._kv: Dict[Tuple[int, int, int], List[_KvPart]] = {}  # (stage, seq, layer) -> parts
+        self._states: Dict[Tuple[int, int], _ChunkState] = {}
+        self.stats = RankStats()
+
+    # -- forward ---------------------------------------------------------------------------------
+
+    def _forward(self, stage_index: int, chunk_id: int, recompute: int) -> None:
+        stage = self.stages[stage_index]
+        chunk = self.chunks[chunk_id]
+        rows = chunk_rows(chunk)
+        n = sum(r.length for r in rows)
+        positions = torch.cat([torch.arange(r.offset, r.offset + r.length) for r in rows])
+        cos, sin = self.rotary.cos_sin(positions.to(self.device))
+        x_in = None
+        if stage.has_embedding:
+            tokens = torch.tensor([t for r in rows
+                                   for t in self.sequences[r.seq][r.offset:r.offset + r.length]],
+                                  dtype=torch.long, device=self.device)
+            x = stage.model.embed_tokens(tokens)
+        else:
+            x_in = self.link.recv_activation(stage_index, chunk_id, (n, self.hidden))
+            x_in.requires_grad_(True)
+            x = x_in
+        kept: List[_KvPart] = []
+        leaves: List[_ContextLeaf] = []
+        with self._autocast():
+            for li, layer in enumerate(stage.layers()):
+                g = stage.first_layer + li
+                contexts = []
+                for r in rows:
+                    if r.offset == 0:
+                        contexts.append(None)
+                        continue
+                    parts = self._kv.get((stage_index, r.seq, g), [])
+                    covered = sum(p.length for p in parts)
+                    if covered != r.offset:
+                        raise RuntimeError(
+                            f"stage {stage_index}, chunk {chunk_id}: sequence {r.seq}'s slice at "
+                            f"{r.offset} finds {covered} tokens of context on layer {g}")
+                    leaf = _ContextLeaf(
+                        torch.cat([p.k for p in parts]).detach().requires_grad_(True),
+                        torch.cat([p.v for p in parts]).detach().requires_grad_(True), list(parts))
+                    leaves.append(leaf)
+                    contexts.append((leaf.k, leaf.v))
+                if li < recompute:
+                    x, k, v = activation_checkpoint.checkpoint(layer, x, cos, sin, rows, contexts,
+                                                               use_reentrant=False)
+                else:
+                    x, k, v = layer(x, cos, sin, rows, contexts)
+                for r in rows:
+                    if not r.is_final:
+                        part = _KvPart(r.offset, r.length, k[r.row:r.row + r.length],
+                                       v[r.row:r.row + r.length])
+                        self._kv.setdefault((stage_index, r.seq, g), []).append(part)
+                        kept.append(part)
+            if stage.has_lm_head:
+                targets = _targets(rows, self.sequences, self.device)
+                out, loss_sum = head_loss(stage, x, targets, stage.head_weight(), self.loss_scale)
+                self.stats.loss_sum += float(loss_sum)
+                self.stats.predicted_tokens += int((targets >= 0).sum())
+            else:
+                out = x
+        if not stage.has_lm_head:
+            self.link.send_activation(stage_index, chunk_id, out.detach())
+        self._states[(stage_index, chunk_id)] = _ChunkState(x_in, out, kept, leaves)
+
+    # -- backward --------------------------------------------------------------------------------
+
+    def _backward(self, stage_index: int, chunk_id: int) -> None:
+        stage = self.stages[stage_index]
+        state = self._states.pop((stage_index, chunk_id), None)
+        if state is None:
+            raise RuntimeError(f"rank {self.rank}: backward of chunk {chunk_id} on stage "
+                               f"{stage_index} before its forward")
+        roots, grads = [state.out], [None]
+        if not stage.has_lm_head:
+            grads[0] = self.link.recv_grad(stage_index, chunk_id, tuple(state.out.shape))
+        for p in state.kept:
+            if p.dk is None:
+                raise RuntimeError(f"rank {self.rank}: chunk {chunk_id}'s slice at {p.offset} "
+                                   f"runs backward on stage {stage_index} before its next slice")
+            roots += [p.k, p.v]
+            grads += [p.dk.to(p.k.dtype), p.dv.to(p.v.dtype)]
+        torch.autograd.backward(roots, grads)
+        if state.x_in is not None:
+            self.link.send_grad(stage_index, chunk_id, state.x_in.grad)
+        for leaf in state.leaves:
+            at = 0
+            for p in leaf.parts:
+                dk, dv = leaf.k.grad[at:at + p.length], leaf.v.grad[at:at + p.length]
+                p.dk = dk if p.dk is None else p.dk + dk
+                p.dv = dv if p.dv is None else p.dv + dv
+                at += p.length
+        # This chunk's split slices are done here: no later slice needs their K/V any more.
+        for r in chunk_rows(self.chunks[chunk_id]):
+            if not r.is_final:
+                for g in range(stage.first_layer, stage.first_layer + stage.num_layers):
+                    parts = self._kv.get((stage_index, r.seq, g), [])
+                    parts[:] = [p for p in parts if p.offset != r.offset]
+                    if not parts:
+                        self._kv.pop((stage_index, r.seq, g), None)
+
+    # -- the action list -------------------------------------------------------------------------
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return torch.autocast(device_type=self.device.type, enabled=False)
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    def run(self, synchronize: bool = False) -> RankStats:
+        """Every action of this rank, in order. `synchronize`: wait for the device after each
+        action, so its measured interval is its own (CUDA runs asynchronously)."""
+        t0 = time.perf_counter()
+        for i, a in enumerate(self.actions):
+            start = time.perf_counter() - t0
+            if a.kind == "forward":
+                self._forward(a.stage, a.chunk, a.recompute_layers)
+            else:
+                self._backward(a.stage, a.chunk)
+            if synchronize and self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.stats.times.append(ActionTime(i, start, time.perf_counter() - t0))
+        self.link.finish()
+        if self._states:
+            raise RuntimeError(f"rank {self.rank}: chunks {sorted(self._states)} ran forward "
+                               "without their backward")
+        return self.stats
+
+
+def run_plan_local(plan, stages: Dict[int, Stage], sequences, loss_scale: float,
+                   device: torch.device) -> List[RankStats]:
+    """Every rank of the plan in this process (each stage's module in `stages`), over an
+    in-process link: whichever rank's next action has its input runs, in rank order."""
+    from infinipipe.torch.link import LocalLink
+
+    link = LocalLink()
+    execs = [RankExecutor(plan, r, {s: m for s, m in stages.items() if s % plan.pp == r}, link,
+                          sequences, loss_scale, device) for r in range(plan.pp)]
+    nexts = [0] * plan.pp
+    while any(nexts[r] < len(e.actions) for r, e in enumerate(execs)):
+        progressed = False
+        for r, e in enumerate(execs):
+            while nexts[r] < len(e.actions) and link.ready(plan, e.actions[nexts[r]]):
+                a = e.actions[nexts[r]]
+                if a.kind == "forward":
+                    e._forward(a.stage, a.chunk, a.recompute_layers)
+                else:
+                    e._backward(a.stage, a.chunk)
+                nexts[r] += 1
+                progressed = True
+        if not progressed:
+            waiting = {r: repr(e.actions[nexts[r]]) for r, e in enumerate(execs)
+                       if nexts[r] < len(e.actions)}
+            raise RuntimeError(f"the plan cannot progress: {waiting}")
+    return [e.stats for e in execs]

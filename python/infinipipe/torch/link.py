@@ -1,0 +1,124 @@
+"""How activations (forward) and their gradients (backward) cross stage boundaries: in process
+(LocalLink), or between the ranks of a pipeline with torch.distributed point-to-point ops
+(DistLink). Shapes come from the plan (a chunk's tokens x hidden), so nothing but the tensor
+travels. Sends do not wait; a receive waits for its tensor, which the plans' blocking replay
+(the C++ validator) guarantees will come."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+import torch
+import torch.distributed as dist
+
+
+class StageLink:
+    def send_activation(self, from_stage: int, chunk: int, t: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def send_grad(self, from_stage: int, chunk: int, t: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def recv_activation(self, to_stage: int, chunk: int, shape) -> torch.Tensor:
+        raise NotImplementedError
+
+    def recv_grad(self, to_stage: int, chunk: int, shape) -> torch.Tensor:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Completes this rank's outstanding sends."""
+
+
+class LocalLink(StageLink):
+    """In-process mailbox; a receive of a tensor nobody sent is an error, never a wait."""
+
+    def __init__(self):
+        self._box: Dict[Tuple[int, int, int], torch.Tensor] = {}
+
+    def send_activation(self, from_stage, chunk, t):
+        self._box[(0, from_stage + 1, chunk)] = t.clone()
+
+    def send_grad(self, from_stage, chunk, t):
+        self._box[(1, from_stage - 1, chunk)] = t.clone()
+
+    def _take(self, key, shape):
+        if key not in self._box:
+            raise RuntimeError(f"nothing was sent for {key}")
+        t = self._box.pop(key)
+        if tuple(t.shape) != tuple(shape):
+            raise RuntimeError(f"{key}: received {tuple(t.shape)}, expected {tuple(shape)}")
+        return t
+
+    def recv_activation(self, to_stage, chunk, shape):
+        return self._take((0, to_stage, chunk), shape)
+
+    def recv_grad(self, to_stage, chunk, shape):
+        return self._take((1, to_stage, chunk), shape)
+
+    def ready(self, plan, action) -> bool:
+        """Whether `action` of some rank would find its input here."""
+        spec = plan.stages[action.stage]
+        if action.kind == "forward":
+            return spec.has_embedding or (0, action.stage, action.chunk) in self._box
+        return spec.has_lm_head or (1, action.stage, action.chunk) in self._box
+
+
+class DistLink(StageLink):
+    """Point-to-point between the ranks of one pipeline replica. Stage s of replica r runs on
+    world rank (s % pp) * dp + r (Megatron's order, as the C++ runtime). Each message carries a
+    tag naming (kind, stage, chunk); on NCCL, which ignores tags, each (kind, stage boundary)
+    has a process group of its own, so messages of one kind between two stages arrive in the
+    order both ranks' action lists give them (checked by the caller, torch_plan_check)."""
+
+    def __init__(self, pp: int, dp: int, replica: int, num_stages: int, device: torch.device,
+                 dtype: torch.dtype, groups: Dict[Tuple[int, int], object] = None):
+        self.pp, self.dp, self.replica, self.num_stages = pp, dp, replica, num_stages
+        self.device, self.dtype = device, dtype
+        self.groups = groups or {}
+        self._pending: List[object] = []
+        self._local = LocalLink()
+        self.me = dist.get_rank()
+
+    def world_rank(self, stage: int) -> int:
+        return (stage % self.pp) * self.dp + self.replica
+
+    def _tag(self, kind: int, boundary: int, chunk: int) -> int:
+        return (chunk * self.num_stages + boundary) * 2 + kind
+
+    def _send(self, kind: int, boundary: int, to_stage: int, chunk: int, t: torch.Tensor):
+        dst = self.world_rank(to_stage)
+        if dst == self.me:
+            box = self._local._box
+            box[(kind, to_stage, chunk)] = t.detach().clone()
+            return
+        t = t.detach().to(self.dtype).contiguous()
+        group = self.groups.get((kind, boundary))
+        work = dist.isend(t, dst, group=group, tag=self._tag(kind, boundary, chunk))
+        self._pending.append((work, t))
+
+    def _recv(self, kind: int, boundary: int, from_stage: int, to_stage: int, chunk: int, shape):
+        src = self.world_rank(from_stage)
+        if src == self.me:
+            return self._local._take((kind, to_stage, chunk), shape)
+        t = torch.empty(shape, dtype=self.dtype, device=self.device)
+        group = self.groups.get((kind, boundary))
+        dist.recv(t, src, group=group, tag=self._tag(kind, boundary, chunk))
+        return t
+
+    # A boundary is named by its lower stage: b connects stage b and b + 1.
+    def send_activation(self, from_stage, chunk, t):
+        self._send(0, from_stage, from_stage + 1, chunk, t)
+
+    def send_grad(self, from_stage, chunk, t):
+        self._send(1, from_stage - 1, from_stage - 1, chunk, t)
+
+    def recv_activation(self, to_stage, chunk, shape):
+        return self._recv(0, to_stage - 1, to_stage - 1, to_stage, chunk, shape)
+
+    def recv_grad(self, to_stage, chunk, shape):
+        return self._recv(1, to_stage, to_stage + 1, to_stage, chunk, shape)
+
+    def finish(self):
+        for work, _ in self._pending:
+            work.wait()
+        self._pending.clear()

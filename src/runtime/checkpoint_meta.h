@@ -1,0 +1,26 @@
+// What every checkpoint of a training run records besides its tensors (ckpt/checkpoint.h's
+// CheckpointMeta), the same whichever runtime saves it, so a run resumes in the other exactly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "core/config.h"
+
+namespace infinipipe::runtime {
+
+// The tokenizer of --tokenizer-type / --tokenizer-model as a checkpoint records it for Hugging
+// Face users; ConfigError when it has more tokens than the model's vocabulary.
+CheckpointTokenizer checkpoint_tokenizer(const Config& cfg);
+
+// The run's state at `iteration`: the data position (`consumed_samples`, and with
+// --outlier-delay the delay's saved documents, `delay_state`), the configuration as YAML, the
+// model and the tokenizer.
+CheckpointMeta checkpoint_meta(const Config& cfg, const std::string& config_yaml,
+                               const CheckpointTokenizer& tokenizer, int64_t iteration,
+                               int64_t consumed_samples, const nlohmann::json& delay_state);
+
+}  // namespace infinipipe::runtime
