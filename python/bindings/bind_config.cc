@@ -5,9 +5,13 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "cli/train_config.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "data/split.h"
+#include "model/lr_schedule.h"
 #include "options/options.h"
+#include "plan/stage_layout.h"
 #include "plan/schedule_table.h"
 
 namespace py = pybind11;
@@ -57,6 +61,10 @@ void bind_config(py::module_& m) {
           "From command-line words, e.g. ['--num-layers', '4', '--pp', '2'] or ['--config', "
           "'run.yaml']: defaults (or `base`) < file < flags. Raises ConfigError with the CLI's "
           "message for an unknown, refused or invalid option.")
+      .def_static("for_training", &cli::resolve_train_config_args, py::arg("args"),
+                  "What `infinipipe train` resolves from these words: as from_args, but a run "
+                  "starting from a Hugging Face folder (--load or --pretrained-checkpoint) takes "
+                  "the model from its config.json (model flags may repeat it, not contradict it).")
       .def_static("from_yaml", &config_from_yaml, py::arg("text"), py::arg("origin") = "<yaml>",
                   "From YAML text with the same keys (without dashes).")
       .def_static(
@@ -90,6 +98,45 @@ void bind_config(py::module_& m) {
       .def_property_readonly("seed", [](const Config& c) { return c.training.seed; })
       .def_property_readonly("clip_grad", [](const Config& c) { return c.training.clip_grad; })
       .def_property_readonly("device", [](const Config& c) { return c.cluster.device; })
+      .def_property_readonly("has_training_data",
+                             [](const Config& c) { return c.training.has_data(); })
+      .def_property_readonly(
+          "has_evaluation_data",
+          [](const Config& c) {
+            const TrainingConfig& t = c.training;
+            if (!t.valid_data_path.empty() || !t.test_data_path.empty()) return true;
+            if (t.data_path.empty()) return false;
+            const auto w = data::split_parse(t.split);
+            return w[1] > 0 || w[2] > 0;
+          },
+          "Whether --split or the per-split paths give validation or test documents.")
+      .def(
+          "with_stage_layout",
+          [](const Config& c, const cost::CostModel& cm) {
+            Config out = c;
+            out.parallel.stage_layers.clear();
+            for (const plan::StageSpec& s :
+                 plan::stage_layout_by_cost(cm, static_cast<int32_t>(c.parallel.pipeline_parallel),
+                                            plan::schedule_vpp(c.parallel)))
+              out.parallel.stage_layers.push_back(s.num_layers);
+            return out;
+          },
+          py::arg("cost_model"),
+          "This configuration with its layers split over the stages by cost (as `train` fixes "
+          "them before the first plan), so every plan of the run keeps that layout.")
+      .def("stage_layout",
+           [](const Config& c, const cost::CostModel& cm) {
+             return plan::stage_layout_planned(c, cm,
+                                               static_cast<int32_t>(c.parallel.pipeline_parallel),
+                                               plan::schedule_vpp(c.parallel));
+           },
+           py::arg("cost_model"), "The stages every plan of this configuration uses.")
+      .def("lr_at",
+           [](const Config& c, int64_t consumed) {
+             return LrSchedule::from_config(c.training).lr_at(consumed);
+           },
+           py::arg("consumed_samples"),
+           "The learning rate of the update after `consumed_samples` (Megatron-LM's schedule).")
       .def("__repr__", [](const Config& c) {
         return "<infinipipe.Config " + std::to_string(c.model.num_layers) + " layers, pp " +
                std::to_string(c.parallel.pipeline_parallel) + " x dp " +

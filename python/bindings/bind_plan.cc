@@ -124,7 +124,11 @@ void bind_plan(py::module_& m) {
         "configuration's schedule (or `schedule`), as `infinipipe plan` does: EPP searches its "
         "slicing, packing, grouping and recompute; a baseline tunes its knobs. The plan passed "
         "validation. BudgetError when nothing fits the memory budget.");
-  m.def("replica_split", &runtime::dist_replica_split, py::arg("lengths"), py::arg("dp"),
+  m.def(
+      "replica_split",
+      [](const std::vector<int64_t>& lengths, int64_t dp, const cost::CostModel& cm,
+         const Config& cfg) { return runtime::dist_replica_split(lengths, dp, cm, cfg); },
+      py::arg("lengths"), py::arg("dp"),
         py::arg("cost_model"), py::arg("config"),
         "The data-parallel split `train` makes of a global batch: per replica, the indices of its "
         "sequences (balanced by predicted cost; the same on every rank).");

@@ -20,6 +20,7 @@ from infinipipe._core import (  # noqa: F401  (the public API, documented in _co
     CostFeedback,
     CostModel,
     Error,
+    IterationMetrics,
     ModelConfig,
     Plan,
     PlanResult,

@@ -11,10 +11,9 @@
 #include <CLI/CLI.hpp>
 
 #include "ckpt/checkpoint.h"
-#include "ckpt/checkpoint_config.h"
-#include "ckpt/hf_folder.h"
 
 #include "cli/commands.h"
+#include "cli/train_config.h"
 #include "cli/train_auto_layout.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpi_groups.h"
@@ -42,44 +41,6 @@ struct TrainArgs {
   int64_t search_iterations = 4;
   CLI::Option* search_iterations_option = nullptr;
 };
-
-// The Hugging Face folder the run starts from (--load, else --pretrained-checkpoint), if any.
-std::string hf_start_folder(const TrainingConfig& tc) {
-  for (const std::string& dir : {tc.load, tc.pretrained_checkpoint}) {
-    if (!dir.empty() && !checkpoint_find_latest(dir) && hf_folder_is(dir)) return dir;
-  }
-  return "";
-}
-
-// What the run's options apply to: the defaults, or, starting from a Hugging Face folder, the
-// model its config.json defines (`folder` names it, else empty).
-Config train_defaults(const options::ConfigOptions& options, std::string& folder) {
-  const Config user = options::resolve_config(options, Config{}, false);
-  folder = hf_start_folder(user.training);
-  Config base;
-  if (folder.empty()) return base;
-  const ModelConfig defaults = base.model;
-  base.model = HfModelReader(folder).model();
-  base.model.seq_length = std::min(defaults.seq_length, base.model.max_position_embeddings);
-  return base;
-}
-
-// The run's configuration. Starting from a Hugging Face folder, its config.json defines the
-// model: model flags may repeat it but not contradict it.
-Config resolve_train_config(const options::ConfigOptions& options) {
-  std::string folder;
-  const Config base = train_defaults(options, folder);
-  if (folder.empty()) return options::resolve_config(options);
-  const Config cfg = options::resolve_config(options, base);
-  const std::vector<std::string> diff = checkpoint_model_diff(base.model, cfg.model);
-  if (!diff.empty()) {
-    fail_config(
-        "{} is a Hugging Face model whose config.json defines the model, and the model flags "
-        "contradict it: {}; drop those flags (the folder sets them) or load another folder",
-        folder, fmt::join(diff, "; "));
-  }
-  return cfg;
-}
 
 void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* watchdog) {
   runtime::TrainOptions opts;

@@ -270,17 +270,22 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
   return cfg;
 }
 
-Config resolve_config_args(const std::vector<std::string>& args, const Config& base, bool validate,
-                           std::vector<std::string>* notes) {
-  CLI::App app;
-  auto opts = add_config_options(&app);
+ParsedArgs parse_config_args(const std::vector<std::string>& args) {
+  ParsedArgs out;
+  out.parser = std::make_shared<CLI::App>();
+  out.options = add_config_options(out.parser.get());
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses from the back
   try {
-    app.parse(reversed);
+    out.parser->parse(reversed);
   } catch (const CLI::ParseError& e) {
     fail_config("{}", e.what());
   }
-  return resolve_config(*opts, base, validate, notes);
+  return out;
+}
+
+Config resolve_config_args(const std::vector<std::string>& args, const Config& base, bool validate,
+                           std::vector<std::string>* notes) {
+  return resolve_config(*parse_config_args(args).options, base, validate, notes);
 }
 
 std::string config_to_yaml(const Config& cfg) {

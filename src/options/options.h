@@ -33,8 +33,15 @@ std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd);
 // and on rank 0 only; without validation there are no notes (they need the final configuration).
 Config resolve_config(const ConfigOptions& opts, const Config& base = Config{},
                       bool validate = true, std::vector<std::string>* notes = nullptr);
-// The same from a list of command-line words (`{"--pp", "2", "--config", "f.yaml"}`), as a
-// command's flags would be parsed; a word CLI11 cannot parse is a ConfigError too.
+// Command-line words (`{"--pp", "2", "--config", "f.yaml"}`) parsed as a command's flags would
+// be: the options, and the parser that holds their unmatched words (it must outlive them). A word
+// CLI11 cannot parse is a ConfigError.
+struct ParsedArgs {
+  std::shared_ptr<CLI::App> parser;
+  std::shared_ptr<ConfigOptions> options;
+};
+ParsedArgs parse_config_args(const std::vector<std::string>& args);
+// resolve_config of parse_config_args(args).
 Config resolve_config_args(const std::vector<std::string>& args, const Config& base = Config{},
                            bool validate = true, std::vector<std::string>* notes = nullptr);
 

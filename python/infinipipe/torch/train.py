@@ -1,0 +1,341 @@
+"""``python3 -m infinipipe.torch.train``: `infinipipe train` on PyTorch.
+
+Every global batch is drawn as `infinipipe train` draws it, split over the data-parallel
+replicas, planned by the C++ planner (EPP by default) on the first rank of each pipeline and
+sent to its other ranks, and executed by infinipipe.torch; gradients are summed over the
+replicas, clipped, and AdamW steps with Megatron-LM's schedule. The configuration flags are
+`infinipipe train`'s (Megatron-LM's names, --config FILE.yaml); checkpoints are infinipipe's, so
+a run saved by either runtime resumes in the other. Launch with ``torchrun --nproc_per_node N``
+or ``mpirun -np N`` (N = pp x dp); --device cpu trains on CPUs over gloo, a GPU preset
+(--device h100-80gb, h200-141gb, a800-80gb, or ``cuda`` for the GPU found) on CUDA over NCCL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import infinipipe as ip
+
+USAGE = """usage: python3 -m infinipipe.torch.train [--metrics FILE] [--log-dir DIR] [--quiet]
+                                       [CONFIG OPTIONS: infinipipe train's, e.g. --pp 2 --dp 2
+                                        --data-path PREFIX --train-iters 50 --save DIR ...]
+"""
+
+# `infinipipe train`'s own flags this trainer does not offer yet: refused with the reason.
+_NOT_YET = {
+    "--trace": "Chrome traces for `infinipipe report`",
+    "--trace-iterations": "Chrome traces",
+    "--trace-explain": "Chrome traces",
+    "--timings": "the per-action timings file",
+    "--search-iterations": "the layout search of auto degrees",
+}
+
+# GPU names PyTorch reports, and the cost model's preset for each.
+_GPU_PRESETS = (("H200", "h200-141gb"), ("H100", "h100-80gb"), ("A800", "a800-80gb"))
+
+
+@dataclass
+class CommandArgs:
+    metrics: str = ""
+    log_dir: str = ""
+    quiet: bool = False
+    config: List[str] = field(default_factory=list)
+
+
+def parse_command(argv: List[str]) -> CommandArgs:
+    out = CommandArgs()
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        key, _, inline = word.partition("=")
+        if key in ("-h", "--help"):
+            print(USAGE + __doc__)
+            raise SystemExit(0)
+        if key in _NOT_YET:
+            raise ip.ConfigError(f"{key}: {_NOT_YET[key]} are not written by the PyTorch trainer "
+                                 f"yet; drop {key} or train with `infinipipe train`")
+        if key in ("--metrics", "--log-dir"):
+            if not inline:
+                if i + 1 >= len(argv):
+                    raise ip.ConfigError(f"{key} needs a value")
+                i += 1
+                inline = argv[i]
+            setattr(out, "metrics" if key == "--metrics" else "log_dir", inline)
+        elif key in ("--quiet", "-q"):
+            out.quiet = True
+        else:
+            out.config.append(word)
+        i += 1
+    return out
+
+
+def _runtime_device(config_args: List[str]) -> List[str]:
+    """`--device cuda` names the preset of the GPU found."""
+    args = list(config_args)
+    for i, w in enumerate(args):
+        value = None
+        if w == "--device" and i + 1 < len(args):
+            value, at = args[i + 1], i + 1
+        elif w.startswith("--device="):
+            value, at = w.split("=", 1)[1], i
+        if value == "cuda":
+            import torch
+            if not torch.cuda.is_available():
+                raise ip.ConfigError("--device cuda needs a CUDA GPU, and PyTorch sees none")
+            name = torch.cuda.get_device_name()
+            preset = next((p for key, p in _GPU_PRESETS if key in name), None)
+            if preset is None:
+                raise ip.ConfigError(
+                    f"--device cuda: no cost-model preset for '{name}'; give one of "
+                    f"{', '.join(p for _, p in _GPU_PRESETS)} or a --calibration file")
+            args[at] = preset if at == i + 1 else f"--device={preset}"
+    return args
+
+
+def check_supported(cfg: ip.Config) -> None:
+    """What this trainer cannot run yet, refused with what to do instead."""
+    if cfg.ulysses_degree > 1:
+        raise ip.ConfigError("the PyTorch trainer does not run Ulysses sequence parallelism yet "
+                             f"(ulysses = {cfg.ulysses_degree}); drop --ulysses-degree")
+    if cfg.get("zero-stage") != "1":
+        raise ip.ConfigError("the PyTorch trainer keeps a stage's weights whole (zero-stage 1); "
+                             "drop --zero-stage")
+    if cfg.get("use-distributed-optimizer") == "true":
+        raise ip.ConfigError("the PyTorch trainer does not shard the optimizer yet; drop "
+                             "--use-distributed-optimizer or train with `infinipipe train`")
+    if int(cfg.get("eval-iters")) > 0 and cfg.has_evaluation_data:
+        raise ip.ConfigError("the PyTorch trainer does not evaluate yet: give --eval-iters 0, or "
+                             "train with `infinipipe train`")
+    if int(cfg.train_iters) > 0 and not cfg.has_training_data:
+        raise ip.ConfigError("train needs a dataset: pass --data-path PREFIX (make one with "
+                             "`infinipipe data synth --output PREFIX`)")
+
+
+class StopRequest:
+    """SIGTERM, SIGINT and SIGUSR1 ask for a stop after the iteration (with
+    --exit-signal-handler, the default), as `infinipipe train`; a second signal stops at once."""
+
+    def __init__(self, enabled: bool):
+        self.signalled = False
+        if enabled and threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+                signal.signal(s, self._handle)
+
+    def _handle(self, signum, frame):
+        if self.signalled:
+            raise SystemExit(128 + signum)
+        self.signalled = True
+
+
+def metrics_path(args: CommandArgs, save: str) -> str:
+    if args.metrics:
+        return args.metrics
+    if args.log_dir:
+        return os.path.join(args.log_dir, "metrics.jsonl")
+    return os.path.join(save, "metrics.jsonl") if save else ""
+
+
+def run(argv: List[str]) -> int:
+    import torch
+    import torch.distributed as dist
+
+    from infinipipe.torch import checkpoint
+    from infinipipe.torch.distributed import launch_env, setup, shutdown
+    from infinipipe.torch.trainer import RankModel, TrainStep, make_optimizer, predicted_tokens
+
+    args = parse_command(argv)
+    cfg = ip.Config.for_training(_runtime_device(args.config))
+    check_supported(cfg)
+    cost = ip.CostModel.from_config(cfg)
+    cfg = cfg.with_stage_layout(cost)
+    layout = cfg.stage_layout(cost)
+    device = "cpu" if cfg.device == "cpu" else "cuda"
+    g = setup(cfg.pp, cfg.dp, device, len(layout), cfg.model.tie_embeddings,
+              float(cfg.get("p2p-timeout")))
+    talk = not args.quiet and g.rank == 0
+    model = RankModel(cfg, layout, g)
+    optimizer = make_optimizer(cfg, model)
+    load, pretrained, save = cfg.get("load"), cfg.get("pretrained-checkpoint"), cfg.get("save")
+    resumed = checkpoint.Resumed()
+    if load and (ip.checkpoint_latest(load) is not None or ip.hf_folder_is(load)):
+        resumed = checkpoint.load(load, cfg, model, optimizer)
+        if talk and resumed.iteration > 0:
+            print(f"resumed from {load} at iteration {resumed.iteration} "
+                  f"({resumed.consumed_samples} samples consumed)")
+    elif pretrained:
+        checkpoint.load_weights(pretrained, cfg, model)
+    else:
+        model.init()
+    config_yaml = cfg.to_yaml()
+    if talk:
+        print(f"training {cfg.model.num_layers} layers x hidden {cfg.model.hidden_size} "
+              f"({cfg.model.num_parameters} parameters), {cfg.schedule} schedule, pp {cfg.pp} x "
+              f"dp {cfg.dp}, {cfg.train_iters} iterations of {cfg.global_batch_size} sequences "
+              f"on PyTorch {torch.__version__} ({g.backend}, {g.device})", flush=True)
+    train_iters, iteration = cfg.train_iters, resumed.iteration
+    step = TrainStep(cfg, model, optimizer, bf16=cfg.get("bf16") == "true")
+    stop = StopRequest(cfg.get("exit-signal-handler") == "true")
+    feedback = ip.CostFeedback(cost) if cfg.get("cost-model-update") == "online" else None
+    plan_cost = cost
+    writer = None
+    if g.rank == 0 and metrics_path(args, save):
+        os.makedirs(os.path.dirname(os.path.abspath(metrics_path(args, save))), exist_ok=True)
+        writer = open(metrics_path(args, save), "a")
+    batches = ip.TrainingBatches(cfg, cost) if iteration < train_iters else None
+    if batches is not None:
+        batches.resume(resumed.consumed_samples, resumed.delay_state)
+    consumed, delay_state = resumed.consumed_samples, resumed.delay_state
+    last_saved = iteration if resumed.iteration > 0 else -1
+    started = time.perf_counter()
+    exit_interval = int(cfg.get("exit-interval"))
+    exit_minutes = float(cfg.get("exit-duration-in-mins"))
+    save_interval = int(cfg.get("save-interval"))
+    last = None
+    if iteration >= train_iters and talk and train_iters > 0:
+        print(f"nothing to train: the checkpoint is at iteration {iteration}, --train-iters is "
+              f"{train_iters}")
+    while iteration < train_iters:
+        t0 = time.perf_counter()
+        seqs = batches.next()
+        consumed, delay_state = batches.consumed_samples, batches.delay_state
+        lengths = [len(s) for s in seqs]
+        share = seqs
+        if g.dp > 1:
+            share = [seqs[i] for i in ip.replica_split(lengths, g.dp, cost, cfg)[g.replica]]
+        t_plan = time.perf_counter()
+        plan_obj, setting = _plan_for_pipeline([len(s) for s in share], cfg, plan_cost, g)
+        plan_seconds = time.perf_counter() - t_plan
+        lr = cfg.lr_at(iteration * cfg.global_batch_size)
+        result = step.run(plan_obj, share, predicted_tokens(lengths), lr)
+        iteration += 1
+        if feedback is not None:
+            plan_cost = _refit(feedback, plan_obj, plan_cost, cfg, result, g)
+        m = _metrics(iteration, train_iters, consumed, result, lengths, plan_obj, setting, lr,
+                     plan_seconds, time.perf_counter() - t0, g)
+        if writer:
+            writer.write(m.metrics_json() + "\n")
+            writer.flush()
+        if talk:
+            print(str(m), flush=True)
+        last = m
+        if save and save_interval > 0 and iteration % save_interval == 0:
+            checkpoint.save(save, iteration, consumed, delay_state, cfg, config_yaml, model,
+                            optimizer)
+            last_saved = iteration
+            if talk:
+                print(f"saved checkpoint {save}/iter_{iteration:07d}", flush=True)
+        if iteration < train_iters and _agree_to_stop(stop, iteration, exit_interval,
+                                                      exit_minutes, started, g):
+            if talk:
+                print(f"stopping after iteration {iteration} as asked", flush=True)
+            break
+    if save and last_saved != iteration:
+        checkpoint.save(save, iteration, consumed, delay_state, cfg, config_yaml, model,
+                        optimizer)
+        if talk:
+            print(f"saved checkpoint {save}/iter_{iteration:07d}", flush=True)
+    if talk and last is not None:
+        print(f"done: {last.iteration} iterations, final loss {last.loss:.4f}", flush=True)
+    if writer:
+        writer.close()
+    if g.distributed:
+        dist.barrier()
+    shutdown()
+    return 0
+
+
+def _plan_for_pipeline(lengths, cfg, plan_cost, g):
+    """The first rank of the pipeline plans; its plan (as JSON) and setting reach the others, so
+    every rank of the pipeline runs the very same plan."""
+    import torch.distributed as dist
+
+    if g.pp == 1:
+        r = ip.plan(lengths, cfg, plan_cost)
+        return r.plan, r.setting
+    box = [None]
+    if g.stage == 0:
+        r = ip.plan(lengths, cfg, plan_cost)
+        box = [(r.plan.to_json(), r.setting)]
+    dist.broadcast_object_list(box, src=g.replica, group=g.pipeline)  # stage 0 of this replica
+    return ip.Plan.from_json(box[0][0]), box[0][1]
+
+
+def _refit(feedback, plan_obj, plan_cost, cfg, result, g):
+    """The online fit: this rank's measured actions, pooled over its pipeline."""
+    import torch
+    import torch.distributed as dist
+
+    measured = [(t.index, t.end - t.start) for t in result.stats.times]
+    feedback.observe(plan_obj, plan_cost, cfg, g.stage, measured)
+    share = torch.tensor(feedback.share(), dtype=torch.float64, device=g.device)
+    if g.distributed:
+        dist.all_reduce(share, group=g.pipeline)
+    return feedback.next_cost_model(share.cpu().tolist())
+
+
+def _agree_to_stop(stop, iteration, exit_interval, exit_minutes, started, g) -> bool:
+    import torch
+    import torch.distributed as dist
+
+    want = stop.signalled or (exit_interval > 0 and iteration % exit_interval == 0) or \
+        (exit_minutes > 0 and time.perf_counter() - started >= exit_minutes * 60)
+    if not g.distributed:
+        return want
+    flag = torch.tensor([1.0 if want else 0.0], device=g.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def _metrics(iteration, train_iters, consumed, result, lengths, plan_obj, setting, lr,
+             plan_seconds, seconds, g):
+    m = ip.IterationMetrics()
+    m.iteration, m.train_iters, m.consumed_samples = iteration, train_iters, consumed
+    m.loss, m.sequences, m.tokens = result.loss, len(lengths), sum(lengths)
+    m.predicted_tokens, m.seconds, m.plan_seconds = result.predicted_tokens, seconds, plan_seconds
+    m.tokens_per_s = sum(lengths) / seconds if seconds > 0 else 0.0
+    m.lr, m.grad_norm, m.schedule = lr, result.grad_norm, plan_obj.schedule
+    m.chunks, m.plan_knobs = len(plan_obj.chunks), setting
+    m.predicted_peak_bytes = plan_obj.predicted_peak_bytes[g.stage]
+    if g.device.type == "cuda":
+        import torch
+
+        m.measured_peak_bytes = torch.cuda.max_memory_allocated(g.device)
+        torch.cuda.reset_peak_memory_stats(g.device)
+    m.predicted_step_seconds = plan_obj.predicted_step_time
+    m.measured_step_seconds = result.stats.times[-1].end if result.stats.times else 0.0
+    m.memory_budget = plan_obj.memory_budget
+    return m
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from infinipipe.torch.distributed import launch_env
+
+    rank = launch_env().rank
+    where = "" if launch_env().world_size == 1 else f" on rank {rank}"
+    try:
+        return run(argv)
+    except ip.ConfigError as e:
+        print(f"infinipipe: error{where}: {e}", file=sys.stderr, flush=True)
+        code = 2
+    except (ip.Error, RuntimeError, OSError) as e:
+        print(f"infinipipe: error{where}: {e}", file=sys.stderr, flush=True)
+        code = 1
+    except Exception:  # a bug: its traceback, and the job still ends
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    # Under a launcher the other ranks may wait on this one: end the process now, so the
+    # launcher ends the job.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

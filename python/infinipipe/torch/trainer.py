@@ -1,0 +1,165 @@
+"""One rank of a PyTorch training run of infinipipe plans: the stages this rank holds, their
+optimizer, and one iteration (plan the replica's share, execute the rank's actions, sum
+gradients over the replicas and the tied embedding's ends, clip, step).
+
+The maths are the C++ trainer's (docs/architecture.md, invariant 1): the loss is the mean over
+every predicted token of the global batch, each replica scales its loss gradient by
+1 / (global predicted tokens), so data-parallel gradients are summed, not averaged.
+AdamW is torch.optim.AdamW with Megatron-LM's groups (no weight decay on 1-D tensors), the
+learning rate Megatron's schedule (the C++ LrSchedule), clipping Megatron's coefficient.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+import infinipipe as ip
+from infinipipe.torch.distributed import RankGroups, all_reduce_sum
+from infinipipe.torch.executor import RankExecutor, RankStats
+from infinipipe.torch.link import DistLink, LocalLink
+from infinipipe.torch.model import Stage, stage_from_spec
+
+
+@dataclass
+class StepResult:
+    loss: float  # mean over the global batch's predicted tokens
+    predicted_tokens: int
+    grad_norm: float  # before clipping
+    stats: RankStats
+    seconds: float
+
+
+def predicted_tokens(lengths: Sequence[int]) -> int:
+    return sum(max(n - 1, 0) for n in lengths)
+
+
+class RankModel:
+    """The stages of one rank (stage s lives on pipeline rank s % pp), built from the run's
+    stage layout, and the parameters it trains, counts and saves."""
+
+    def __init__(self, config: ip.Config, layout: Sequence[ip.Stage], groups: RankGroups,
+                 dtype: torch.dtype = torch.float32):
+        self.config, self.groups = config, groups
+        self.layout = list(layout)
+        self.stages: Dict[int, Stage] = {
+            s.index: stage_from_spec(config.model, s).to(device=groups.device, dtype=dtype)
+            for s in self.layout if s.rank == groups.stage}
+
+    def init(self, seed: Optional[int] = None) -> None:
+        """The C++ engine's initial values (a function of the seed and each name)."""
+        for spec in self.layout:
+            if spec.index in self.stages:
+                self.stages[spec.index].load(
+                    ip.init_params(self.config, seed, spec.first_layer, spec.num_layers,
+                                   spec.has_embedding, spec.has_lm_head))
+
+    def load(self, values: dict) -> None:
+        for stage in self.stages.values():
+            stage.load({n: values[n] for n, _ in stage.named_parameters()})
+
+    def named_parameters(self):
+        for stage in self.stages.values():
+            yield from stage.named_parameters()
+
+    def unique_parameters(self):
+        """Every parameter once: a last stage's copy of the tied embedding, whose first stage is
+        on another rank, is left out (that rank counts and saves it)."""
+        for stage in self.stages.values():
+            for name, p in stage.named_parameters():
+                if not (stage.tied_copy and name == "model.embed_tokens.weight"):
+                    yield name, p
+
+    def tied_parameter(self) -> Optional[torch.Tensor]:
+        """Where pp > 1 ties the embedding: this rank's end of it (first or last stage)."""
+        if not self.config.model.tie_embeddings or self.groups.pp == 1:
+            return None
+        for stage in self.stages.values():
+            if stage.has_embedding or stage.tied_copy:
+                return stage.model.embed_tokens.weight
+        return None
+
+
+def make_optimizer(config: ip.Config, model: RankModel) -> torch.optim.Optimizer:
+    """AdamW (or SGD) as the C++ optimizer: Megatron leaves 1-D tensors undecayed."""
+    decay, plain = [], []
+    for _, p in model.named_parameters():
+        (decay if p.dim() >= 2 else plain).append(p)
+    kind = config.get("optimizer")
+    if kind == "sgd":
+        return torch.optim.SGD(decay + plain, lr=float(config.get("lr")))
+    wd = float(config.get("weight-decay"))
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": wd}, {"params": plain, "weight_decay": 0.0}],
+        lr=float(config.get("lr")), betas=(float(config.get("adam-beta1")),
+                                           float(config.get("adam-beta2"))),
+        eps=float(config.get("adam-eps")))
+
+
+class TrainStep:
+    """One iteration of one rank, given its replica's plan and sequences."""
+
+    def __init__(self, config: ip.Config, model: RankModel, optimizer: torch.optim.Optimizer,
+                 bf16: bool = False):
+        self.config, self.model, self.optimizer = config, model, optimizer
+        self.groups = model.groups
+        self.autocast = torch.bfloat16 if bf16 else None
+
+    def _link(self, plan):
+        if self.groups.distributed:
+            return DistLink(plan.pp, self.groups.dp, self.groups.replica, len(plan.stages),
+                            self.groups.device, torch.float32, self.groups.link_groups)
+        return LocalLink()
+
+    def run(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
+            lr: float, synchronize: bool = True) -> StepResult:
+        t0 = time.perf_counter()
+        g = self.groups
+        for _, p in self.model.named_parameters():
+            p.grad = None
+        ex = RankExecutor(plan, g.stage, self.model.stages, self._link(plan), sequences,
+                          1.0 / global_predicted, g.device, self.autocast)
+        stats = ex.run(synchronize)
+        params = [p for _, p in self.model.named_parameters()]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        tied = self.model.tied_parameter()
+        if tied is not None:
+            all_reduce_sum([tied.grad], g.embedding)
+        if g.dp > 1:
+            all_reduce_sum([p.grad for p in params], g.data_parallel)
+        totals = torch.tensor([stats.loss_sum, float(stats.predicted_tokens)], dtype=torch.float64,
+                              device=g.device)
+        if g.distributed:
+            dist.all_reduce(totals)
+        if int(totals[1]) != global_predicted:
+            raise RuntimeError(f"the chunks predicted {int(totals[1])} tokens, the batch has "
+                               f"{global_predicted}: a token was lost or repeated")
+        norm = self._clip(params)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        return StepResult(float(totals[0]) / global_predicted, global_predicted, norm, stats,
+                          time.perf_counter() - t0)
+
+    def _clip(self, params: List[torch.Tensor]) -> float:
+        """The global gradient norm (a tied copy counted once) and Megatron's clipping."""
+        sq = torch.zeros((), dtype=torch.float64, device=self.groups.device)
+        for _, p in self.model.unique_parameters():
+            sq += p.grad.double().pow(2).sum()
+        if self.groups.distributed:
+            dist.all_reduce(sq, group=self.groups.pipeline)
+        norm = math.sqrt(float(sq))
+        clip = self.config.clip_grad
+        if clip > 0:
+            coeff = clip / (norm + 1e-6)
+            if coeff < 1.0:
+                for p in params:
+                    p.grad.mul_(coeff)
+        return norm
