@@ -116,9 +116,11 @@ class TrainStep:
                             self.groups.device, torch.float32, self.groups.link_groups)
         return LocalLink()
 
-    def run(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
-            lr: float, synchronize: bool = True) -> StepResult:
-        t0 = time.perf_counter()
+    def gradients(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
+                  synchronize: bool = True):
+        """Executes this rank's actions and reduces: every parameter's gradient of the global
+        batch's mean loss, summed over the replicas and the tied embedding's two ends. Returns
+        (loss, this rank's stats)."""
         g = self.groups
         for _, p in self.model.named_parameters():
             p.grad = None
@@ -141,12 +143,20 @@ class TrainStep:
         if int(totals[1]) != global_predicted:
             raise RuntimeError(f"the chunks predicted {int(totals[1])} tokens, the batch has "
                                f"{global_predicted}: a token was lost or repeated")
-        norm = self._clip(params)
+        return float(totals[0]) / global_predicted, stats
+
+    def run(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
+            lr: float, synchronize: bool = True) -> StepResult:
+        t0 = time.perf_counter()
+        loss, stats = self.gradients(plan, sequences, global_predicted, synchronize)
+        norm = self._clip([p for _, p in self.model.named_parameters()])
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
-        return StepResult(float(totals[0]) / global_predicted, global_predicted, norm, stats,
-                          time.perf_counter() - t0)
+        tied = self.model.tied_parameter()
+        if tied is not None:  # both ends stay bit-identical: the first stage's values win
+            dist.broadcast(tied.data, src=self.groups.replica, group=self.groups.embedding)
+        return StepResult(loss, global_predicted, norm, stats, time.perf_counter() - t0)
 
     def _clip(self, params: List[torch.Tensor]) -> float:
         """The global gradient norm (a tied copy counted once) and Megatron's clipping."""

@@ -1,0 +1,55 @@
+"""One rank of a distributed gradient check (run under mpirun by test_dist.py): plans a fixed
+random batch for this layout, executes it with infinipipe.torch and writes this rank's
+gradients (summed over replicas and the tied embedding's ends), the loss and what the plan did
+to OUT/rank<R>.npz.
+
+usage: dist_grads.py OUT SEED LENGTHS CONFIG-WORDS...   (LENGTHS: comma-separated)
+"""
+
+import sys
+
+import numpy as np
+import torch
+
+import infinipipe as ip
+from infinipipe.torch.distributed import setup, shutdown
+from infinipipe.torch.train import _plan_for_pipeline
+from infinipipe.torch.trainer import RankModel, TrainStep, make_optimizer, predicted_tokens
+
+
+def batch(seed: int, lengths, vocab: int):
+    rng = np.random.default_rng(seed)
+    return [[int(t) for t in rng.integers(0, vocab, n)] for n in lengths]
+
+
+def main():
+    out, seed, lengths, words = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+    lengths = [int(n) for n in lengths.split(",")]
+    cfg = ip.Config.from_args(words)
+    cost = ip.CostModel.from_config(cfg)
+    cfg = cfg.with_stage_layout(cost)
+    layout = cfg.stage_layout(cost)
+    g = setup(cfg.pp, cfg.dp, "cpu", len(layout), cfg.model.tie_embeddings, 120.0)
+    model = RankModel(cfg, layout, g)
+    model.init()
+    seqs = batch(seed, lengths, cfg.model.vocab_size)
+    share = seqs
+    if g.dp > 1:
+        share = [seqs[i] for i in ip.replica_split(lengths, g.dp, cost, cfg)[g.replica]]
+    plan, _ = _plan_for_pipeline([len(s) for s in share], cfg, cost, g)
+    step = TrainStep(cfg, model, make_optimizer(cfg, model))
+    loss, _ = step.gradients(plan, share, predicted_tokens(lengths))
+    record = {"loss": np.array(loss)}
+    for index, stage in model.stages.items():
+        for name, p in stage.named_parameters():
+            record[f"grad/{index}/{name}"] = p.grad.numpy()
+    record["kinds"] = np.array([c.kind for c in plan.chunks])
+    record["pipelines"] = np.array(plan.num_pipelines)
+    record["recompute"] = np.array(sum(a.recompute_layers for a in plan.actions[g.stage]))
+    record["vpp"] = np.array(plan.vpp)
+    np.savez(f"{out}/rank{g.rank}.npz", **record)
+    shutdown()
+
+
+if __name__ == "__main__":
+    main()

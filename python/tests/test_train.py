@@ -1,0 +1,138 @@
+"""`python3 -m infinipipe.torch.train`: it trains (the loss falls) at pp 2 x dp 2, resumes
+`infinipipe train`'s checkpoints and leaves checkpoints `infinipipe train` resumes, to the loss
+of a run that never stopped; bf16 trains within a stated distance of fp32; a rank killed
+mid-run ends the job naming it; bad flags get the `infinipipe` command's messages."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+from common import TempDir, binary, mpirun, python_env
+
+# The C++ trainer's tiny model (tests/common/tiny_model.h's shape), on a synthetic corpus.
+MODEL = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+         "--num-query-groups", "2", "--group-query-attention", "--seq-length", "256",
+         "--global-batch-size", "8", "--device", "cpu", "--memory-budget", "6MiB",
+         "--min-tail-slice", "32", "--lr", "3e-3"]
+TRAIN = [sys.executable, "-m", "infinipipe.torch.train"]
+
+
+def losses(metrics_file):
+    with open(metrics_file) as f:
+        return {r["iteration"]: r["loss"] for r in map(json.loads, f)}
+
+
+class TorchTrain(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = TempDir()
+        cls.dir = cls.tmp.__enter__()
+        cls.corpus = os.path.join(cls.dir, "corpus")
+        subprocess.run([binary(), "data", "synth", "--output", cls.corpus, "--seq-length", "256",
+                        "--num-documents", "400"], check=True, capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.__exit__(None, None, None)
+
+    def words(self, *extra):
+        return MODEL + ["--data-path", self.corpus] + list(extra)
+
+    def run_py(self, *extra):
+        return subprocess.run(TRAIN + self.words(*extra), env=python_env(), capture_output=True,
+                              text=True, timeout=240)
+
+    def run_cpp(self, n, *extra):
+        cmd = [binary(), "train"] + self.words(*extra)
+        if n > 1:
+            cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+                   "-np", str(n), "-x", "OMP_NUM_THREADS"] + cmd
+        return subprocess.run(cmd, env=python_env(), capture_output=True, text=True, timeout=240)
+
+    def test_pp2_dp2_loss_falls_and_metrics_are_written(self):
+        metrics = os.path.join(self.dir, "falls.jsonl")
+        r = mpirun(4, ["-m", "infinipipe.torch.train"] + self.words(
+            "--pp", "2", "--dp", "2", "--train-iters", "8", "--metrics", metrics))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("done: 8 iterations", r.stdout)
+        loss = losses(metrics)
+        self.assertEqual(sorted(loss), list(range(1, 9)))
+        self.assertLess(loss[8], loss[1] - 0.3, loss)
+
+    def test_checkpoints_resume_across_runtimes_to_the_uninterrupted_loss(self):
+        whole = os.path.join(self.dir, "whole.jsonl")
+        r = self.run_cpp(1, "--train-iters", "4", "--metrics", whole)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = losses(whole)[4]
+        # infinipipe train (pp 2, MPI) stops at 3; PyTorch (one process) resumes.
+        cpp = os.path.join(self.dir, "from-cpp")
+        r = self.run_cpp(2, "--pp", "2", "--train-iters", "4", "--exit-interval", "3", "--save",
+                         cpp)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        got = os.path.join(self.dir, "py-resumed.jsonl")
+        r = self.run_py("--train-iters", "4", "--load", cpp, "--metrics", got)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("resumed from", r.stdout)
+        self.assertAlmostEqual(losses(got)[4], want, delta=1e-5 * want)
+        # PyTorch stops at 3; infinipipe train resumes.
+        py = os.path.join(self.dir, "from-py")
+        r = self.run_py("--train-iters", "4", "--exit-interval", "3", "--save", py)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        got = os.path.join(self.dir, "cpp-resumed.jsonl")
+        r = self.run_cpp(1, "--train-iters", "4", "--load", py, "--metrics", got)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertAlmostEqual(losses(got)[4], want, delta=1e-5 * want)
+
+    def test_bf16_trains_within_two_percent_of_fp32(self):
+        fp32, bf16 = (os.path.join(self.dir, f"{k}.jsonl") for k in ("fp32", "bf16"))
+        self.assertEqual(self.run_py("--train-iters", "6", "--metrics", fp32).returncode, 0)
+        r = self.run_py("--train-iters", "6", "--metrics", bf16, "--bf16")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        a, b = losses(fp32), losses(bf16)
+        self.assertLess(b[6], b[1] - 0.2, b)
+        for i in a:
+            self.assertAlmostEqual(b[i], a[i], delta=0.02 * a[i], msg=f"iteration {i}")
+
+    def test_a_killed_rank_ends_the_job_naming_it(self):
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np",
+               "2", "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS"] + TRAIN + self.words(
+                   "--pp", "2", "--train-iters", "100000", "--p2p-timeout", "60")
+        p = subprocess.Popen(cmd, env=python_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        line = p.stdout.readline()
+        while line and "iter 1/" not in line:
+            line = p.stdout.readline()
+        victim = subprocess.run(["pgrep", "-f", "-n", "infinipipe.torch.train"],
+                                capture_output=True, text=True).stdout.split()
+        self.assertTrue(victim, "no rank to kill")
+        os.kill(int(victim[0]), signal.SIGKILL)
+        start = time.time()
+        out, _ = p.communicate(timeout=120)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertLess(time.time() - start, 90)
+        self.assertRegex(out, r"rank \d+ with PID \d+ .*(signal 9|Killed)")
+
+    def test_bad_flags_get_the_commands_messages(self):
+        r = subprocess.run(TRAIN + ["--num-layer", "4"], env=python_env(), capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown option '--num-layer': did you mean 'num-layers'?", r.stderr)
+        cli = subprocess.run([binary(), "train", "--num-layer", "4"], capture_output=True,
+                             text=True)
+        self.assertIn("unknown option '--num-layer': did you mean 'num-layers'?", cli.stderr)
+        r = subprocess.run(TRAIN + self.words("--trace", "x"), env=python_env(),
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--trace", r.stderr)
+        r = subprocess.run(TRAIN + self.words("--pp", "2"), env=python_env(), capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("launch 2 (mpirun -np 2", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
