@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 # Seconds each libFuzzer target runs in `make fuzz` (`make fuzz-smoke` runs a few).
 FUZZ_SECONDS ?= 60
 
-.PHONY: deps build test demo asan fuzz fuzz-build fuzz-smoke format clean
+.PHONY: deps build test demo demo-torch asan fuzz fuzz-build fuzz-smoke format clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -19,6 +19,10 @@ test:
 
 demo: build
 	bash scripts/demo.sh
+
+# The same kind of run through PyTorch (infinipipe.torch), then its report.
+demo-torch: build
+	bash scripts/demo_torch.sh
 
 asan: deps
 	cmake --preset asan

@@ -16,4 +16,5 @@ PYBIND11_MODULE(_core, m) {
   infinipipe::python::bind_checkpoint(m);
   infinipipe::python::bind_data(m);
   infinipipe::python::bind_metrics(m);
+  infinipipe::python::bind_trace(m);
 }

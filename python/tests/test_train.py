@@ -53,15 +53,20 @@ class TorchTrain(unittest.TestCase):
                    "-np", str(n), "-x", "OMP_NUM_THREADS"] + cmd
         return subprocess.run(cmd, env=python_env(), capture_output=True, text=True, timeout=240)
 
-    def test_pp2_dp2_loss_falls_and_metrics_are_written(self):
-        metrics = os.path.join(self.dir, "falls.jsonl")
+    def test_pp2_dp2_loss_falls_and_the_report_reads_the_run(self):
+        run = os.path.join(self.dir, "traced")
         r = mpirun(4, ["-m", "infinipipe.torch.train"] + self.words(
-            "--pp", "2", "--dp", "2", "--train-iters", "8", "--metrics", metrics))
+            "--pp", "2", "--dp", "2", "--train-iters", "8", "--trace", run))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("done: 8 iterations", r.stdout)
-        loss = losses(metrics)
+        loss = losses(os.path.join(run, "metrics.jsonl"))  # next to the traces, as train puts it
         self.assertEqual(sorted(loss), list(range(1, 9)))
         self.assertLess(loss[8], loss[1] - 0.3, loss)
+        report = subprocess.run([binary(), "report", run], capture_output=True, text=True)
+        self.assertEqual(report.returncode, 0, report.stderr)
+        self.assertIn("epp schedule, pp 2 x dp 2, 8 iteration(s) traced on 4 ranks", report.stdout)
+        self.assertRegex(report.stdout, r"\| forward \| [1-9]\d* \|")
+        self.assertTrue(os.path.exists(os.path.join(run, "report.html")))
 
     def test_checkpoints_resume_across_runtimes_to_the_uninterrupted_loss(self):
         whole = os.path.join(self.dir, "whole.jsonl")

@@ -30,7 +30,7 @@ from infinipipe.torch.model import Rotary, SliceRows, Stage, chunk_rows, head_lo
 @dataclass
 class ActionTime:
     index: int  # in plan.actions[rank]
-    start: float  # seconds since the step's start
+    start: float  # seconds since RankStats.t0
     end: float
 
 
@@ -39,6 +39,7 @@ class RankStats:
     loss_sum: float = 0.0  # unscaled token losses of this rank's last-stage forwards
     predicted_tokens: int = 0
     times: List[ActionTime] = field(default_factory=list)
+    t0: float = 0.0  # time.monotonic() when the rank's first action started
 
 
 @dataclass
@@ -213,16 +214,16 @@ class RankExecutor:
     def run(self, synchronize: bool = False) -> RankStats:
         """Every action of this rank, in order. `synchronize`: wait for the device after each
         action, so its measured interval is its own (CUDA runs asynchronously)."""
-        t0 = time.perf_counter()
+        t0 = self.stats.t0 = time.monotonic()
         for i, a in enumerate(self.actions):
-            start = time.perf_counter() - t0
+            start = time.monotonic() - t0
             if a.kind == "forward":
                 self._forward(a.stage, a.chunk, a.recompute_layers)
             else:
                 self._backward(a.stage, a.chunk)
             if synchronize and self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
-            self.stats.times.append(ActionTime(i, start, time.perf_counter() - t0))
+            self.stats.times.append(ActionTime(i, start, time.monotonic() - t0))
         self.link.finish()
         if self._states:
             raise RuntimeError(f"rank {self.rank}: chunks {sorted(self._states)} ran forward "

@@ -29,9 +29,7 @@ USAGE = """usage: python3 -m infinipipe.torch.train [--metrics FILE] [--log-dir 
 
 # `infinipipe train`'s own flags this trainer does not offer yet: refused with the reason.
 _NOT_YET = {
-    "--trace": "Chrome traces for `infinipipe report`",
-    "--trace-iterations": "Chrome traces",
-    "--trace-explain": "Chrome traces",
+    "--trace-explain": "the planner's explanations in traces",
     "--timings": "the per-action timings file",
     "--search-iterations": "the layout search of auto degrees",
 }
@@ -44,8 +42,14 @@ _GPU_PRESETS = (("H200", "h200-141gb"), ("H100", "h100-80gb"), ("A800", "a800-80
 class CommandArgs:
     metrics: str = ""
     log_dir: str = ""
+    trace: str = ""
+    trace_iterations: str = ""
     quiet: bool = False
     config: List[str] = field(default_factory=list)
+
+
+_VALUED = {"--metrics": "metrics", "--log-dir": "log_dir", "--trace": "trace",
+           "--trace-iterations": "trace_iterations"}
 
 
 def parse_command(argv: List[str]) -> CommandArgs:
@@ -60,18 +64,20 @@ def parse_command(argv: List[str]) -> CommandArgs:
         if key in _NOT_YET:
             raise ip.ConfigError(f"{key}: {_NOT_YET[key]} are not written by the PyTorch trainer "
                                  f"yet; drop {key} or train with `infinipipe train`")
-        if key in ("--metrics", "--log-dir"):
+        if key in _VALUED:
             if not inline:
                 if i + 1 >= len(argv):
                     raise ip.ConfigError(f"{key} needs a value")
                 i += 1
                 inline = argv[i]
-            setattr(out, "metrics" if key == "--metrics" else "log_dir", inline)
+            setattr(out, _VALUED[key], inline)
         elif key in ("--quiet", "-q"):
             out.quiet = True
         else:
             out.config.append(word)
         i += 1
+    if out.trace_iterations and not out.trace:
+        raise ip.ConfigError("--trace-iterations chooses what --trace records: add --trace DIR")
     return out
 
 
@@ -134,11 +140,13 @@ class StopRequest:
 
 
 def metrics_path(args: CommandArgs, save: str) -> str:
+    """--metrics FILE, else LOG_DIR/metrics.jsonl, else next to the traces, else in --save."""
     if args.metrics:
         return args.metrics
-    if args.log_dir:
-        return os.path.join(args.log_dir, "metrics.jsonl")
-    return os.path.join(save, "metrics.jsonl") if save else ""
+    for folder in (args.log_dir, args.trace, save):
+        if folder:
+            return os.path.join(folder, "metrics.jsonl")
+    return ""
 
 
 def run(argv: List[str]) -> int:
@@ -192,36 +200,46 @@ def run(argv: List[str]) -> int:
         batches.resume(resumed.consumed_samples, resumed.delay_state)
     consumed, delay_state = resumed.consumed_samples, resumed.delay_state
     last_saved = iteration if resumed.iteration > 0 else -1
-    started = time.perf_counter()
+    started = time.monotonic()
     exit_interval = int(cfg.get("exit-interval"))
     exit_minutes = float(cfg.get("exit-duration-in-mins"))
     save_interval = int(cfg.get("save-interval"))
+    log_every = max(1, int(cfg.get("log-interval")))
+    trace = None
+    if args.trace:
+        if g.distributed:
+            dist.barrier()  # the ranks start the trace clock together
+        trace = ip.TraceWriter(args.trace, g.rank, g.pp, g.dp, g.stage, g.replica, config_yaml,
+                               cfg.schedule, time.monotonic(), args.trace_iterations)
     last = None
     if iteration >= train_iters and talk and train_iters > 0:
         print(f"nothing to train: the checkpoint is at iteration {iteration}, --train-iters is "
               f"{train_iters}")
     while iteration < train_iters:
-        t0 = time.perf_counter()
+        t0 = time.monotonic()
         seqs = batches.next()
         consumed, delay_state = batches.consumed_samples, batches.delay_state
         lengths = [len(s) for s in seqs]
         share = seqs
         if g.dp > 1:
             share = [seqs[i] for i in ip.replica_split(lengths, g.dp, cost, cfg)[g.replica]]
-        t_plan = time.perf_counter()
+        t_plan = time.monotonic()
         plan_obj, setting = _plan_for_pipeline([len(s) for s in share], cfg, plan_cost, g)
-        plan_seconds = time.perf_counter() - t_plan
+        plan_seconds = time.monotonic() - t_plan
         lr = cfg.lr_at(iteration * cfg.global_batch_size)
         result = step.run(plan_obj, share, predicted_tokens(lengths), lr)
+        t_step = time.monotonic()
         iteration += 1
         if feedback is not None:
             plan_cost = _refit(feedback, plan_obj, plan_cost, cfg, result, g)
         m = _metrics(iteration, train_iters, consumed, result, lengths, plan_obj, setting, lr,
-                     plan_seconds, time.perf_counter() - t0, g)
+                     plan_seconds, time.monotonic() - t0, g)
+        if trace is not None:
+            _trace_add(trace, m, plan_obj, g, result, t0, t_plan, plan_seconds, t_step)
         if writer:
             writer.write(m.metrics_json() + "\n")
             writer.flush()
-        if talk:
+        if talk and (iteration % log_every == 0 or iteration == train_iters):
             print(str(m), flush=True)
         last = m
         if save and save_interval > 0 and iteration % save_interval == 0:
@@ -279,12 +297,24 @@ def _refit(feedback, plan_obj, plan_cost, cfg, result, g):
     return feedback.next_cost_model(share.cpu().tolist())
 
 
+def _trace_add(trace, m, plan_obj, g, result, t0, t_plan, plan_seconds, t_step):
+    """This rank's iteration in its trace: the actions, planning, and what followed them
+    (gradient sums, clipping, the optimizer)."""
+    shift = result.stats.t0 - t0
+    actions = [(t.index, shift + t.start, shift + t.end) for t in result.stats.times]
+    done = actions[-1][2] if actions else shift
+    events = [("plan", "planning", t_plan - t0, t_plan - t0 + plan_seconds),
+              ("optimizer", "gradient sums, clip and optimizer step", done, t_step - t0)]
+    trace.add(m, plan_obj, g.stage, actions, events, result.stats.loss_sum,
+              result.stats.predicted_tokens, t0, time.monotonic())
+
+
 def _agree_to_stop(stop, iteration, exit_interval, exit_minutes, started, g) -> bool:
     import torch
     import torch.distributed as dist
 
     want = stop.signalled or (exit_interval > 0 and iteration % exit_interval == 0) or \
-        (exit_minutes > 0 and time.perf_counter() - started >= exit_minutes * 60)
+        (exit_minutes > 0 and time.monotonic() - started >= exit_minutes * 60)
     if not g.distributed:
         return want
     flag = torch.tensor([1.0 if want else 0.0], device=g.device)
