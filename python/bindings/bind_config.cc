@@ -11,8 +11,8 @@
 #include "data/split.h"
 #include "model/lr_schedule.h"
 #include "options/options.h"
-#include "plan/stage_layout.h"
 #include "plan/schedule_table.h"
+#include "plan/stage_layout.h"
 
 namespace py = pybind11;
 
@@ -124,19 +124,21 @@ void bind_config(py::module_& m) {
           py::arg("cost_model"),
           "This configuration with its layers split over the stages by cost (as `train` fixes "
           "them before the first plan), so every plan of the run keeps that layout.")
-      .def("stage_layout",
-           [](const Config& c, const cost::CostModel& cm) {
-             return plan::stage_layout_planned(c, cm,
-                                               static_cast<int32_t>(c.parallel.pipeline_parallel),
-                                               plan::schedule_vpp(c.parallel));
-           },
-           py::arg("cost_model"), "The stages every plan of this configuration uses.")
-      .def("lr_at",
-           [](const Config& c, int64_t consumed) {
-             return LrSchedule::from_config(c.training).lr_at(consumed);
-           },
-           py::arg("consumed_samples"),
-           "The learning rate of the update after `consumed_samples` (Megatron-LM's schedule).")
+      .def(
+          "stage_layout",
+          [](const Config& c, const cost::CostModel& cm) {
+            return plan::stage_layout_planned(c, cm,
+                                              static_cast<int32_t>(c.parallel.pipeline_parallel),
+                                              plan::schedule_vpp(c.parallel));
+          },
+          py::arg("cost_model"), "The stages every plan of this configuration uses.")
+      .def(
+          "lr_at",
+          [](const Config& c, int64_t consumed) {
+            return LrSchedule::from_config(c.training).lr_at(consumed);
+          },
+          py::arg("consumed_samples"),
+          "The learning rate of the update after `consumed_samples` (Megatron-LM's schedule).")
       .def("__repr__", [](const Config& c) {
         return "<infinipipe.Config " + std::to_string(c.model.num_layers) + " layers, pp " +
                std::to_string(c.parallel.pipeline_parallel) + " x dp " +

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bindings.h"
+#include "plan/forward_plan.h"
 #include "plan/plan.h"
 #include "plan/plan_explain.h"
 #include "plan/plan_json.h"
@@ -124,14 +125,17 @@ void bind_plan(py::module_& m) {
         "configuration's schedule (or `schedule`), as `infinipipe plan` does: EPP searches its "
         "slicing, packing, grouping and recompute; a baseline tunes its knobs. The plan passed "
         "validation. BudgetError when nothing fits the memory budget.");
+  m.def("plan_forward_only", &plan::plan_forward_only, py::arg("plan"), py::arg("cost_model"),
+        py::arg("config"),
+        "The evaluation plan of a training plan: its chunks and each rank's forwards in its "
+        "order, no backward, recompute or gradient (the validation loss runs through it).");
   m.def(
       "replica_split",
       [](const std::vector<int64_t>& lengths, int64_t dp, const cost::CostModel& cm,
          const Config& cfg) { return runtime::dist_replica_split(lengths, dp, cm, cfg); },
-      py::arg("lengths"), py::arg("dp"),
-        py::arg("cost_model"), py::arg("config"),
-        "The data-parallel split `train` makes of a global batch: per replica, the indices of its "
-        "sequences (balanced by predicted cost; the same on every rank).");
+      py::arg("lengths"), py::arg("dp"), py::arg("cost_model"), py::arg("config"),
+      "The data-parallel split `train` makes of a global batch: per replica, the indices of its "
+      "sequences (balanced by predicted cost; the same on every rank).");
 }
 
 }  // namespace infinipipe::python

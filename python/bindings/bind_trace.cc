@@ -79,8 +79,8 @@ void bind_trace(py::module_& m) {
            "`origin`: the run's start, time.monotonic() seconds (the same on every rank's clock); "
            "`iterations`: --trace-iterations ('A-B' or 'N'; default the first 50).")
       .def("add", &iteration_add, py::arg("metrics"), py::arg("plan"), py::arg("stage"),
-           py::arg("actions"), py::arg("events"), py::arg("loss_sum"),
-           py::arg("predicted_tokens"), py::arg("step_start"), py::arg("step_end"),
+           py::arg("actions"), py::arg("events"), py::arg("loss_sum"), py::arg("predicted_tokens"),
+           py::arg("step_start"), py::arg("step_end"),
            "Appends an iteration (and its plan, from a pipeline's first rank); False outside the "
            "traced iterations.")
       .def_property_readonly("path", &obs::TraceWriter::path);

@@ -124,6 +124,7 @@ class PlanResult:
 
 def plan(lengths: Sequence[int], config: Config, cost_model: Optional[CostModel] = None,
          schedule: str = "", threads: int = 1) -> PlanResult: ...
+def plan_forward_only(plan: Plan, cost_model: CostModel, config: Config) -> Plan: ...
 def replica_split(lengths: Sequence[int], dp: int, cost_model: CostModel,
                   config: Config) -> List[List[int]]: ...
 
@@ -199,6 +200,20 @@ class TrainingBatches:
     consumed_samples: int
     delay_state: str
 
+class EvalBatches:
+    def __init__(self, config: Config) -> None: ...
+    def has(self, split: str) -> bool: ...
+    def batches(self, split: str, index: int = 0) -> List[List[List[int]]]: ...
+
+class TraceWriter:
+    def __init__(self, dir: str, world_rank: int, pp: int, dp: int, stage: int, replica: int,
+                 config_yaml: str, schedule: str, origin: float, iterations: str = "") -> None: ...
+    def add(self, metrics: IterationMetrics, plan: Plan, stage: int,
+            actions: Sequence[Tuple[int, float, float]],
+            events: Sequence[Tuple[str, str, float, float]], loss_sum: float,
+            predicted_tokens: int, step_start: float, step_end: float) -> bool: ...
+    path: str
+
 class IterationMetrics:
     iteration: int
     train_iters: int
@@ -229,4 +244,5 @@ class IterationMetrics:
     test_loss: Optional[float]
     test_tokens: int
     eval_seconds: float
+    def __init__(self) -> None: ...
     def metrics_json(self) -> str: ...

@@ -13,7 +13,7 @@ import torch
 
 import infinipipe as ip
 from infinipipe.torch.distributed import setup, shutdown
-from infinipipe.torch.train import _plan_for_pipeline
+from infinipipe.torch.planning import BatchPlanner
 from infinipipe.torch.trainer import RankModel, TrainStep, make_optimizer, predicted_tokens
 
 
@@ -33,10 +33,11 @@ def main():
     model = RankModel(cfg, layout, g)
     model.init()
     seqs = batch(seed, lengths, cfg.model.vocab_size)
-    share = seqs
-    if g.dp > 1:
-        share = [seqs[i] for i in ip.replica_split(lengths, g.dp, cost, cfg)[g.replica]]
-    plan, _ = _plan_for_pipeline([len(s) for s in share], cfg, cost, g)
+    planner = BatchPlanner(cfg, cost, None, g)  # the trainer's split and plan sharing
+    share = planner.share_of(seqs)
+    text = ip.plan([len(s) for s in share], cfg, cost).plan.to_json() if g.stage == 0 else None
+    plan, _ = planner.share_plan(text, "")
+    planner.close()
     step = TrainStep(cfg, model, make_optimizer(cfg, model))
     loss, _ = step.gradients(plan, share, predicted_tokens(lengths))
     record = {"loss": np.array(loss)}

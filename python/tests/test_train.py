@@ -92,6 +92,28 @@ class TorchTrain(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertAlmostEqual(losses(got)[4], want, delta=1e-5 * want)
 
+    def test_validation_and_test_losses_are_the_engines(self):
+        # A budget that slices: evaluation's forward-only plans keep the training plans' chunks.
+        evals = ["--train-iters", "4", "--split", "90,5,5", "--eval-interval", "2",
+                 "--eval-iters", "2", "--pp", "2", "--memory-budget", "3MiB"]
+        py, cpp = (os.path.join(self.dir, f"eval-{k}.jsonl") for k in ("py", "cpp"))
+        r = mpirun(2, ["-m", "infinipipe.torch.train"] + self.words(*evals, "--metrics", py))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = self.run_cpp(2, *evals, "--metrics", cpp)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(py) as f:
+            got = [json.loads(line) for line in f]
+        with open(cpp) as f:
+            want = [json.loads(line) for line in f]
+        self.assertTrue(any(int(r["plan_knobs"].split("K=")[1].split(",")[0]) > 1 for r in got),
+                        [r["plan_knobs"] for r in got])  # some batch's longest sequence was cut
+        for a, b in zip(got, want):
+            for key in ("valid_loss", "test_loss"):
+                self.assertEqual(key in a, key in b, (a, b))
+                if key in b:
+                    self.assertAlmostEqual(a[key], b[key], delta=1e-5 * b[key], msg=key)
+        self.assertIn("test_loss", got[-1])
+
     def test_bf16_trains_within_two_percent_of_fp32(self):
         fp32, bf16 = (os.path.join(self.dir, f"{k}.jsonl") for k in ("fp32", "bf16"))
         self.assertEqual(self.run_py("--train-iters", "6", "--metrics", fp32).returncode, 0)
@@ -129,10 +151,10 @@ class TorchTrain(unittest.TestCase):
         cli = subprocess.run([binary(), "train", "--num-layer", "4"], capture_output=True,
                              text=True)
         self.assertIn("unknown option '--num-layer': did you mean 'num-layers'?", cli.stderr)
-        r = subprocess.run(TRAIN + self.words("--trace", "x"), env=python_env(),
+        r = subprocess.run(TRAIN + self.words("--timings", "x"), env=python_env(),
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("--trace", r.stderr)
+        self.assertIn("--timings", r.stderr)
         r = subprocess.run(TRAIN + self.words("--pp", "2"), env=python_env(), capture_output=True,
                            text=True)
         self.assertEqual(r.returncode, 2)

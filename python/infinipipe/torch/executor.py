@@ -12,10 +12,15 @@ into another's.
 Recompute. ``Action.recompute_layers`` = r: the first r layers of the stage run under
 ``torch.utils.checkpoint`` (non-reentrant) and are recomputed in the chunk's backward; their K/V
 for later slices are kept, as in the C++ engine.
+
+Evaluation. A forward-only plan (``plan.forward_only``) runs without autograd and keeps nothing
+of a chunk after its forward but the K/V of a slice whose sequence has later slices, released
+when the sequence's last slice ran on the stage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -141,6 +146,10 @@ class RankExecutor:
                         raise RuntimeError(
                             f"stage {stage_index}, chunk {chunk_id}: sequence {r.seq}'s slice at "
                             f"{r.offset} finds {covered} tokens of context on layer {g}")
+                    if self.plan.forward_only:
+                        contexts.append((torch.cat([p.k for p in parts]),
+                                         torch.cat([p.v for p in parts])))
+                        continue
                     leaf = _ContextLeaf(
                         torch.cat([p.k for p in parts]).detach().requires_grad_(True),
                         torch.cat([p.v for p in parts]).detach().requires_grad_(True), list(parts))
@@ -166,7 +175,17 @@ class RankExecutor:
                 out = x
         if not stage.has_lm_head:
             self.link.send_activation(stage_index, chunk_id, out.detach())
+        if self.plan.forward_only:
+            self._release_finished(stage, stage_index, rows)
+            return
         self._states[(stage_index, chunk_id)] = _ChunkState(x_in, out, kept, leaves)
+
+    def _release_finished(self, stage: Stage, stage_index: int, rows) -> None:
+        """Forward-only: a sequence whose last slice ran here needs none of its K/V any more."""
+        for r in rows:
+            if r.is_final and r.offset > 0:
+                for g in range(stage.first_layer, stage.first_layer + stage.num_layers):
+                    self._kv.pop((stage_index, r.seq, g), None)
 
     # -- backward --------------------------------------------------------------------------------
 
@@ -214,6 +233,10 @@ class RankExecutor:
     def run(self, synchronize: bool = False) -> RankStats:
         """Every action of this rank, in order. `synchronize`: wait for the device after each
         action, so its measured interval is its own (CUDA runs asynchronously)."""
+        with torch.no_grad() if self.plan.forward_only else contextlib.nullcontext():
+            return self._run(synchronize)
+
+    def _run(self, synchronize: bool) -> RankStats:
         t0 = self.stats.t0 = time.monotonic()
         for i, a in enumerate(self.actions):
             start = time.monotonic() - t0

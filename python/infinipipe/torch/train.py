@@ -115,9 +115,6 @@ def check_supported(cfg: ip.Config) -> None:
     if cfg.get("use-distributed-optimizer") == "true":
         raise ip.ConfigError("the PyTorch trainer does not shard the optimizer yet; drop "
                              "--use-distributed-optimizer or train with `infinipipe train`")
-    if int(cfg.get("eval-iters")) > 0 and cfg.has_evaluation_data:
-        raise ip.ConfigError("the PyTorch trainer does not evaluate yet: give --eval-iters 0, or "
-                             "train with `infinipipe train`")
     if int(cfg.train_iters) > 0 and not cfg.has_training_data:
         raise ip.ConfigError("train needs a dataset: pass --data-path PREFIX (make one with "
                              "`infinipipe data synth --output PREFIX`)")
@@ -155,6 +152,7 @@ def run(argv: List[str]) -> int:
 
     from infinipipe.torch import checkpoint
     from infinipipe.torch.distributed import launch_env, setup, shutdown
+    from infinipipe.torch.planning import BatchPlanner
     from infinipipe.torch.trainer import RankModel, TrainStep, make_optimizer, predicted_tokens
 
     args = parse_command(argv)
@@ -195,9 +193,11 @@ def run(argv: List[str]) -> int:
     if g.rank == 0 and metrics_path(args, save):
         os.makedirs(os.path.dirname(os.path.abspath(metrics_path(args, save))), exist_ok=True)
         writer = open(metrics_path(args, save), "a")
-    batches = ip.TrainingBatches(cfg, cost) if iteration < train_iters else None
-    if batches is not None:
+    planner = None
+    if iteration < train_iters:
+        batches = ip.TrainingBatches(cfg, cost)
         batches.resume(resumed.consumed_samples, resumed.delay_state)
+        planner = BatchPlanner(cfg, cost, batches, g)
     consumed, delay_state = resumed.consumed_samples, resumed.delay_state
     last_saved = iteration if resumed.iteration > 0 else -1
     started = time.monotonic()
@@ -205,6 +205,9 @@ def run(argv: List[str]) -> int:
     exit_minutes = float(cfg.get("exit-duration-in-mins"))
     save_interval = int(cfg.get("save-interval"))
     log_every = max(1, int(cfg.get("log-interval")))
+    eval_interval = max(1, int(cfg.get("eval-interval")))
+    evals = ip.EvalBatches(cfg) if iteration < train_iters and int(cfg.get("eval-iters")) > 0 \
+        else None
     trace = None
     if args.trace:
         if g.distributed:
@@ -217,25 +220,27 @@ def run(argv: List[str]) -> int:
               f"{train_iters}")
     while iteration < train_iters:
         t0 = time.monotonic()
-        seqs = batches.next()
-        consumed, delay_state = batches.consumed_samples, batches.delay_state
-        lengths = [len(s) for s in seqs]
-        share = seqs
-        if g.dp > 1:
-            share = [seqs[i] for i in ip.replica_split(lengths, g.dp, cost, cfg)[g.replica]]
-        t_plan = time.monotonic()
-        plan_obj, setting = _plan_for_pipeline([len(s) for s in share], cfg, plan_cost, g)
-        plan_seconds = time.monotonic() - t_plan
+        b = planner.next(plan_cost, more=iteration + 1 < train_iters)
+        consumed, delay_state = b.consumed_samples, b.delay_state
         lr = cfg.lr_at(iteration * cfg.global_batch_size)
-        result = step.run(plan_obj, share, predicted_tokens(lengths), lr)
+        result = step.run(b.plan, b.share, predicted_tokens(b.lengths), lr)
         t_step = time.monotonic()
         iteration += 1
         if feedback is not None:
-            plan_cost = _refit(feedback, plan_obj, plan_cost, cfg, result, g)
-        m = _metrics(iteration, train_iters, consumed, result, lengths, plan_obj, setting, lr,
-                     plan_seconds, time.monotonic() - t0, g)
+            plan_cost = _refit(feedback, b.plan, plan_cost, cfg, result, g)
+        m = _metrics(iteration, train_iters, consumed, result, b, lr, time.monotonic() - t0, g)
+        if evals is not None:
+            t_eval = time.monotonic()
+            due = iteration % eval_interval == 0
+            if evals.has("validation") and (due or iteration == train_iters):
+                m.valid_loss, m.valid_tokens = _evaluate(
+                    step, planner, evals, "validation",
+                    iteration // eval_interval - (1 if due else 0), plan_cost)
+            if iteration == train_iters and evals.has("test"):
+                m.test_loss, m.test_tokens = _evaluate(step, planner, evals, "test", 0, plan_cost)
+            m.eval_seconds = time.monotonic() - t_eval
         if trace is not None:
-            _trace_add(trace, m, plan_obj, g, result, t0, t_plan, plan_seconds, t_step)
+            _trace_add(trace, m, b, g, result, t0, t_step)
         if writer:
             writer.write(m.metrics_json() + "\n")
             writer.flush()
@@ -262,26 +267,31 @@ def run(argv: List[str]) -> int:
         print(f"done: {last.iteration} iterations, final loss {last.loss:.4f}", flush=True)
     if writer:
         writer.close()
+    if planner is not None:
+        planner.close()
     if g.distributed:
         dist.barrier()
     shutdown()
     return 0
 
 
-def _plan_for_pipeline(lengths, cfg, plan_cost, g):
-    """The first rank of the pipeline plans; its plan (as JSON) and setting reach the others, so
-    every rank of the pipeline runs the very same plan."""
-    import torch.distributed as dist
+def _evaluate(step, planner, evals, split, index, plan_cost):
+    """`infinipipe train`'s evaluation: --eval-iters global batches of `split`, each split over
+    the replicas and planned as training plans it, run as forward-only plans; the token-weighted
+    mean loss over the world and its predicted tokens."""
+    from infinipipe.torch.trainer import predicted_tokens
 
-    if g.pp == 1:
-        r = ip.plan(lengths, cfg, plan_cost)
-        return r.plan, r.setting
-    box = [None]
-    if g.stage == 0:
-        r = ip.plan(lengths, cfg, plan_cost)
-        box = [(r.plan.to_json(), r.setting)]
-    dist.broadcast_object_list(box, src=g.replica, group=g.pipeline)  # stage 0 of this replica
-    return ip.Plan.from_json(box[0][0]), box[0][1]
+    loss_sum, tokens = 0.0, 0
+    for seqs in evals.batches(split, index):
+        if predicted_tokens([len(s) for s in seqs]) == 0:
+            continue  # every document has at most one token: nothing to score
+        share = planner.share_of(seqs)
+        s, t = step.evaluate(planner.evaluation_plan(share, plan_cost), share)
+        loss_sum, tokens = loss_sum + s, tokens + t
+    if tokens == 0:
+        raise ip.Error(f"the {split} evaluation predicts no token: its documents have at most "
+                       "one token each")
+    return loss_sum / tokens, tokens
 
 
 def _refit(feedback, plan_obj, plan_cost, cfg, result, g):
@@ -297,15 +307,16 @@ def _refit(feedback, plan_obj, plan_cost, cfg, result, g):
     return feedback.next_cost_model(share.cpu().tolist())
 
 
-def _trace_add(trace, m, plan_obj, g, result, t0, t_plan, plan_seconds, t_step):
-    """This rank's iteration in its trace: the actions, planning, and what followed them
-    (gradient sums, clipping, the optimizer)."""
+def _trace_add(trace, m, b, g, result, t0, t_step):
+    """This rank's iteration in its trace: the actions, the wait for the plan, and what followed
+    the actions (gradient sums, clipping, the optimizer)."""
     shift = result.stats.t0 - t0
     actions = [(t.index, shift + t.start, shift + t.end) for t in result.stats.times]
     done = actions[-1][2] if actions else shift
-    events = [("plan", "planning", t_plan - t0, t_plan - t0 + plan_seconds),
+    events = [("plan", f"waiting for the plan (planner took {b.plan_seconds:.3f} s)", 0.0,
+               b.plan_wait_seconds),
               ("optimizer", "gradient sums, clip and optimizer step", done, t_step - t0)]
-    trace.add(m, plan_obj, g.stage, actions, events, result.stats.loss_sum,
+    trace.add(m, b.plan, g.stage, actions, events, result.stats.loss_sum,
               result.stats.predicted_tokens, t0, time.monotonic())
 
 
@@ -322,24 +333,26 @@ def _agree_to_stop(stop, iteration, exit_interval, exit_minutes, started, g) -> 
     return bool(flag.item())
 
 
-def _metrics(iteration, train_iters, consumed, result, lengths, plan_obj, setting, lr,
-             plan_seconds, seconds, g):
+def _metrics(iteration, train_iters, consumed, result, b, lr, seconds, g):
     m = ip.IterationMetrics()
     m.iteration, m.train_iters, m.consumed_samples = iteration, train_iters, consumed
-    m.loss, m.sequences, m.tokens = result.loss, len(lengths), sum(lengths)
-    m.predicted_tokens, m.seconds, m.plan_seconds = result.predicted_tokens, seconds, plan_seconds
-    m.tokens_per_s = sum(lengths) / seconds if seconds > 0 else 0.0
-    m.lr, m.grad_norm, m.schedule = lr, result.grad_norm, plan_obj.schedule
-    m.chunks, m.plan_knobs = len(plan_obj.chunks), setting
-    m.predicted_peak_bytes = plan_obj.predicted_peak_bytes[g.stage]
+    m.loss, m.sequences, m.tokens = result.loss, len(b.sequences), sum(b.lengths)
+    m.predicted_tokens, m.seconds = result.predicted_tokens, seconds
+    m.plan_seconds, m.plan_wait_seconds = b.plan_seconds, b.plan_wait_seconds
+    m.tokens_per_s = sum(b.lengths) / seconds if seconds > 0 else 0.0
+    m.lr, m.grad_norm, m.schedule = lr, result.grad_norm, b.plan.schedule
+    m.chunks, m.plan_knobs = len(b.plan.chunks), b.setting
+    m.recompute_layers = sum(a.recompute_layers for a in b.plan.actions[g.stage]
+                             if a.kind == "forward")
+    m.predicted_peak_bytes = b.plan.predicted_peak_bytes[g.stage]
     if g.device.type == "cuda":
         import torch
 
         m.measured_peak_bytes = torch.cuda.max_memory_allocated(g.device)
         torch.cuda.reset_peak_memory_stats(g.device)
-    m.predicted_step_seconds = plan_obj.predicted_step_time
+    m.predicted_step_seconds = b.plan.predicted_step_time
     m.measured_step_seconds = result.stats.times[-1].end if result.stats.times else 0.0
-    m.memory_budget = plan_obj.memory_budget
+    m.memory_budget = b.plan.memory_budget
     return m
 
 

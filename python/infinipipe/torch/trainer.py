@@ -145,6 +145,19 @@ class TrainStep:
                                f"{global_predicted}: a token was lost or repeated")
         return float(totals[0]) / global_predicted, stats
 
+    def evaluate(self, plan, sequences: Sequence[Sequence[int]]) -> tuple:
+        """A forward-only plan of this rank's replica: (loss sum, predicted tokens) of the whole
+        global batch, summed over the world."""
+        g = self.groups
+        ex = RankExecutor(plan, g.stage, self.model.stages, self._link(plan), sequences, 1.0,
+                          g.device, self.autocast)
+        stats = ex.run()
+        totals = torch.tensor([stats.loss_sum, float(stats.predicted_tokens)], dtype=torch.float64,
+                              device=g.device)
+        if g.distributed:
+            dist.all_reduce(totals)
+        return float(totals[0]), int(totals[1])
+
     def run(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
             lr: float, synchronize: bool = True) -> StepResult:
         t0 = time.perf_counter()
