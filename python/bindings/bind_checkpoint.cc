@@ -39,29 +39,38 @@ nlohmann::json json_or_empty(const std::string& text, const char* what) {
   }
 }
 
-// One writer's shard: its parameters and, with an optimizer, their states as a runtime keeps
-// them (step, exp_avg, exp_avg_sq; moments empty for SGD).
+// One writer's shard: its parameters and, with an optimizer, the whole states it saves (of its
+// parameters, or with a sharded optimizer of those it owns): name -> (step, exp_avg,
+// exp_avg_sq), moments empty for SGD; `shapes` names a state's shape where its parameter is not
+// in `params` and its moments are empty.
 void save_shard(const std::string& dir, int64_t iteration, int64_t rank, int64_t num_ranks,
                 const std::map<std::string, Array>& params, const Config& cfg,
                 const std::map<std::string, std::tuple<int64_t, Array, Array>>& states,
                 bool with_optimizer, const std::string& rank_state,
-                const std::map<std::string, py::bytes>& small_files) {
+                const std::map<std::string, py::bytes>& small_files, int64_t model_part,
+                int64_t model_parts, const std::map<std::string, std::vector<int64_t>>& shapes) {
   CheckpointShard shard;
   shard.rank = rank;
   shard.num_ranks = num_ranks;
+  shard.model_part = model_part;
+  shard.model_parts = model_parts;
   for (const auto& [name, a] : params)
     shard.params.push_back({name, shape_of(a), {a.data(), static_cast<size_t>(a.size())}});
-  ParamOptimizer optimizer(OptimizerOptions::from_config(cfg.training));
+  // The optimizer names the kind; the states go as they are.
+  const ParamOptimizer optimizer(OptimizerOptions::from_config(cfg.training));
+  std::vector<CheckpointOptimState> saved;
   for (const auto& [name, st] : states) {
     const auto& [step, m, v] = st;
-    OptimState s;
-    s.step = step;
-    s.exp_avg.assign(m.data(), m.data() + m.size());
-    s.exp_avg_sq.assign(v.data(), v.data() + v.size());
-    const auto p = params.find(name);
-    optimizer.set_state(name, p != params.end() ? p->second.size() : m.size(), std::move(s));
+    std::vector<int64_t> shape = shape_of(m);
+    if (const auto s = shapes.find(name); s != shapes.end()) shape = s->second;
+    if (const auto p = params.find(name); p != params.end()) shape = shape_of(p->second);
+    saved.push_back({name, shape, step, {m.data(), static_cast<size_t>(m.size())},
+                     {v.data(), static_cast<size_t>(v.size())}});
   }
-  if (with_optimizer) shard.optimizer = &optimizer;
+  if (with_optimizer) {
+    shard.optimizer = &optimizer;
+    shard.optimizer_states = std::move(saved);
+  }
   shard.rank_state = json_or_empty(rank_state, "rank_state");
   for (const auto& [name, bytes] : small_files) shard.small_files[name] = std::string(bytes);
   py::gil_scoped_release release;
@@ -151,10 +160,14 @@ void bind_checkpoint(py::module_& m) {
         py::arg("num_ranks"), py::arg("params"), py::arg("config"),
         py::arg("optimizer_states") = std::map<std::string, std::tuple<int64_t, Array, Array>>{},
         py::arg("with_optimizer") = true, py::arg("rank_state") = "",
-        py::arg("small_files") = std::map<std::string, py::bytes>{},
+        py::arg("small_files") = std::map<std::string, py::bytes>{}, py::arg("model_part") = -1,
+        py::arg("model_parts") = 0,
+        py::arg("shapes") = std::map<std::string, std::vector<int64_t>>{},
         "Step 1 of a save, on every writer: its parameters (name -> float32 array; each saved "
-        "by exactly one writer) and their optimizer states (name -> (step, exp_avg, "
-        "exp_avg_sq)) into DIR/iter_NNNNNNN.");
+        "by exactly one writer) and the optimizer states it saves (name -> (step, exp_avg, "
+        "exp_avg_sq); each saved by exactly one writer) into DIR/iter_NNNNNNN. With a sharded "
+        "optimizer every rank writes (rank = world rank) and `model_part` of `model_parts` "
+        "names the model file of the writers that hold parameters.");
   m.def("checkpoint_commit", &commit, py::arg("dir"), py::arg("config"), py::arg("config_yaml"),
         py::arg("iteration"), py::arg("consumed_samples"), py::arg("delay_state") = "",
         "Step 2, on one process after every writer saved: checks the shards, writes config.json, "

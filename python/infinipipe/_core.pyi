@@ -166,7 +166,9 @@ def checkpoint_save_shard(dir: str, iteration: int, rank: int, num_ranks: int,
                           params: Dict[str, Array], config: Config,
                           optimizer_states: Dict[str, Tuple[int, Array, Array]] = ...,
                           with_optimizer: bool = True, rank_state: str = "",
-                          small_files: Dict[str, bytes] = ...) -> None: ...
+                          small_files: Dict[str, bytes] = ..., model_part: int = -1,
+                          model_parts: int = 0,
+                          shapes: Dict[str, List[int]] = ...) -> None: ...
 def checkpoint_commit(dir: str, config: Config, config_yaml: str, iteration: int,
                       consumed_samples: int, delay_state: str = "") -> None: ...
 

@@ -92,6 +92,28 @@ class TorchTrain(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertAlmostEqual(losses(got)[4], want, delta=1e-5 * want)
 
+    def test_the_distributed_optimizer_resumes_across_runtimes(self):
+        zero = ["--dp", "2", "--use-distributed-optimizer", "--train-iters", "4"]
+        whole = os.path.join(self.dir, "zero-whole.jsonl")
+        self.assertEqual(self.run_cpp(1, "--train-iters", "4", "--metrics", whole).returncode, 0)
+        want = losses(whole)[4]
+        py = os.path.join(self.dir, "zero-py")
+        r = mpirun(2, ["-m", "infinipipe.torch.train"] + self.words(
+            *zero, "--exit-interval", "3", "--save", py))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        got = os.path.join(self.dir, "zero-cpp-resumed.jsonl")
+        r = self.run_cpp(2, *zero, "--load", py, "--metrics", got)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertAlmostEqual(losses(got)[4], want, delta=1e-5 * want)
+        cpp = os.path.join(self.dir, "zero-cpp")
+        r = self.run_cpp(2, *zero, "--exit-interval", "3", "--save", cpp)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        got = os.path.join(self.dir, "zero-py-resumed.jsonl")
+        r = mpirun(2, ["-m", "infinipipe.torch.train"] + self.words(
+            *zero, "--load", cpp, "--metrics", got))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertAlmostEqual(losses(got)[4], want, delta=1e-5 * want)
+
     def test_validation_and_test_losses_are_the_engines(self):
         # A budget that slices: evaluation's forward-only plans keep the training plans' chunks.
         evals = ["--train-iters", "4", "--split", "90,5,5", "--eval-interval", "2",

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 import infinipipe as ip
-from infinipipe.torch.trainer import RankModel
+from infinipipe.torch.trainer import RankModel, sharded
 
 
 @dataclass
@@ -26,23 +26,37 @@ def _numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy()
 
 
+def _states(model: RankModel, optimizer, iteration: int, names) -> dict:
+    """name -> (step, exp_avg, exp_avg_sq) of the optimizer's state of `names`."""
+    owned = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    out = {}
+    for name, p in model.unique_parameters():
+        if name not in names or id(p) not in owned:
+            continue
+        st = optimizer.state.get(p)
+        if st and "exp_avg" in st:
+            out[name] = (int(float(st["step"])), _numpy(st["exp_avg"]), _numpy(st["exp_avg_sq"]))
+        elif iteration > 0 and not isinstance(optimizer, torch.optim.AdamW):
+            empty = np.zeros(0, dtype=np.float32)
+            out[name] = (iteration, empty, empty)  # SGD keeps only its step count
+    return out
+
+
 def save(directory: str, iteration: int, consumed_samples: int, delay_state: str,
          config: ip.Config, config_yaml: str, model: RankModel,
          optimizer: torch.optim.Optimizer) -> None:
-    """Every rank calls it: replica 0 of each pipeline rank writes its parameters and their
-    optimizer state (the replicas hold the same), then rank 0 commits."""
+    """Every rank calls it, then rank 0 commits. Replica 0 of each pipeline rank writes the
+    parameters (the replicas hold the same) with their optimizer state; sharded, every rank
+    writes the states it owns, as the C++ distributed optimizer's checkpoints do."""
     g = model.groups
-    if g.replica == 0:
-        params, states = {}, {}
-        for name, p in model.unique_parameters():
-            params[name] = _numpy(p)
-            st = optimizer.state.get(p)
-            if st and "exp_avg" in st:
-                states[name] = (int(float(st["step"])), _numpy(st["exp_avg"]),
-                                _numpy(st["exp_avg_sq"]))
-            elif iteration > 0 and not isinstance(optimizer, torch.optim.AdamW):
-                empty = np.zeros(0, dtype=np.float32)
-                states[name] = (iteration, empty, empty)  # SGD keeps only its step count
+    names = {n for n, _ in model.unique_parameters()}
+    params = {n: _numpy(p) for n, p in model.unique_parameters()} if g.replica == 0 else {}
+    states = _states(model, optimizer, iteration, names)
+    if sharded(config, model):
+        shapes = {n: list(p.shape) for n, p in model.unique_parameters()}
+        ip.checkpoint_save_shard(directory, iteration, g.rank, g.world_size, params, config,
+                                 states, model_part=g.stage, model_parts=g.pp, shapes=shapes)
+    elif g.replica == 0:
         ip.checkpoint_save_shard(directory, iteration, g.stage, g.pp, params, config, states)
     if g.distributed:
         dist.barrier()
@@ -64,9 +78,10 @@ def load(directory: str, config: ip.Config, model: RankModel,
     reader.check_model(config.model)
     names = sorted({n for n, _ in model.named_parameters()})
     model.load(reader.read_params(names))
+    owned = {id(p) for group in optimizer.param_groups for p in group["params"]}
     states = reader.read_optimizer(config, names)
     for name, p in model.named_parameters():
-        if name in states and isinstance(optimizer, torch.optim.AdamW):
+        if name in states and id(p) in owned and isinstance(optimizer, torch.optim.AdamW):
             step, m, v = states[name]
             optimizer.state[p] = {
                 "step": torch.tensor(float(step)),

@@ -112,9 +112,6 @@ def check_supported(cfg: ip.Config) -> None:
     if cfg.get("zero-stage") != "1":
         raise ip.ConfigError("the PyTorch trainer keeps a stage's weights whole (zero-stage 1); "
                              "drop --zero-stage")
-    if cfg.get("use-distributed-optimizer") == "true":
-        raise ip.ConfigError("the PyTorch trainer does not shard the optimizer yet; drop "
-                             "--use-distributed-optimizer or train with `infinipipe train`")
     if int(cfg.train_iters) > 0 and not cfg.has_training_data:
         raise ip.ConfigError("train needs a dataset: pass --data-path PREFIX (make one with "
                              "`infinipipe data synth --output PREFIX`)")

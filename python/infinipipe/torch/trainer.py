@@ -7,6 +7,13 @@ every predicted token of the global batch, each replica scales its loss gradient
 1 / (global predicted tokens), so data-parallel gradients are summed, not averaged.
 AdamW is torch.optim.AdamW with Megatron-LM's groups (no weight decay on 1-D tensors), the
 learning rate Megatron's schedule (the C++ LrSchedule), clipping Megatron's coefficient.
+
+With --use-distributed-optimizer (ZeRO-1) each replica of a stage keeps optimizer state for the
+parameters it owns only (whole tensors, balanced by size, the same assignment on every replica),
+updates them, and sends the new values to the other replicas. Gradients are still summed whole,
+so every parameter gets the update the replicated optimizer gives it. (The C++ runtime splits
+the flat range of elements instead; the checkpoint is the same: each state whole, written by one
+replica.)
 """
 
 from __future__ import annotations
@@ -75,6 +82,18 @@ class RankModel:
                 if not (stage.tied_copy and name == "model.embed_tokens.weight"):
                     yield name, p
 
+    def owners(self) -> Dict[str, int]:
+        """The distributed optimizer's owner replica of each parameter of this rank: the
+        largest first, each to the replica with the fewest elements so far."""
+        load = [0] * self.groups.dp
+        out = {}
+        params = sorted(self.named_parameters(), key=lambda np_: (-np_[1].numel(), np_[0]))
+        for name, p in params:
+            r = min(range(self.groups.dp), key=lambda i: (load[i], i))
+            out[name] = r
+            load[r] += p.numel()
+        return out
+
     def tied_parameter(self) -> Optional[torch.Tensor]:
         """Where pp > 1 ties the embedding: this rank's end of it (first or last stage)."""
         if not self.config.model.tie_embeddings or self.groups.pp == 1:
@@ -85,11 +104,19 @@ class RankModel:
         return None
 
 
+def sharded(config: ip.Config, model: RankModel) -> bool:
+    """Whether the optimizer state is sharded over the replicas (ZeRO-1)."""
+    return config.get("use-distributed-optimizer") == "true" and model.groups.dp > 1
+
+
 def make_optimizer(config: ip.Config, model: RankModel) -> torch.optim.Optimizer:
-    """AdamW (or SGD) as the C++ optimizer: Megatron leaves 1-D tensors undecayed."""
+    """AdamW (or SGD) as the C++ optimizer: Megatron leaves 1-D tensors undecayed. Sharded, over
+    the parameters this replica owns only."""
+    owners = model.owners() if sharded(config, model) else None
     decay, plain = [], []
-    for _, p in model.named_parameters():
-        (decay if p.dim() >= 2 else plain).append(p)
+    for name, p in model.named_parameters():
+        if owners is None or owners[name] == model.groups.replica:
+            (decay if p.dim() >= 2 else plain).append(p)
     kind = config.get("optimizer")
     if kind == "sgd":
         return torch.optim.SGD(decay + plain, lr=float(config.get("lr")))
@@ -108,6 +135,7 @@ class TrainStep:
                  bf16: bool = False):
         self.config, self.model, self.optimizer = config, model, optimizer
         self.groups = model.groups
+        self.owners = model.owners() if sharded(config, model) else None
         self.autocast = torch.bfloat16 if bf16 else None
 
     def _link(self, plan):
@@ -166,6 +194,11 @@ class TrainStep:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
+        if sharded(self.config, self.model):
+            g = self.groups
+            for name, p in self.model.named_parameters():  # the owners' new values, everywhere
+                owner = self.owners[name]
+                dist.broadcast(p.data, src=g.stage * g.dp + owner, group=g.data_parallel)
         tied = self.model.tied_parameter()
         if tied is not None:  # both ends stay bit-identical: the first stage's values win
             dist.broadcast(tied.data, src=self.groups.replica, group=self.groups.embedding)
