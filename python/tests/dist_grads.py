@@ -29,13 +29,15 @@ def main():
     cost = ip.CostModel.from_config(cfg)
     cfg = cfg.with_stage_layout(cost)
     layout = cfg.stage_layout(cost)
-    g = setup(cfg.pp, cfg.dp, "cpu", len(layout), cfg.model.tie_embeddings, 120.0)
+    g = setup(cfg.pp, cfg.dp, "cpu", len(layout), cfg.model.tie_embeddings, 120.0,
+              sp=cfg.ulysses_degree)
     model = RankModel(cfg, layout, g)
     model.init()
     seqs = batch(seed, lengths, cfg.model.vocab_size)
     planner = BatchPlanner(cfg, cost, None, g)  # the trainer's split and plan sharing
     share = planner.share_of(seqs)
-    text = ip.plan([len(s) for s in share], cfg, cost).plan.to_json() if g.stage == 0 else None
+    planning = g.stage == 0 and g.sp_rank == 0
+    text = ip.plan([len(s) for s in share], cfg, cost).plan.to_json() if planning else None
     plan, _ = planner.share_plan(text, "")
     planner.close()
     step = TrainStep(cfg, model, make_optimizer(cfg, model))

@@ -1,7 +1,8 @@
 """Invariant 1 on PyTorch across processes: one step's loss and every parameter's gradient at
-pp 1, 2, 4 x dp 1, 2 (virtual stages too), under budgets tight enough that the plans slice,
-pack, mix hybrid chunks, recompute and run several pipelines, equal the C++ engine's on one
-process with every sequence whole (fp32, 1e-5 relative)."""
+pp 1, 2, 4 x dp 1, 2 (virtual stages too, and Ulysses sequence parallelism of degree 2 inside
+the stages), under budgets tight enough that the plans slice, pack, mix hybrid chunks,
+recompute and run several pipelines, equal the C++ engine's on one process with every sequence
+whole (fp32, 1e-5 relative)."""
 
 import glob
 import os
@@ -12,24 +13,27 @@ import numpy as np
 import infinipipe as ip
 from common import HERE, LENGTHS, MODEL, TempDir, batch, mpirun, reference, relative_error
 
-# (pp, dp, vpp, budget): each budget is tight for its layout (what the plans do is asserted).
-LAYOUTS = [(1, 1, 1, "10MiB"), (1, 2, 1, "10MiB"), (2, 1, 1, "6MiB"), (2, 2, 1, "6MiB"),
-           (2, 1, 2, "5MiB"), (4, 1, 1, "3MiB"), (4, 2, 1, "3MiB"), (4, 1, 2, "3MiB")]
+# (pp, dp, vpp, ulysses, budget): each budget is tight for its layout (what the plans do is
+# asserted).
+LAYOUTS = [(1, 1, 1, 1, "10MiB"), (1, 2, 1, 1, "10MiB"), (2, 1, 1, 1, "6MiB"),
+           (2, 2, 1, 1, "6MiB"), (2, 1, 2, 1, "5MiB"), (4, 1, 1, 1, "3MiB"), (4, 2, 1, 1, "3MiB"),
+           (4, 1, 2, 1, "3MiB"), (1, 1, 1, 2, "7MiB"), (2, 1, 1, 2, "4MiB"), (1, 2, 1, 2, "7MiB")]
 SEED = 11
 
 
 class DistGradients(unittest.TestCase):
-    def run_layout(self, pp, dp, vpp, budget):
-        words = MODEL + ["--pp", str(pp), "--dp", str(dp), "--vpp", str(vpp), "--memory-budget",
-                         budget, "--global-batch-size", str(len(LENGTHS))]
+    def run_layout(self, pp, dp, vpp, sp, budget):
+        words = MODEL + ["--pp", str(pp), "--dp", str(dp), "--vpp", str(vpp), "--ulysses-degree",
+                         str(sp), "--memory-budget", budget, "--global-batch-size",
+                         str(len(LENGTHS))]
         cfg = ip.Config.from_args(words)
         want_loss, want = reference(cfg, batch(SEED, LENGTHS, cfg.model.vocab_size))
         with TempDir() as out:
-            r = mpirun(pp * dp, [os.path.join(HERE, "dist_grads.py"), out, str(SEED),
+            r = mpirun(pp * dp * sp, [os.path.join(HERE, "dist_grads.py"), out, str(SEED),
                                  ",".join(map(str, LENGTHS))] + words)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             ranks = [np.load(f) for f in sorted(glob.glob(os.path.join(out, "rank*.npz")))]
-        self.assertEqual(len(ranks), pp * dp)
+        self.assertEqual(len(ranks), pp * dp * sp)
         kinds = set().union(*(set(x["kinds"].tolist()) for x in ranks))
         self.assertTrue({"split", "hybrid"} <= kinds, f"the plans did not slice: {kinds}")
         self.assertGreater(sum(int(x["recompute"]) for x in ranks), 0, "nothing was recomputed")
@@ -41,7 +45,8 @@ class DistGradients(unittest.TestCase):
             for key in x.files:
                 if key.startswith("grad/"):
                     name = key.split("/", 2)[2]
-                    # Every replica and both ends of a tied embedding hold the whole gradient.
+                    # Every replica, every rank of a Ulysses group and both ends of a tied
+                    # embedding hold the whole gradient.
                     if name in got:
                         self.assertLess(relative_error(x[key], got[name]), 1e-6, name)
                     got[name] = x[key]
@@ -52,9 +57,9 @@ class DistGradients(unittest.TestCase):
 
     def test_every_layout_matches_one_process(self):
         pipelines = 0
-        for pp, dp, vpp, budget in LAYOUTS:
-            with self.subTest(pp=pp, dp=dp, vpp=vpp):
-                ranks = self.run_layout(pp, dp, vpp, budget)
+        for pp, dp, vpp, sp, budget in LAYOUTS:
+            with self.subTest(pp=pp, dp=dp, vpp=vpp, ulysses=sp):
+                ranks = self.run_layout(pp, dp, vpp, sp, budget)
                 pipelines = max(pipelines, max(int(x["pipelines"]) for x in ranks))
         self.assertGreater(pipelines, 1, "no plan ran several pipelines")
 

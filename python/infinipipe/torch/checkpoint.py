@@ -50,13 +50,14 @@ def save(directory: str, iteration: int, consumed_samples: int, delay_state: str
     writes the states it owns, as the C++ distributed optimizer's checkpoints do."""
     g = model.groups
     names = {n for n, _ in model.unique_parameters()}
-    params = {n: _numpy(p) for n, p in model.unique_parameters()} if g.replica == 0 else {}
+    writer = g.copy_index == 0  # the first of the stage's copies writes its parameters
+    params = {n: _numpy(p) for n, p in model.unique_parameters()} if writer else {}
     states = _states(model, optimizer, iteration, names)
     if sharded(config, model):
         shapes = {n: list(p.shape) for n, p in model.unique_parameters()}
         ip.checkpoint_save_shard(directory, iteration, g.rank, g.world_size, params, config,
                                  states, model_part=g.stage, model_parts=g.pp, shapes=shapes)
-    elif g.replica == 0:
+    elif writer:
         ip.checkpoint_save_shard(directory, iteration, g.stage, g.pp, params, config, states)
     if g.distributed:
         dist.barrier()

@@ -7,6 +7,8 @@ MASTER_PORT work across hosts as with torchrun). Without either, one process.
 
 Rank = stage x dp + replica (Megatron-LM's order and the C++ runtime's, so checkpoints and
 plans mean the same in both): the pipeline of replica r is ranks r, dp + r, 2 dp + r, ...
+With Ulysses sequence parallelism of degree u inside a stage, each of those is u consecutive
+ranks (a node's GPUs): rank = (stage x dp + replica) x u + position in the Ulysses group.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _init_method(launch: Launch) -> str:
 
 @dataclass
 class RankGroups:
-    """This rank's place in the pp x dp layout and the groups it reduces over."""
+    """This rank's place in the pp x dp x Ulysses layout and the groups it talks over."""
 
     rank: int
     world_size: int
@@ -62,29 +64,46 @@ class RankGroups:
     replica: int
     device: torch.device
     backend: str
-    pipeline: Optional[object] = None  # the ranks of this replica's pipeline (norm, loss)
-    data_parallel: Optional[object] = None  # the replicas of this stage (gradient sum)
-    embedding: Optional[object] = None  # first and last stage of this replica (tied embeddings)
+    sp: int = 1  # Ulysses sequence-parallel degree inside a stage
+    sp_rank: int = 0
+    pipeline: Optional[object] = None  # this (replica, sp_rank)'s stages: the gradient norm
+    data_parallel: Optional[object] = None  # the dp x sp ranks of this stage: gradient sums
+    sequence: Optional[object] = None  # this stage's and replica's Ulysses group
+    replica_group: Optional[object] = None  # every rank of this replica: its plans
+    embedding: Optional[object] = None  # first and last stage (tied embeddings)
     link_groups: Dict[Tuple[int, int], object] = None  # NCCL: per (kind, stage boundary)
 
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
 
-    def pipeline_ranks(self, replica: int) -> List[int]:
-        return [s * self.dp + replica for s in range(self.pp)]
+    @property
+    def stage_copies(self) -> int:
+        """Ranks holding this stage's parameters: dp replicas x the Ulysses group."""
+        return self.dp * self.sp
+
+    @property
+    def copy_index(self) -> int:
+        """This rank among them (0 .. stage_copies - 1)."""
+        return self.replica * self.sp + self.sp_rank
+
+    def rank_of(self, stage: int, replica: int, sp_rank: int) -> int:
+        """World rank: stage-major, then replica, then the Ulysses group (consecutive, as a
+        node's GPUs), so without Ulysses it is Megatron's stage x dp + replica."""
+        return (stage * self.dp + replica) * self.sp + sp_rank
 
 
 def setup(pp: int, dp: int, device: str, num_stages: int, tied: bool,
-          timeout_s: float = 600.0) -> RankGroups:
+          timeout_s: float = 600.0, sp: int = 1) -> RankGroups:
     """Joins the job (when launched) and builds every group; `device` is "cpu" or "cuda"."""
     launch = launch_env()
-    if launch.world_size != pp * dp:
+    n = pp * dp * sp
+    if launch.world_size != n:
         from infinipipe import ConfigError
         raise ConfigError(
-            f"pipeline-model-parallel-size {pp} x data-parallel-size {dp} = {pp * dp} ranks, but "
-            f"{launch.world_size} process(es) run: launch {pp * dp} (mpirun -np {pp * dp} or "
-            f"torchrun --nproc_per_node {pp * dp}) or change --pp / --dp")
+            f"pipeline-model-parallel-size {pp} x data-parallel-size {dp} x ulysses-degree {sp} "
+            f"= {n} ranks, but {launch.world_size} process(es) run: launch {n} (mpirun -np {n} "
+            f"or torchrun --nproc_per_node {n}) or change --pp / --dp / --ulysses-degree")
     if device == "cuda":
         if not torch.cuda.is_available():
             from infinipipe import ConfigError
@@ -95,37 +114,53 @@ def setup(pp: int, dp: int, device: str, num_stages: int, tied: bool,
         backend = "nccl"
     else:
         dev, backend = torch.device("cpu"), "gloo"
-    g = RankGroups(launch.rank, launch.world_size, pp, dp, launch.rank // dp, launch.rank % dp,
-                   dev, backend)
+    r = launch.rank
+    g = RankGroups(r, launch.world_size, pp, dp, r // (dp * sp), (r // sp) % dp, dev, backend,
+                   sp, r % sp)
     if launch.world_size == 1:
         return g
     dist.init_process_group(backend, init_method=_init_method(launch), rank=launch.rank,
                             world_size=launch.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
     # Every rank creates every group, in the same order (torch.distributed's rule).
-    for r in range(dp):
-        grp = dist.new_group(g.pipeline_ranks(r))
-        if r == g.replica:
-            g.pipeline = grp
+    def group(ranks):
+        return dist.new_group(sorted(set(ranks)))
+
+    for rep in range(dp):
+        for k in range(sp):
+            grp = group([g.rank_of(s, rep, k) for s in range(pp)])
+            if (rep, k) == (g.replica, g.sp_rank):
+                g.pipeline = grp
     for s in range(pp):
-        grp = dist.new_group([s * dp + r for r in range(dp)])
+        grp = group([g.rank_of(s, rep, k) for rep in range(dp) for k in range(sp)])
         if s == g.stage:
             g.data_parallel = grp
+    for s in range(pp):
+        for rep in range(dp):
+            grp = group([g.rank_of(s, rep, k) for k in range(sp)])
+            if (s, rep) == (g.stage, g.replica):
+                g.sequence = grp
+    for rep in range(dp):
+        grp = group([g.rank_of(s, rep, k) for s in range(pp) for k in range(sp)])
+        if rep == g.replica:
+            g.replica_group = grp
     if tied and pp > 1:
-        for r in range(dp):
-            grp = dist.new_group([r, (pp - 1) * dp + r])
-            if r == g.replica:
-                g.embedding = grp
+        for rep in range(dp):
+            for k in range(sp):
+                grp = group([g.rank_of(0, rep, k), g.rank_of(pp - 1, rep, k)])
+                if (rep, k) == (g.replica, g.sp_rank):
+                    g.embedding = grp
     g.link_groups = {}
     if backend == "nccl":
         # Tags do not order NCCL's point-to-point messages: one group per kind and boundary.
-        for r in range(dp):
-            for b in range(num_stages - 1):
-                lo, hi = (b % pp) * dp + r, ((b + 1) % pp) * dp + r
-                for kind in (0, 1):
-                    grp = dist.new_group(sorted({lo, hi})) if lo != hi else None
-                    if r == g.replica:
-                        g.link_groups[(kind, b)] = grp
+        for rep in range(dp):
+            for k in range(sp):
+                for b in range(num_stages - 1):
+                    lo, hi = g.rank_of(b % pp, rep, k), g.rank_of((b + 1) % pp, rep, k)
+                    for kind in (0, 1):
+                        grp = group([lo, hi]) if lo != hi else None
+                        if (rep, k) == (g.replica, g.sp_rank):
+                            g.link_groups[(kind, b)] = grp
     return g
 
 

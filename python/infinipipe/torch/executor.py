@@ -30,6 +30,7 @@ from torch.utils import checkpoint as activation_checkpoint
 
 from infinipipe.torch.link import StageLink
 from infinipipe.torch.model import Rotary, SliceRows, Stage, chunk_rows, head_loss
+from infinipipe.torch.ulysses import HeadExchange, UlyssesGroup
 
 
 @dataclass
@@ -91,7 +92,8 @@ class RankExecutor:
 
     def __init__(self, plan, rank: int, stages: Dict[int, Stage], link: StageLink,
                  sequences: Sequence[Sequence[int]], loss_scale: float,
-                 device: torch.device, autocast_dtype: Optional[torch.dtype] = None):
+                 device: torch.device, autocast_dtype: Optional[torch.dtype] = None,
+                 ulysses: Optional[UlyssesGroup] = None):
         if len(sequences) != len(plan.seq_lengths):
             raise ValueError(f"{len(sequences)} sequences for a plan of {len(plan.seq_lengths)}")
         for i, (s, n) in enumerate(zip(sequences, plan.seq_lengths)):
@@ -100,6 +102,7 @@ class RankExecutor:
         self.plan, self.rank, self.stages, self.link = plan, rank, stages, link
         self.sequences, self.loss_scale, self.device = sequences, loss_scale, device
         self.autocast_dtype = autocast_dtype
+        self.ulysses = ulysses if ulysses is not None and ulysses.size > 1 else None
         self.actions = plan.actions[rank]
         self.chunks = plan.chunks
         self.specs = plan.stages
@@ -118,16 +121,18 @@ class RankExecutor:
         chunk = self.chunks[chunk_id]
         rows = chunk_rows(chunk)
         n = sum(r.length for r in rows)
+        # With Ulysses this rank runs its share [lo, hi) of the chunk's tokens.
+        exchange = HeadExchange(self.ulysses, n) if self.ulysses is not None else None
+        lo, hi = exchange.rows if exchange is not None else (0, n)
         positions = torch.cat([torch.arange(r.offset, r.offset + r.length) for r in rows])
-        cos, sin = self.rotary.cos_sin(positions.to(self.device))
+        cos, sin = self.rotary.cos_sin(positions[lo:hi].to(self.device))
         x_in = None
         if stage.has_embedding:
-            tokens = torch.tensor([t for r in rows
-                                   for t in self.sequences[r.seq][r.offset:r.offset + r.length]],
-                                  dtype=torch.long, device=self.device)
-            x = stage.model.embed_tokens(tokens)
+            tokens = [t for r in rows for t in self.sequences[r.seq][r.offset:r.offset + r.length]]
+            x = stage.model.embed_tokens(
+                torch.tensor(tokens[lo:hi], dtype=torch.long, device=self.device))
         else:
-            x_in = self.link.recv_activation(stage_index, chunk_id, (n, self.hidden))
+            x_in = self.link.recv_activation(stage_index, chunk_id, (hi - lo, self.hidden))
             x_in.requires_grad_(True)
             x = x_in
         kept: List[_KvPart] = []
@@ -157,9 +162,9 @@ class RankExecutor:
                     contexts.append((leaf.k, leaf.v))
                 if li < recompute:
                     x, k, v = activation_checkpoint.checkpoint(layer, x, cos, sin, rows, contexts,
-                                                               use_reentrant=False)
+                                                               exchange, use_reentrant=False)
                 else:
-                    x, k, v = layer(x, cos, sin, rows, contexts)
+                    x, k, v = layer(x, cos, sin, rows, contexts, exchange)
                 for r in rows:
                     if not r.is_final:
                         part = _KvPart(r.offset, r.length, k[r.row:r.row + r.length],
@@ -167,7 +172,7 @@ class RankExecutor:
                         self._kv.setdefault((stage_index, r.seq, g), []).append(part)
                         kept.append(part)
             if stage.has_lm_head:
-                targets = _targets(rows, self.sequences, self.device)
+                targets = _targets(rows, self.sequences, self.device)[lo:hi]
                 out, loss_sum = head_loss(stage, x, targets, stage.head_weight(), self.loss_scale)
                 self.stats.loss_sum += float(loss_sum)
                 self.stats.predicted_tokens += int((targets >= 0).sum())

@@ -63,24 +63,61 @@ class LocalLink(StageLink):
         return spec.has_lm_head or (1, action.stage, action.chunk) in self._box
 
 
-class DistLink(StageLink):
-    """Point-to-point between the ranks of one pipeline replica. Stage s of replica r runs on
-    world rank (s % pp) * dp + r (Megatron's order, as the C++ runtime). Each message carries a
-    tag naming (kind, stage, chunk); on NCCL, which ignores tags, each (kind, stage boundary)
-    has a process group of its own, so messages of one kind between two stages arrive in the
-    order both ranks' action lists give them (checked by the caller, torch_plan_check)."""
+def channel_orders(plan, rank: int) -> Dict[Tuple[int, int, str], List[int]]:
+    """(kind, boundary, "send" | "recv") -> the chunks rank `rank` sends or receives over that
+    stage boundary (b joins stage b and b + 1; kind 0 activations, 1 gradients), in its order."""
+    out: Dict[Tuple[int, int, str], List[int]] = {}
+    last = len(plan.stages) - 1
+    for a in plan.actions[rank]:
+        if a.kind == "forward":
+            if a.stage > 0:
+                out.setdefault((0, a.stage - 1, "recv"), []).append(a.chunk)
+            if a.stage < last:
+                out.setdefault((0, a.stage, "send"), []).append(a.chunk)
+        else:
+            if a.stage < last:
+                out.setdefault((1, a.stage, "recv"), []).append(a.chunk)
+            if a.stage > 0:
+                out.setdefault((1, a.stage - 1, "send"), []).append(a.chunk)
+    return out
 
-    def __init__(self, pp: int, dp: int, replica: int, num_stages: int, device: torch.device,
-                 dtype: torch.dtype, groups: Dict[Tuple[int, int], object] = None):
-        self.pp, self.dp, self.replica, self.num_stages = pp, dp, replica, num_stages
-        self.device, self.dtype = device, dtype
-        self.groups = groups or {}
+
+def check_channel_orders(plan) -> None:
+    """NCCL matches point-to-point messages by order, not tag: over every boundary, each kind's
+    chunks must leave the sender in the order the receiver takes them. RuntimeError naming the
+    first boundary where they do not."""
+    orders = [channel_orders(plan, r) for r in range(plan.pp)]
+    for b in range(len(plan.stages) - 1):
+        for kind, (src, dst) in ((0, (b, b + 1)), (1, (b + 1, b))):
+            sent = orders[plan.stages[src].rank].get((kind, b, "send"), [])
+            taken = orders[plan.stages[dst].rank].get((kind, b, "recv"), [])
+            if sent != taken:
+                what = "activations" if kind == 0 else "gradients"
+                raise RuntimeError(
+                    f"the plan's {what} between stages {b} and {b + 1} leave in the chunk order "
+                    f"{sent[:8]}... and are taken in {taken[:8]}...; NCCL pairs messages by order: "
+                    f"run this schedule over gloo (--device cpu) or report the plan")
+
+
+class DistLink(StageLink):
+    """Point-to-point between the ranks of one pipeline (one replica and position in its
+    Ulysses group; distributed.RankGroups.rank_of). Each message carries a tag naming (kind,
+    stage boundary, chunk); on NCCL, which ignores tags, each (kind, boundary) has a process
+    group of its own, and check_channel_orders makes sure both ends take its messages in one
+    order."""
+
+    def __init__(self, plan, groups, dtype: torch.dtype):
+        self.g, self.pp, self.num_stages = groups, plan.pp, len(plan.stages)
+        self.device, self.dtype = groups.device, dtype
+        self.groups = groups.link_groups or {}
+        if groups.backend == "nccl":
+            check_channel_orders(plan)
         self._pending: List[object] = []
         self._local = LocalLink()
         self.me = dist.get_rank()
 
     def world_rank(self, stage: int) -> int:
-        return (stage % self.pp) * self.dp + self.replica
+        return self.g.rank_of(stage % self.pp, self.g.replica, self.g.sp_rank)
 
     def _tag(self, kind: int, boundary: int, chunk: int) -> int:
         return (chunk * self.num_stages + boundary) * 2 + kind

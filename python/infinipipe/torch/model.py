@@ -109,23 +109,32 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 rows: Sequence[SliceRows],
-                contexts: Sequence[Optional[Tuple[torch.Tensor, torch.Tensor]]]):
+                contexts: Sequence[Optional[Tuple[torch.Tensor, torch.Tensor]]],
+                exchange=None):
         """x (N, C) of one chunk. contexts[i]: the K/V (m, kv_heads, head_dim) of slice i's
         sequence before it, or None. Returns the layer's output and the chunk's K (after the
-        rotation) and V, which later slices of a cut sequence attend to."""
+        rotation) and V, which later slices of a cut sequence attend to.
+        With Ulysses (`exchange`, ulysses.HeadExchange) x holds this rank's share of the chunk's
+        tokens, cos and sin theirs; attention runs over every token for this rank's heads, and
+        K, V and the contexts are every token's for those heads."""
         n = x.shape[0]
         a = self.self_attn
         h = self.input_layernorm(x)
         q = rotate(a.q_proj(h).view(n, a.heads, a.head_dim), cos, sin)
         k = rotate(a.k_proj(h).view(n, a.kv_heads, a.head_dim), cos, sin)
         v = a.v_proj(h).view(n, a.kv_heads, a.head_dim)
+        if exchange is not None:
+            q, k, v = exchange.to_heads(q), exchange.to_heads(k), exchange.to_heads(v)
         outs = []
         for r, ctx in zip(rows, contexts):
             qs, ks, vs = (t[r.row:r.row + r.length] for t in (q, k, v))
             if ctx is not None:
                 ks, vs = torch.cat([ctx[0], ks]), torch.cat([ctx[1], vs])
             outs.append(attend(qs, ks, vs, context=r.offset if ctx is not None else 0))
-        attn = torch.cat(outs).reshape(n, a.heads * a.head_dim)
+        attn = torch.cat(outs)
+        if exchange is not None:
+            attn = exchange.to_tokens(attn)
+        attn = attn.reshape(n, a.heads * a.head_dim)
         x = x + a.o_proj(attn)
         x = x + self.mlp(self.post_attention_layernorm(x))
         return x, k, v

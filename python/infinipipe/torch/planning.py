@@ -47,8 +47,8 @@ class BatchPlanner:
         self.cfg, self.prior, self.batches, self.g = cfg, prior, batches, g
         self._ahead: Optional[Batch] = None
         self._future = None
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1) \
-            if g.stage == 0 else None
+        planner = g.stage == 0 and g.sp_rank == 0  # one rank per replica plans
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1) if planner else None
 
     def share_of(self, sequences) -> List[List[int]]:
         """This replica's sequences of a global batch (the split by the prior cost model, the
@@ -98,10 +98,11 @@ class BatchPlanner:
         return self.share_plan(text, "")[0]
 
     def share_plan(self, text: Optional[str], setting: Optional[str]) -> Tuple[ip.Plan, str]:
-        """The first rank's plan (JSON) and setting, on every rank of the pipeline."""
-        if self.g.pp > 1:
+        """The planning rank's plan (JSON) and setting, on every rank of the replica."""
+        if self.g.pp * self.g.sp > 1:
             box = [(text, setting)]
-            dist.broadcast_object_list(box, src=self.g.replica, group=self.g.pipeline)
+            src = self.g.rank_of(0, self.g.replica, 0)
+            dist.broadcast_object_list(box, src=src, group=self.g.replica_group)
             text, setting = box[0]
         return ip.Plan.from_json(text), setting
 

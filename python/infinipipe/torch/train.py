@@ -106,9 +106,6 @@ def _runtime_device(config_args: List[str]) -> List[str]:
 
 def check_supported(cfg: ip.Config) -> None:
     """What this trainer cannot run yet, refused with what to do instead."""
-    if cfg.ulysses_degree > 1:
-        raise ip.ConfigError("the PyTorch trainer does not run Ulysses sequence parallelism yet "
-                             f"(ulysses = {cfg.ulysses_degree}); drop --ulysses-degree")
     if cfg.get("zero-stage") != "1":
         raise ip.ConfigError("the PyTorch trainer keeps a stage's weights whole (zero-stage 1); "
                              "drop --zero-stage")
@@ -160,7 +157,7 @@ def run(argv: List[str]) -> int:
     layout = cfg.stage_layout(cost)
     device = "cpu" if cfg.device == "cpu" else "cuda"
     g = setup(cfg.pp, cfg.dp, device, len(layout), cfg.model.tie_embeddings,
-              float(cfg.get("p2p-timeout")))
+              float(cfg.get("p2p-timeout")), sp=cfg.ulysses_degree)
     talk = not args.quiet and g.rank == 0
     model = RankModel(cfg, layout, g)
     optimizer = make_optimizer(cfg, model)

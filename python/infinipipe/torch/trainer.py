@@ -31,6 +31,7 @@ from infinipipe.torch.distributed import RankGroups, all_reduce_sum
 from infinipipe.torch.executor import RankExecutor, RankStats
 from infinipipe.torch.link import DistLink, LocalLink
 from infinipipe.torch.model import Stage, stage_from_spec
+from infinipipe.torch.ulysses import UlyssesGroup
 
 
 @dataclass
@@ -83,13 +84,14 @@ class RankModel:
                     yield name, p
 
     def owners(self) -> Dict[str, int]:
-        """The distributed optimizer's owner replica of each parameter of this rank: the
-        largest first, each to the replica with the fewest elements so far."""
-        load = [0] * self.groups.dp
+        """The distributed optimizer's owner of each parameter of this rank among the stage's
+        copies (groups.copy_index): the largest first, each to the copy with the fewest elements
+        so far."""
+        load = [0] * self.groups.stage_copies
         out = {}
         params = sorted(self.named_parameters(), key=lambda np_: (-np_[1].numel(), np_[0]))
         for name, p in params:
-            r = min(range(self.groups.dp), key=lambda i: (load[i], i))
+            r = min(range(self.groups.stage_copies), key=lambda i: (load[i], i))
             out[name] = r
             load[r] += p.numel()
         return out
@@ -105,8 +107,8 @@ class RankModel:
 
 
 def sharded(config: ip.Config, model: RankModel) -> bool:
-    """Whether the optimizer state is sharded over the replicas (ZeRO-1)."""
-    return config.get("use-distributed-optimizer") == "true" and model.groups.dp > 1
+    """Whether the optimizer state is sharded over the stage's copies (ZeRO-1)."""
+    return config.get("use-distributed-optimizer") == "true" and model.groups.stage_copies > 1
 
 
 def make_optimizer(config: ip.Config, model: RankModel) -> torch.optim.Optimizer:
@@ -115,7 +117,7 @@ def make_optimizer(config: ip.Config, model: RankModel) -> torch.optim.Optimizer
     owners = model.owners() if sharded(config, model) else None
     decay, plain = [], []
     for name, p in model.named_parameters():
-        if owners is None or owners[name] == model.groups.replica:
+        if owners is None or owners[name] == model.groups.copy_index:
             (decay if p.dim() >= 2 else plain).append(p)
     kind = config.get("optimizer")
     if kind == "sgd":
@@ -136,12 +138,16 @@ class TrainStep:
         self.config, self.model, self.optimizer = config, model, optimizer
         self.groups = model.groups
         self.owners = model.owners() if sharded(config, model) else None
+        g = self.groups
+        self.ulysses = None
+        if g.sp > 1:
+            self.ulysses = UlyssesGroup([g.rank_of(g.stage, g.replica, k) for k in range(g.sp)],
+                                        g.sp_rank, g.sequence, g.backend)
         self.autocast = torch.bfloat16 if bf16 else None
 
     def _link(self, plan):
         if self.groups.distributed:
-            return DistLink(plan.pp, self.groups.dp, self.groups.replica, len(plan.stages),
-                            self.groups.device, torch.float32, self.groups.link_groups)
+            return DistLink(plan, self.groups, torch.float32)
         return LocalLink()
 
     def gradients(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
@@ -153,7 +159,7 @@ class TrainStep:
         for _, p in self.model.named_parameters():
             p.grad = None
         ex = RankExecutor(plan, g.stage, self.model.stages, self._link(plan), sequences,
-                          1.0 / global_predicted, g.device, self.autocast)
+                          1.0 / global_predicted, g.device, self.autocast, self.ulysses)
         stats = ex.run(synchronize)
         params = [p for _, p in self.model.named_parameters()]
         for p in params:
@@ -162,7 +168,7 @@ class TrainStep:
         tied = self.model.tied_parameter()
         if tied is not None:
             all_reduce_sum([tied.grad], g.embedding)
-        if g.dp > 1:
+        if g.stage_copies > 1:  # the replicas and the Ulysses group hold the same parameters
             all_reduce_sum([p.grad for p in params], g.data_parallel)
         totals = torch.tensor([stats.loss_sum, float(stats.predicted_tokens)], dtype=torch.float64,
                               device=g.device)
@@ -178,7 +184,7 @@ class TrainStep:
         global batch, summed over the world."""
         g = self.groups
         ex = RankExecutor(plan, g.stage, self.model.stages, self._link(plan), sequences, 1.0,
-                          g.device, self.autocast)
+                          g.device, self.autocast, self.ulysses)
         stats = ex.run()
         totals = torch.tensor([stats.loss_sum, float(stats.predicted_tokens)], dtype=torch.float64,
                               device=g.device)
@@ -198,10 +204,12 @@ class TrainStep:
             g = self.groups
             for name, p in self.model.named_parameters():  # the owners' new values, everywhere
                 owner = self.owners[name]
-                dist.broadcast(p.data, src=g.stage * g.dp + owner, group=g.data_parallel)
+                src = g.rank_of(g.stage, owner // g.sp, owner % g.sp)
+                dist.broadcast(p.data, src=src, group=g.data_parallel)
         tied = self.model.tied_parameter()
         if tied is not None:  # both ends stay bit-identical: the first stage's values win
-            dist.broadcast(tied.data, src=self.groups.replica, group=self.groups.embedding)
+            src = self.groups.rank_of(0, self.groups.replica, self.groups.sp_rank)
+            dist.broadcast(tied.data, src=src, group=self.groups.embedding)
         return StepResult(loss, global_predicted, norm, stats, time.perf_counter() - t0)
 
     def _clip(self, params: List[torch.Tensor]) -> float:
