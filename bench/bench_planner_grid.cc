@@ -120,8 +120,8 @@ PhaseSeconds phases_time(const Config& cfg, const cost::CostModel& cm,
   t0 = Clock::now();
   // As the planner groups with adaptive recompute: the pipelines over budget charged the solve.
   plan::PipelineRecomputeGreedy solver(cfg, cm, r.plan.stages, r.plan.vpp, lengths, pr.chunks);
-  const auto groups =
-      plan::epp_group_pipelines_solved(pr.chunks, ipp, cm, first, act_budget, solver.segment());
+  const auto groups = plan::epp_group_pipelines_solved(pr.chunks, ipp, cm, first, act_budget,
+                                                       solver.pipeline_recompute());
   t.grouping = since(t0);
 
   plan::Plan p = r.plan;
@@ -159,7 +159,7 @@ PhaseSeconds phases_time(const Config& cfg, const cost::CostModel& cm,
   return t;
 }
 
-// How far the exact checkpoint solve is from its lower bound.
+// How far the exact recompute solve is from its lower bound.
 std::string exact_gap(const plan::RecomputeSolution& exact) {
   char gap[48];
   if (!exact.feasible)

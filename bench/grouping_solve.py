@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""EPP's pipeline grouping charged by the checkpoint solve, before and after: `infinipipe plan`
+"""EPP's pipeline grouping charged by the recompute solve, before and after: `infinipipe plan`
 of the twelve paper settings (examples/llama{7b,13b,30b}-{48k,96k}.yaml x github / commoncrawl,
 ITERATIONS global batches each), run by a base build ($INFINIPIPE_BASE_BIN) and by this build in
 turns, so both see the same load. Per setting: the predicted step time summed over the batches,
@@ -48,7 +48,7 @@ def main():
     exe = bc.binary("infinipipe")
     iterations = bc.env_int("ITERATIONS", 3)
     repeats = bc.env_int("REPEATS", 1)
-    print("# Pipeline grouping charged by the checkpoint solve: before and after\n")
+    print("# Pipeline grouping charged by the recompute solve: before and after\n")
     print("\n".join(bc.machine_lines()))
     tmp = tempfile.mkdtemp(prefix="grouping_solve_")
     rows, totals = [], {"base": [0.0, 0.0], "new": [0.0, 0.0]}

@@ -1,6 +1,5 @@
 // A checkpoint's JSON files: the same input read as state.json, as a safetensors index and as
-// the Hugging Face config.json (infinipipe's own and a Hugging Face folder's).
-#include "ckpt/checkpoint_config.h"
+// the Hugging Face config.json (one reader for infinipipe's own and a Hugging Face folder's).
 #include "ckpt/checkpoint_state.h"
 #include "ckpt/hf_config.h"
 #include "core/json_read.h"
@@ -22,10 +21,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     (void)checkpoint_index_from_json(j, "model.safetensors.index.json", state.files);
-  } catch (const Error&) {
-  }
-  try {
-    (void)checkpoint_model_from_hf(j, "config.json");
   } catch (const Error&) {
   }
   try {

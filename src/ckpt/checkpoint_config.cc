@@ -1,12 +1,9 @@
 #include "ckpt/checkpoint_config.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "core/error.h"
-#include "core/json_read.h"
 
 namespace infinipipe {
 
@@ -44,44 +41,6 @@ nlohmann::json checkpoint_hf_generation_config(const nlohmann::json& tokenizer_i
   nlohmann::json g = {{"_from_model_config", true}};
   if (tokenizer_ids.is_object()) g.update(tokenizer_ids);
   return g;
-}
-
-ModelConfig checkpoint_model_from_hf(const nlohmann::json& hf, const std::string& path) {
-  if (!hf.is_object()) fail("{}: not a JSON object; the checkpoint is damaged", path);
-  const auto where = [&](const char* key) {
-    return fmt::format("{}: field {} (the checkpoint is damaged)", path, key);
-  };
-  // Sizes are integers; their products are checked by ModelConfig::validate.
-  const auto size = [&](const char* key) {
-    return json_int(json_field(hf, key, path), where(key), 0, INT64_MAX);
-  };
-  const auto number = [&](const char* key) {
-    return json_number(json_field(hf, key, path), where(key));
-  };
-  const auto type = hf.find("model_type");
-  if (type == hf.end() || !type->is_string() || *type != "llama") {
-    fail("{}: model_type is not \"llama\"; this is not an infinipipe/Llama checkpoint", path);
-  }
-  ModelConfig m;
-  m.num_layers = size("num_hidden_layers");
-  m.hidden_size = size("hidden_size");
-  m.num_attention_heads = size("num_attention_heads");
-  m.num_query_groups = size("num_key_value_heads");
-  m.ffn_hidden_size = size("intermediate_size");
-  m.vocab_size = size("vocab_size");
-  m.max_position_embeddings = size("max_position_embeddings");
-  m.rotary_base = number("rope_theta");
-  m.norm_epsilon = number("rms_norm_eps");
-  const auto tie = hf.find("tie_word_embeddings");
-  m.tie_embeddings = tie != hf.end() && json_bool(*tie, where("tie_word_embeddings"));
-  try {
-    ModelConfig check = m;  // config.json has no seq-length; its positions bound it
-    check.seq_length = std::max<int64_t>(1, m.max_position_embeddings);
-    check.validate();
-  } catch (const Error& e) {
-    fail("{}: the model it describes is invalid ({}); the checkpoint is damaged", path, e.what());
-  }
-  return m;
 }
 
 std::vector<std::string> checkpoint_model_diff(const ModelConfig& saved,

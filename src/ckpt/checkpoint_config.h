@@ -1,6 +1,7 @@
 // The model description saved with a checkpoint: Hugging Face's LlamaConfig (config.json), so
-// `transformers` can load the weights, and the comparison that refuses a checkpoint of another
-// model shape with a message naming every difference.
+// `transformers` can load the weights (read back by hf_config_to_model, ckpt/hf_config.h), and
+// the comparison that refuses a checkpoint of another model shape with a message naming every
+// difference.
 #pragma once
 
 #include <string>
@@ -19,8 +20,6 @@ nlohmann::json checkpoint_hf_config(const ModelConfig& model,
                                     const std::string& torch_dtype = "float32");
 // generation_config.json: the tokenizer's bos/eos ids ({"bos_token_id", "eos_token_id"}).
 nlohmann::json checkpoint_hf_generation_config(const nlohmann::json& tokenizer_ids);
-// Reads the fields infinipipe needs back from a config.json (Error naming `path` if malformed).
-ModelConfig checkpoint_model_from_hf(const nlohmann::json& hf, const std::string& path);
 // One line per field that changes the weights or the maths, e.g.
 // "checkpoint has hidden-size 512, this run has 256". Empty when the models agree.
 std::vector<std::string> checkpoint_model_diff(const ModelConfig& saved,

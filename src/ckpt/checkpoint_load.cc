@@ -12,6 +12,7 @@
 #include "ckpt/checkpoint_layout.h"
 #include "ckpt/checkpoint_state.h"
 #include "ckpt/checkpoint_values.h"
+#include "ckpt/hf_config.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 
@@ -139,7 +140,7 @@ CheckpointReader::CheckpointReader(const std::string& dir, int64_t iteration) {
   optim_map_ = std::move(checked.optim_map);
   const std::string config_path = (fs::path(path_) / kCkptConfig).string();
   verify_file(kCkptConfig);
-  model_ = checkpoint_model_from_hf(checkpoint_read_json(config_path), config_path);
+  model_ = hf_config_to_model(checkpoint_read_json(config_path), config_path);
   verify_file(kCkptModelIndex);
   verify_file(kCkptOptimIndex);
 }
@@ -160,7 +161,7 @@ std::vector<std::string> CheckpointReader::param_names() const {
 }
 
 std::vector<float> CheckpointReader::read_param(const std::string& name,
-                                               std::vector<int64_t>& shape) {
+                                                std::vector<int64_t>& shape) {
   auto it = model_map_.find(name);
   if (it == model_map_.end()) fail("{}: has no parameter {}", path_, name);
   SafetensorsReader& r = open_file(it->second);

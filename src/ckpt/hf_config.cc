@@ -1,7 +1,5 @@
 #include "ckpt/hf_config.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -12,6 +10,20 @@ namespace infinipipe {
 namespace {
 
 using Json = nlohmann::json;
+
+// Larger than any model's sizes, small enough that products of a few stay within int64 before
+// ModelConfig::validate checks the model as a whole.
+constexpr int64_t kHfMaxSize = int64_t{1} << 40;
+
+// LlamaConfig's defaults (transformers/models/llama/configuration_llama.py) for optional fields.
+constexpr int64_t kHfDefaultMaxPositions = 2048;
+constexpr double kHfDefaultRopeTheta = 10000.0;
+constexpr double kHfDefaultRmsNormEps = 1e-6;
+
+// How to fix a field of the wrong type or range, whichever path read the file.
+constexpr const char* kHfFieldFix =
+    "correct it in the file (it holds transformers' LlamaConfig fields, as save_pretrained or "
+    "`infinipipe checkpoint export` writes them)";
 
 // Fields whose only value infinipipe computes exactly; any other is refused with the reason.
 void refuse_unsupported(const Json& hf, const std::string& path) {
@@ -52,60 +64,85 @@ void refuse_unsupported(const Json& hf, const std::string& path) {
   }
 }
 
-}  // namespace
-
-ModelConfig hf_config_to_model(const Json& hf, const std::string& path) {
-  if (!hf.is_object()) fail_config("{}: not a JSON object, so not a Hugging Face config", path);
-  refuse_unsupported(hf, path);
+// The fields, typed and range-checked; an Error names the field (json_read.h).
+ModelConfig hf_config_fields(const Json& hf, const std::string& path) {
   const auto where = [&](const char* key) { return fmt::format("{}: field {}", path, key); };
   const auto size = [&](const char* key) {
-    return json_int(json_field(hf, key, path), where(key), 1, int64_t(1) << 40);
+    const auto it = hf.find(key);
+    if (it == hf.end() || it->is_null()) {
+      fail_config(
+          "{} lacks the field {}, which sets the shape of the weights and so has no safe "
+          "default; add it to the file",
+          path, key);
+    }
+    return json_int(*it, where(key), 1, kHfMaxSize);
   };
-  // Optional fields take LlamaConfig's defaults, as transformers does.
   const auto optional = [&](const char* key) -> const Json* {
     const auto it = hf.find(key);
     return it == hf.end() || it->is_null() ? nullptr : &*it;
   };
   ModelConfig m;
+  m.num_layers = size("num_hidden_layers");
+  m.hidden_size = size("hidden_size");
+  m.num_attention_heads = size("num_attention_heads");
+  m.ffn_hidden_size = size("intermediate_size");
+  m.vocab_size = size("vocab_size");
+  const Json* kv = optional("num_key_value_heads");
+  m.num_query_groups = kv ? json_int(*kv, where("num_key_value_heads"), 1, m.num_attention_heads)
+                          : m.num_attention_heads;
+  const Json* pos = optional("max_position_embeddings");
+  m.max_position_embeddings = pos ? json_int(*pos, where("max_position_embeddings"), 1, kHfMaxSize)
+                                  : kHfDefaultMaxPositions;
+  const Json* theta = optional("rope_theta");
+  m.rotary_base = theta ? json_number(*theta, where("rope_theta"), 1e-300) : kHfDefaultRopeTheta;
+  const Json* eps = optional("rms_norm_eps");
+  m.norm_epsilon = eps ? json_number(*eps, where("rms_norm_eps"), 1e-300) : kHfDefaultRmsNormEps;
+  const Json* tie = optional("tie_word_embeddings");
+  m.tie_embeddings = tie && json_bool(*tie, where("tie_word_embeddings"));
+  return m;
+}
+
+// head_dim is redundant in a Llama infinipipe trains: it must be what the sizes imply.
+void hf_config_head_dim_check(const Json& hf, const ModelConfig& m, const std::string& path) {
+  const auto it = hf.find("head_dim");
+  if (it == hf.end() || it->is_null()) return;
+  int64_t head_dim = 0;
   try {
-    m.num_layers = size("num_hidden_layers");
-    m.hidden_size = size("hidden_size");
-    m.num_attention_heads = size("num_attention_heads");
-    m.ffn_hidden_size = size("intermediate_size");
-    m.vocab_size = size("vocab_size");
-    const Json* kv = optional("num_key_value_heads");
-    m.num_query_groups = kv ? json_int(*kv, where("num_key_value_heads"), 1, m.num_attention_heads)
-                            : m.num_attention_heads;
-    const Json* pos = optional("max_position_embeddings");
-    m.max_position_embeddings =
-        pos ? json_int(*pos, where("max_position_embeddings"), 1, int64_t(1) << 40) : 2048;
-    const Json* theta = optional("rope_theta");
-    m.rotary_base = theta ? json_number(*theta, where("rope_theta"), 1e-300) : 10000.0;
-    const Json* eps = optional("rms_norm_eps");
-    m.norm_epsilon = eps ? json_number(*eps, where("rms_norm_eps"), 1e-300) : 1e-6;
-    const Json* tie = optional("tie_word_embeddings");
-    m.tie_embeddings = tie && json_bool(*tie, where("tie_word_embeddings"));
-    if (const Json* hd = optional("head_dim")) {
-      const int64_t head_dim = json_int(*hd, where("head_dim"), 1, int64_t(1) << 40);
-      if (head_dim * m.num_attention_heads != m.hidden_size) {
-        fail_config(
-            "{}: head_dim {} times num_attention_heads {} is not hidden_size {}; infinipipe's "
-            "heads split the hidden size",
-            path, head_dim, m.num_attention_heads, m.hidden_size);
-      }
-    }
+    head_dim = json_int(*it, fmt::format("{}: field head_dim", path), 1, kHfMaxSize);
+  } catch (const Error& e) {
+    fail_config("{}; {}", e.what(), kHfFieldFix);
+  }
+  if (head_dim * m.num_attention_heads != m.hidden_size) {
+    fail_config(
+        "{}: head_dim {} times num_attention_heads {} is not hidden_size {}; infinipipe's heads "
+        "split the hidden size: remove head_dim or make it hidden_size / num_attention_heads",
+        path, head_dim, m.num_attention_heads, m.hidden_size);
+  }
+}
+
+}  // namespace
+
+ModelConfig hf_config_to_model(const Json& hf, const std::string& path) {
+  if (!hf.is_object()) {
+    fail_config("{}: not a JSON object, so not a Hugging Face config; {}", path, kHfFieldFix);
+  }
+  refuse_unsupported(hf, path);
+  ModelConfig m;
+  try {
+    m = hf_config_fields(hf, path);
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {  // a field of the wrong type or range; the message names it
-    fail_config("{}", e.what());
+    fail_config("{}; {}", e.what(), kHfFieldFix);
   }
   try {
-    ModelConfig check = m;  // config.json has no sequence length; its positions bound it
-    check.seq_length = std::min<int64_t>(m.max_position_embeddings, 4096);
+    ModelConfig check = m;  // config.json has no sequence length: the longest it describes
+    check.seq_length = m.max_position_embeddings;
     check.validate();
   } catch (const Error& e) {
-    fail_config("{}: not a Llama infinipipe can train ({})", path, e.what());
+    fail_config("{}: the model it describes is invalid ({}); {}", path, e.what(), kHfFieldFix);
   }
+  hf_config_head_dim_check(hf, m, path);
   return m;
 }
 

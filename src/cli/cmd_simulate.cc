@@ -192,7 +192,7 @@ struct PaperFlags {
   std::string baselines = "tuned";
   int64_t megatron_tp = 0, megatron_cp = 0, megatron_recompute = -1;
   int64_t deepspeed_sp = 0, deepspeed_recompute = -1;
-  int64_t seq1f1b_segments = 4;
+  int64_t seq1f1b_chunks = 4;         // --seq1f1b-segments, the Seq1F1B paper's word
   std::vector<CLI::Option*> options;  // all of the above but --baselines
 };
 
@@ -217,9 +217,9 @@ std::shared_ptr<PaperFlags> add_paper_flags(CLI::App* cmd) {
       cmd->add_option("--deepspeed-recompute-layers", f->deepspeed_recompute,
                       "DeepSpeed layers recomputed (default: all)")
           ->check(CLI::NonNegativeNumber),
-      cmd->add_option("--seq1f1b-segments", f->seq1f1b_segments,
-                      "Seq1F1B: equal-cost segments per packed micro-batch (--baselines paper; "
-                      "default 4)")
+      cmd->add_option("--seq1f1b-segments", f->seq1f1b_chunks,
+                      "Seq1F1B: equal-cost chunks each packed micro-batch is cut into (the "
+                      "paper's segments; --baselines paper; default 4)")
           ->check(CLI::PositiveNumber),
   };
   return f;
@@ -231,9 +231,9 @@ std::vector<Row> paper_rows(const Config& cfg, const cost::CostModel& cm,
   std::vector<Row> rows;
   rows.push_back(pipeline_row(cfg, cm, lengths, Schedule::epp));
   // Seq1F1B as its paper runs it: micro-batches packed to the longest sequence, each cut into a
-  // fixed number of equal-cost segments.
+  // fixed number of equal-cost chunks (the paper's segments).
   Config seq = cfg;
-  seq.parallel.seq1f1b_slices = f.seq1f1b_segments;
+  seq.parallel.seq1f1b_slices = f.seq1f1b_chunks;
   seq.parallel.micro_batch_size = 1;
   rows.push_back(pipeline_row(seq, cm, lengths, Schedule::seq1f1b));
   sim::MegatronSetting mg = sim::megatron_paper_setting(cfg.model);

@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "runlog/timings_record.h"
 
 namespace infinipipe::obs {
 
@@ -24,63 +25,19 @@ std::string format_rate(double tokens_per_s) {
 
 }  // namespace
 
-nlohmann::json metrics_to_json(const IterationMetrics& m) {
-  nlohmann::json j = {
-      {"iteration", m.iteration},
-      {"train_iters", m.train_iters},
-      {"consumed_samples", m.consumed_samples},
-      {"loss", m.loss},
-      {"sequences", m.sequences},
-      {"tokens", m.tokens},
-      {"predicted_tokens", m.predicted_tokens},
-      {"seconds", m.seconds},
-      {"plan_seconds", m.plan_seconds},
-      {"plan_wait_seconds", m.plan_wait_seconds},
-      {"tokens_per_s", m.tokens_per_s},
-      {"lr", m.lr},
-      {"grad_norm", m.grad_norm},
-      {"schedule", m.schedule},
-      {"plan_knobs", m.plan_knobs},
-      {"chunks", m.chunks},
-      {"recompute_layers", m.recompute_layers},
-      {"predicted_step_seconds", m.predicted_step_seconds},
-      {"measured_step_seconds", m.measured_step_seconds},
-      {"predicted_peak_bytes", m.predicted_peak_bytes},
-      {"measured_peak_bytes", m.measured_peak_bytes},
-      {"measured_activation_peak_bytes", m.measured_activation_peak_bytes},
-      {"memory_budget", m.memory_budget},
-  };
-  if (m.rss_peak_bytes >= 0) j["rss_peak_bytes"] = m.rss_peak_bytes;
-  if (m.valid_loss) {
-    j["valid_loss"] = *m.valid_loss;
-    j["valid_tokens"] = m.valid_tokens;
-  }
-  if (m.test_loss) {
-    j["test_loss"] = *m.test_loss;
-    j["test_tokens"] = m.test_tokens;
-  }
-  if (m.valid_loss || m.test_loss) j["eval_seconds"] = m.eval_seconds;
-  return j;
-}
-
 nlohmann::json action_timings_to_json(int64_t iteration, double predicted_step_seconds,
                                       const std::vector<StepStats>& ranks) {
-  nlohmann::json actions = nlohmann::json::array();
+  runlog::ActionTimingsRecord record;
+  record.iteration = iteration;
+  record.predicted_step_seconds = predicted_step_seconds;
   for (size_t r = 0; r < ranks.size(); ++r) {
     for (const ActionTiming& t : ranks[r].timings) {
-      actions.push_back({{"rank", r},
-                         {"stage", t.action.stage},
-                         {"kind", plan::action_kind_name(t.action.kind)},
-                         {"chunk", t.action.chunk},
-                         {"recompute_layers", t.action.recompute_layers},
-                         {"predicted_s", t.action.predicted_time},
-                         {"start_s", t.start_s},
-                         {"end_s", t.end_s}});
+      record.actions.push_back({static_cast<int32_t>(r), t.action.stage, t.action.kind,
+                                t.action.chunk, t.action.recompute_layers, t.action.predicted_time,
+                                t.start_s, t.end_s});
     }
   }
-  return {{"iteration", iteration},
-          {"predicted_step_seconds", predicted_step_seconds},
-          {"actions", std::move(actions)}};
+  return runlog::timings_record_to_json(record);
 }
 
 std::string metrics_format_line(const IterationMetrics& m) {

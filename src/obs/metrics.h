@@ -1,6 +1,6 @@
-// What a training iteration reports: the numbers (one JSON line each in metrics.jsonl), the
-// human line on stdout, and the progress line with ETA on stderr (rewritten in place on a
-// terminal, an occasional plain line otherwise).
+// What a training iteration reports: the numbers (one JSON line each in metrics.jsonl,
+// runlog::metrics_record_to_json), the human line on stdout, and the progress line with ETA on
+// stderr (rewritten in place on a terminal, an occasional plain line otherwise).
 #pragma once
 
 #include <chrono>
@@ -13,52 +13,19 @@
 #include <nlohmann/json.hpp>
 
 #include "obs/step_stats.h"
+#include "runlog/metrics_record.h"
 
 namespace infinipipe::obs {
 
-struct IterationMetrics {
-  int64_t iteration = 0;         // 1-based: the iteration just completed
-  int64_t train_iters = 0;       // the run's target
-  int64_t consumed_samples = 0;  // documents handed out so far (after this iteration)
-  double loss = 0;               // global per-token mean over the predicted tokens
-  int64_t sequences = 0;
-  int64_t tokens = 0;            // tokens processed (Σ n)
-  int64_t predicted_tokens = 0;  // Σ (n − 1)
-  double seconds = 0;            // wall time of the whole iteration (plan, execute, optimise)
-  double plan_seconds = 0;       // the planner's time for this batch (mostly in the background)
-  double plan_wait_seconds = 0;  // what the iteration waited for its plan (the exposed part)
-  double tokens_per_s = 0;
-  double lr = 0;
-  double grad_norm = 0;  // before clipping
-  std::string schedule;
-  std::string plan_knobs;  // "K=4, adaptive recompute" etc.
-  int32_t chunks = 0;
-  int32_t recompute_layers = 0;       // Σ over forward actions: layers the plan recomputes
-  double predicted_step_seconds = 0;  // the plan's predicted execution time
-  double measured_step_seconds = 0;   // the executor's measured execution time
-  int64_t predicted_peak_bytes = 0;   // the plan's prediction for the rank
-  int64_t measured_peak_bytes = 0;    // MemoryTracker peak over the iteration, all categories
-  int64_t measured_activation_peak_bytes = 0;
-  int64_t memory_budget = 0;
-  // This process's peak resident memory during the iteration (obs/process_rss.h; -1 = unknown).
-  int64_t rss_peak_bytes = -1;
-  // Evaluation at the end of this iteration (--eval-interval), forward-only over --eval-iters
-  // global batches: token-weighted mean loss and predicted tokens. Unset: no evaluation ran.
-  std::optional<double> valid_loss;
-  int64_t valid_tokens = 0;
-  std::optional<double> test_loss;  // the final test-split evaluation, on the last iteration
-  int64_t test_tokens = 0;
-  double eval_seconds = 0;  // wall time of this iteration's evaluations (not in `seconds`)
-};
+// The record is runlog's (runlog/metrics_record.h: its fields, JSON form and reader).
+using runlog::IterationMetrics;
 
-nlohmann::json metrics_to_json(const IterationMetrics& m);
 // " iter 3/30 | loss 4.1234 | 12.3K tok/s | lr 3.00e-04 | grad norm 1.234 | peak 40.0 MiB
 // (predicted 42.0 MiB) | epp K=2, adaptive recompute"
 std::string metrics_format_line(const IterationMetrics& m);
 
-// Every action each rank ran in one iteration, measured next to predicted:
-// {"iteration": 3, "predicted_step_seconds": ..., "actions": [{"rank", "stage", "kind", "chunk",
-// "recompute_layers", "predicted_s", "start_s", "end_s"}, ...]}.
+// Every action each rank ran in one iteration, measured next to predicted: a timings record
+// (runlog/timings_record.h), one line of `train --timings FILE`.
 nlohmann::json action_timings_to_json(int64_t iteration, double predicted_step_seconds,
                                       const std::vector<StepStats>& ranks);
 

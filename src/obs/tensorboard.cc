@@ -51,8 +51,7 @@ void bytes_field_put(std::string& out, uint32_t field, std::string_view bytes) {
 }
 
 double wall_seconds_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -104,16 +103,14 @@ std::string tf_event_encode(double wall_time, int64_t step, const std::string& f
   return event;
 }
 
-std::vector<std::pair<std::string, float>> tensorboard_scalars(const nlohmann::json& record) {
-  static const std::pair<const char*, const char*> kTags[] = {
-      {"loss", "lm loss"},          {"lr", "learning-rate"},
-      {"grad_norm", "grad-norm"},   {"seconds", "iteration-time"},
-      {"tokens_per_s", "throughput"}, {"valid_loss", "lm loss validation"}};
-  std::vector<std::pair<std::string, float>> out;
-  for (const auto& [field, tag] : kTags) {
-    const auto it = record.find(field);
-    if (it != record.end() && it->is_number()) out.emplace_back(tag, it->get<float>());
-  }
+std::vector<std::pair<std::string, float>> tensorboard_scalars(const IterationMetrics& m) {
+  std::vector<std::pair<std::string, float>> out = {
+      {"lm loss", static_cast<float>(m.loss)},
+      {"learning-rate", static_cast<float>(m.lr)},
+      {"grad-norm", static_cast<float>(m.grad_norm)},
+      {"iteration-time", static_cast<float>(m.seconds)},
+      {"throughput", static_cast<float>(m.tokens_per_s)}};
+  if (m.valid_loss) out.emplace_back("lm loss validation", static_cast<float>(*m.valid_loss));
   return out;
 }
 
@@ -128,14 +125,15 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
   std::array<char, 256> host{};
   if (gethostname(host.data(), host.size() - 1) != 0) std::strcpy(host.data(), "localhost");
   const double now = wall_seconds_now();
-  path_ = (fs::path(dir) / fmt::format("events.out.tfevents.{}.{}", static_cast<int64_t>(now),
-                                       host.data()))
+  path_ = (fs::path(dir) /
+           fmt::format("events.out.tfevents.{}.{}", static_cast<int64_t>(now), host.data()))
               .string();
   file_ = std::fopen(path_.c_str(), "ab");
   if (file_ == nullptr) {
-    fail_config("cannot create the TensorBoard event file {} ({}); choose another "
-                "--tensorboard-dir",
-                path_, std::strerror(errno));
+    fail_config(
+        "cannot create the TensorBoard event file {} ({}); choose another "
+        "--tensorboard-dir",
+        path_, std::strerror(errno));
   }
   record_write(tf_event_encode(now, 0, "brain.Event:2", {}));
 }

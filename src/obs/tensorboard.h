@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "obs/metrics.h"
 
 namespace infinipipe::obs {
 
@@ -29,10 +29,10 @@ std::string tfrecord_frame(std::string_view data);
 std::string tf_event_encode(double wall_time, int64_t step, const std::string& file_version,
                             const std::vector<std::pair<std::string, float>>& scalars);
 
-// The scalars of one metrics.jsonl record, under Megatron-LM's tags: "lm loss", "learning-rate",
+// The scalars of one metrics record, under Megatron-LM's tags: "lm loss", "learning-rate",
 // "grad-norm", "iteration-time" (s), "throughput" (tokens/s) and, where an evaluation ran,
-// "lm loss validation". A field the record lacks is left out.
-std::vector<std::pair<std::string, float>> tensorboard_scalars(const nlohmann::json& record);
+// "lm loss validation".
+std::vector<std::pair<std::string, float>> tensorboard_scalars(const IterationMetrics& m);
 
 class TensorBoardWriter {
  public:

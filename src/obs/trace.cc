@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "plan/plan_json.h"
+#include "runlog/trace_record.h"
 
 namespace infinipipe::obs {
 
@@ -31,14 +32,15 @@ double us_round(double us) {
 
 nlohmann::json event_complete(std::string name, std::string cat, double ts, double dur, int32_t pid,
                               int32_t tid, nlohmann::json args) {
-  return {{"name", std::move(name)},
-          {"cat", std::move(cat)},
-          {"ph", "X"},
-          {"ts", us_round(ts)},
-          {"dur", us_round(std::max(0.0, dur))},
-          {"pid", pid},
-          {"tid", tid},
-          {"args", std::move(args)}};
+  runlog::TraceSlice s;
+  s.name = std::move(name);
+  s.category = std::move(cat);
+  s.ts_us = us_round(ts);
+  s.dur_us = us_round(std::max(0.0, dur));
+  s.pid = pid;
+  s.tid = tid;
+  s.args = std::move(args);
+  return runlog::trace_slice_to_json(s);
 }
 
 nlohmann::json event_meta(const char* what, int32_t pid, int32_t tid, const std::string& name) {
@@ -70,19 +72,21 @@ int32_t lane_of_category(const std::string& category) {
 
 // A sample of the "memory" counter of a process.
 nlohmann::json event_memory(double ts, int64_t bytes, int32_t pid) {
-  return {{"name", "memory"},
-          {"ph", "C"},
-          {"ts", us_round(ts)},
-          {"pid", pid},
-          {"tid", trace_lane_compute},
-          {"args", {{"bytes", bytes}}}};
+  return {{"name", "memory"},          {"ph", "C"},
+          {"ts", us_round(ts)},        {"pid", pid},
+          {"tid", trace_lane_compute}, {"args", {{"bytes", bytes}}}};
 }
 
 // A flow event binding to the enclosing slice of (pid, compute lane) at `ts`: "s" leaves the
 // sender's action, "f" (bind point "e") enters the receiver's.
 nlohmann::json event_flow(const char* phase, uint64_t id, double ts, int32_t pid) {
-  nlohmann::json e = {{"name", "p2p"}, {"cat", "p2p"},        {"ph", phase}, {"id", id},
-                      {"ts", us_round(ts)}, {"pid", pid}, {"tid", trace_lane_compute}};
+  nlohmann::json e = {{"name", "p2p"},
+                      {"cat", "p2p"},
+                      {"ph", phase},
+                      {"id", id},
+                      {"ts", us_round(ts)},
+                      {"pid", pid},
+                      {"tid", trace_lane_compute}};
   if (phase[0] == 'f') e["bp"] = "e";
   return e;
 }
@@ -95,14 +99,14 @@ void action_flows_add(std::vector<nlohmann::json>& out, const plan::Action& a, i
   const int32_t from = forward ? a.stage - 1 : a.stage + 1;
   const int32_t to = forward ? a.stage + 1 : a.stage - 1;
   if (from >= 0 && from < num_stages) {
-    out.push_back(event_flow("f", trace_flow_id(iteration, replica, from, a.chunk, a.kind), ts,
-                             pid));
+    out.push_back(
+        event_flow("f", trace_flow_id(iteration, replica, from, a.chunk, a.kind), ts, pid));
   }
   if (to >= 0 && to < num_stages) {
     // Inside the slice, at its end: the data leaves when the action is done.
     const double at = ts + std::max(0.0, dur - std::min(0.001, dur / 2));
-    out.push_back(event_flow("s", trace_flow_id(iteration, replica, a.stage, a.chunk, a.kind), at,
-                             pid));
+    out.push_back(
+        event_flow("s", trace_flow_id(iteration, replica, a.stage, a.chunk, a.kind), at, pid));
   }
 }
 
@@ -112,9 +116,10 @@ TraceIterations trace_iterations_parse(const std::string& text) {
   const auto number = [&](const std::string& part) {
     if (part.empty() || part.size() > 9 ||
         part.find_first_not_of("0123456789") != std::string::npos) {
-      fail_config("--trace-iterations '{}': expected FIRST-LAST or N, iterations from 1 (e.g. "
-                  "--trace-iterations 10-20)",
-                  text);
+      fail_config(
+          "--trace-iterations '{}': expected FIRST-LAST or N, iterations from 1 (e.g. "
+          "--trace-iterations 10-20)",
+          text);
     }
     return std::stoll(part);
   };
@@ -123,9 +128,10 @@ TraceIterations trace_iterations_parse(const std::string& text) {
   r.first = number(text.substr(0, dash));
   r.last = dash == std::string::npos ? r.first : number(text.substr(dash + 1));
   if (r.first < 1 || r.last < r.first) {
-    fail_config("--trace-iterations '{}': the first iteration must be at least 1 and at most the "
-                "last (e.g. --trace-iterations 10-20)",
-                text);
+    fail_config(
+        "--trace-iterations '{}': the first iteration must be at least 1 and at most the "
+        "last (e.g. --trace-iterations 10-20)",
+        text);
   }
   if (r.last >= (int64_t{1} << 20)) {
     fail_config("--trace-iterations '{}': the trace can number iterations below {}", text,
@@ -140,9 +146,10 @@ uint64_t trace_flow_id(int64_t iteration, int32_t replica, int32_t from_stage, i
                        plan::ActionKind kind) {
   if (iteration < 0 || iteration >= (1 << 20) || replica < 0 || replica >= (1 << 6) ||
       from_stage < 0 || from_stage >= (1 << 8) || chunk < 0 || chunk >= (1 << 18)) {
-    fail("the trace cannot number the transfer of iteration {}, replica {}, stage {}, chunk {}: "
-         "trace fewer iterations, replicas, stages or chunks",
-         iteration, replica, from_stage, chunk);
+    fail(
+        "the trace cannot number the transfer of iteration {}, replica {}, stage {}, chunk {}: "
+        "trace fewer iterations, replicas, stages or chunks",
+        iteration, replica, from_stage, chunk);
   }
   uint64_t id = static_cast<uint64_t>(iteration);
   id = (id << 6) | static_cast<uint64_t>(replica);
@@ -177,7 +184,7 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
   const int32_t host_pid = who.one_process ? 0 : who.world_rank;
   out.push_back(event_complete(fmt::format("iteration {}", m.iteration), "iteration",
                                us_between(origin, step_start), us_between(step_start, step_end),
-                               host_pid, trace_lane_host, metrics_to_json(m)));
+                               host_pid, trace_lane_host, runlog::metrics_record_to_json(m)));
   for (size_t r = 0; r < stats.size(); ++r) {
     const StepStats& s = stats[r];
     const int32_t pid = who.one_process ? static_cast<int32_t>(r) : who.world_rank;
@@ -185,20 +192,21 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
     for (const ActionTiming& t : s.timings) {
       const plan::Action& a = t.action;
       const char* kind = plan::action_kind_name(a.kind);
-      nlohmann::json args = {{"iteration", m.iteration},
-                             {"chunk", a.chunk},
-                             {"stage", a.stage},
-                             {"replica", who.replica},
-                             {"kind", kind},
-                             {"recompute_layers", a.recompute_layers},
-                             {"predicted_s", a.predicted_time}};
-      if (t.cpu_s >= 0) args["cpu_s"] = t.cpu_s;
-      if (t.memory_bytes >= 0) args["memory_bytes"] = t.memory_bytes;
-      if (t.peak_bytes >= 0) args["peak_bytes"] = t.peak_bytes;
+      runlog::TraceActionArgs args;
+      args.iteration = m.iteration;
+      args.chunk = a.chunk;
+      args.stage = a.stage;
+      args.replica = who.replica;
+      args.kind = a.kind;
+      args.recompute_layers = a.recompute_layers;
+      args.predicted_s = a.predicted_time;
+      if (t.cpu_s >= 0) args.cpu_s = t.cpu_s;
+      if (t.memory_bytes >= 0) args.memory_bytes = t.memory_bytes;
+      if (t.peak_bytes >= 0) args.peak_bytes = t.peak_bytes;
       const double ts = t0 + t.start_s * 1e6;
       const double dur = (t.end_s - t.start_s) * 1e6;
       out.push_back(event_complete(fmt::format("{} {}", kind, a.chunk), kind, ts, dur, pid,
-                                   trace_lane_compute, std::move(args)));
+                                   trace_lane_compute, runlog::trace_action_args_to_json(args)));
       action_flows_add(out, a, m.iteration, who.replica, num_stages, ts, dur, pid);
       // The action's peak drawn over its span, then what it left.
       if (t.peak_bytes >= 0) out.push_back(event_memory(ts, t.peak_bytes, pid));
@@ -222,15 +230,15 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
         if (k == allreduce_free.size()) {
           allreduce_free.push_back(0);
           const int32_t lane = trace_lane_allreduce + static_cast<int32_t>(k);
-          if (lane > kTraceLanesNamed) lane_names.push_back(event_meta("thread_name", pid, lane,
-                                                                       lane_name(lane)));
+          if (lane > kTraceLanesNamed)
+            lane_names.push_back(event_meta("thread_name", pid, lane, lane_name(lane)));
         }
         allreduce_free[k] = e->end_s;
         tid += static_cast<int32_t>(k);
       }
       out.push_back(event_complete(e->name, e->category, t0 + e->start_s * 1e6,
                                    (e->end_s - e->start_s) * 1e6, pid, tid,
-                                   {{"iteration", m.iteration}}));
+                                   runlog::trace_host_args_to_json({m.iteration})));
     }
   }
   // Perfetto wants each lane in time order, an enclosing slice before what it encloses.
@@ -272,22 +280,19 @@ TraceWriter::TraceWriter(const std::string& dir, const TraceProcess& who,
     fail_config("cannot create the trace file {} ({}); choose another --trace DIR", path_,
                 std::strerror(errno));
   }
-  const nlohmann::json meta = {
-      {"format", "infinipipe-trace"},
-      {"version", 1},
-      {"world_rank", who.world_rank},
-      {"pp", who.pp},
-      {"dp", who.dp},
-      {"stage", who.stage},
-      {"replica", who.replica},
-      {"one_process", who.one_process},
-      {"schedule", schedule},
-      {"iterations", {iterations.first, iterations.last}},
-      {"clock", "steady, microseconds since the run's start (ranks aligned by a barrier)"},
-      {"memory",
-       who.one_process ? "one tracker for every stage of the process" : "this rank's tracker"}};
-  std::string text =
-      fmt::format("{{\"displayTimeUnit\":\"ms\",\"metadata\":{},\"traceEvents\":[", meta.dump());
+  runlog::TraceMetadata meta;
+  meta.world_rank = who.world_rank;
+  meta.pp = who.pp;
+  meta.dp = who.dp;
+  meta.stage = who.stage;
+  meta.replica = who.replica;
+  meta.one_process = who.one_process;
+  meta.schedule = schedule;
+  meta.iterations = {iterations.first, iterations.last};
+  meta.clock = "steady, microseconds since the run's start (ranks aligned by a barrier)";
+  meta.memory =
+      who.one_process ? "one tracker for every stage of the process" : "this rank's tracker";
+  std::string text = runlog::trace_file_opening(meta);
   // Names of processes and lanes.
   const int32_t pids = who.one_process ? who.pp : 1;
   bool first = true;
@@ -334,8 +339,8 @@ void TraceWriter::append(const std::string& text) {
 
 bool TraceWriter::iteration_add(const IterationMetrics& m, const plan::Plan& plan,
                                 const std::vector<StepStats>& stats,
-                                TraceClock::time_point step_start,
-                                TraceClock::time_point step_end, const nlohmann::json* explain) {
+                                TraceClock::time_point step_start, TraceClock::time_point step_end,
+                                const nlohmann::json* explain) {
   if (!iterations_.contains(m.iteration)) return false;
   if (saves_plan(m.iteration)) {
     plan::plan_save(plan, trace_plan_path(dir_, m.iteration, who_.replica), explain);

@@ -59,8 +59,8 @@ GroupingCosts grouping_costs(const std::vector<Chunk>& chunks, const cost::CostM
   return gc;
 }
 
-// The in-flight windows of one segment over the cap, in chunk order, clustered where they
-// overlap. Windows of one cluster share chunks; clusters do not, so the sum of each cluster's
+// The in-flight windows of one candidate pipeline over the cap, in chunk order, clustered where
+// they overlap. Windows of one cluster share chunks; clusters do not, so the sum of each cluster's
 // dearest recompute is what recompute must cost at least under the estimate's memory model.
 struct WindowScan {
   double worst_min = 0;  // largest window with every layer recomputed
@@ -89,24 +89,25 @@ struct WindowScan {
   double bound() const { return closed + open; }
 };
 
-// One segment [cuts[i], cuts[j]) as one pipeline, under the estimate: compute and bubble
+// One candidate pipeline [cuts[i], cuts[j]), under the estimate: compute and bubble
 // (`base`), Eq. 14's linear recompute (`linear`: the worst window's fraction of every chunk's
 // recompute), and the clustered windows' recompute (`bound`, at most `linear`).
-struct SegmentEstimate {
+struct PipelineEstimate {
   size_t j = 0;
   double base = 0, linear = 0, bound = 0;
   bool over = false;
 };
 
-// Every segment from cuts[i] that fits `cap` with full recompute, shortest first, to `visit`.
-// Ends stop before cut `end_limit`.
+// Every candidate pipeline from cuts[i] that fits `cap` with full recompute, shortest first, to
+// `visit`. Ends stop before cut `end_limit`.
 template <class Visit>
-void for_each_segment(const GroupingCosts& gc, const std::vector<int32_t>& cuts, size_t i,
-                      int32_t pp, double cap, Visit&& visit, size_t end_limit = SIZE_MAX) {
+void for_each_pipeline_from(const GroupingCosts& gc, const std::vector<int32_t>& cuts, size_t i,
+                            int32_t pp, double cap, Visit&& visit, size_t end_limit = SIZE_MAX) {
   const int32_t a = cuts[i];
   // On the first stage, chunk c's backward waits for pp chunks after it (its run's start
   // included): the in-flight window [max(a, unit_start[c]), c + pp). Windows with c + pp <= e
-  // no longer change as the segment grows: folded in once (`done`), the last pp each step.
+  // no longer change as the candidate pipeline grows: folded in once (`done`), the last pp each
+  // step.
   WindowScan done_scan;
   int32_t done = a;
   for (size_t j = i + 1; j < std::min(cuts.size(), end_limit); ++j) {
@@ -115,8 +116,8 @@ void for_each_segment(const GroupingCosts& gc, const std::vector<int32_t>& cuts,
       done_scan.add(gc, std::max(a, gc.unit_start[done]), done + pp, cap);
     WindowScan scan = done_scan;
     for (int32_t c = done; c < e; ++c) scan.add(gc, std::max(a, gc.unit_start[c]), e, cap);
-    if (scan.worst_min > cap) break;  // longer segments only hold more
-    SegmentEstimate est;
+    if (scan.worst_min > cap) break;  // longer candidate pipelines only hold more
+    PipelineEstimate est;
     est.j = j;
     est.base = gc.pf[e] - gc.pf[a] + (pp - 1) * (gc.f[a] + gc.b[e - 1]);
     est.linear = scan.need * (gc.prt[e] - gc.prt[a]);
@@ -126,7 +127,7 @@ void for_each_segment(const GroupingCosts& gc, const std::vector<int32_t>& cuts,
   }
 }
 
-// The allowed segment starts (a chunk that starts a run), plus the chunk count.
+// The allowed starts of a pipeline (a chunk that starts a run), plus the chunk count.
 std::vector<int32_t> grouping_cuts(const GroupingCosts& gc) {
   const int32_t n = static_cast<int32_t>(gc.f.size());
   std::vector<int32_t> cuts;
@@ -153,10 +154,11 @@ std::vector<int32_t> groups_of_path(const std::vector<int32_t>& cuts,
   return out;
 }
 
-// Whether one pipeline of every chunk has no in-flight window over `cap`. Then no segment has
-// one either (a segment's windows are parts of these), so a grouping costs its compute plus
-// each pipeline's fill and drain, (pp - 1)·(first forward + last backward), and one pipeline is
-// the cheapest by that much: what the shortest path finds, without its O(chunks² · pp) walk.
+// Whether one pipeline of every chunk has no in-flight window over `cap`. Then no candidate
+// pipeline has one either (a candidate pipeline's windows are parts of these), so a grouping costs
+// its compute plus each pipeline's fill and drain, (pp - 1)·(first forward + last backward), and
+// one pipeline is the cheapest by that much: what the shortest path finds, without its O(chunks² ·
+// pp) walk.
 bool one_pipeline_within(const GroupingCosts& gc, int32_t pp, double cap) {
   const int32_t n = static_cast<int32_t>(gc.f.size());
   if (pp < 2) return false;  // no fill and drain: groupings tie
@@ -197,7 +199,7 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
   best[0] = 0;
   for (size_t i = 0; i + 1 < u; ++i) {
     if (best[i] == kInf) continue;
-    for_each_segment(gc, cuts, i, pp, cap, [&](const SegmentEstimate& s) {
+    for_each_pipeline_from(gc, cuts, i, pp, cap, [&](const PipelineEstimate& s) {
       const double time = s.base + s.linear;
       if (best[i] + time < best[s.j]) {
         best[s.j] = best[i] + time;
@@ -211,28 +213,28 @@ std::vector<int32_t> epp_group_pipelines(const std::vector<Chunk>& chunks, int32
 
 namespace {
 
-// The lazy shortest path of epp_group_pipelines_solved: the solved segments (cached), the ones
-// found not to fit, and the scale of the estimate of the others.
+// The lazy shortest path of epp_group_pipelines_solved: the solved candidate pipelines (cached),
+// the ones found not to fit, and the scale of the estimate of the others.
 struct LazyGrouping {
   LazyGrouping(const GroupingCosts& g, const std::vector<int32_t>& c, int32_t p, double cp,
-               const SegmentRecompute& sv, GroupingSolveStats& s)
+               const PipelineRecompute& sv, GroupingSolveStats& s)
       : gc(g), cuts(c), pp(p), cap(cp), solve(sv), st(s), known(c.size()) {}
 
   const GroupingCosts& gc;
   const std::vector<int32_t>& cuts;
   int32_t pp;
   double cap;
-  const SegmentRecompute& solve;
+  const PipelineRecompute& solve;
   GroupingSolveStats& st;
-  // Solved segments by start cut: (end cut, recompute seconds or +inf), sorted by end.
+  // Solved candidate pipelines by start cut: (end cut, recompute seconds or +inf), sorted by end.
   std::vector<std::vector<std::pair<size_t, double>>> known;
-  // Segments the solve found no recompute for: a segment holding one does not fit either (as
-  // the estimate's "longer segments only hold more").
+  // Candidate pipelines the solve found no recompute for: a candidate pipeline holding one does not
+  // fit either (as the estimate's "longer candidate pipelines only hold more").
   std::vector<std::pair<size_t, size_t>> dead;
   // The largest solve over the windows' bound seen: the bound sees only the first rank and no
   // recompute tied along the backward diagonals, so alone it undercharges (about 4x on the 30B
   // paper settings) and the path would creep one cut at a time; scaled by the largest ratio
-  // seen, the estimated segments look no cheaper than the solved ones did.
+  // seen, the estimated candidate pipelines look no cheaper than the solved ones did.
   double scale = 1;
 
   double solved(size_t i, size_t j, double bound) {
@@ -245,9 +247,10 @@ struct LazyGrouping {
     return r;
   }
 
-  // [i, j) does not fit: the longest segment from i that does, by bisection over its end.
+  // [i, j) does not fit: the longest candidate pipeline from i that does, by bisection over its
+  // end.
   void bisect_from(size_t i, size_t j) {
-    size_t fits = i;  // the empty segment
+    size_t fits = i;  // the empty candidate pipeline
     while (j - fits > 1 && st.solves < kGroupingMaxSolves) {
       const size_t mid = fits + (j - fits) / 2;
       if (std::isfinite(solved(i, mid, 0)))
@@ -257,7 +260,7 @@ struct LazyGrouping {
     }
   }
 
-  // For each start, the first end holding a segment that does not fit.
+  // For each start, the first end holding a candidate pipeline that does not fit.
   std::vector<size_t> end_limits() const {
     std::vector<size_t> limit(cuts.size() + 1, SIZE_MAX);
     for (const auto& [i, j] : dead) limit[i] = std::min(limit[i], j);
@@ -265,20 +268,21 @@ struct LazyGrouping {
     return limit;
   }
 
-  // One round: the shortest path under solved and estimated costs; true when every segment on
-  // it is solved (`path` is the answer), false after solving the others. Empty path: none fits.
+  // One round: the shortest path under solved and estimated costs; true when every candidate
+  // pipeline on it is solved (`path` is the answer), false after solving the others. Empty path:
+  // none fits.
   bool round(std::vector<size_t>& path) {
     ++st.rounds;
     const size_t u = cuts.size();
     const std::vector<size_t> limit = end_limits();
     std::vector<double> best(u, kInf), bound_into(u, 0);
     std::vector<size_t> from(u, 0);
-    std::vector<char> solved_into(u, 0);  // the segment ending at j on the path is solved
+    std::vector<char> solved_into(u, 0);  // the path's pipeline ending at j is solved
     best[0] = 0;
     for (size_t i = 0; i + 1 < u; ++i) {
       if (best[i] == kInf) continue;
-      size_t k = 0;  // walks known[i] alongside the growing segment
-      auto visit = [&](const SegmentEstimate& s) {
+      size_t k = 0;  // walks known[i] alongside the growing candidate pipeline
+      auto visit = [&](const PipelineEstimate& s) {
         double recompute = 0;
         bool exact = true;  // within the cap: nothing to recompute
         if (s.over) {
@@ -294,7 +298,7 @@ struct LazyGrouping {
           bound_into[s.j] = s.bound;
         }
       };
-      for_each_segment(gc, cuts, i, pp, cap, visit, limit[i]);
+      for_each_pipeline_from(gc, cuts, i, pp, cap, visit, limit[i]);
     }
     path.clear();
     if (best[u - 1] == kInf) return false;
@@ -316,7 +320,7 @@ std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks
                                                 const cost::CostModel& cm,
                                                 const cost::StageShape& stage,
                                                 int64_t activation_budget,
-                                                const SegmentRecompute& solve,
+                                                const PipelineRecompute& solve,
                                                 GroupingSolveStats* stats) {
   const int32_t n = static_cast<int32_t>(chunks.size());
   if (n == 0) return {};
@@ -334,7 +338,7 @@ std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks
   while (st.solves < kGroupingMaxSolves) {
     if (lazy.round(path)) return groups_of_path(cuts, path, n);
     if (path.empty()) {
-      if (st.solves == 0) return {};  // as Eq. 14's: no segment fits even with full recompute
+      if (st.solves == 0) return {};  // as Eq. 14's: none fits even with full recompute
       break;                          // the solves left no grouping that fits
     }
   }

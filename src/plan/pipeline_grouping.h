@@ -1,7 +1,7 @@
 // Eq. 14: grouping EPP's chunk list into consecutive 1F1B pipelines (cuts only between
 // sequences), shared by the EPP search and its explanation. Two ways to charge a candidate
 // pipeline its recompute: Eq. 14's linear estimate (epp_group_pipelines, planner.h), or the
-// checkpoint solve on the pipelines that can change the choice (epp_group_pipelines_solved).
+// recompute solve on the pipelines that can change the choice (epp_group_pipelines_solved).
 #pragma once
 
 #include <cstdint>
@@ -22,16 +22,17 @@ std::vector<int32_t> finest_grouping(const std::vector<Chunk>& chunks);
 
 // Recompute seconds chunks [begin, end) cost when run as one pipeline; +infinity when no
 // recompute choice fits them.
-using SegmentRecompute = std::function<double(int32_t begin, int32_t end)>;
+using PipelineRecompute = std::function<double(int32_t begin, int32_t end)>;
 
-// What epp_group_pipelines_solved did: shortest-path rounds, segments solved, and whether it
-// fell back to Eq. 14's linear grouping (the cap reached, or the solves left no path).
+// What epp_group_pipelines_solved did: shortest-path rounds, candidate pipelines solved, and
+// whether it fell back to Eq. 14's linear grouping (the cap reached, or the solves left no path).
 struct GroupingSolveStats {
   int32_t rounds = 0, solves = 0;
   bool fell_back = false;
 };
 
-// Segments solved per chunk list at most (each is one checkpoint solve of up to the whole list).
+// Candidate pipelines solved per chunk list at most (each is one recompute solve of up to the
+// whole list).
 inline constexpr int32_t kGroupingMaxSolves = 24;
 
 // Eq. 14 with each pipeline charged `solve`'s recompute where the estimate puts it over the
@@ -45,14 +46,14 @@ std::vector<int32_t> epp_group_pipelines_solved(const std::vector<Chunk>& chunks
                                                 const cost::CostModel& cm,
                                                 const cost::StageShape& stage,
                                                 int64_t activation_budget,
-                                                const SegmentRecompute& solve,
+                                                const PipelineRecompute& solve,
                                                 GroupingSolveStats* stats = nullptr);
 
-// The greedy checkpoint solve (recompute_solve_greedy) of chunks [begin, end) of `chunks`
+// The greedy recompute solve (recompute_solve_greedy) of chunks [begin, end) of `chunks`
 // scheduled alone as one EPP pipeline on `stages` (pp * vpp) under cfg's budget, as a
-// SegmentRecompute (segment()). Keeps references to its arguments, and the problem and solution
-// of the whole list when it solved it and found it fits: the plan of the one-pipeline grouping,
-// which planner_evaluate then need not solve again (CandidateSpec::greedy).
+// PipelineRecompute (pipeline_recompute()). Keeps references to its arguments, and the problem and
+// solution of the whole list when it solved it and found it fits: the plan of the one-pipeline
+// grouping, which planner_evaluate then need not solve again (CandidateSpec::greedy).
 class PipelineRecomputeGreedy {
  public:
   PipelineRecomputeGreedy(const Config& cfg, const cost::CostModel& cm,
@@ -61,7 +62,7 @@ class PipelineRecomputeGreedy {
       : cfg_(cfg), cm_(cm), stages_(stages), vpp_(vpp), lengths_(lengths), chunks_(chunks) {}
 
   double solve(int32_t begin, int32_t end);
-  SegmentRecompute segment() {
+  PipelineRecompute pipeline_recompute() {
     return [this](int32_t begin, int32_t end) { return solve(begin, end); };
   }
   // The whole list's problem and greedy solution; null when not solved or not fitting.

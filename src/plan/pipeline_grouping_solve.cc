@@ -1,4 +1,4 @@
-// The checkpoint solve of one candidate pipeline, as Eq. 14's grouping charges it.
+// The recompute solve of one candidate pipeline, as Eq. 14's grouping charges it.
 #include <limits>
 #include <memory>
 #include <utility>

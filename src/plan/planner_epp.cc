@@ -57,8 +57,8 @@ struct EppSearch {
   const Config& cfg;
   const cost::CostModel& cm;
   std::span<const int64_t> lengths;
-  int32_t fixed_r;  // static recompute count, -1 = adaptive
-  size_t threads;   // candidates evaluated side by side
+  int32_t fixed_r;                // static recompute count, -1 = adaptive
+  size_t threads;                 // candidates evaluated side by side
   int32_t vpp = 1;                // virtual stages per rank of the pass (use_vpp)
   std::vector<StageSpec> stages;  // pp*vpp, set by use_vpp
 
@@ -109,15 +109,15 @@ struct EppSearch {
   }
 
   // Eq. 14's grouping: with adaptive recompute each pipeline the estimate puts over budget is
-  // charged the greedy checkpoint solve (pipeline_grouping.h); a static count, the estimate.
+  // charged the greedy recompute solve (pipeline_grouping.h); a static count, the estimate.
   // `whole`: the solve of the one-pipeline plan, when the grouping made it.
   std::vector<int32_t> group_pipelines(const std::vector<Chunk>& chunks,
                                        const cost::StageShape& first, int64_t act_budget,
                                        std::shared_ptr<const SolvedRecompute>& whole) const {
     if (fixed_r >= 0) return epp_group_pipelines(chunks, pp(), cm, first, act_budget);
     PipelineRecomputeGreedy solver(cfg, cm, stages, vpp, lengths, chunks);
-    auto groups =
-        epp_group_pipelines_solved(chunks, pp(), cm, first, act_budget, solver.segment());
+    auto groups = epp_group_pipelines_solved(chunks, pp(), cm, first, act_budget,
+                                             solver.pipeline_recompute());
     if (!groups.empty() && groups.back() == 0) whole = solver.whole();
     return groups;
   }
@@ -202,7 +202,8 @@ struct EppSearch {
       Candidate& c = at.cand;
       ++knobs.candidates;
       least.offer(c);
-      ExplainCandidate& ec = explain_record(explain, vpp_label() + label + ", " + at.grouping, k, c);
+      ExplainCandidate& ec =
+          explain_record(explain, vpp_label() + label + ", " + at.grouping, k, c);
       ec.recompute_layers = fixed_r;
       ec.vpp = c.plan.vpp;
       ec.micro_batch_tokens = pack_tokens;
@@ -259,9 +260,9 @@ struct EppSearch {
     for (int64_t cap = 2 * longest; previous < std::numeric_limits<double>::infinity(); cap *= 2) {
       std::vector<Chunk> packed = pack_micro_batches(lengths, cap);
       std::vector<Attempt> attempts = evaluate_chunks(packed);
-      const double t = record(attempts, 1,
-                              fmt::format("K=1, whole sequences packed (<= {} tokens)", cap),
-                              nullptr, cap);
+      const double t =
+          record(attempts, 1, fmt::format("K=1, whole sequences packed (<= {} tokens)", cap),
+                 nullptr, cap);
       if (!(t < previous) || cap >= total) return;
       previous = t;
     }
@@ -350,8 +351,8 @@ std::vector<int32_t> epp_vpp_candidates(const Config& cfg) {
 
 }  // namespace
 
-PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm,
-                    std::span<const int64_t> lengths, int32_t threads) {
+PlanResult plan_epp(const Config& cfg, const cost::CostModel& cm, std::span<const int64_t> lengths,
+                    int32_t threads) {
   const bool adaptive = cfg.parallel.recompute_granularity == RecomputeGranularity::adaptive;
   EppSearch search(cfg, cm, lengths,
                    adaptive ? -1 : megatron_recompute_layers(cfg.parallel, cm.model().num_layers),

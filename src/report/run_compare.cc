@@ -196,7 +196,7 @@ void stages_add(const plan::Plan& plan, const sim::StepResult& pred, const sim::
 void iteration_metrics_read(const RunTrace& trace, RunCompare& c, IterationCompare& ic) {
   for (const TracedIteration& ti : trace.iterations) {
     if (ti.iteration != ic.iteration || ti.replica != ic.replica) continue;
-    const int64_t peak = ti.metrics.value("measured_peak_bytes", int64_t{0});
+    const int64_t peak = ti.metrics.measured_peak_bytes;
     if (c.one_process) {
       c.process_peak_measured = std::max(c.process_peak_measured, peak);
     } else {
@@ -204,8 +204,8 @@ void iteration_metrics_read(const RunTrace& trace, RunCompare& c, IterationCompa
       s.peak_measured = std::max(s.peak_measured, peak);
     }
     if (ti.world_rank == (c.one_process ? 0 : ic.replica)) {  // stage 0 of the replica
-      ic.loss = ti.metrics.value("loss", 0.0);
-      ic.tokens_per_s = ti.metrics.value("tokens_per_s", 0.0);
+      ic.loss = ti.metrics.loss;
+      ic.tokens_per_s = ti.metrics.tokens_per_s;
       ic.has_metrics = true;
     }
   }

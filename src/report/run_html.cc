@@ -124,14 +124,9 @@ std::string html_head(const RunCompare& c) {
 }
 
 // The memory budget the plans kept to: the simulator's, else the metrics' (0 = unknown).
-int64_t memory_budget(const RunCompare& c, const std::vector<nlohmann::json>& metrics) {
+int64_t memory_budget(const RunCompare& c, const std::vector<runlog::IterationMetrics>& metrics) {
   if (c.shown_predicted.memory_budget > 0) return c.shown_predicted.memory_budget;
-  for (auto r = metrics.rbegin(); r != metrics.rend(); ++r) {
-    if (r->is_object() && r->contains("memory_budget") && (*r)["memory_budget"].is_number()) {
-      return (*r)["memory_budget"].get<int64_t>();
-    }
-  }
-  return 0;
+  return metrics.empty() ? 0 : metrics.back().memory_budget;
 }
 
 // A budget line far above the curves would flatten them to the axis.
@@ -146,10 +141,11 @@ std::string html_memory(const RunCompare& c, double span, int64_t budget) {
        "gradients, optimizer state, activations, buffers) holds, the quantity the plan predicts; "
        "the process's resident memory (RSS) is larger (code, libraries, the MPI runtime).";
   if (budget > 0) {
-    h += fmt::format(" The plans keep within the budget of {} (the grey dashed line, drawn where "
-                     "it is under {}&times; a chart's highest curve, so small curves stay "
-                     "readable).",
-                     format_bytes(budget), kBudgetLineWithin);
+    h += fmt::format(
+        " The plans keep within the budget of {} (the grey dashed line, drawn where "
+        "it is under {}&times; a chart's highest curve, so small curves stay "
+        "readable).",
+        format_bytes(budget), kBudgetLineWithin);
   }
   h += "</p>\n";
   if (c.one_process && c.pp > 1) {
@@ -169,8 +165,8 @@ std::string html_memory(const RunCompare& c, double span, int64_t budget) {
       for (const auto& pt : l->points) highest = std::max(highest, pt.second);
     }
     if (budget > 0 && double(budget) <= kBudgetLineWithin * highest) {
-      lines.push_back({"budget", "#7f7f7f", {{0.0, double(budget)}, {span, double(budget)}}, true,
-                       false});
+      lines.push_back(
+          {"budget", "#7f7f7f", {{0.0, double(budget)}, {span, double(budget)}}, true, false});
     }
     LineChartOptions o;
     o.title = fmt::format("rank {} memory", k);
@@ -211,7 +207,7 @@ int run_html_chart_count(const RunCompare& c) {
 }
 
 std::string run_html(const RunCompare& c, const RunTrace& trace) {
-  const std::vector<nlohmann::json>& metrics = trace.metrics;
+  const std::vector<runlog::IterationMetrics>& metrics = trace.metrics;
   const double span = std::max(c.shown_predicted.step_time, c.shown_measured.step_time);
   std::string h = html_head(c);
   h += html_gantts(c, chart);

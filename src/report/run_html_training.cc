@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -12,19 +13,18 @@ namespace infinipipe::report {
 
 namespace {
 
-// (iteration, value) of `field` over the records that have it as a finite number; a later record
-// of an iteration replaces an earlier one.
-std::vector<std::pair<double, double>> field_points(const std::vector<nlohmann::json>& metrics,
-                                                    const char* field) {
+// (iteration, value) of `field` over the records where it is a finite number; a later record of
+// an iteration replaces an earlier one.
+std::vector<std::pair<double, double>> field_points(
+    const std::vector<runlog::IterationMetrics>& metrics,
+    std::optional<double> (*field)(const runlog::IterationMetrics&)) {
   std::map<int64_t, double> by_iter;
-  for (const nlohmann::json& r : metrics) {
-    if (!r.is_object() || !r.contains("iteration") || !r["iteration"].is_number_integer()) continue;
-    const int64_t it = r["iteration"].get<int64_t>();
-    const auto v = r.find(field);
-    if (v != r.end() && v->is_number() && std::isfinite(v->get<double>())) {
-      by_iter[it] = v->get<double>();
+  for (const runlog::IterationMetrics& r : metrics) {
+    const std::optional<double> v = field(r);
+    if (v && std::isfinite(*v)) {
+      by_iter[r.iteration] = *v;
     } else {
-      by_iter.erase(it);  // the last record of the iteration lacks it
+      by_iter.erase(r.iteration);  // the last record of the iteration lacks it
     }
   }
   std::vector<std::pair<double, double>> out;
@@ -45,15 +45,22 @@ LineChartOptions per_iteration(const std::string& title, const std::string& y_la
 
 }  // namespace
 
-std::string html_training(const std::vector<nlohmann::json>& metrics,
+std::string html_training(const std::vector<runlog::IterationMetrics>& metrics,
                           std::string (*mark)(const std::string& svg, const std::string& name)) {
-  LineSeries loss{"training loss", "#2ca02c", field_points(metrics, "loss"), false, false};
-  LineSeries valid{"validation loss", "#ff7f0e", field_points(metrics, "valid_loss"), false,
-                   false};
-  LineSeries rate{"tokens/s", "#9467bd", field_points(metrics, "tokens_per_s"), false, false};
-  LineSeries lr{"learning rate", "#1f77b4", field_points(metrics, "lr"), false, false};
+  using M = runlog::IterationMetrics;
+  using Value = std::optional<double>;
+  LineSeries loss{"training loss", "#2ca02c",
+                  field_points(metrics, [](const M& m) -> Value { return m.loss; }), false, false};
+  LineSeries valid{"validation loss", "#ff7f0e",
+                   field_points(metrics, [](const M& m) { return m.valid_loss; }), false, false};
+  LineSeries rate{"tokens/s", "#9467bd",
+                  field_points(metrics, [](const M& m) -> Value { return m.tokens_per_s; }), false,
+                  false};
+  LineSeries lr{"learning rate", "#1f77b4",
+                field_points(metrics, [](const M& m) -> Value { return m.lr; }), false, false};
   LineSeries norm{"gradient norm (before clipping)", "#8c564b",
-                  field_points(metrics, "grad_norm"), false, false};
+                  field_points(metrics, [](const M& m) -> Value { return m.grad_norm; }), false,
+                  false};
   std::vector<LineSeries> losses = {loss};
   if (!valid.points.empty()) losses.push_back(valid);  // only where an evaluation ran
   std::string h = "<h2>Training</h2>\n<div class=\"charts\">\n";
@@ -74,13 +81,10 @@ std::string html_rss(const std::vector<TracedIteration>& iterations,
                                    "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
   std::map<int32_t, std::map<int64_t, std::pair<double, double>>> by_rank;  // rss, tracker
   for (const TracedIteration& it : iterations) {
-    const nlohmann::json& m = it.metrics;
-    const auto rss = m.find("rss_peak_bytes");
-    if (rss == m.end() || !rss->is_number()) continue;
-    const auto tracker = m.find("measured_peak_bytes");
-    by_rank[it.world_rank][it.iteration] = {
-        rss->get<double>(), tracker != m.end() && tracker->is_number() ? tracker->get<double>()
-                                                                       : NAN};
+    const runlog::IterationMetrics& m = it.metrics;
+    if (m.rss_peak_bytes < 0) continue;  // unknown
+    by_rank[it.world_rank][it.iteration] = {static_cast<double>(m.rss_peak_bytes),
+                                            static_cast<double>(m.measured_peak_bytes)};
   }
   std::vector<LineSeries> series;
   for (const auto& [rank, points] : by_rank) {

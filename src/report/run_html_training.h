@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "report/run_trace.h"
+#include "runlog/metrics_record.h"
 
 namespace infinipipe::report {
 
@@ -17,7 +16,7 @@ inline constexpr int kTrainingCharts = 5;
 
 // The charts of the last record of each iteration (a metrics file may hold an earlier run's
 // lines too), each marked for the render check with `mark(svg, name)`.
-std::string html_training(const std::vector<nlohmann::json>& metrics,
+std::string html_training(const std::vector<runlog::IterationMetrics>& metrics,
                           std::string (*mark)(const std::string& svg, const std::string& name));
 
 // Each rank's process RSS peak per traced iteration (the `rss_peak_bytes` its trace's iteration

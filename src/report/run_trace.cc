@@ -4,13 +4,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <sstream>
-#include <type_traits>
 
 #include "core/error.h"
 #include "core/json_read.h"
 #include "plan/plan_json.h"
+#include "runlog/trace_record.h"
 
 namespace infinipipe::report {
 
@@ -23,38 +22,10 @@ using json = nlohmann::json;
 constexpr const char* kRerun =
     "re-run `infinipipe train ... --trace DIR` (the run writes one trace-rankNNNNN.json per rank)";
 
-template <typename T>
-T field(const json& obj, const char* key, const std::string& path, const char* what) {
-  if (!obj.is_object() || !obj.contains(key)) {
-    fail("{}: {} has no \"{}\"; this is not a trace of `infinipipe train --trace`; {}", path, what,
-         key, kRerun);
-  }
-  const json& v = obj.at(key);
-  const std::string where = fmt::format("{}: \"{}\" of {}", path, key, what);
-  if constexpr (std::is_same_v<T, bool>) {
-    return json_bool(v, where);
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    return json_string(v, where);
-  } else if constexpr (std::is_integral_v<T>) {
-    return static_cast<T>(
-        json_int(v, where, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
-  } else {
-    return json_number(v, where);
-  }
-}
-
-// The fields of a metrics record the report reads: numbers when present (a record may hold
-// more, and older runs fewer).
-void metrics_record_check(const json& r, const std::string& where) {
-  if (!r.is_object())
-    fail("{}: a metrics record must be a JSON object, got {}", where, json_brief(r));
-  if (r.contains("iteration")) json_int(r["iteration"], where + ": iteration", 0);
-  for (const char* key : {"loss", "tokens_per_s"})
-    if (r.contains(key) && !r[key].is_null())
-      json_number(r[key], fmt::format("{}: {}", where, key));
-  if (r.contains("measured_peak_bytes"))
-    json_int(r["measured_peak_bytes"], where + ": measured_peak_bytes", 0);
-}
+// What to do about a metrics.jsonl whose records do not fit the schema.
+constexpr const char* kMetricsFix =
+    "the file was not written by this version of `infinipipe train` (or was edited): report the "
+    "run with the version that wrote it, or re-run it";
 
 std::string text_read(const fs::path& p) {
   std::ifstream in(p);
@@ -67,76 +38,70 @@ std::string text_read(const fs::path& p) {
 }  // namespace
 
 void run_trace_parse(const json& j, const std::string& path, RunTrace& out) {
-  if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array()) {
-    fail("{} has no \"traceEvents\" array; it is not a Chrome trace; {}", path, kRerun);
-  }
-  const json meta = j.contains("metadata") ? j["metadata"] : json();
-  if (field<std::string>(meta, "format", path, "the metadata") != "infinipipe-trace") {
-    fail("{} is a Chrome trace, but not one of `infinipipe train --trace`; {}", path, kRerun);
-  }
+  const runlog::TraceFileParts file = runlog::trace_file_from_json(j, path, kRerun);
+  const runlog::TraceMetadata& meta = file.metadata;
   TraceFileInfo info;
   info.path = path;
-  info.world_rank = field<int32_t>(meta, "world_rank", path, "the metadata");
-  info.pp = field<int32_t>(meta, "pp", path, "the metadata");
-  info.dp = field<int32_t>(meta, "dp", path, "the metadata");
-  info.stage = field<int32_t>(meta, "stage", path, "the metadata");
-  info.replica = field<int32_t>(meta, "replica", path, "the metadata");
-  info.one_process = field<bool>(meta, "one_process", path, "the metadata");
-  info.schedule = field<std::string>(meta, "schedule", path, "the metadata");
-  if (info.pp < 1 || info.dp < 1 || info.stage < 0 || info.stage >= info.pp || info.replica < 0 ||
-      info.replica >= info.dp) {
+  info.world_rank = meta.world_rank;
+  info.pp = meta.pp;
+  info.dp = meta.dp;
+  info.stage = meta.stage;
+  info.replica = meta.replica;
+  info.one_process = meta.one_process;
+  info.schedule = meta.schedule;
+  if (info.stage >= info.pp || info.replica >= info.dp) {
     fail("{}: the metadata says stage {} replica {} of pp {} x dp {}, which cannot be; {}", path,
          info.stage, info.replica, info.pp, info.dp, kRerun);
   }
-  for (const json& e : j["traceEvents"]) {
-    const std::string ph = field<std::string>(e, "ph", path, "an event");
-    if (ph != "X") continue;  // metadata ("M") and counters ("C") repeat what slices carry
-    const std::string cat = field<std::string>(e, "cat", path, "an event");
-    const json& args = e.contains("args") ? e["args"] : json();
-    const double ts = field<double>(e, "ts", path, "an event") * 1e-6;
-    const double dur = field<double>(e, "dur", path, "an event") * 1e-6;
-    if (!(dur >= 0)) fail("{}: an event \"{}\" has a negative duration; {}", path, cat, kRerun);
-    const int32_t pid = field<int32_t>(e, "pid", path, "an event");
-    const int32_t rank = info.one_process ? pid : info.stage;
+  const json& events = *file.events;
+  for (size_t k = 0; k < events.size(); ++k) {
+    const std::string at = fmt::format("{}: event {}", path, k);
+    // Metadata ("M"), counters ("C") and flows repeat what the slices carry.
+    const std::optional<runlog::TraceSlice> slice =
+        runlog::trace_slice_from_json(events[k], at, kRerun);
+    if (!slice) continue;
+    const std::string& cat = slice->category;
+    const double ts = slice->ts_us * 1e-6, dur = slice->dur_us * 1e-6;
+    if (!(dur >= 0)) fail("{}: an event \"{}\" has a negative duration; {}", at, cat, kRerun);
+    const int32_t rank = info.one_process ? slice->pid : info.stage;
     if (cat == "forward" || cat == "backward") {
+      const runlog::TraceActionArgs args =
+          runlog::trace_action_args_from_json(slice->args, at, kRerun);
       TracedAction a;
-      a.iteration = field<int64_t>(args, "iteration", path, "an action's args");
+      a.iteration = args.iteration;
       a.replica = info.replica;
       a.rank = rank;
-      a.stage = field<int32_t>(args, "stage", path, "an action's args");
-      a.chunk = field<int32_t>(args, "chunk", path, "an action's args");
+      a.stage = args.stage;
+      a.chunk = args.chunk;
       a.kind = cat == "forward" ? plan::ActionKind::forward : plan::ActionKind::backward;
-      a.recompute_layers = field<int32_t>(args, "recompute_layers", path, "an action's args");
-      a.predicted_s = field<double>(args, "predicted_s", path, "an action's args");
+      if (a.kind != args.kind) {
+        fail("{}: a \"{}\" event whose args say kind \"{}\"; {}", at, cat,
+             plan::action_kind_name(args.kind), kRerun);
+      }
+      a.recompute_layers = args.recompute_layers;
+      a.predicted_s = args.predicted_s;
       a.start_s = ts;
       a.end_s = ts + dur;
-      if (args.contains("peak_bytes")) {
-        a.peak_bytes = field<int64_t>(args, "peak_bytes", path, "an action's args");
-      }
-      if (args.contains("memory_bytes")) {
-        a.memory_bytes = field<int64_t>(args, "memory_bytes", path, "an action's args");
-      }
+      a.peak_bytes = args.peak_bytes.value_or(-1);
+      a.memory_bytes = args.memory_bytes.value_or(-1);
       out.actions.push_back(a);
     } else if (cat == "iteration") {
       TracedIteration it;
-      it.iteration = field<int64_t>(args, "iteration", path, "an iteration's args");
+      it.metrics = runlog::metrics_record_from_json(slice->args, at, kRerun);
+      it.iteration = it.metrics.iteration;
       it.world_rank = info.world_rank;
       it.replica = info.replica;
       it.stage = info.stage;
       it.start_s = ts;
       it.end_s = ts + dur;
-      metrics_record_check(args, path + ": an iteration's args");
-      it.metrics = args;
       out.iterations.push_back(std::move(it));
     } else {
       TracedEvent ev;
-      ev.iteration = args.contains("iteration")
-                         ? field<int64_t>(args, "iteration", path, "an event's args")
-                         : 0;
+      ev.iteration = runlog::trace_host_args_from_json(slice->args, at, kRerun).iteration;
       ev.replica = info.replica;
       ev.rank = rank;
       ev.category = cat;
-      ev.name = field<std::string>(e, "name", path, "an event");
+      ev.name = slice->name;
       ev.start_s = ts;
       ev.end_s = ts + dur;
       out.events.push_back(std::move(ev));
@@ -251,21 +216,23 @@ void metrics_read(const std::string& dir, RunTrace& out) {
 
 }  // namespace
 
-std::vector<json> run_metrics_parse(const std::string& text, const std::string& path) {
-  std::vector<json> records;
+std::vector<runlog::IterationMetrics> run_metrics_parse(const std::string& text,
+                                                        const std::string& path) {
+  std::vector<runlog::IterationMetrics> records;
   std::istringstream lines(text);
   std::string line;
   for (int64_t n = 1; std::getline(lines, line); ++n) {
     if (line.empty()) continue;
     const std::string where = fmt::format("{} line {}", path, n);
+    json record;
     try {
-      records.push_back(json_parse(line, where, "remove the line or the file"));
+      record = json_parse(line, where, "remove the line or the file");
     } catch (const Error&) {
       // A killed run can leave its last line half written; anything else is damage.
       if (lines.peek() != EOF) throw;
       continue;
     }
-    metrics_record_check(records.back(), where);
+    records.push_back(runlog::metrics_record_from_json(record, where, kMetricsFix));
   }
   return records;
 }

@@ -1,7 +1,7 @@
 // Reading a traced run (`infinipipe train --trace DIR`, written by obs/trace.h): every rank's
 // Chrome trace file, the plans each replica ran and the saved configuration, into plain values the
-// report joins. The report layer reads the files itself (it may not include the runtime), so the
-// format is documented in docs/tracing.md and checked here field by field.
+// report joins. Every record is read by its schema (src/runlog: the fields obs writes), so a
+// missing, renamed or mistyped field is an error naming it, the file and the line or event.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 
 #include "plan/plan.h"
 #include "plan/plan_explain.h"
+#include "runlog/metrics_record.h"
 
 namespace infinipipe::report {
 
@@ -47,12 +48,12 @@ struct TracedEvent {
   double start_s = 0, end_s = 0;
 };
 
-// An iteration as one process saw it; `metrics` is the train loop's IterationMetrics JSON.
+// An iteration as one process saw it, with the metrics its train loop reported.
 struct TracedIteration {
   int64_t iteration = 0;
   int32_t world_rank = 0, replica = 0, stage = 0;
   double start_s = 0, end_s = 0;
-  nlohmann::json metrics;
+  runlog::IterationMetrics metrics;
 };
 
 struct RunTrace {
@@ -64,10 +65,10 @@ struct RunTrace {
   std::map<std::pair<int64_t, int32_t>, plan::Plan> plans;  // (iteration, replica)
   // The explanations of the plans that carry one (`train --trace-explain`), by the same key.
   std::map<std::pair<int64_t, int32_t>, plan::PlanExplain> explains;
-  std::string config_yaml;                                  // DIR/config.yaml ("" if absent)
+  std::string config_yaml;  // DIR/config.yaml ("" if absent)
   // Per-iteration metrics for the loss and tokens/s curves: DIR/metrics.jsonl when the run wrote
   // it there (every iteration), else those of the traced iterations (world rank 0).
-  std::vector<nlohmann::json> metrics;
+  std::vector<runlog::IterationMetrics> metrics;
 
   int32_t pp() const { return files.empty() ? 1 : files.front().pp; }
   int32_t dp() const { return files.empty() ? 1 : files.front().dp; }
@@ -78,7 +79,9 @@ struct RunTrace {
 // that is not an infinipipe trace.
 void run_trace_parse(const nlohmann::json& j, const std::string& path, RunTrace& out);
 // The records of a metrics.jsonl (one JSON object a line; a half-written last line is dropped).
-std::vector<nlohmann::json> run_metrics_parse(const std::string& text, const std::string& path);
+// Error naming the file, the line and the field of a record that does not fit the schema.
+std::vector<runlog::IterationMetrics> run_metrics_parse(const std::string& text,
+                                                        const std::string& path);
 
 // Loads DIR: trace-rank*.json (at least one), plans/*.json, config.yaml. Errors name the file and
 // what to do (a missing directory, no traces, malformed JSON, a trace without its plans).

@@ -4,20 +4,25 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_read.h"
+#include "runlog/trace_record.h"
 
 namespace infinipipe::report {
 
 namespace {
 
-nlohmann::json trace_file_parse(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(s.str(), nullptr, false);
-  if (!in || j.is_discarded() || !j.contains("traceEvents") || !j["traceEvents"].is_array()) {
-    fail("{} changed while the trace was merged; run `infinipipe report` again", path);
+// A trace file run_trace_load has read already: an error now means it changed since.
+nlohmann::json trace_file_reread(const std::string& path) {
+  constexpr const char* kAgain = "run `infinipipe report` again";
+  try {
+    std::ifstream in(path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    if (!in) fail("cannot read {}", path);
+    return json_parse(s.str(), path);
+  } catch (const Error& e) {
+    fail("{} changed while the trace was merged ({}); {}", path, e.what(), kAgain);
   }
-  return j;
 }
 
 }  // namespace
@@ -26,9 +31,11 @@ nlohmann::json trace_merge(const RunTrace& trace) {
   nlohmann::json ranks = nlohmann::json::array();
   nlohmann::json events = nlohmann::json::array();
   for (const TraceFileInfo& f : trace.files) {
-    nlohmann::json j = trace_file_parse(f.path);
-    ranks.push_back(j.contains("metadata") ? j["metadata"] : nlohmann::json::object());
-    for (nlohmann::json& e : j["traceEvents"]) events.push_back(std::move(e));
+    nlohmann::json j = trace_file_reread(f.path);
+    const runlog::TraceFileParts parts =
+        runlog::trace_file_from_json(j, f.path, "run `infinipipe report` again");
+    ranks.push_back(runlog::trace_metadata_to_json(parts.metadata));
+    for (const nlohmann::json& e : *parts.events) events.push_back(e);
   }
   return {{"displayTimeUnit", "ms"},
           {"metadata",

@@ -45,10 +45,12 @@ std::vector<std::vector<int32_t>> dist_replica_split(std::span<const int64_t> le
 obs::StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const> engines,
                                  P2p& p2p, int64_t hidden_size, MemoryTracker& tracker,
                                  std::span<const std::vector<int32_t>> sequences, double loss_scale,
-                                 Watchdog* watchdog, int64_t iteration, DistGradReducer* grads) {
+                                 Watchdog* watchdog, int64_t iteration, DistGradReducer* grads,
+                                 const ActionHook& action_hook) {
   MpiStageLink link(p2p, hidden_size, tracker);
   const auto t0 = RankExecutor::Clock::now();
   RankExecutor ex(plan, p2p.layout().stage, engines, link, sequences, loss_scale, t0);
+  ex.set_action_hook(action_hook);
   if (grads != nullptr) {
     grads->step_begin(t0);
     ex.set_grad_part_done(

@@ -65,11 +65,12 @@ class DistGradReducer {
 // Receive buffers are charged to `tracker`. A watchdog, when given, is armed with each action
 // ("iteration 3: forward of chunk 5 on stage 1"), so a killed or stuck job says where each rank
 // stood. With `grads` (dp > 1) the gradient all-reduce starts during backward; call
-// grads->finish() after this returns.
+// grads->finish() after this returns. `action_hook` (tests): the executor's.
 obs::StepStats dist_execute_plan(const plan::Plan& plan, std::span<StageEngine* const> engines,
                                  P2p& p2p, int64_t hidden_size, MemoryTracker& tracker,
                                  std::span<const std::vector<int32_t>> sequences, double loss_scale,
                                  Watchdog* watchdog = nullptr, int64_t iteration = 0,
-                                 DistGradReducer* grads = nullptr);
+                                 DistGradReducer* grads = nullptr,
+                                 const ActionHook& action_hook = {});
 
 }  // namespace infinipipe::runtime

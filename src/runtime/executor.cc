@@ -1,9 +1,6 @@
 #include "runtime/executor.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -30,47 +27,6 @@ double cpu_interval(double cpu0) {
 std::string action_describe(const plan::Action& a) {
   return fmt::format("{} of chunk {} on stage {}", plan::action_kind_name(a.kind), a.chunk,
                      a.stage);
-}
-
-// Test hook, not an option (docs/cost-model.md, "Per-rank costs"): the environment variable
-// INFINIPIPE_TEST_SLOW_RANK=R:F makes every action of pipeline rank R take F times as long: it
-// computes F - 1 times the action's CPU time more inside the measured interval (as a slower core
-// would: the wall time and the CPU time both grow), so a test can make one stage slow on a
-// shared machine and check that plans follow. Unset: factor 1 everywhere.
-struct SlowRankHook {
-  int32_t rank = -1;
-  double factor = 1.0;
-};
-
-// Read at every action (a getenv is cheap next to an action), so a test may set it at any time.
-SlowRankHook slow_rank_hook() {
-  SlowRankHook h;
-  const char* v = std::getenv("INFINIPIPE_TEST_SLOW_RANK");  // NOLINT(concurrency-mt-unsafe)
-  if (v == nullptr || *v == '\0') return h;
-  char tail = 0;
-  if (std::sscanf(v, "%d:%lf%c", &h.rank, &h.factor, &tail) != 2 || h.rank < 0 ||
-      !(h.factor >= 1.0) || h.factor > 100.0)
-    fail(
-        "INFINIPIPE_TEST_SLOW_RANK is '{}'; the test hook takes RANK:FACTOR, e.g. 0:3 "
-        "(a pipeline rank >= 0 and a factor in [1, 100])",
-        v);
-  return h;
-}
-
-// Spins until the action whose thread's CPU clock read `cpu0` at its start has computed the
-// hook's factor times what it did; sleeps for it in wall time where the clock cannot be read.
-void slow_rank_apply(int32_t rank, double start_s, double cpu0,
-                     RankExecutor::Clock::time_point t0) {
-  const SlowRankHook h = slow_rank_hook();
-  if (h.rank != rank || h.factor == 1.0) return;
-  if (cpu0 < 0) {
-    const double ran = seconds_since(t0) - start_s;
-    std::this_thread::sleep_for(std::chrono::duration<double>((h.factor - 1.0) * ran));
-    return;
-  }
-  const double until = cpu0 + h.factor * (obs::thread_cpu_seconds() - cpu0);
-  volatile uint64_t spins = 0;
-  while (obs::thread_cpu_seconds() < until) spins = spins + 1;
 }
 
 }  // namespace
@@ -234,7 +190,7 @@ void RankExecutor::run_next() {
     ForwardOutput out = plan_.forward_only
                             ? engine.forward_eval(in, std::move(input))
                             : engine.forward(in, std::move(input), a.recompute_layers, loss_scale_);
-    slow_rank_apply(rank_, timing.start_s, cpu0, t0_);
+    action_hook_call(a, timing.start_s, cpu0);
     timing.end_s = seconds_since(t0_);
     timing.cpu_s = cpu_interval(cpu0);
     if (st.has_lm_head) {
@@ -258,7 +214,7 @@ void RankExecutor::run_next() {
       };
     }
     Tensor dx = engine.backward(a.chunk, std::move(grad), part_done);
-    slow_rank_apply(rank_, timing.start_s, cpu0, t0_);
+    action_hook_call(a, timing.start_s, cpu0);
     timing.end_s = seconds_since(t0_);
     timing.cpu_s = cpu_interval(cpu0);
     if (!st.has_embedding) link_.send_grad(a.stage, a.chunk, std::move(dx));
@@ -272,6 +228,10 @@ void RankExecutor::run_next() {
   ++next_;
   if (done()) link_.finish(rank_);
   link_waits_collect();
+}
+
+void RankExecutor::action_hook_call(const plan::Action& a, double start_s, double cpu0) {
+  if (action_hook_) action_hook_(rank_, a, {seconds_since(t0_) - start_s, cpu_interval(cpu0)});
 }
 
 // After the chunk's last action on this rank its tokens are no longer needed.
@@ -297,7 +257,8 @@ void RankExecutor::run_all() {
 std::vector<obs::StepStats> execute_plan_local(const plan::Plan& plan,
                                                std::span<StageEngine* const> engines,
                                                std::span<const std::vector<int32_t>> sequences,
-                                               double loss_scale, const MemoryTracker* tracker) {
+                                               double loss_scale, const MemoryTracker* tracker,
+                                               const ActionHook& action_hook) {
   LocalStageLink link;
   link.memory_tracker_set(tracker);
   const auto t0 = RankExecutor::Clock::now();
@@ -305,6 +266,7 @@ std::vector<obs::StepStats> execute_plan_local(const plan::Plan& plan,
   ranks.reserve(plan.actions.size());
   for (size_t r = 0; r < plan.actions.size(); ++r) {
     ranks.emplace_back(plan, static_cast<int32_t>(r), engines, link, sequences, loss_scale, t0);
+    ranks.back().set_action_hook(action_hook);
   }
   for (;;) {
     bool progressed = false, all_done = true;

@@ -97,6 +97,16 @@ int64_t batch_predicted_tokens(std::span<const int64_t> seq_lengths);
 ChunkInput executor_chunk_input(const plan::Chunk& chunk,
                                 std::span<const std::vector<int32_t>> sequences);
 
+// What an action has cost so far, from its start, inside its measured interval.
+struct ActionSpent {
+  double wall_s = 0;
+  double cpu_s = -1;  // CPU seconds of the rank's thread (-1: its clock cannot be read)
+};
+// A test hook, empty in production: called after each action's compute, inside its measured
+// interval, with the plan's rank that runs it. Tests make a rank slower with it
+// (tests/common/slow_rank.h) to check that the cost model learns each rank's own speed.
+using ActionHook = std::function<void(int32_t rank, const plan::Action& action, ActionSpent spent)>;
+
 // Runs one rank's action list. `engines` is indexed by global stage (Plan::stages) and must hold
 // an engine for every stage of this rank whose layers match the plan's; other entries may be null.
 class RankExecutor {
@@ -115,6 +125,7 @@ class RankExecutor {
                Clock::time_point t0 = Clock::now());
 
   void set_grad_part_done(GradPartFn fn) { grad_part_done_ = std::move(fn); }
+  void set_action_hook(ActionHook fn) { action_hook_ = std::move(fn); }
 
   bool done() const { return next_ >= actions_.size(); }
   // The next action's input is there (always true for a first-stage forward and a last-stage
@@ -129,6 +140,7 @@ class RankExecutor {
   const ChunkInput& chunk_input(int32_t chunk);
   void link_waits_collect();
   void chunk_input_release(int32_t chunk);
+  void action_hook_call(const plan::Action& a, double start_s, double cpu0);
 
   const plan::Plan& plan_;
   int32_t rank_;
@@ -142,17 +154,20 @@ class RankExecutor {
   std::map<int32_t, ChunkInput> inputs_;     // built on a chunk's first forward on this rank
   std::map<int32_t, size_t> last_backward_;  // stage -> index of its last backward action here
   GradPartFn grad_part_done_;
+  ActionHook action_hook_;
   obs::StepStats stats_;
 };
 
 // Every rank of the plan in this process, over a LocalStageLink: runs whichever rank's next action
 // is ready, in rank order, until all lists are done. `engines` covers every stage. Returns one
 // StepStats per rank. A plan that cannot progress is an Error naming each rank's waiting action.
-// `tracker` (optional): the engines' tracker, whose bytes each ActionTiming records.
+// `tracker` (optional): the engines' tracker, whose bytes each ActionTiming records;
+// `action_hook` (tests): every rank's executor's.
 std::vector<obs::StepStats> execute_plan_local(const plan::Plan& plan,
                                                std::span<StageEngine* const> engines,
                                                std::span<const std::vector<int32_t>> sequences,
                                                double loss_scale,
-                                               const MemoryTracker* tracker = nullptr);
+                                               const MemoryTracker* tracker = nullptr,
+                                               const ActionHook& action_hook = {});
 
 }  // namespace infinipipe::runtime

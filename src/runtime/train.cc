@@ -61,7 +61,8 @@ Trainer::Trainer(const TrainOptions& opts)
       last_plan_cm_(cm_),
       plan_cm_before_refit_(cm_),
       groups_(opts.groups),
-      watchdog_(opts.watchdog) {
+      watchdog_(opts.watchdog),
+      action_hook_(opts.action_hook) {
   train_check_config(cfg_, groups_ ? groups_->layout().world_size() : 1);
   if (groups_) p2p_ = std::make_unique<P2p>(*groups_, groups_->comm().options().p2p_timeout_s);
   if (groups_) {

@@ -51,15 +51,18 @@ struct TrainOptions {
   std::string timings_path;  // per-action measured vs predicted times, a JSON line per iteration
   std::string trace_dir;     // Chrome traces, plans and config for `infinipipe report` (trace.h)
   obs::TraceIterations trace_iterations;  // which iterations --trace records
-  bool trace_explain = false;  // traced plans carry their explanation (plan_explain.h)
+  bool trace_explain = false;             // traced plans carry their explanation (plan_explain.h)
   std::string tensorboard_dir;            // TensorBoard event files, written by world rank 0
-  bool quiet = false;        // no per-iteration lines, no progress line
-  std::FILE* out = stdout;   // per-iteration report lines and messages
-  std::FILE* err = stderr;   // progress line
+  bool quiet = false;                     // no per-iteration lines, no progress line
+  std::FILE* out = stdout;                // per-iteration report lines and messages
+  std::FILE* err = stderr;                // progress line
   // A distributed run (mpirun, world = pp × dp): this rank's groups. Null: one process.
   const ProcessGroups* groups = nullptr;
   // Distributed: armed with each action and reduction, so a hang or a killed job names them.
   Watchdog* watchdog = nullptr;
+  // Tests only (empty in production): every executor of the run calls it after each action's
+  // compute (executor.h), e.g. to make one rank slower (tests/common/slow_rank.h).
+  ActionHook action_hook;
 };
 
 // Where metrics go by default: FILE if given, else LOG_DIR/metrics.jsonl, else
@@ -263,7 +266,7 @@ class Trainer {
   // measured of them so far (the tail is complete after the optimizer step).
   std::optional<cost::StepCostFit> step_fit_;
   cost::StepCostSample step_sample_;
-  cost::OnlinePooled pooled_;           // the pipeline's pooled fit after the last iteration
+  cost::OnlinePooled pooled_;  // the pipeline's pooled fit after the last iteration
   // Distributed and online: every replica's pooled fit and its pipeline ranks' own coefficients
   // after the last iteration, what calibration.json keeps (replica_fits_gather).
   struct ReplicaFit {
@@ -292,6 +295,7 @@ class Trainer {
   // --use-distributed-optimizer and dp > 1: this replica's share of the optimizer state.
   std::unique_ptr<DistOptimizer> dist_optimizer_;
   Watchdog* watchdog_ = nullptr;
+  ActionHook action_hook_;  // TrainOptions::action_hook (tests)
   std::string knobs_text_;  // the last plan's knobs, described
   std::unique_ptr<ParamOptimizer> optimizer_;
   LrSchedule lr_;

@@ -51,13 +51,13 @@ std::pair<double, int64_t> Trainer::eval_batch(const Batch& batch, int64_t predi
   std::vector<obs::StepStats> stats;
   if (groups_) {
     stats = {dist_execute_plan(p, engine_ptrs_, *p2p_, cfg_.model.hidden_size, tracker_,
-                               share.sequences, 1.0, watchdog_, iteration_)};
+                               share.sequences, 1.0, watchdog_, iteration_, nullptr, action_hook_)};
   } else {
-    stats = execute_plan_local(p, engine_ptrs_, share.sequences, 1.0, &tracker_);
+    stats = execute_plan_local(p, engine_ptrs_, share.sequences, 1.0, &tracker_, action_hook_);
   }
-  const auto [loss_sum, tokens] = world_loss(
-      stats, fmt::format(" of the {} evaluation after iteration {}", data::data_split_name(split),
-                         iteration_));
+  const auto [loss_sum, tokens] =
+      world_loss(stats, fmt::format(" of the {} evaluation after iteration {}",
+                                    data::data_split_name(split), iteration_));
   if (tokens != predicted) {
     fail("{} evaluation: the plan's chunks covered {} predicted tokens, the batch has {}",
          data::data_split_name(split), tokens, predicted);

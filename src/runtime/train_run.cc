@@ -16,6 +16,7 @@
 #include "obs/tensorboard.h"
 #include "obs/trace.h"
 #include "plan/schedule_table.h"
+#include "runlog/metrics_record.h"
 #include "runtime/train.h"
 #include "runtime/train_log_rewind.h"
 #include "runtime/train_stop.h"
@@ -226,9 +227,8 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
                            why.is_null() ? nullptr : &why);
     }
     online_calibration_write(trainer, opts);
-    const nlohmann::json record = obs::metrics_to_json(m);
-    metrics.write(record);
-    if (tensorboard) tensorboard->scalars_add(m.iteration, obs::tensorboard_scalars(record));
+    metrics.write(runlog::metrics_record_to_json(m));
+    if (tensorboard) tensorboard->scalars_add(m.iteration, obs::tensorboard_scalars(m));
     if (!opts.timings_path.empty()) {
       timings.write(
           obs::action_timings_to_json(m.iteration, m.predicted_step_seconds, trainer.last_stats()));

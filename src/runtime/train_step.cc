@@ -91,10 +91,10 @@ void Trainer::step_execute(const Batch& share, int64_t predicted, obs::Iteration
   if (groups_) {
     last_stats_ = {dist_execute_plan(last_plan_, engine_ptrs_, *p2p_, cfg_.model.hidden_size,
                                      tracker_, share.sequences, loss_scale, watchdog_, m.iteration,
-                                     grads_.get())};
+                                     grads_.get(), action_hook_)};
   } else {
-    last_stats_ =
-        execute_plan_local(last_plan_, engine_ptrs_, share.sequences, loss_scale, &tracker_);
+    last_stats_ = execute_plan_local(last_plan_, engine_ptrs_, share.sequences, loss_scale,
+                                     &tracker_, action_hook_);
   }
   m.measured_step_seconds = seconds_since(t_exec);
   step_costs_measure_actions();

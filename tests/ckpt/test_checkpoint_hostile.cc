@@ -10,6 +10,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/checkpoint_state.h"
+#include "ckpt/hf_config.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 
@@ -38,7 +39,7 @@ nlohmann::json hf_config() {
 }
 
 TEST(CheckpointHostile, ConfigNumbersMustBeIntegersInRange) {
-  EXPECT_EQ(error_of([] { checkpoint_model_from_hf(hf_config(), "config.json"); }), "");
+  EXPECT_EQ(error_of([] { hf_config_to_model(hf_config(), "config.json"); }), "");
   for (const auto& [key, value] : std::vector<std::pair<const char*, nlohmann::json>>{
            {"hidden_size", 32.9},
            {"num_hidden_layers", 2.5},
@@ -48,7 +49,7 @@ TEST(CheckpointHostile, ConfigNumbersMustBeIntegersInRange) {
            {"num_attention_heads", nlohmann::json::array()}}) {
     nlohmann::json j = hf_config();
     j[key] = value;
-    const std::string e = error_of([&] { checkpoint_model_from_hf(j, "config.json"); });
+    const std::string e = error_of([&] { hf_config_to_model(j, "config.json"); });
     EXPECT_NE(e.find(std::string("config.json: field ") + key), std::string::npos)
         << key << " = " << value.dump() << ": " << e;
   }
@@ -58,11 +59,11 @@ TEST(CheckpointHostile, ConfigOfAnImpossibleModelIsRefused) {
   nlohmann::json j = hf_config();
   j["hidden_size"] = int64_t{1} << 40;
   j["intermediate_size"] = int64_t{1} << 40;
-  const std::string e = error_of([&] { checkpoint_model_from_hf(j, "config.json"); });
+  const std::string e = error_of([&] { hf_config_to_model(j, "config.json"); });
   EXPECT_NE(e.find("the model it describes is invalid"), std::string::npos) << e;
   j = hf_config();
   j["tie_word_embeddings"] = "yes";
-  EXPECT_NE(error_of([&] { checkpoint_model_from_hf(j, "config.json"); }).find("tie_word"),
+  EXPECT_NE(error_of([&] { hf_config_to_model(j, "config.json"); }).find("tie_word"),
             std::string::npos);
 }
 

@@ -1,6 +1,6 @@
 // The paper's Llama settings the planner tests and benchmarks plan, as examples/llama7b-48k.yaml
 // and examples/llama30b-96k.yaml: 7B at 48K (memory does not bind: no recompute) or 30B at 96K
-// (memory binds: slicing, several pipelines and the exact checkpoint solve all run), on A800s
+// (memory binds: slicing, several pipelines and the exact recompute solve all run), on A800s
 // with Ulysses 8 inside a node and `pp` nodes.
 #pragma once
 

@@ -1,11 +1,11 @@
 // Per-rank costs under mpirun: with the online refit each pipeline rank keeps its own time
-// terms, which travel in the plan. A rank made slow by the test hook INFINIPIPE_TEST_SLOW_RANK
-// (executor.cc) is timed slower in later plans than its fast neighbour, and every rank of the
-// pipeline holds the very same plan bytes (so the same coefficients).
+// terms, which travel in the plan. A rank made slow by the executor's test hook
+// (common/slow_rank.h, injected through TrainOptions::action_hook) is timed slower in later plans
+// than its fast neighbour, and every rank of the pipeline holds the very same plan bytes (so the
+// same coefficients).
 #include <gtest/gtest.h>
 
 #include <array>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -13,6 +13,7 @@
 
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_groups.h"
+#include "common/slow_rank.h"
 #include "data/synth.h"
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
@@ -40,16 +41,15 @@ double rank_reference_seconds(const cost::CostModel& cm, int32_t rank) {
 
 TEST_F(DistRankCosts, SlowRankIsTimedSlowerAndEveryRankHoldsThePlan) {
   DIST_TEST_RANKS(2);
-  ::setenv("INFINIPIPE_TEST_SLOW_RANK", "0:4", 1);
   ProcessGroups groups(disttest::test_comm(), 2, 1);
   // Ten iterations: the fit's steps are bounded per sample, so a 4x slowdown is caught up over
   // several iterations (about 1.5x after six).
   TrainOptions o = options(2, 1, Schedule::epp, 10);
   o.config.training.cost_model_update = CostModelUpdate::online;
   o.groups = &groups;
+  o.action_hook = testing::slow_rank(0, 4);
   Trainer t(o);
   for (int i = 0; i < 10; ++i) t.step();
-  ::unsetenv("INFINIPIPE_TEST_SLOW_RANK");
 
   const plan::Plan& p = t.last_plan();
   ASSERT_EQ(p.rank_time_terms.size(), 2u);

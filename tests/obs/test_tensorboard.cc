@@ -35,17 +35,22 @@ TEST(TensorBoard, Crc32cMatchesKnownVectors) {
 }
 
 TEST(TensorBoard, ScalarsOfAMetricsRecordUseMegatronTags) {
-  const nlohmann::json record = {{"iteration", 3}, {"loss", 4.5},        {"lr", 3e-4},
-                                 {"grad_norm", 1.25}, {"seconds", 0.5}, {"tokens_per_s", 2048.0},
-                                 {"schedule", "epp"}};
-  const auto s = tensorboard_scalars(record);
+  IterationMetrics m;
+  m.iteration = 3;
+  m.loss = 4.5;
+  m.lr = 3e-4;
+  m.grad_norm = 1.25;
+  m.seconds = 0.5;
+  m.tokens_per_s = 2048.0;
+  m.schedule = "epp";
+  const auto s = tensorboard_scalars(m);
   ASSERT_EQ(s.size(), 5u);  // no valid_loss: no validation scalar
   EXPECT_EQ(s[0], (std::pair<std::string, float>{"lm loss", 4.5f}));
   EXPECT_EQ(s[1].first, "learning-rate");
+  EXPECT_EQ(s[3], (std::pair<std::string, float>{"iteration-time", 0.5f}));
   EXPECT_EQ(s[4], (std::pair<std::string, float>{"throughput", 2048.0f}));
-  nlohmann::json with_valid = record;
-  with_valid["valid_loss"] = 4.75;
-  EXPECT_EQ(tensorboard_scalars(with_valid).back(),
+  m.valid_loss = 4.75;
+  EXPECT_EQ(tensorboard_scalars(m).back(),
             (std::pair<std::string, float>{"lm loss validation", 4.75f}));
 }
 

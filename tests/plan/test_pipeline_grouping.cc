@@ -1,4 +1,4 @@
-// EPP's pipeline grouping (Eq. 14) charged by the checkpoint solve (pipeline_grouping.h): where
+// EPP's pipeline grouping (Eq. 14) charged by the recompute solve (pipeline_grouping.h): where
 // Eq. 14's linear recompute estimate overcharges a long pipeline, the solve-charged grouping
 // keeps it and the plan is faster; where memory does not bind nothing is solved and the
 // answer is Eq. 14's; the work is bounded; the planner's plans stay valid.
@@ -50,7 +50,8 @@ struct GroupingCase {
   }
   std::vector<int32_t> solved(GroupingSolveStats* st = nullptr) const {
     PipelineRecomputeGreedy solver(cfg, cm, stages, 1, lengths, chunks);
-    return epp_group_pipelines_solved(chunks, 4, cm, first, act_budget, solver.segment(), st);
+    return epp_group_pipelines_solved(chunks, 4, cm, first, act_budget, solver.pipeline_recompute(),
+                                      st);
   }
   Candidate evaluate(const std::vector<int32_t>& groups) const {
     CandidateSpec spec;
@@ -110,8 +111,8 @@ TEST(PipelineGrouping, NothingIsSolvedWhereMemoryDoesNotBind) {
   EXPECT_EQ(solved, c.linear());
 }
 
-// A solve that finds no pipeline fitting: each segment is solved once (cached), the work stops
-// within the cap, and the answer falls back to Eq. 14's linear grouping.
+// A solve that finds no pipeline fitting: each candidate pipeline is solved once (cached), the work
+// stops within the cap, and the answer falls back to Eq. 14's linear grouping.
 TEST(PipelineGrouping, BoundedWorkFallsBackToTheLinearGrouping) {
   std::mt19937 rng(2);
   const GroupingCase c(testing::long_tail_lengths(rng, 160, 98304), 10);
@@ -130,7 +131,7 @@ TEST(PipelineGrouping, BoundedWorkFallsBackToTheLinearGrouping) {
   EXPECT_EQ(static_cast<int32_t>(asked.size()), st.solves);
   std::sort(asked.begin(), asked.end());
   EXPECT_EQ(std::adjacent_find(asked.begin(), asked.end()), asked.end())
-      << "a segment solved twice";
+      << "a candidate pipeline solved twice";
   EXPECT_EQ(solved, c.linear());
 }
 

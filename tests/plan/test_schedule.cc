@@ -305,12 +305,12 @@ TEST(Schedule, EppCutSequencesKeepOneFOneBStepTime) {
       }
 }
 
-// Seq1F1B cuts a packed micro-batch into segments that may hold the end of one sequence and the
-// start of the next; all segments linked by a cut sequence run their backwards in reverse.
-TEST(Schedule, Seq1f1bSegmentsSpanningSeveralSequences) {
+// Seq1F1B cuts a packed micro-batch into chunks that may hold the end of one sequence and the
+// start of the next; all chunks linked by a cut sequence run their backwards in reverse.
+TEST(Schedule, Seq1f1bChunksSpanningSeveralSequences) {
   Config cfg = small_config(4);
   auto cost = cost::CostModel::from_config(cfg);
-  // Micro-batch A(300) B(500) C(200) cut into four 250-token segments, then a lone sequence D.
+  // Micro-batch A(300) B(500) C(200) cut into four 250-token chunks, then a lone sequence D.
   Plan p = testing::plan_from_chunks(cfg, {300, 500, 200, 100},
                                      {{{0, 0, 250}},
                                       {{0, 250, 50}, {1, 0, 200}},

@@ -36,7 +36,7 @@ TEST_F(Gantt, DrawsEveryActionRecomputeAndMemory) {
   for (const auto& list : p.actions) actions += static_cast<int>(list.size());
   EXPECT_EQ(text_count(svg, "<title>"), actions);
   EXPECT_EQ(text_count(svg, "<title>backward chunk"), actions / 2);
-  // Chunk 1's backward on each of the 4 ranks carries a hatched recompute segment.
+  // Chunk 1's backward on each of the 4 ranks carries a hatched recompute part.
   EXPECT_EQ(text_count(svg, "fill=\"url(#recompute)\"/>\n"), 4);
   EXPECT_EQ(text_count(svg, ", recompute 2 layers"), 4);
   EXPECT_EQ(text_count(svg, "<polyline"), 4);         // one memory curve per rank

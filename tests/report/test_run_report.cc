@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error_text.h"
-#include "common/text_count.h"
 #include "common/report_tables_check.h"
+#include "common/text_count.h"
 #include "core/error.h"
 #include "plan/plan_json.h"
 #include "plan/schedule.h"
@@ -25,9 +25,11 @@
 #include "report/run_compare.h"
 #include "report/run_html.h"
 #include "report/run_html_training.h"
-#include "report/trace_merge.h"
 #include "report/run_trace.h"
+#include "report/trace_merge.h"
 #include "report_test_plan.h"
+#include "runlog/metrics_record.h"
+#include "runlog/trace_record.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::report {
@@ -61,7 +63,8 @@ class RunReport : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir); }
 
   // Iterations 1 .. `iterations` of a pp = 4 run, one trace file per rank, as `train --trace`
-  // writes them; iteration `it` stretched by stretch(it) (kStretch by default).
+  // writes them (the records of runlog); iteration `it` stretched by stretch(it) (kStretch by
+  // default).
   void fake_run(int64_t iterations = 2, double (*stretch)(int64_t) = nullptr) {
     const sim::StepResult r = sim::simulate(p, cost, cfg);
     for (int32_t rank = 0; rank < 4; ++rank) {
@@ -69,54 +72,51 @@ class RunReport : public ::testing::Test {
       for (int64_t it = 1; it <= iterations; ++it) {
         const double s = stretch ? stretch(it) : kStretch;
         const double t0 = (it - 1) * 10.0 * r.step_time * 1e6;  // µs
-        events.push_back(
-            {{"name", fmt::format("iteration {}", it)},
-             {"cat", "iteration"},
-             {"ph", "X"},
-             {"ts", t0},
-             {"dur", s * r.step_time * 1e6},
-             {"pid", rank},
-             {"tid", 2},
-             {"args",
-              {{"iteration", it},
-               {"loss", 5.0 - it},
-               {"tokens_per_s", 1000.0 * it},
-               {"measured_peak_bytes",
-                static_cast<int64_t>(1.02 * static_cast<double>(r.peak_bytes[rank]))}}}});
+        runlog::TraceSlice iteration{fmt::format("iteration {}", it), "iteration", t0,
+                                     s * r.step_time * 1e6,           rank,        2};
+        iteration.args = runlog::metrics_record_to_json(metrics_of(it, r.peak_bytes[rank]));
+        events.push_back(runlog::trace_slice_to_json(iteration));
         for (const sim::ActionRecord& a : r.actions[static_cast<size_t>(rank)]) {
           const char* kind = plan::action_kind_name(a.action.kind);
-          events.push_back({{"name", kind},
-                            {"cat", kind},
-                            {"ph", "X"},
-                            {"ts", t0 + s * a.start * 1e6},
-                            {"dur", s * (a.end - a.start) * 1e6},
-                            {"pid", rank},
-                            {"tid", 0},
-                            {"args",
-                             {{"iteration", it},
-                              {"chunk", a.action.chunk},
-                              {"stage", a.action.stage},
-                              {"kind", kind},
-                              {"recompute_layers", a.action.recompute_layers},
-                              {"predicted_s", a.action.predicted_time},
-                              {"memory_bytes", 1000 + a.action.chunk}}}});
+          runlog::TraceActionArgs args;
+          args.iteration = it;
+          args.chunk = a.action.chunk;
+          args.stage = a.action.stage;
+          args.kind = a.action.kind;
+          args.recompute_layers = a.action.recompute_layers;
+          args.predicted_s = a.action.predicted_time;
+          args.memory_bytes = 1000 + a.action.chunk;
+          runlog::TraceSlice action{kind,
+                                    kind,
+                                    t0 + s * a.start * 1e6,
+                                    s * (a.end - a.start) * 1e6,
+                                    rank,
+                                    0,
+                                    runlog::trace_action_args_to_json(args)};
+          events.push_back(runlog::trace_slice_to_json(action));
         }
       }
-      const json t = {{"displayTimeUnit", "ms"},
-                      {"metadata",
-                       {{"format", "infinipipe-trace"},
-                        {"world_rank", rank},
-                        {"pp", 4},
-                        {"dp", 1},
-                        {"stage", rank},
-                        {"replica", 0},
-                        {"one_process", false},
-                        {"schedule", "epp"}}},
-                      {"traceEvents", events}};
-      write(dir / fmt::format("trace-rank{:05d}.json", rank), t.dump());
+      runlog::TraceMetadata meta;
+      meta.world_rank = rank;
+      meta.pp = 4;
+      meta.stage = rank;
+      meta.one_process = false;
+      meta.schedule = "epp";
+      write(dir / fmt::format("trace-rank{:05d}.json", rank),
+            runlog::trace_file_opening(meta) + events.dump().substr(1) + "}");
     }
     for (int64_t it = 1; it <= iterations; ++it)
       plan::plan_save(p, (dir / "plans" / fmt::format("iter-{:08d}-replica0.json", it)).string());
+  }
+
+  // Iteration `it`'s metrics: loss 5 - it, 1000 * it tokens/s, 2 % above the predicted peak.
+  static runlog::IterationMetrics metrics_of(int64_t it, int64_t predicted_peak) {
+    runlog::IterationMetrics m;
+    m.iteration = it;
+    m.loss = 5.0 - static_cast<double>(it);
+    m.tokens_per_s = 1000.0 * static_cast<double>(it);
+    m.measured_peak_bytes = static_cast<int64_t>(1.02 * static_cast<double>(predicted_peak));
+    return m;
   }
 };
 
@@ -231,14 +231,19 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
 
 TEST_F(RunReport, TrainingChartsDrawValidationLossOnlyWhereAnEvaluationRan) {
   const auto mark = [](const std::string& svg, const std::string&) { return svg; };
-  std::vector<json> metrics = {{{"iteration", 1}, {"loss", 4.0}, {"lr", 1e-4}, {"grad_norm", 2.0}},
-                               {{"iteration", 2}, {"loss", 3.5}, {"lr", 2e-4}, {"grad_norm", 1.5}}};
+  std::vector<runlog::IterationMetrics> metrics(2);
+  for (int64_t i = 0; i < 2; ++i) {
+    metrics[i].iteration = i + 1;
+    metrics[i].loss = 4.0 - 0.5 * static_cast<double>(i);
+    metrics[i].lr = 1e-4 * static_cast<double>(i + 1);
+    metrics[i].grad_norm = 2.0 - 0.5 * static_cast<double>(i);
+  }
   std::string h = html_training(metrics, mark);
   EXPECT_EQ(h.find("validation loss"), std::string::npos);
   EXPECT_NE(h.find("learning rate per iteration"), std::string::npos);
   EXPECT_NE(h.find("gradient norm per iteration"), std::string::npos);
   EXPECT_EQ(text_count(h, "<svg"), kTrainingCharts - 1);  // html_rss draws the last
-  metrics[1]["valid_loss"] = 3.75;
+  metrics[1].valid_loss = 3.75;
   h = html_training(metrics, mark);
   EXPECT_NE(h.find("validation loss"), std::string::npos);
   EXPECT_EQ(html_config(""), "");
@@ -262,11 +267,42 @@ TEST_F(RunReport, MergedTraceHoldsEveryRanksEvents) {
 
 TEST_F(RunReport, MetricsFileGivesTheCurvesAndToleratesACutLastLine) {
   fake_run();
-  write(dir / "metrics.jsonl",
-        "{\"iteration\":1,\"loss\":4.0}\n{\"iteration\":2,\"loss\":3.5}\n{\"iteration\":3,\"lo");
-  EXPECT_EQ(run_trace_load(dir.string()).metrics.size(), 2u);
-  write(dir / "metrics.jsonl", "{\"iteration\":1}\nnot json\n{\"iteration\":2}\n");
+  const std::string one = runlog::metrics_record_to_json(metrics_of(1, 100)).dump();
+  const std::string two = runlog::metrics_record_to_json(metrics_of(2, 100)).dump();
+  write(dir / "metrics.jsonl", one + "\n" + two + "\n" + two.substr(0, 20));
+  const RunTrace t = run_trace_load(dir.string());
+  ASSERT_EQ(t.metrics.size(), 2u);
+  EXPECT_EQ(t.metrics[1].loss, 3.0);
+  write(dir / "metrics.jsonl", one + "\nnot json\n" + two + "\n");
   EXPECT_THROW(run_trace_load(dir.string()), Error);
+}
+
+TEST_F(RunReport, RenamedOrMissingFieldFailsTheReportNamingTheFieldFileAndLine) {
+  fake_run();
+  json renamed = runlog::metrics_record_to_json(metrics_of(2, 100));
+  renamed["lm_loss"] = renamed["loss"];
+  renamed.erase("loss");
+  write(dir / "metrics.jsonl",
+        runlog::metrics_record_to_json(metrics_of(1, 100)).dump() + "\n" + renamed.dump() + "\n");
+  std::string e = testing::error_text([&] { run_trace_load(dir.string()); });
+  EXPECT_NE(e.find((dir / "metrics.jsonl").string() +
+                   " line 2: the metrics record lacks the field \"loss\""),
+            std::string::npos)
+      << e;
+  // In a trace: an action's predicted time under another name.
+  fs::remove(dir / "metrics.jsonl");
+  const fs::path t2 = dir / "trace-rank00002.json";
+  std::string text;
+  {
+    std::ifstream in(t2);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = text.find("\"predicted_s\"");
+  ASSERT_NE(at, std::string::npos);
+  write(t2, text.substr(0, at) + "\"predicted_seconds\"" + text.substr(at + 13));
+  e = testing::error_text([&] { run_trace_load(dir.string()); });
+  EXPECT_NE(e.find(t2.string() + ": event "), std::string::npos) << e;
+  EXPECT_NE(e.find("lacks the field \"predicted_s\""), std::string::npos) << e;
 }
 
 std::string error_of(const std::string& dir) {

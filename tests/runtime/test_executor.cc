@@ -5,10 +5,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -297,6 +299,33 @@ TEST_F(Executor, LocalLinkRefusesAReceiveNobodySent) {
   EXPECT_TRUE(link.has_activation(1, 5));
   EXPECT_EQ(link.recv_activation(1, 5).numel(), 6);
   EXPECT_EQ(link.pending(), 0u);
+}
+
+// The test hook is injected, not read from the environment: every action calls it once, with the
+// rank that runs it, inside the action's measured interval (so a slower rank is measured slower).
+TEST_F(Executor, ActionHookRunsInsideEveryMeasuredAction) {
+  Config cfg = tiny_config(2);
+  cfg.parallel.schedule = Schedule::one_f_one_b;
+  const auto cm = cost::CostModel::from_config(cfg);
+  const std::vector<int64_t> lengths{20, 30};
+  const auto seqs = random_tokens(lengths, 256, 4);
+  const plan::Plan p = plan::make_plan(cfg, cm, lengths);
+  MemoryTracker tracker;
+  const testing::PlanEngines engines = testing::plan_engines(cfg.model, p, 7, tracker);
+  constexpr double kPause = 0.02;
+  std::map<int32_t, int> calls;
+  const ActionHook hook = [&](int32_t rank, const plan::Action&, ActionSpent spent) {
+    ++calls[rank];
+    EXPECT_GE(spent.wall_s, 0.0);
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::duration<double>(kPause));
+  };
+  const std::vector<obs::StepStats> stats =
+      execute_plan_local(p, engines.by_stage, seqs, 0.01, nullptr, hook);
+  ASSERT_EQ(stats.size(), 2u);
+  for (int32_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(calls[r], static_cast<int>(p.actions[static_cast<size_t>(r)].size())) << r;
+  }
+  for (const obs::ActionTiming& t : stats[1].timings) EXPECT_GE(t.end_s - t.start_s, kPause);
 }
 
 }  // namespace

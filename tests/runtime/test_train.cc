@@ -23,6 +23,7 @@
 #include "obs/profile.h"
 #include "plan/plan_json.h"
 #include "plan/schedule_table.h"
+#include "runlog/timings_record.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
@@ -243,22 +244,22 @@ TEST_F(TrainTest, EveryScheduleTrainsAndRecordsActionTimings) {
     ASSERT_EQ(it.size(), 2u);
     EXPECT_EQ(it[0].schedule, plan::schedule_name(s));
     EXPECT_TRUE(std::isfinite(it[1].loss));
-    // Every action of the plan, measured, next to its prediction.
+    // Every action of the plan, measured, next to its prediction; each line fits the schema.
     std::ifstream f(o.timings_path);
     std::string line;
     int64_t n = 0;
     while (std::getline(f, line)) {
-      const auto j = nlohmann::json::parse(line);
-      EXPECT_EQ(j.at("iteration").get<int64_t>(), ++n);
-      const auto& actions = j.at("actions");
-      EXPECT_EQ(static_cast<int64_t>(actions.size()),
+      const runlog::ActionTimingsRecord r =
+          runlog::timings_record_from_json(nlohmann::json::parse(line), o.timings_path, "");
+      EXPECT_EQ(r.iteration, ++n);
+      EXPECT_EQ(static_cast<int64_t>(r.actions.size()),
                 4 * it[static_cast<size_t>(n - 1)].chunks / 2);
       double prev_end = 0;
-      for (const auto& a : actions) {
-        EXPECT_GT(a.at("predicted_s").get<double>(), 0);
-        EXPECT_LE(a.at("start_s").get<double>(), a.at("end_s").get<double>());
-        EXPECT_GE(a.at("start_s").get<double>(), prev_end) << "one rank runs actions in order";
-        prev_end = a.at("end_s").get<double>();
+      for (const runlog::TimedAction& a : r.actions) {
+        EXPECT_GT(a.predicted_s, 0);
+        EXPECT_LE(a.start_s, a.end_s);
+        EXPECT_GE(a.start_s, prev_end) << "one rank runs actions in order";
+        prev_end = a.end_s;
       }
     }
     EXPECT_EQ(n, 2);
