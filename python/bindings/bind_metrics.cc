@@ -5,6 +5,7 @@
 
 #include "bindings.h"
 #include "obs/metrics.h"
+#include "runlog/metrics_record.h"
 
 namespace py = pybind11;
 
@@ -46,7 +47,7 @@ void bind_metrics(py::module_& m) {
       .def_readwrite("test_loss", &IterationMetrics::test_loss)
       .def_readwrite("test_tokens", &IterationMetrics::test_tokens)
       .def_readwrite("eval_seconds", &IterationMetrics::eval_seconds)
-      .def("metrics_json", [](const IterationMetrics& x) { return obs::metrics_to_json(x).dump(); })
+      .def("metrics_json", [](const IterationMetrics& x) { return runlog::metrics_record_to_json(x).dump(); })
       .def("__str__", &obs::metrics_format_line);
 }
 
