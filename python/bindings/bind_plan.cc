@@ -117,7 +117,17 @@ void bind_plan(py::module_& m) {
   py::class_<plan::PlanResult>(m, "PlanResult", "A plan and the setting the search chose.")
       .def_readonly("plan", &plan::PlanResult::plan)
       .def_property_readonly("setting",
-                             [](const plan::PlanResult& r) { return r.knobs.describe(); });
+                             [](const plan::PlanResult& r) { return r.knobs.describe(); })
+      .def(
+          "explain",
+          [](const plan::PlanResult& r, const Config& cfg, const cost::CostModel& cm) {
+            plan::PlanExplain ex = r.explain;
+            plan::explain_chosen_plan(ex, r.plan, cfg, cm);
+            return plan::explain_to_json(ex).dump();
+          },
+          py::arg("config"), py::arg("cost_model"),
+          "The plan's explanation as JSON (the planner's candidates, the chosen plan's cuts, "
+          "packs and recompute; `plan --explain`), given the cost model it was planned with.");
 
   m.def("plan", &plan_batch, py::arg("lengths"), py::arg("config"),
         py::arg("cost_model") = py::none(), py::arg("schedule") = "", py::arg("threads") = 1,

@@ -38,12 +38,14 @@ from infinipipe._core import (  # noqa: F401  (the public API, documented in _co
     init_params,
     plan,
     plan_forward_only,
+    rank_path,
     read_hf,
     reference_step,
     replica_split,
     schedules,
     search_layout,
     simulate,
+    timings_record,
 )
 
 __all__ = [
@@ -74,11 +76,13 @@ __all__ = [
     "init_params",
     "plan",
     "plan_forward_only",
+    "rank_path",
     "read_hf",
     "reference_step",
     "replica_split",
     "schedules",
     "search_layout",
     "simulate",
+    "timings_record",
 ]
 __version__ = "0.1.0"

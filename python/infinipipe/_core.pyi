@@ -121,6 +121,7 @@ class Plan:
 class PlanResult:
     plan: Plan
     setting: str
+    def explain(self, config: Config, cost_model: CostModel) -> str: ...
 
 def plan(lengths: Sequence[int], config: Config, cost_model: Optional[CostModel] = None,
          schedule: str = "", threads: int = 1) -> PlanResult: ...
@@ -213,8 +214,14 @@ class TraceWriter:
     def add(self, metrics: IterationMetrics, plan: Plan, stage: int,
             actions: Sequence[Tuple[int, float, float]],
             events: Sequence[Tuple[str, str, float, float]], loss_sum: float,
-            predicted_tokens: int, step_start: float, step_end: float) -> bool: ...
+            predicted_tokens: int, step_start: float, step_end: float,
+            explain: str = "") -> bool: ...
+    def saves_plan(self, iteration: int) -> bool: ...
     path: str
+
+def timings_record(iteration: int, predicted_step_seconds: float, plan: Plan, stage: int,
+                   actions: Sequence[Tuple[int, float, float]]) -> str: ...
+def rank_path(path: str, rank: int) -> str: ...
 
 class IterationMetrics:
     iteration: int

@@ -55,18 +55,49 @@ class TorchTrain(unittest.TestCase):
 
     def test_pp2_dp2_loss_falls_and_the_report_reads_the_run(self):
         run = os.path.join(self.dir, "traced")
+        timings = os.path.join(self.dir, "timings", "timings.jsonl")
         r = mpirun(4, ["-m", "infinipipe.torch.train"] + self.words(
-            "--pp", "2", "--dp", "2", "--train-iters", "8", "--trace", run))
+            "--pp", "2", "--dp", "2", "--train-iters", "8", "--trace", run, "--trace-explain",
+            "--trace-iterations", "1-4", "--timings", timings))
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("done: 8 iterations", r.stdout)
         loss = losses(os.path.join(run, "metrics.jsonl"))  # next to the traces, as train puts it
         self.assertEqual(sorted(loss), list(range(1, 9)))
         self.assertLess(loss[8], loss[1] - 0.3, loss)
+        # Every rank writes its own metrics and timings next to rank 0's, as `infinipipe train`.
+        for rank in range(1, 4):
+            self.assertEqual(sorted(losses(os.path.join(run, f"metrics-rank{rank:05d}.jsonl"))),
+                             list(range(1, 9)))
+        for rank in range(4):
+            name = "timings.jsonl" if rank == 0 else f"timings-rank{rank:05d}.jsonl"
+            with open(os.path.join(self.dir, "timings", name)) as f:
+                records = [json.loads(line) for line in f]
+            self.assertEqual([t["iteration"] for t in records], list(range(1, 9)))
+            stage = rank // 2  # Megatron's order: world rank = stage x dp + replica
+            for t in records:
+                self.assertGreater(t["predicted_step_seconds"], 0)
+                self.assertTrue(t["actions"])
+                for a in t["actions"]:
+                    self.assertEqual(a["rank"], stage, a)
+                    self.assertGreater(a["predicted_s"], 0)
+                    self.assertLessEqual(a["start_s"], a["end_s"])
         report = subprocess.run([binary(), "report", run], capture_output=True, text=True)
         self.assertEqual(report.returncode, 0, report.stderr)
-        self.assertIn("epp schedule, pp 2 x dp 2, 8 iteration(s) traced on 4 ranks", report.stdout)
+        self.assertIn("epp schedule, pp 2 x dp 2, 4 iteration(s) traced on 4 ranks", report.stdout)
         self.assertRegex(report.stdout, r"\| forward \| [1-9]\d* \|")
         self.assertTrue(os.path.exists(os.path.join(run, "report.html")))
+        # --trace-explain: each traced plan carries the planner's candidates, one of them chosen
+        # with the plan's own prediction; the page shows them.
+        for it in range(1, 5):
+            for replica in range(2):
+                with open(os.path.join(run, "plans", f"iter-{it:08d}-replica{replica}.json")) as f:
+                    plan = json.load(f)
+                chosen = [c for c in plan["explain"]["candidates"] if c["chosen"]]
+                self.assertEqual(len(chosen), 1)
+                self.assertEqual(chosen[0]["predicted_step_time"], plan["predicted_step_time"])
+        self.assertFalse(os.path.exists(os.path.join(run, "plans", "iter-00000005-replica0.json")))
+        with open(os.path.join(run, "report.html")) as f:
+            self.assertIn("<h2>Why these plans</h2>", f.read())
 
     def test_checkpoints_resume_across_runtimes_to_the_uninterrupted_loss(self):
         whole = os.path.join(self.dir, "whole.jsonl")
@@ -173,10 +204,15 @@ class TorchTrain(unittest.TestCase):
         cli = subprocess.run([binary(), "train", "--num-layer", "4"], capture_output=True,
                              text=True)
         self.assertIn("unknown option '--num-layer': did you mean 'num-layers'?", cli.stderr)
-        r = subprocess.run(TRAIN + self.words("--timings", "x"), env=python_env(),
+        r = subprocess.run(TRAIN + self.words("--search-iterations", "4"), env=python_env(),
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("--timings", r.stderr)
+        self.assertIn("--search-iterations", r.stderr)
+        r = subprocess.run(TRAIN + self.words("--trace-explain"), env=python_env(),
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--trace-explain explains the plans --trace saves: add --trace DIR",
+                      r.stderr)
         r = subprocess.run(TRAIN + self.words("--pp", "2"), env=python_env(), capture_output=True,
                            text=True)
         self.assertEqual(r.returncode, 2)

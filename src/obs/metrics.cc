@@ -26,13 +26,13 @@ std::string format_rate(double tokens_per_s) {
 }  // namespace
 
 nlohmann::json action_timings_to_json(int64_t iteration, double predicted_step_seconds,
-                                      const std::vector<StepStats>& ranks) {
+                                      const std::vector<StepStats>& ranks, int32_t first_rank) {
   runlog::ActionTimingsRecord record;
   record.iteration = iteration;
   record.predicted_step_seconds = predicted_step_seconds;
   for (size_t r = 0; r < ranks.size(); ++r) {
     for (const ActionTiming& t : ranks[r].timings) {
-      record.actions.push_back({static_cast<int32_t>(r), t.action.stage, t.action.kind,
+      record.actions.push_back({first_rank + static_cast<int32_t>(r), t.action.stage, t.action.kind,
                                 t.action.chunk, t.action.recompute_layers, t.action.predicted_time,
                                 t.start_s, t.end_s});
     }

@@ -25,9 +25,11 @@ using runlog::IterationMetrics;
 std::string metrics_format_line(const IterationMetrics& m);
 
 // Every action each rank ran in one iteration, measured next to predicted: a timings record
-// (runlog/timings_record.h), one line of `train --timings FILE`.
+// (runlog/timings_record.h), one line of `train --timings FILE`. ranks[i] is pipeline rank
+// first_rank + i (one process holds them all; a distributed rank passes its own alone).
 nlohmann::json action_timings_to_json(int64_t iteration, double predicted_step_seconds,
-                                      const std::vector<StepStats>& ranks);
+                                      const std::vector<StepStats>& ranks,
+                                      int32_t first_rank = 0);
 
 // Appends one JSON object per line, flushed after each, so a crash loses at most one line.
 class MetricsWriter {

@@ -230,8 +230,9 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
     metrics.write(runlog::metrics_record_to_json(m));
     if (tensorboard) tensorboard->scalars_add(m.iteration, obs::tensorboard_scalars(m));
     if (!opts.timings_path.empty()) {
-      timings.write(
-          obs::action_timings_to_json(m.iteration, m.predicted_step_seconds, trainer.last_stats()));
+      timings.write(obs::action_timings_to_json(m.iteration, m.predicted_step_seconds,
+                                                trainer.last_stats(),
+                                                opts.groups ? opts.groups->layout().stage : 0));
     }
     if (talk && (m.iteration % log_every == 0 || m.iteration == tc.train_iters)) {
       progress.clear();

@@ -113,8 +113,8 @@ class CoreHogs {
         if (getppid() != parent) _exit(0);
         close(STDOUT_FILENO);
         close(STDERR_FILENO);
-        for (volatile unsigned long k = 0;; k = k + 1) {
-        }
+        volatile unsigned long spin = 0;
+        for (;;) spin = spin + 1;
       }
       if (pid > 0) pids_.push_back(pid);
     }

@@ -28,17 +28,29 @@ class Batch:
     setting: str = ""
     plan_seconds: float = 0.0  # the planner's time for it
     plan_wait_seconds: float = 0.0  # what the iteration waited for it
+    # On the planning rank: the planner's result and the cost model it planned with (what
+    # PlanResult.explain needs); None on the others.
+    result: Optional[ip.PlanResult] = None
+    planned_with: Optional[ip.CostModel] = None
 
     @property
     def lengths(self) -> List[int]:
         return [len(s) for s in self.sequences]
 
 
-def _plan(lengths, cfg, cost, forward_only) -> Tuple[str, str, float]:
+@dataclass
+class _Planned:
+    text: str  # the plan's JSON, as the other ranks receive it
+    result: ip.PlanResult
+    cost: ip.CostModel
+    seconds: float
+
+
+def _plan(lengths, cfg, cost, forward_only) -> _Planned:
     t = time.monotonic()
     r = ip.plan(lengths, cfg, cost)
     p = ip.plan_forward_only(r.plan, cost, cfg) if forward_only else r.plan
-    return p.to_json(), r.setting, time.monotonic() - t
+    return _Planned(p.to_json(), r, cost, time.monotonic() - t)
 
 
 class BatchPlanner:
@@ -70,16 +82,16 @@ class BatchPlanner:
         self._ahead = None
         wait = time.monotonic()
         lengths = [len(s) for s in b.share]
-        text = setting = None
-        seconds = 0.0
+        made: Optional[_Planned] = None
         if self._pool is not None:
             if self._future is not None and self._future[0] == lengths:
-                text, setting, seconds = self._future[1].result()
+                made = self._future[1].result()
             else:
-                text, setting, seconds = _plan(lengths, self.cfg, plan_cost, False)
+                made = _plan(lengths, self.cfg, plan_cost, False)
             self._future = None
-        b.plan, b.setting = self.share_plan(text, setting)
-        b.plan_seconds, b.plan_wait_seconds = seconds, time.monotonic() - wait
+            b.result, b.planned_with, b.plan_seconds = made.result, made.cost, made.seconds
+        b.plan, b.setting = self.share_plan(made and made.text, made and made.result.setting)
+        b.plan_wait_seconds = time.monotonic() - wait
         if more:
             self._ahead = self._draw()
             if self._pool is not None:
@@ -94,7 +106,7 @@ class BatchPlanner:
         if self._pool is not None:
             if self._future is not None:
                 self._future[1].result()
-            text, _, _ = _plan([len(s) for s in share], self.cfg, plan_cost, True)
+            text = _plan([len(s) for s in share], self.cfg, plan_cost, True).text
         return self.share_plan(text, "")[0]
 
     def share_plan(self, text: Optional[str], setting: Optional[str]) -> Tuple[ip.Plan, str]:

@@ -22,15 +22,15 @@ from typing import List, Optional
 
 import infinipipe as ip
 
-USAGE = """usage: python3 -m infinipipe.torch.train [--metrics FILE] [--log-dir DIR] [--quiet]
+USAGE = """usage: python3 -m infinipipe.torch.train [--metrics FILE] [--log-dir DIR] [--timings FILE]
+                                       [--trace DIR [--trace-iterations N|A-B] [--trace-explain]]
+                                       [--quiet]
                                        [CONFIG OPTIONS: infinipipe train's, e.g. --pp 2 --dp 2
                                         --data-path PREFIX --train-iters 50 --save DIR ...]
 """
 
 # `infinipipe train`'s own flags this trainer does not offer yet: refused with the reason.
 _NOT_YET = {
-    "--trace-explain": "the planner's explanations in traces",
-    "--timings": "the per-action timings file",
     "--search-iterations": "the layout search of auto degrees",
 }
 
@@ -44,12 +44,14 @@ class CommandArgs:
     log_dir: str = ""
     trace: str = ""
     trace_iterations: str = ""
+    trace_explain: bool = False
+    timings: str = ""
     quiet: bool = False
     config: List[str] = field(default_factory=list)
 
 
 _VALUED = {"--metrics": "metrics", "--log-dir": "log_dir", "--trace": "trace",
-           "--trace-iterations": "trace_iterations"}
+           "--trace-iterations": "trace_iterations", "--timings": "timings"}
 
 
 def parse_command(argv: List[str]) -> CommandArgs:
@@ -73,11 +75,15 @@ def parse_command(argv: List[str]) -> CommandArgs:
             setattr(out, _VALUED[key], inline)
         elif key in ("--quiet", "-q"):
             out.quiet = True
+        elif key == "--trace-explain":
+            out.trace_explain = True
         else:
             out.config.append(word)
         i += 1
     if out.trace_iterations and not out.trace:
         raise ip.ConfigError("--trace-iterations chooses what --trace records: add --trace DIR")
+    if out.trace_explain and not out.trace:
+        raise ip.ConfigError("--trace-explain explains the plans --trace saves: add --trace DIR")
     return out
 
 
@@ -183,10 +189,10 @@ def run(argv: List[str]) -> int:
     stop = StopRequest(cfg.get("exit-signal-handler") == "true")
     feedback = ip.CostFeedback(cost) if cfg.get("cost-model-update") == "online" else None
     plan_cost = cost
-    writer = None
-    if g.rank == 0 and metrics_path(args, save):
-        os.makedirs(os.path.dirname(os.path.abspath(metrics_path(args, save))), exist_ok=True)
-        writer = open(metrics_path(args, save), "a")
+    # Every rank writes its metrics (its stage's memory) and timings; rank 0 at the path given,
+    # the others next to it (metrics-rank00003.jsonl), as `infinipipe train`.
+    writer = _rank_log(metrics_path(args, save), g.rank)
+    timings = _rank_log(args.timings, g.rank)
     planner = None
     if iteration < train_iters:
         batches = ip.TrainingBatches(cfg, cost)
@@ -234,10 +240,18 @@ def run(argv: List[str]) -> int:
                 m.test_loss, m.test_tokens = _evaluate(step, planner, evals, "test", 0, plan_cost)
             m.eval_seconds = time.monotonic() - t_eval
         if trace is not None:
-            _trace_add(trace, m, b, g, result, t0, t_step)
+            explain = ""
+            if args.trace_explain and b.result is not None and trace.saves_plan(iteration):
+                explain = b.result.explain(cfg, b.planned_with)
+            _trace_add(trace, m, b, g, result, t0, t_step, explain)
         if writer:
             writer.write(m.metrics_json() + "\n")
             writer.flush()
+        if timings:
+            timings.write(ip.timings_record(iteration, m.predicted_step_seconds, b.plan, g.stage,
+                                            [(t.index, t.start, t.end)
+                                             for t in result.stats.times]) + "\n")
+            timings.flush()
         if talk and (iteration % log_every == 0 or iteration == train_iters):
             print(str(m), flush=True)
         last = m
@@ -259,8 +273,9 @@ def run(argv: List[str]) -> int:
             print(f"saved checkpoint {save}/iter_{iteration:07d}", flush=True)
     if talk and last is not None:
         print(f"done: {last.iteration} iterations, final loss {last.loss:.4f}", flush=True)
-    if writer:
-        writer.close()
+    for log in (writer, timings):
+        if log:
+            log.close()
     if planner is not None:
         planner.close()
     if g.distributed:
@@ -301,7 +316,16 @@ def _refit(feedback, plan_obj, plan_cost, cfg, result, g):
     return feedback.next_cost_model(share.cpu().tolist())
 
 
-def _trace_add(trace, m, b, g, result, t0, t_step):
+def _rank_log(path: str, rank: int):
+    """The JSON-lines file this rank appends to (None without a path)."""
+    if not path:
+        return None
+    path = ip.rank_path(path, rank)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return open(path, "a")
+
+
+def _trace_add(trace, m, b, g, result, t0, t_step, explain):
     """This rank's iteration in its trace: the actions, the wait for the plan, and what followed
     the actions (gradient sums, clipping, the optimizer)."""
     shift = result.stats.t0 - t0
@@ -311,7 +335,7 @@ def _trace_add(trace, m, b, g, result, t0, t_step):
                b.plan_wait_seconds),
               ("optimizer", "gradient sums, clip and optimizer step", done, t_step - t0)]
     trace.add(m, b.plan, g.stage, actions, events, result.stats.loss_sum,
-              result.stats.predicted_tokens, t0, time.monotonic())
+              result.stats.predicted_tokens, t0, time.monotonic(), explain)
 
 
 def _agree_to_stop(stop, iteration, exit_interval, exit_minutes, started, g) -> bool:
