@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: every phase of the suite on a fresh machine, then how long each took.
 #   deps        apt packages (scripts/install-deps.sh; only checks when all are present)
-#   build       the release build (unity batches, build/)
+#   build       the release build (unity: one translation unit per folder, build/)
 #   ctest       every test of the release build
 #   fuzz-build  the parsers and their libFuzzer targets under clang + ASan/UBSan (build-fuzz/)
 #   fuzz-smoke  each target over its seeds and reproducers, then FUZZ_RUNS inputs each from seed 1

@@ -48,7 +48,7 @@ Json file_entry(const FileChecksum& c) {
 }
 
 // Writes a small JSON file atomically and returns its checksum entry.
-Json write_json(const fs::path& path, const Json& j) {
+Json write_json_entry(const fs::path& path, const Json& j) {
   const std::string text = j.dump(2) + "\n";
   fs_write_atomic(path.string(), text);
   return file_entry({checksum_crc32c(0, text.data(), text.size()), int64_t(text.size())});
@@ -174,7 +174,7 @@ void checkpoint_save_shard(const std::string& dir, int64_t iteration,
       {"rank_state", shard.rank_state},
   };
   // Written last: its presence says this rank's shard is complete and on disk.
-  write_json(iter_dir / checkpoint_manifest_file(shard.rank), manifest);
+  write_json_entry(iter_dir / checkpoint_manifest_file(shard.rank), manifest);
 }
 
 namespace {
@@ -281,7 +281,7 @@ void hf_files_write(const fs::path& iter_dir, const CheckpointMeta& meta, Shards
            {"eos_token_id", tok.eos >= 0 ? Json(tok.eos) : Json(nullptr)}};
   }
   auto add = [&](const char* name, const Json& j) {
-    merged.files[name] = write_json(iter_dir / name, j);
+    merged.files[name] = write_json_entry(iter_dir / name, j);
     merged.keep.insert(name);
   };
   add(kCkptConfig, checkpoint_hf_config(meta.model, ids));
@@ -299,10 +299,10 @@ void hf_files_write(const fs::path& iter_dir, const CheckpointMeta& meta, Shards
 // The Hugging Face files and the model's and optimizer's tensor indexes.
 void indexes_write(const fs::path& iter_dir, const CheckpointMeta& meta, ShardsMerged& merged) {
   hf_files_write(iter_dir, meta, merged);
-  merged.files[kCkptModelIndex] = write_json(
+  merged.files[kCkptModelIndex] = write_json_entry(
       iter_dir / kCkptModelIndex,
       {{"metadata", {{"total_size", merged.model_bytes}}}, {"weight_map", merged.model_map}});
-  merged.files[kCkptOptimIndex] = write_json(
+  merged.files[kCkptOptimIndex] = write_json_entry(
       iter_dir / kCkptOptimIndex, {{"metadata", Json::object()}, {"weight_map", merged.optim_map}});
   merged.keep.insert({kCkptModelIndex, kCkptOptimIndex});
 }
@@ -329,7 +329,7 @@ void commit_checked(const std::string& dir, const CheckpointMeta& meta) {
       {"rank_states", merged.rank_states},
       {"files", merged.files},
   };
-  write_json(iter_dir / kCkptState, state);  // the checkpoint exists from here on
+  write_json_entry(iter_dir / kCkptState, state);  // the checkpoint exists from here on
 
   const std::string latest = fmt::format("{}\n", meta.iteration);
   fs_write_atomic((fs::path(dir) / kCkptLatest).string(), latest);

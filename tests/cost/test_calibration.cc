@@ -8,16 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "common/test_temp.h"
 #include "core/error.h"
 
 namespace infinipipe::cost {
 namespace {
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("infinipipe_cost_" + std::to_string(::getpid()) + "_" + name))
-      .string();
-}
 
 Calibration sample() {
   Calibration c;
@@ -46,7 +41,7 @@ void write(const std::string& path, const std::string& text) {
 }
 
 TEST(Calibration, RoundTrip) {
-  const std::string path = temp_path("rt.json");
+  const std::string path = test::test_temp_path("rt.json").string();
   Calibration a = sample();
   save_calibration(a, path);
   Calibration b = load_calibration(path);
@@ -69,7 +64,7 @@ TEST(Calibration, RoundTrip) {
 }
 
 TEST(Calibration, DrivesTheCostModel) {
-  const std::string path = temp_path("cfg.json");
+  const std::string path = test::test_temp_path("cfg.json").string();
   Calibration cal = sample();
   save_calibration(cal, path);
   Config cfg;
@@ -91,8 +86,8 @@ TEST(Calibration, DrivesTheCostModel) {
 }
 
 TEST(Calibration, BadFilesAreClearErrors) {
-  EXPECT_THROW(load_calibration(temp_path("does-not-exist.json")), Error);
-  const std::string path = temp_path("bad.json");
+  EXPECT_THROW(load_calibration(test::test_temp_path("does-not-exist.json").string()), Error);
+  const std::string path = test::test_temp_path("bad.json").string();
   auto message = [&](const std::string& text) -> std::string {
     write(path, text);
     try {

@@ -10,7 +10,7 @@
 namespace infinipipe::cost {
 namespace {
 
-ModelConfig model() {
+ModelConfig fit_model() {
   ModelConfig m;
   m.num_layers = 8;
   m.hidden_size = 512;
@@ -19,7 +19,7 @@ ModelConfig model() {
   return m;
 }
 
-// Timings produced by a cost model with known coefficients, with ±noise relative error.
+// Timings produced by a cost fit_model with known coefficients, with ±noise relative error.
 std::vector<TimingSample> synthetic(const CostModel& cm, double noise, bool vary_layers,
                                     uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -40,7 +40,7 @@ std::vector<TimingSample> synthetic(const CostModel& cm, double noise, bool vary
 }
 
 TEST(Fit, RecoversKnownCoefficients) {
-  CostModel truth(model(), device_preset("cpu", false), 1, false);
+  CostModel truth(fit_model(), device_preset("cpu", false), 1, false);
   const Coefficients& c = truth.coefficients();
   auto samples = synthetic(truth, 0.0, true, 1);
   LayerTimeFit f = fit_layer_time(samples);
@@ -49,18 +49,18 @@ TEST(Fit, RecoversKnownCoefficients) {
   EXPECT_NEAR(f.beta1, c.beta1, 1e-6 * c.beta1);
   EXPECT_NEAR(f.half_efficiency_tokens, c.half_efficiency_tokens, 1e-4 * c.half_efficiency_tokens);
   EXPECT_LT(f.rms_relative_residual, 1e-9);
-  // Written back into coefficients, the model predicts the samples.
+  // Written back into coefficients, the fit_model predicts the samples.
   Coefficients back = c;
   back.alpha1 = back.alpha2 = back.beta1 = back.half_efficiency_tokens = 0;
   apply_layer_fit(f, 1, back);
-  CostModel fitted(model(), truth.device(), back, 1, false);
+  CostModel fitted(fit_model(), truth.device(), back, 1, false);
   for (const TimingSample& s : samples)
     EXPECT_NEAR(fitted.forward_time(s.chunk, StageShape{.num_layers = s.num_layers}), s.seconds,
                 1e-9 * s.seconds);
 }
 
 TEST(Fit, ToleratesNoise) {
-  CostModel truth(model(), device_preset("cpu", false), 1, false);
+  CostModel truth(fit_model(), device_preset("cpu", false), 1, false);
   auto samples = synthetic(truth, 0.03, true, 7);
   LayerTimeFit f = fit_layer_time(samples);
   EXPECT_NEAR(f.alpha1, truth.coefficients().alpha1, 0.1 * truth.coefficients().alpha1);
@@ -70,7 +70,7 @@ TEST(Fit, ToleratesNoise) {
 }
 
 TEST(Fit, SameLayerCountFoldsBeta1IntoGamma) {
-  CostModel truth(model(), device_preset("cpu", false), 1, false);
+  CostModel truth(fit_model(), device_preset("cpu", false), 1, false);
   auto samples = synthetic(truth, 0.0, false, 1);
   LayerTimeFit f = fit_layer_time(samples);
   EXPECT_EQ(f.beta1, 0.0);

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "common/test_temp.h"
 #include "core/error.h"
 #include "cost/fit_test_model.h"
 
@@ -296,12 +297,6 @@ TEST(OnlineFit, APipelinePoolsItsRanksFitsTermByTerm) {
   EXPECT_THROW(online_terms_set(std::vector<double>(3, 1.0), c), Error);
 }
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("infinipipe_online_" + std::to_string(::getpid()) + "_" + name))
-      .string();
-}
-
 TEST(OnlineFit, WhatWasLearnedLoadsBackAsACalibration) {
   const CostModel truth = fit_test_model_with(true_coefficients());
   const CostModel prior(model(), device_preset("cpu", false), 1, false);
@@ -313,7 +308,7 @@ TEST(OnlineFit, WhatWasLearnedLoadsBackAsACalibration) {
   EXPECT_DOUBLE_EQ(cal.fit_residual_forward, fit.residual(false));
   EXPECT_DOUBLE_EQ(cal.fit_residual_backward, fit.residual(true));
   EXPECT_GT(cal.fit_residual_forward, 0.0);
-  const std::string path = temp_path("cal.json");
+  const std::string path = test::test_temp_path("cal.json").string();
   save_calibration(cal, path);
   const Calibration back = load_calibration(path);
   const Coefficients want = fit.coefficients();

@@ -18,12 +18,12 @@
 namespace infinipipe::data {
 namespace {
 
-constexpr int64_t kBatch = 8;
-constexpr int64_t kDp = 2;
-constexpr int64_t kSeq = 8192;  // long documents, whose quadratic cost makes them outliers
+constexpr int64_t kResumeBatch = 8;
+constexpr int64_t kResumeDp = 2;
+constexpr int64_t kSeq = 8192;  // long documents, whose quadratic resume_cost makes them outliers
 constexpr uint64_t kSeed = 3;
 
-double cost(int64_t length) {
+double resume_cost(int64_t length) {
   return static_cast<double>(length) * static_cast<double>(length);
 }
 
@@ -33,8 +33,8 @@ TEST(TrainingBatchesResume, ContinuesTheTrainersDelayedOrderFromItsSavedState) {
   const DataFlags flags{dir.file("c"), "90,5,5", "", "", ""};
   // The trainer's draw: its stream and delay, until the delay holds documents back.
   const RunDatasets sets = RunDatasets::open(flags);
-  DocumentStream stream = sets.stream(DataSplit::train, kBatch, kSeed);
-  OutlierDelay delay(kBatch, kDp, cost);
+  DocumentStream stream = sets.stream(DataSplit::train, kResumeBatch, kSeed);
+  OutlierDelay delay(kResumeBatch, kResumeDp, resume_cost);
   const auto length = [&sets](const DocumentRef& r) {
     return std::min(sets.document_length(DataSplit::train, r), kSeq);
   };
@@ -46,8 +46,8 @@ TEST(TrainingBatchesResume, ContinuesTheTrainersDelayedOrderFromItsSavedState) {
   ASSERT_FALSE(delay.queue().empty()) << "the corpus is meant to have outliers to hold back";
   // Saved as a checkpoint keeps it (JSON text), then restored.
   const nlohmann::json state = nlohmann::json::parse(outlier_delay_state(delay).dump());
-  TrainingBatches resumed(flags, kBatch, kSeed, kSeq);
-  resumed.delay_outliers(kDp, cost);
+  TrainingBatches resumed(flags, kResumeBatch, kSeed, kSeq);
+  resumed.delay_outliers(kResumeDp, resume_cost);
   resumed.resume(stream.consumed_samples(), state);
   EXPECT_EQ(resumed.waiting(), static_cast<int64_t>(delay.queue().size()));
   for (int i = 0; i < 8; ++i) {
@@ -58,7 +58,7 @@ TEST(TrainingBatchesResume, ContinuesTheTrainersDelayedOrderFromItsSavedState) {
   }
 
   // Without the delay the held documents would never be trained: refused.
-  TrainingBatches plain(flags, kBatch, kSeed, kSeq);
+  TrainingBatches plain(flags, kResumeBatch, kSeed, kSeq);
   EXPECT_THROW(plain.resume(stream.consumed_samples(), state), ConfigError);
 }
 
@@ -67,10 +67,10 @@ TEST(TrainingBatchesResume, WithoutTheDelayResumeSkipsTheConsumedBatches) {
   test::ScratchDir dir;
   testing::synth_corpus_write_small(dir.file("c"), 100, kSeq);
   const DataFlags flags{dir.file("c"), "100,0,0", "", "", ""};
-  TrainingBatches whole(flags, kBatch, kSeed, kSeq);
+  TrainingBatches whole(flags, kResumeBatch, kSeed, kSeq);
   for (int i = 0; i < 3; ++i) whole.next();
-  TrainingBatches resumed(flags, kBatch, kSeed, kSeq);
-  resumed.resume(3 * kBatch, nlohmann::json());
+  TrainingBatches resumed(flags, kResumeBatch, kSeed, kSeq);
+  resumed.resume(3 * kResumeBatch, nlohmann::json());
   for (int i = 0; i < 4; ++i) EXPECT_EQ(resumed.next().lengths, whole.next().lengths);
 }
 

@@ -15,6 +15,8 @@
 namespace infinipipe::plan {
 namespace {
 
+using testing::stage_params;
+
 constexpr double kIntraBw = 2e9, kIntraLat = 1e-5, kInterBw = 0.5e9, kInterLat = 4e-5;
 
 // pp 2, Ulysses 4, dp 2 (so ZeRO-3 shards over 8 devices), bf16, links set by hand.
@@ -31,13 +33,6 @@ Config zero3_config(int64_t zero_stage, int64_t devices_per_node = 16) {
   cfg.cluster.inter_node_bandwidth = kInterBw;
   cfg.cluster.inter_node_latency = kInterLat;
   return cfg;
-}
-
-double stage_params(const ModelConfig& m, const StageSpec& s) {
-  double p = static_cast<double>(s.num_layers) * m.params_per_layer();
-  if (s.has_embedding) p += m.params_embedding();
-  if (s.has_lm_head) p += m.hidden_size + m.params_embedding();
-  return p;
 }
 
 // 18 bytes per parameter over 8 devices, plus three copies of the largest unit in bf16.

@@ -33,12 +33,12 @@ cost::CostModel with_step_costs(const cost::CostModel& cm, std::vector<double> g
   return cm.with_rank_coefficients(ranks);
 }
 
-const std::vector<int64_t> kLengths = {6000, 3000, 1500, 900, 400, 300, 200, 100};
+const std::vector<int64_t> kStepLengths = {6000, 3000, 1500, 900, 400, 300, 200, 100};
 
 TEST(StepCosts, OneRankPaysEveryGapAndItsTail) {
   Config cfg = small_config(1, 1, 8);
   const auto cm = cost::CostModel::from_config(cfg);
-  const Plan p = make_plan(cfg, with_step_costs(cm, {2e-3}, {0.05}), kLengths);
+  const Plan p = make_plan(cfg, with_step_costs(cm, {2e-3}, {0.05}), kStepLengths);
   double busy = 0;
   for (const Action& a : p.actions[0]) busy += a.predicted_time;
   const double n = static_cast<double>(p.actions[0].size());
@@ -49,7 +49,7 @@ TEST(StepCosts, EveryActionStartsItsRanksGapAfterItCouldAndTheSlowestTailEndsThe
   Config cfg = small_config(2, 1, 8);
   const auto cm = cost::CostModel::from_config(cfg);
   const std::vector<double> gap = {1e-3, 4e-3}, tail = {0.02, 0.3};
-  const Plan p = make_plan(cfg, with_step_costs(cm, gap, tail), kLengths);
+  const Plan p = make_plan(cfg, with_step_costs(cm, gap, tail), kStepLengths);
   const std::vector<RankStepCost> costs = replay_step_costs(p, plan_cost_model(p, cm));
   ASSERT_EQ(costs.size(), 2u);
   EXPECT_EQ(costs[1].action_gap, 4e-3);
@@ -89,7 +89,7 @@ TEST(StepCosts, EveryActionStartsItsRanksGapAfterItCouldAndTheSlowestTailEndsThe
 TEST(StepCosts, PlansCarryThemAndOlderPlansLoad) {
   const Config cfg = small_config(2, 1, 8);
   const auto cm = cost::CostModel::from_config(cfg);
-  const Plan p = make_plan(cfg, with_step_costs(cm, {1e-3, 2e-3}, {0.01, 0.02}), kLengths);
+  const Plan p = make_plan(cfg, with_step_costs(cm, {1e-3, 2e-3}, {0.01, 0.02}), kStepLengths);
   ASSERT_EQ(p.rank_step_terms.size(), 2u);
   EXPECT_EQ(p.rank_step_terms[1], (std::vector<double>{2e-3, 0.02}));
   const Plan back = plan_from_json(plan_to_json(p));
@@ -98,7 +98,7 @@ TEST(StepCosts, PlansCarryThemAndOlderPlansLoad) {
   EXPECT_EQ(rebuilt.time_coefficients(1).action_gap_s, 2e-3);
   EXPECT_EQ(rebuilt.time_coefficients(0).step_tail_s, 0.01);
   // Rank costs without step costs carry none; a plan without the field loads without them.
-  const Plan none = make_plan(cfg, with_step_costs(cm, {0, 0}, {0, 0}), kLengths);
+  const Plan none = make_plan(cfg, with_step_costs(cm, {0, 0}, {0, 0}), kStepLengths);
   EXPECT_TRUE(none.rank_step_terms.empty());
   nlohmann::json j = plan_to_json(none);
   EXPECT_FALSE(j.contains("rank_step_terms"));

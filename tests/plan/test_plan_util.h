@@ -16,6 +16,14 @@
 
 namespace infinipipe::plan::testing {
 
+// Parameters a stage holds (the LM head's norm and matrix on the last).
+inline double stage_params(const ModelConfig& m, const StageSpec& s) {
+  double p = static_cast<double>(s.num_layers) * m.params_per_layer();
+  if (s.has_embedding) p += m.params_embedding();
+  if (s.has_lm_head) p += m.hidden_size + m.params_embedding();
+  return p;
+}
+
 inline int64_t max_of(const std::vector<int64_t>& v) {
   return *std::max_element(v.begin(), v.end());
 }

@@ -12,17 +12,12 @@
 namespace infinipipe::plan {
 namespace {
 
+using testing::stage_params;
+
 using testing::plan_random;
 using testing::small_config;
 
 // Parameters a stage holds (its layers, the embedding table, final norm and LM head).
-double stage_params(const ModelConfig& m, const StageSpec& s) {
-  double p = static_cast<double>(s.num_layers) * m.params_per_layer();
-  if (s.has_embedding) p += m.params_embedding();
-  if (s.has_lm_head) p += m.hidden_size + m.params_embedding();
-  return p;
-}
-
 // Optimizer state (bf16: master weights + Adam m, v = 12 of 18 bytes per parameter) is sharded
 // over the Ulysses group of a stage; data-parallel replicas keep full copies, as `train` does.
 TEST(ScheduleMemory, OptimizerShardedOverTheUlyssesGroupOnly) {

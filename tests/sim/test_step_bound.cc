@@ -22,7 +22,7 @@
 namespace infinipipe::sim {
 namespace {
 
-Config small_cluster(int64_t devices, int64_t per_node) {
+Config bound_cluster(int64_t devices, int64_t per_node) {
   return testing::small_layout_model(devices, per_node, 12);
 }
 
@@ -116,7 +116,7 @@ TEST(StepBound, NeverAboveTheSimulatedStep) {
   int round = 0;
   for (const auto& [devices, per_node] : {std::pair<int64_t, int64_t>{4, 4}, {8, 4}})
     for (const int64_t budget_gib : {2, 3, 6, 0}) {
-      Config cfg = small_cluster(devices, per_node);
+      Config cfg = bound_cluster(devices, per_node);
       cfg.training.memory_budget = int64_t{budget_gib} << 30;
       const auto batch = long_tail(1000 + static_cast<uint64_t>(round), 12, 16384);
       expect_bound_below_every_plan(cfg, batch, round % 2 == 1, seen);
@@ -139,7 +139,7 @@ TEST(StepBound, NeverAboveTheSimulatedStep) {
 // The bound is a bound of the cost model, not a guess: a chunk of every sequence whole on one
 // stage of every layer is exactly its forward + backward (one rank, one chunk, nothing else).
 TEST(StepBound, OneRankOneChunkIsExactlyItsActions) {
-  const Config cfg = small_cluster(1, 1);
+  const Config cfg = bound_cluster(1, 1);
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
   const std::vector<int64_t> lengths = {3000, 500, 20000};  // 20000 is cut to seq_length
   std::vector<cost::SliceShape> whole = {{0, 3000, true}, {0, 500, true}, {0, 16384, true}};
