@@ -13,8 +13,8 @@ namespace {
 
 // One broadcast from rank 0, waited for with the deadline: a rank that stopped is named instead
 // of hanging the others.
-void text_broadcast_part(MPI_Comm comm, void* data, int count, MPI_Datatype type,
-                         double timeout_s, const WaitContext& ctx, const std::string& what) {
+void text_broadcast_part(MPI_Comm comm, void* data, int count, MPI_Datatype type, double timeout_s,
+                         const WaitContext& ctx, const std::string& what) {
   MPI_Request req = MPI_REQUEST_NULL;
   mpi_check(MPI_Ibcast(data, count, type, 0, comm, &req), "starting the broadcast of " + what);
   mpi_wait_deadline({&req, 1}, {}, timeout_s, ctx);

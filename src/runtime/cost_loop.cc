@@ -60,8 +60,8 @@ CostLoop::CostLoop(const Config& cfg, const cost::CostModel& prior, const CostLo
   std::optional<cost::Coefficients> mine;
   if (rank_.distributed && !cfg.cluster.calibration.empty()) {
     std::vector<cost::Coefficients> ranks = cost::calibration_rank_coefficients(
-        cost::load_calibration(cfg.cluster.calibration), prior_.coefficients(), rank_.pp,
-        rank_.dp, rank_.replica);
+        cost::load_calibration(cfg.cluster.calibration), prior_.coefficients(), rank_.pp, rank_.dp,
+        rank_.replica);
     if (!ranks.empty()) {
       mine = ranks[static_cast<size_t>(rank_.stage)];
       next_ = next_.with_rank_coefficients(std::move(ranks));
@@ -73,7 +73,8 @@ CostLoop::CostLoop(const Config& cfg, const cost::CostModel& prior, const CostLo
   if (!rank_.distributed) return;
   step_fit_.emplace();  // one rank per process: its gaps and tail are its own
   // The calibration's step costs count as one measured step and action, until measured here.
-  if (mine) step_fit_->restore({{mine->action_gap_s, mine->step_tail_s}, {1, 1}}, "the calibration");
+  if (mine)
+    step_fit_->restore({{mine->action_gap_s, mine->step_tail_s}, {1, 1}}, "the calibration");
 }
 
 cost::CostModel CostLoop::plan_now_cost_model() {
@@ -115,14 +116,14 @@ void CostLoop::tail_add(double seconds) {
 }
 
 const cost::CostModel& CostLoop::observe(const plan::Plan& plan, const cost::CostModel& plan_cost,
-                                         const Config& cfg,
-                                         std::span<const obs::StepStats> stats,
+                                         const Config& cfg, std::span<const obs::StepStats> stats,
                                          int64_t iteration) {
   length_shift_note_.clear();
   if (!feedback_) return next_;
   const auto t_fit = Clock::now();
   std::vector<obs::ActionTiming> timings;
-  for (const obs::StepStats& s : stats) timings.insert(timings.end(), s.timings.begin(), s.timings.end());
+  for (const obs::StepStats& s : stats)
+    timings.insert(timings.end(), s.timings.begin(), s.timings.end());
   // Batches beyond the lengths fitted so far: the fit weighs their actions as it did its first.
   const std::string moved = feedback_->observe(plan, plan_cost, cfg, timings);
   if (!moved.empty()) {
@@ -133,7 +134,8 @@ const cost::CostModel& CostLoop::observe(const plan::Plan& plan, const cost::Cos
   tail_add(seconds_since(t_fit));
   CostFeedback::Share share = feedback_->share();
   if (collectives_.pipeline_sum)
-    collectives_.pipeline_sum(share, fmt::format("the cost model's refit of iteration {}", iteration));
+    collectives_.pipeline_sum(share,
+                              fmt::format("the cost model's refit of iteration {}", iteration));
   pooled_ = feedback_->pool(share);
   next_before_refit_ = next_;
   next_ = feedback_->next_cost_model(pooled_);
@@ -175,8 +177,8 @@ void CostLoop::replica_fits_gather(int64_t iteration) {
   const size_t per_replica = (pp + 1) * kRankSlot;  // the pooled fit, then each pipeline rank's
   std::vector<double> all(dp * per_replica, 0.0);
   if (dp == 1 || rank_.stage == 0) {
-    const std::span<double> mine =
-        std::span<double>(all).subspan(static_cast<size_t>(rank_.replica) * per_replica, per_replica);
+    const std::span<double> mine = std::span<double>(all).subspan(
+        static_cast<size_t>(rank_.replica) * per_replica, per_replica);
     rank_slot_put(mine.first(kRankSlot), pooled_.coeffs, pooled_.residual_forward,
                   pooled_.residual_backward);
     const std::vector<cost::Coefficients>& ranks = next_.rank_coefficients();
@@ -197,7 +199,8 @@ void CostLoop::replica_fits_gather(int64_t iteration) {
     f.pooled.residual_forward = rep[cost::kNumOnlineTerms];
     f.pooled.residual_backward = rep[cost::kNumOnlineTerms + 1];
     for (size_t r = 0; r < pp; ++r)
-      f.ranks.push_back(rank_slot_get(rep.subspan((r + 1) * kRankSlot, kRankSlot), f.pooled.coeffs));
+      f.ranks.push_back(
+          rank_slot_get(rep.subspan((r + 1) * kRankSlot, kRankSlot), f.pooled.coeffs));
   }
 }
 

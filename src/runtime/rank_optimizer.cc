@@ -40,9 +40,8 @@ RankOptimizer::RankOptimizer(const Config& cfg, RankStages& stages, const Proces
     grads_ = std::make_unique<DistGradReducer>(*groups_, stages_.engines(), timeout_s_);
   if (tied_across_ranks(cfg, groups_)) {
     // Both ends build it at once (it duplicates the communicator, a collective of the two).
-    Param* tied = groups_->layout().is_first_stage()
-                      ? stages_.held().front()->params().embedding()
-                      : stages_.held().back()->params().lm_head();
+    Param* tied = groups_->layout().is_first_stage() ? stages_.held().front()->params().embedding()
+                                                     : stages_.held().back()->params().lm_head();
     if (tied == nullptr)
       fail("internal: stage {} holds no tied embedding", groups_->layout().stage);
     tied_grads_ = std::make_unique<GradBuckets>(groups_->embedding_comm(), timeout_s_);
@@ -148,8 +147,7 @@ void RankOptimizer::save(CheckpointShard& shard, std::deque<std::vector<float>>&
   const float* copy = stages_.tied_copy_values().data();
   shard.optimizer_states = dist_optimizer_->states_for_save(
       stages_.optim_tensors(), *optimizer_,
-      [copy](const OptimTensor& t) { return copy == nullptr || t.value.data() != copy; },
-      storage);
+      [copy](const OptimTensor& t) { return copy == nullptr || t.value.data() != copy; }, storage);
 }
 
 // A tied copy on this rank is trained here too: it takes the embedding's state.

@@ -78,8 +78,8 @@ class RankOptimizer {
   double clip_grad_ = 0;
   int64_t global_batch_size_ = 0;
   LrSchedule lr_;
-  std::unique_ptr<DistGradReducer> grads_;  // dp > 1: the overlapped gradient all-reduce
-  std::unique_ptr<GradBuckets> tied_grads_;  // tied_across_ranks
+  std::unique_ptr<DistGradReducer> grads_;         // dp > 1: the overlapped gradient all-reduce
+  std::unique_ptr<GradBuckets> tied_grads_;        // tied_across_ranks
   std::unique_ptr<DistOptimizer> dist_optimizer_;  // --use-distributed-optimizer and dp > 1
   std::unique_ptr<ParamOptimizer> optimizer_;
 };

@@ -15,7 +15,9 @@ namespace infinipipe::runtime {
 RunBatches::RunBatches(const Config& cfg, const cost::CostModel& prior, int64_t replica)
     : cfg_(cfg), prior_(prior), replica_(replica) {}
 
-void RunBatches::position_set(const DataPosition& at) { start_ = at; }
+void RunBatches::position_set(const DataPosition& at) {
+  start_ = at;
+}
 
 // The datasets and the training order at the position the run starts from; the delay's saved
 // form is data/outlier_delay_state.h's (train --pp auto restores it too).

@@ -83,7 +83,9 @@ Config config_with_layout(Config cfg, const std::vector<plan::StageSpec>& layout
   return cfg;
 }
 
-double timeout_of(const P2p* p2p) { return p2p ? p2p->timeout_s() : 0.0; }
+double timeout_of(const P2p* p2p) {
+  return p2p ? p2p->timeout_s() : 0.0;
+}
 
 }  // namespace
 
@@ -105,7 +107,7 @@ Trainer::Trainer(const TrainOptions& opts)
       planner_(cfg_, groups_, timeout_of(p2p_.get())),
       start_(train_start_load(cfg_, stages_, optimizer_, cost_loop_)),
       iteration_(start_.iteration),
-      last_{.cost = cost_loop_.prior()} {
+      last_(cost_loop_.prior()) {
   batches_.position_set(start_.data);
   if (cfg_.training.train_iters > iteration_) batches_.open();
 }

@@ -148,9 +148,8 @@ class Trainer {
   PlannedBatch step_plan(std::span<const int64_t> lengths, obs::IterationMetrics& m);
   // Runs `plan` on this rank's stages (with the dp gradient all-reduce when `grads`), the
   // sequences of `share`, the loss scaled by `loss_scale`; every rank's stats in one process.
-  std::vector<obs::StepStats> execute(const plan::Plan& plan, const Batch& share,
-                                      double loss_scale, int64_t iteration,
-                                      DistGradReducer* grads);
+  std::vector<obs::StepStats> execute(const plan::Plan& plan, const Batch& share, double loss_scale,
+                                      int64_t iteration, DistGradReducer* grads);
   // The global per-token loss of the executed batch, after the dp gradient all-reduce; Error if
   // the plan's chunks missed tokens or training diverged.
   double step_loss(std::vector<obs::StepStats>& stats, int64_t predicted, int64_t iteration);

@@ -23,7 +23,9 @@ TrainPlanner::~TrainPlanner() {
   if (ahead_.valid()) ahead_.wait();
 }
 
-bool TrainPlanner::plans_here() const { return !groups_ || groups_->layout().stage == 0; }
+bool TrainPlanner::plans_here() const {
+  return !groups_ || groups_->layout().stage == 0;
+}
 
 // Plans `lengths` now with `cm`, timing the planner.
 TrainPlanner::Made TrainPlanner::plan_now(std::span<const int64_t> lengths,
@@ -39,9 +41,8 @@ TrainPlanner::Made TrainPlanner::plan_now(std::span<const int64_t> lengths,
 // The cost model is copied: the refit changes the next plans' model while the thread plans.
 void TrainPlanner::ahead_start(std::vector<int64_t> lengths, const cost::CostModel& cm) {
   ahead_lengths_ = std::move(lengths);
-  ahead_ = std::async(std::launch::async, [this, lengths = ahead_lengths_, cm] {
-    return plan_now(lengths, cm);
-  });
+  ahead_ = std::async(std::launch::async,
+                      [this, lengths = ahead_lengths_, cm] { return plan_now(lengths, cm); });
 }
 
 // From the pipeline's first stage to the others, with the p2p deadline: a stage that stopped
@@ -54,7 +55,7 @@ std::string TrainPlanner::pipeline_share(std::string text, int64_t iteration) co
 
 PlannedBatch TrainPlanner::plan(std::span<const int64_t> lengths, CostLoop& costs,
                                 int64_t iteration) {
-  PlannedBatch out{.cost = costs.prior()};
+  PlannedBatch out(costs.prior());
   std::array<double, cost::kNumOnlineTerms> terms{};
   if (plans_here()) {
     std::optional<Made> made;

@@ -9,6 +9,7 @@
 #include <future>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
@@ -26,6 +27,7 @@ namespace infinipipe::runtime {
 
 // A replica's plan as every rank of its pipeline holds it.
 struct PlannedBatch {
+  explicit PlannedBatch(cost::CostModel cm) : cost(std::move(cm)) {}
   plan::Plan plan;
   plan::PlanExplain explain;   // the planner's search, on the rank that planned it
   std::string knobs;           // the plan's knobs, described

@@ -178,7 +178,8 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   if (talk && trainer.resumed()) {
     fmt::print(opts.out, "resumed from {} at iteration {} ({} samples consumed)\n", tc.load,
                trainer.iteration(), trainer.consumed_samples());
-    if (!trainer.cost_loop().resume_note().empty()) fmt::print(opts.out, "{}\n", trainer.cost_loop().resume_note());
+    if (!trainer.cost_loop().resume_note().empty())
+      fmt::print(opts.out, "{}\n", trainer.cost_loop().resume_note());
   }
   if (talk && !trainer.weights_from().empty()) {
     fmt::print(opts.out, "started from the weights of {} (iteration 0, optimizer fresh)\n",

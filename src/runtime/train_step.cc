@@ -148,8 +148,8 @@ std::vector<obs::StepStats> Trainer::execute(const plan::Plan& plan, const Batch
                                              DistGradReducer* grads) {
   if (groups_) {
     return {dist_execute_plan(plan, stages_.engines(), *p2p_, cfg_.model.hidden_size,
-                              stages_.tracker(), share.sequences, loss_scale, watchdog_,
-                              iteration, grads, action_hook_)};
+                              stages_.tracker(), share.sequences, loss_scale, watchdog_, iteration,
+                              grads, action_hook_)};
   }
   return execute_plan_local(plan, stages_.engines(), share.sequences, loss_scale,
                             &stages_.tracker(), action_hook_);

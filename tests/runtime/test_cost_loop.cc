@@ -60,7 +60,8 @@ obs::StepStats measured_stats(const plan::Plan& plan, size_t rank, double slowdo
 // slot, and once all did, every one reads the total.
 class ThreadRankSum {
  public:
-  explicit ThreadRankSum(int ranks) : slots_(static_cast<size_t>(ranks)), sync_(ranks, Total{this}) {}
+  explicit ThreadRankSum(int ranks)
+      : slots_(static_cast<size_t>(ranks)), sync_(ranks, Total{this}) {}
 
   void operator()(int rank, std::span<double> values) {
     slots_[static_cast<size_t>(rank)].assign(values.begin(), values.end());
