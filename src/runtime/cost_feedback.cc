@@ -8,8 +8,12 @@
 
 namespace infinipipe::runtime {
 
-CostFeedback::CostFeedback(const cost::CostModel& prior, const cost::OnlineFitOptions& options)
-    : prior_(prior), fit_(prior, options) {}
+CostFeedback::CostFeedback(const cost::CostModel& prior,
+                           const std::optional<cost::Coefficients>& own)
+    : prior_(prior),
+      fit_(own ? cost::CostModel(prior.model(), prior.device(), *own, prior.ulysses_degree(),
+                                 prior.bf16())
+               : prior) {}
 
 std::string CostFeedback::observe(const plan::Plan& plan, const cost::CostModel& plan_cost,
                                   const Config& cfg, std::span<const obs::ActionTiming> timings) {

@@ -23,8 +23,11 @@ class CostFeedback {
  public:
   using Share = std::array<double, cost::kOnlineShareSize>;
 
-  // `prior`: the cost model before any measurement (a preset or a calibration).
-  explicit CostFeedback(const cost::CostModel& prior, const cost::OnlineFitOptions& options = {});
+  // `prior`: the cost model before any measurement (a preset or a calibration), which pooling
+  // and the next cost models start from. The fit starts from this rank's `own` time terms when
+  // given (a calibration's per-rank terms, calibration_ranks.h), else from the prior's.
+  explicit CostFeedback(const cost::CostModel& prior,
+                        const std::optional<cost::Coefficients>& own = std::nullopt);
 
   // This rank's actions of `plan` (planned with `plan_cost`; `cfg` the run's), each measured
   // over [start_s, end_s]. Where the plan's ranks share cores, an interval is scaled to a core

@@ -7,12 +7,30 @@
 #include <fmt/format.h>
 
 #include "comm/mpi_allreduce.h"
+#include "comm/mpi_comm.h"
 #include "core/error.h"
 #include "plan/planner.h"
 #include "plan/schedule_replay.h"
 #include "runtime/mpi_stage_link.h"
 
 namespace infinipipe::runtime {
+
+std::pair<double, int64_t> world_loss(std::span<const obs::StepStats> stats,
+                                      const ProcessGroups* groups, double timeout_s,
+                                      const std::string& what) {
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  for (const obs::StepStats& s : stats) {
+    loss_sum += s.loss_sum;
+    tokens += s.predicted_tokens;
+  }
+  if (groups) {
+    const MPI_Comm world = groups->comm().world();
+    loss_sum = allreduce_sum(world, loss_sum, timeout_s, "the loss sum" + what);
+    tokens = allreduce_sum(world, tokens, timeout_s, "the token count" + what);
+  }
+  return {loss_sum, tokens};
+}
 
 std::vector<std::vector<int32_t>> dist_replica_split(std::span<const int64_t> lengths, int64_t dp,
                                                      const cost::CostModel& cm, const Config& cfg) {

@@ -31,6 +31,12 @@ namespace infinipipe::runtime {
 std::vector<std::vector<int32_t>> dist_replica_split(std::span<const int64_t> lengths, int64_t dp,
                                                      const cost::CostModel& cm, const Config& cfg);
 
+// The loss sum and predicted tokens of `stats`, summed over every rank of the world when
+// distributed (`groups`; each wait at most `timeout_s`, `what` ends its names: " of iteration 7").
+std::pair<double, int64_t> world_loss(std::span<const obs::StepStats> stats,
+                                      const ProcessGroups* groups, double timeout_s,
+                                      const std::string& what);
+
 // The data-parallel gradient sum of one rank, overlapped with backward. Parameters are bucketed
 // in the order backward makes them final (LM head and final norm, layers last to first, the
 // embedding; a later stage's first), the same on every replica of a stage. The executor tells

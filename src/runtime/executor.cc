@@ -7,16 +7,13 @@
 
 #include "core/error.h"
 #include "obs/cpu_time.h"
+#include "runtime/seconds_since.h"
 
 namespace infinipipe::runtime {
 
 namespace {
 
 enum : int { kAct = 0, kGrad = 1 };
-
-double seconds_since(RankExecutor::Clock::time_point t0) {
-  return std::chrono::duration<double>(RankExecutor::Clock::now() - t0).count();
-}
 
 // CPU seconds since `cpu0` (obs::thread_cpu_seconds), -1 when the clock cannot be read.
 double cpu_interval(double cpu0) {

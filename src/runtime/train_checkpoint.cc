@@ -1,4 +1,7 @@
-// The Trainer's saved state: resume from a checkpoint, save one (every rank its shard).
+// The Trainer's saved state: where a run starts (a checkpoint, a folder's weights, the seed), and
+// a checkpoint of it (every rank its shard).
+#include "runtime/train_checkpoint.h"
+
 #include <deque>
 
 #include <fmt/format.h>
@@ -7,61 +10,62 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_folder.h"
 #include "comm/mpi_comm.h"
+#include "comm/mpi_groups.h"
 #include "core/error.h"
 #include "runtime/checkpoint_meta.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
 
-// Weights only: every engine's parameters (tied copies included) from a Hugging Face folder or
+namespace {
+
+// Weights only: every stage's parameters (tied copies included) from a Hugging Face folder or
 // the newest infinipipe checkpoint; the run starts at iteration 0 with a fresh optimizer.
-void Trainer::weights_load(const std::string& dir) {
-  std::vector<ParamRef> all;
-  for (auto& e : engines_) {
-    for (ParamRef& p : e->params().params()) all.push_back(p);
-  }
-  const std::vector<CheckpointTarget> targets = checkpoint_targets(all);
+TrainStart weights_load(const std::string& dir, const ModelConfig& model, RankStages& stages) {
+  const std::vector<CheckpointTarget> targets = checkpoint_targets(stages.params_every_stage());
   if (hf_folder_is(dir)) {
     HfModelReader reader(dir);
-    reader.check_model(cfg_.model);
+    reader.check_model(model);
     reader.load_params(targets);
   } else {
     CheckpointReader reader(dir);
-    reader.check_model(cfg_.model);
+    reader.check_model(model);
     reader.load_params(targets);
   }
-  weights_from_ = dir;
+  TrainStart start;
+  start.weights_from = dir;
+  return start;
 }
 
-void Trainer::checkpoint_load(const std::string& dir) {
+TrainStart checkpoint_load(const std::string& dir, const ModelConfig& model, RankStages& stages,
+                           RankOptimizer& optimizer, CostLoop& cost_loop) {
   // A Hugging Face folder has no optimizer state nor iteration: it starts a run, as
   // --pretrained-checkpoint does.
-  if (!checkpoint_find_latest(dir) && hf_folder_is(dir)) {
-    weights_load(dir);
-    return;
-  }
+  if (!checkpoint_find_latest(dir) && hf_folder_is(dir)) return weights_load(dir, model, stages);
   CheckpointReader reader(dir);
-  reader.check_model(cfg_.model);
-  // Every engine's parameters, tied copies included, so all of them get the saved values.
-  std::vector<ParamRef> all;
-  for (auto& e : engines_) {
-    for (ParamRef& p : e->params().params()) all.push_back(p);
-  }
-  const std::vector<CheckpointTarget> targets = checkpoint_targets(all);
-  reader.load_params(targets);
-  // A tied copy on this rank is trained here too: it takes the embedding's state.
-  const std::vector<CheckpointTarget> unique = checkpoint_targets(params_local());
-  if (dist_optimizer_) {
-    reader.load_optimizer(dist_optimizer_->load_slices(unique), *optimizer_);
-  } else {
-    reader.load_optimizer(unique, *optimizer_);
-  }
-  iteration_ = reader.iteration();
-  start_consumed_ = reader.consumed_samples();
-  start_delay_ =
+  reader.check_model(model);
+  // Every stage's parameters, tied copies included, so all of them get the saved values.
+  reader.load_params(checkpoint_targets(stages.params_every_stage()));
+  optimizer.load(reader);
+  TrainStart start;
+  start.iteration = reader.iteration();
+  start.data.consumed_samples = reader.consumed_samples();
+  start.data.delay =
       reader.rng().contains("outlier_delay") ? reader.rng().at("outlier_delay") : nlohmann::json();
-  fit_state_load(reader);
-  resumed_ = true;
+  cost_loop.load(reader);
+  start.resumed = true;
+  return start;
+}
+
+}  // namespace
+
+TrainStart train_start_load(const Config& cfg, RankStages& stages, RankOptimizer& optimizer,
+                            CostLoop& cost_loop) {
+  if (!cfg.training.load.empty())
+    return checkpoint_load(cfg.training.load, cfg.model, stages, optimizer, cost_loop);
+  if (!cfg.training.pretrained_checkpoint.empty())
+    return weights_load(cfg.training.pretrained_checkpoint, cfg.model, stages);
+  return {};
 }
 
 void Trainer::save() {
@@ -70,21 +74,13 @@ void Trainer::save() {
   CheckpointShard shard;
   // With data parallelism the replicas hold the same values: replica 0 writes them.
   const bool replica0 = !groups_ || groups_->layout().replica == 0;
-  if (replica0) shard.params = checkpoint_tensors(params());
-  shard.optimizer = optimizer_.get();
+  if (replica0) shard.params = checkpoint_tensors(stages_.params());
   std::deque<std::vector<float>> gathered;  // split tensors' states, whole, while they are written
-  if (dist_optimizer_) {
-    // The tied copy's state is the embedding's, saved by the first stage.
-    const float* copy = tied_copy_values().data();
-    shard.optimizer_states = dist_optimizer_->states_for_save(
-        optim_tensors(), *optimizer_,
-        [copy](const OptimTensor& t) { return copy == nullptr || t.value.data() != copy; },
-        gathered);
-  }
+  optimizer_.save(shard, gathered);
   const CheckpointMeta meta = checkpoint_meta(cfg_, config_yaml_, saved_tokenizer_, iteration_,
-                                              consumed_samples(), delay_state());
+                                              consumed_samples(), batches_.position().delay);
   if (!groups_) {
-    fit_state_save(shard);
+    cost_loop_.save(shard, optimizer_.every_replica_saves(), iteration_);
     checkpoint_save(dir, meta, shard);
     return;
   }
@@ -92,7 +88,7 @@ void Trainer::save() {
   // and nobody goes on before it did.
   Comm& comm = groups_->comm();
   const RankLayout& layout = groups_->layout();
-  if (dist_optimizer_) {
+  if (optimizer_.every_replica_saves()) {
     // Every replica saves the whole states of the parameters whose first element it holds; the
     // model files are replica 0's, one per pipeline rank.
     shard.rank = comm.rank();
@@ -104,8 +100,9 @@ void Trainer::save() {
     shard.rank = layout.stage;
     shard.num_ranks = layout.pp;
   }
-  fit_state_save(shard);  // every rank: the replicas of a stage gather their fits first
-  if (dist_optimizer_ || replica0) checkpoint_save_shard(dir, iteration_, shard);
+  // Every rank: the replicas of a stage gather their fits first.
+  cost_loop_.save(shard, optimizer_.every_replica_saves(), iteration_);
+  if (optimizer_.every_replica_saves() || replica0) checkpoint_save_shard(dir, iteration_, shard);
   comm.barrier(fmt::format("saving the checkpoint of iteration {}", iteration_));
   if (comm.rank() == 0) checkpoint_commit(dir, meta);
   comm.barrier(fmt::format("committing the checkpoint of iteration {}", iteration_));

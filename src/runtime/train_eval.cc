@@ -4,85 +4,41 @@
 // then run without backward; loss sums and predicted tokens are summed over the world, so the
 // result is the token-weighted mean over every predicted token of the evaluated batches.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include "comm/mpi_allreduce.h"
-#include "comm/mpi_comm.h"
+#include "comm/mpi_p2p.h"
 #include "core/error.h"
-#include "plan/forward_plan.h"
-#include "plan/plan_json.h"
 #include "runtime/dist_step.h"
+#include "runtime/seconds_since.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {
-
-bool Trainer::evaluates(data::DataSplit split) const {
-  return cfg_.training.eval_iters > 0 && datasets_ && datasets_->has(split);
-}
-
-// Planned on the pipeline's first stage with the cost model the last training plan used (the
-// same on every rank of the pipeline), then broadcast like a training plan.
-plan::Plan Trainer::eval_plan_replica(std::span<const int64_t> lengths) {
-  const bool plans_here = !groups_ || groups_->layout().stage == 0;
-  plan::Plan p;
-  std::string text;
-  if (plans_here) {
-    // The background planner may still be planning the next training batch: one planner at a
-    // time, and its plan stays for the next step.
-    if (ahead_.valid()) ahead_.wait();
-    const plan::PlanResult trained =
-        plan::make_plan_detailed(cfg_, last_plan_cm_, lengths, cfg_.parallel.schedule);
-    p = plan::plan_forward_only(trained.plan, last_plan_cm_, cfg_);
-    if (!groups_) return p;
-    text = plan::plan_to_json(p).dump();
-  }
-  text = plan_share(std::move(text));
-  if (!plans_here) p = plan::plan_from_json(nlohmann::json::parse(text));
-  return p;
-}
-
-// One evaluation batch: (loss sum, predicted tokens) of the whole global batch, on every rank.
-std::pair<double, int64_t> Trainer::eval_batch(const Batch& batch, int64_t predicted,
-                                               data::DataSplit split) {
-  Batch share = replica_share(batch);
-  batch_tokens_read(share, split);
-  last_eval_plan_ = eval_plan_replica(share.lengths);
-  const plan::Plan& p = last_eval_plan_;
-  std::vector<obs::StepStats> stats;
-  if (groups_) {
-    stats = {dist_execute_plan(p, engine_ptrs_, *p2p_, cfg_.model.hidden_size, tracker_,
-                               share.sequences, 1.0, watchdog_, iteration_, nullptr, action_hook_)};
-  } else {
-    stats = execute_plan_local(p, engine_ptrs_, share.sequences, 1.0, &tracker_, action_hook_);
-  }
-  const auto [loss_sum, tokens] =
-      world_loss(stats, fmt::format(" of the {} evaluation after iteration {}",
-                                    data::data_split_name(split), iteration_));
-  if (tokens != predicted) {
-    fail("{} evaluation: the plan's chunks covered {} predicted tokens, the batch has {}",
-         data::data_split_name(split), tokens, predicted);
-  }
-  return {loss_sum, tokens};
-}
 
 Trainer::EvalResult Trainer::evaluate(data::DataSplit split, int64_t index) {
   if (!evaluates(split)) {
     fail("trainer: no {} data to evaluate on", data::data_split_name(split));
   }
   const auto t0 = Clock::now();
-  const TrainingConfig& t = cfg_.training;
-  data::DocumentStream stream =
-      datasets_->stream(split, t.global_batch_size, static_cast<uint64_t>(t.seed));
-  if (split == data::DataSplit::valid) {
-    stream.set_consumed_samples(index * t.eval_iters * t.global_batch_size);
-  }
+  data::DocumentStream stream = batches_.eval_stream(split, index);
+  const std::string after = fmt::format(" of the {} evaluation after iteration {}",
+                                        data::data_split_name(split), iteration_);
   double loss_sum = 0;
   EvalResult r;
-  for (int64_t i = 0; i < t.eval_iters; ++i) {
-    const Batch batch = batch_lengths_read(stream.next(), split);
+  for (int64_t i = 0; i < cfg_.training.eval_iters; ++i) {
+    const Batch batch = batches_.lengths_read(stream.next(), split);
     const int64_t predicted = batch_predicted_tokens(batch.lengths);
     if (predicted == 0) continue;  // every document has at most one token: nothing to score
-    const auto [sum, tokens] = eval_batch(batch, predicted, split);
+    Batch share = batches_.share(batch);
+    batches_.tokens_read(share, split);
+    // Planned with the cost model the last training plan used (the same on every rank of the
+    // pipeline), the loss summed over the world.
+    last_eval_plan_ = planner_.eval_plan(share.lengths, last_.cost, iteration_ + 1);
+    const std::vector<obs::StepStats> stats =
+        execute(last_eval_plan_, share, 1.0, iteration_, nullptr);
+    const auto [sum, tokens] = world_loss(stats, groups_, p2p_ ? p2p_->timeout_s() : 0.0, after);
+    if (tokens != predicted) {
+      fail("{} evaluation: the plan's chunks covered {} predicted tokens, the batch has {}",
+           data::data_split_name(split), tokens, predicted);
+    }
     loss_sum += sum;
     r.tokens += tokens;
   }

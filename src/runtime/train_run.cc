@@ -70,7 +70,7 @@ std::string train_metrics_path(const std::string& metrics_file, const std::strin
 // --save directories (world rank 0's pipeline), after every iteration so a stopped run keeps it.
 void online_calibration_write(const Trainer& trainer, const TrainOptions& opts) {
   if (opts.groups && opts.groups->comm().rank() != 0) return;
-  const std::optional<cost::Calibration> cal = trainer.online_calibration();
+  const std::optional<cost::Calibration> cal = trainer.cost_loop().calibration();
   if (!cal) return;
   for (const std::string& dir : {opts.trace_dir, opts.config.training.save}) {
     if (dir.empty()) continue;
@@ -178,7 +178,8 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   if (talk && trainer.resumed()) {
     fmt::print(opts.out, "resumed from {} at iteration {} ({} samples consumed)\n", tc.load,
                trainer.iteration(), trainer.consumed_samples());
-    if (!trainer.fit_resume_note().empty()) fmt::print(opts.out, "{}\n", trainer.fit_resume_note());
+    if (!trainer.cost_loop().resume_note().empty())
+      fmt::print(opts.out, "{}\n", trainer.cost_loop().resume_note());
   }
   if (talk && !trainer.weights_from().empty()) {
     fmt::print(opts.out, "started from the weights of {} (iteration 0, optimizer fresh)\n",
@@ -216,8 +217,8 @@ std::vector<obs::IterationMetrics> train_run(const TrainOptions& options) {
   while (trainer.iteration() < tc.train_iters) {
     const auto t_step = Clock::now();
     obs::IterationMetrics m = trainer.step();
-    if (talk && !trainer.length_shift_note().empty())
-      fmt::print(opts.out, "{}\n", trainer.length_shift_note());
+    if (talk && !trainer.cost_loop().length_shift_note().empty())
+      fmt::print(opts.out, "{}\n", trainer.cost_loop().length_shift_note());
     evaluations_run(trainer, tc, m);
     if (trace) {
       const auto t_end = Clock::now();

@@ -50,8 +50,8 @@ TEST_F(DistCalibrationRanks, Pp2Dp2FileHoldsEveryRankAndStartsTheNextRunWithIt) 
     Trainer t(o);
     run(t, 3);
     online_calibration_write(t, o);
-    learned = t.next_plan_cost_model().rank_coefficients();
-    pooled = t.next_plan_cost_model().coefficients();
+    learned = t.cost_loop().next_plan_cost_model().rank_coefficients();
+    pooled = t.cost_loop().next_plan_cost_model().coefficients();
   }
   comm.barrier("the calibration file");
   const std::string file = (dir_ / "save" / kOnlineCalibrationFile).string();
@@ -97,7 +97,7 @@ TEST_F(DistCalibrationRanks, Pp2Dp2FileHoldsEveryRankAndStartsTheNextRunWithIt) 
       EXPECT_EQ(p.rank_step_terms[static_cast<size_t>(s)],
                 (std::vector<double>{want.action_gap_s, want.step_tail_s}));
     }
-    EXPECT_EQ(cost::online_terms_get(t.cost_model().coefficients()), shared);
+    EXPECT_EQ(cost::online_terms_get(t.cost_loop().prior().coefficients()), shared);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
 #include "plan/schedule_memory.h"
+#include "runtime/dist_optimizer.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {

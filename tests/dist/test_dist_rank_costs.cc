@@ -105,8 +105,8 @@ TEST_F(DistRankCosts, Pp2ResumePlansTheNextBatchesAsTheUninterruptedRun) {
   r.config.training.load = o.config.training.save;
   Trainer t(r);
   ASSERT_EQ(t.iteration(), 3);
-  EXPECT_NE(t.fit_resume_note().find("resumed the online cost fit"), std::string::npos)
-      << t.fit_resume_note();
+  EXPECT_NE(t.cost_loop().resume_note().find("resumed the online cost fit"), std::string::npos)
+      << t.cost_loop().resume_note();
   bool packs_or_slices = false;
   for (int i = 0; i < 2; ++i) {
     const obs::IterationMetrics m = t.step();

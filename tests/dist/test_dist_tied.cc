@@ -59,7 +59,7 @@ class DistTied : public disttest_fixture::DistTrainFixture {
       EXPECT_TRUE(t.tied_copy_values().empty()) << what << ": the first stage holds no copy";
     } else if (l.is_last_stage()) {
       const std::span<const float> copy = t.tied_copy_values();
-      std::vector<float> e(static_cast<size_t>(t.cost_model().model().params_embedding()));
+      std::vector<float> e(static_cast<size_t>(t.cost_loop().prior().model().params_embedding()));
       // Receive first, so the sender never waits on a failed assertion here.
       ASSERT_EQ(MPI_Recv(e.data(), static_cast<int>(e.size()), MPI_FLOAT, l.rank_of(0, l.replica),
                          7, g.world(), MPI_STATUS_IGNORE),

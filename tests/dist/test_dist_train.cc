@@ -157,8 +157,8 @@ TEST_F(DistTrain, Pp2OnlineRefitIsSharedByThePipeline) {
   std::array<double, cost::kNumOnlineTerms> most = mine;
   allreduce_max(groups.pp_comm(), most, 30.0, "the planned time terms");
   EXPECT_EQ(mine, most) << "the ranks of the pipeline planned with different coefficients";
-  EXPECT_NE(mine, cost::online_terms_get(t.cost_model().coefficients()));
-  ASSERT_TRUE(t.online_calibration().has_value());
+  EXPECT_NE(mine, cost::online_terms_get(t.cost_loop().prior().coefficients()));
+  ASSERT_TRUE(t.cost_loop().calibration().has_value());
 }
 
 TEST_F(DistTrain, Pp2ResumeReshards) {

@@ -130,7 +130,7 @@ TEST_F(TrainTest, OnlineCostModelUpdateLeavesTheMathsAlone) {
     }
     r.weights = weights_of(t);
     r.planned_with = t.plan_cost_model().coefficients();
-    EXPECT_EQ(t.online_calibration().has_value(), update == CostModelUpdate::online);
+    EXPECT_EQ(t.cost_loop().calibration().has_value(), update == CostModelUpdate::online);
     return r;
   };
   const Result off = train(CostModelUpdate::off), online = train(CostModelUpdate::online);

@@ -75,7 +75,7 @@ class TrainFitResume : public testing::TrainerDirTest {
 };
 
 std::array<double, cost::kNumOnlineTerms> pooled_terms(const Trainer& t) {
-  return cost::online_terms_get(t.online_calibration()->coeffs);
+  return cost::online_terms_get(t.cost_loop().calibration()->coeffs);
 }
 
 TEST_F(TrainFitResume, ResumedRunPlansTheNextBatchesAsTheUninterruptedRun) {
@@ -88,7 +88,7 @@ TEST_F(TrainFitResume, ResumedRunPlansTheNextBatchesAsTheUninterruptedRun) {
     for (int i = 0; i < 3; ++i) t.step();
     t.save();
     saved_terms = pooled_terms(t);
-    prior_terms = cost::online_terms_get(t.cost_model().coefficients());
+    prior_terms = cost::online_terms_get(t.cost_loop().prior().coefficients());
     for (int i = 0; i < 2; ++i) {
       losses.push_back(t.step().loss);
       plans.push_back(plan::plan_to_json(t.last_plan()).dump());
@@ -102,8 +102,8 @@ TEST_F(TrainFitResume, ResumedRunPlansTheNextBatchesAsTheUninterruptedRun) {
   o.config.training.load = o.config.training.save;
   Trainer t(o);
   ASSERT_EQ(t.iteration(), 3);
-  EXPECT_NE(t.fit_resume_note().find("resumed the online cost fit"), std::string::npos)
-      << t.fit_resume_note();
+  EXPECT_NE(t.cost_loop().resume_note().find("resumed the online cost fit"), std::string::npos)
+      << t.cost_loop().resume_note();
   EXPECT_EQ(pooled_terms(t), saved_terms) << "the pooled terms were not restored exactly";
   bool packs_or_slices = false;
   for (int i = 0; i < 2; ++i) {
@@ -133,9 +133,9 @@ TEST_F(TrainFitResume, CheckpointWithoutFitStateStartsFromTheCalibration) {
   TrainOptions o = options(5, CostModelUpdate::online);
   o.config.training.load = o.config.training.save;
   Trainer t(o);
-  EXPECT_NE(t.fit_resume_note().find("starts from the calibration"), std::string::npos)
-      << t.fit_resume_note();
-  EXPECT_EQ(pooled_terms(t), cost::online_terms_get(t.cost_model().coefficients()));
+  EXPECT_NE(t.cost_loop().resume_note().find("starts from the calibration"), std::string::npos)
+      << t.cost_loop().resume_note();
+  EXPECT_EQ(pooled_terms(t), cost::online_terms_get(t.cost_loop().prior().coefficients()));
   t.step();  // trains on, refitting from the prior
 }
 
