@@ -1,7 +1,7 @@
 // A traced two-rank pipeline run as a person reads it: every send's flow finished by exactly one
 // receive in the merged trace, every lane named, the report rendered in headless Chromium from
 // another working directory after the run directory moved, and TensorBoard scalars equal to
-// metrics.jsonl's; plus clear errors for a bad --trace-iterations.
+// metrics.jsonl's, each rank's timings its own; plus clear errors for a bad --trace-iterations.
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -61,9 +61,23 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
   const fs::path run = dir_ / "run", tb = dir_ / "tb";
   const ShellResult t = infinipipe::testing::shell_run(fmt::format(
       "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 env OMP_NUM_THREADS=1 {} "
-      "train {} --pp 2 --memory-budget 8MiB --trace {} --trace-iterations 2-3 --tensorboard-dir {}",
-      INFINIPIPE_BINARY, corpus_train_args(4), run.string(), tb.string()));
+      "train {} --pp 2 --memory-budget 8MiB --trace {} --trace-iterations 2-3 --tensorboard-dir {} "
+      "--timings {}",
+      INFINIPIPE_BINARY, corpus_train_args(4), run.string(), tb.string(),
+      (dir_ / "timings.jsonl").string()));
   ASSERT_EQ(t.exit_code, 0) << t.output;
+
+  // Each rank's timings name the pipeline rank that ran the actions.
+  for (int rank : {0, 1}) {
+    std::ifstream timings(dir_ / (rank == 0 ? "timings.jsonl" : "timings-rank00001.jsonl"));
+    std::string record;
+    int records = 0;
+    while (std::getline(timings, record)) {
+      ++records;
+      for (const json& a : json::parse(record).at("actions")) EXPECT_EQ(a.at("rank"), rank);
+    }
+    EXPECT_EQ(records, 4) << "rank " << rank;
+  }
 
   // Each rank's file holds only iterations 2 and 3, each with the process's RSS peak; its sends
   // finish in the other rank's file.
