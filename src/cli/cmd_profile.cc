@@ -109,8 +109,11 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
       "t_half {:.4g} tokens, backward x{:.3f}, recompute x{:.3f}\n",
       rep.fit.num_samples, c.alpha1, c.alpha2, c.beta1, c.half_efficiency_tokens, c.backward_factor,
       c.recompute_factor);
-  fmt::print("  embedding {:.4g} s/token, LM head + loss {:.4g} s/token (backward x{:.3f})\n",
-             c.embedding_per_token, c.lm_head_per_token, c.lm_head_backward_factor);
+  fmt::print("  embedding {:.4g} s/token, LM head + loss {:.4g} s/token (backward x{:.3f}{})\n",
+             c.embedding_per_token, c.lm_head_per_token, c.lm_head_backward_factor,
+             c.lm_head_backward_factor < 0.05
+                 ? ": the engine's fused loss computes the head's gradient in forward"
+                 : "");
   fmt::print("  fit residual (RMS relative): forward {:.1f}%, backward {:.1f}%\n",
              rep.calibration.fit_residual_forward * 100,
              rep.calibration.fit_residual_backward * 100);
@@ -125,6 +128,7 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
       "K/V, backward working set {:.0f} B/token + {:.0f} B attention tiles\n",
       c.act_bytes_per_token_layer, c.recompute_bytes_per_token_layer, c.kv_bytes_per_token_layer,
       c.grad_bytes_per_token, c.attn_workspace_bytes);
+  for (const std::string& note : rep.notes) fmt::print("note: {}\n", note);
   if (rep.interrupted_timings > 0)
     fmt::print(stderr,
                "infinipipe: warning: {} of {} timings were descheduled for other processes in "

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <omp.h>
@@ -18,6 +20,7 @@
 #include "model/engine.h"
 #include "model/matmul.h"
 #include "obs/cpu_time.h"
+#include "obs/metrics.h"
 
 namespace infinipipe::obs {
 namespace {
@@ -203,7 +206,7 @@ ProfileGrid profile_grid_default(bool quick) {
     g.contexts = {0, 256};
     g.packed = {{4, 64}, {2, 128}};
     g.two_layer_lens = {64, 256};
-    g.edge_lens = {128};
+    g.edge_lens = {256};
     g.repeats = 1;
     g.sgemm_size = 512;
   } else {
@@ -228,6 +231,45 @@ ProfileError profile_relative_error(const std::vector<double>& predicted,
   e.median = median(err);
   e.max = *std::max_element(err.begin(), err.end());
   return e;
+}
+
+ProfileProgress::ProfileProgress(const ModelConfig& m, const ProfileGrid& grid,
+                                 const cost::CostModel& prior)
+    : prior_(prior), start_(Clock::now()) {
+  for (int64_t ctx : grid.contexts)
+    for (int64_t len : grid.lens) total_weight_ += weight({{ctx, len, true}}, 1);
+  for (auto [n, len] : grid.packed)
+    total_weight_ += weight(std::vector<cost::SliceShape>(static_cast<size_t>(n), {0, len, true}), 1);
+  total_ = static_cast<int64_t>(grid.contexts.size() * grid.lens.size() + grid.packed.size());
+  if (m.num_layers >= 2) {
+    for (int64_t len : grid.two_layer_lens) total_weight_ += weight({{0, len, true}}, 2);
+    total_ += static_cast<int64_t>(grid.two_layer_lens.size());
+  }
+  for (int64_t len : grid.edge_lens) total_weight_ += 3 * weight({{0, len, true}}, 1);
+  total_ += static_cast<int64_t>(grid.edge_lens.size());
+}
+
+double ProfileProgress::weight(const std::vector<cost::SliceShape>& chunk, int64_t layers) const {
+  return prior_.forward_time(chunk, cost::StageShape{layers, false, false});
+}
+
+std::string ProfileProgress::step(double weight) {
+  ++done_;
+  done_weight_ += weight;
+  const double elapsed = seconds_since(start_);
+  const double left = std::max(total_weight_ - done_weight_, 0.0);
+  const double eta = done_weight_ > 0 ? elapsed / done_weight_ * left : 0;
+  const int width = static_cast<int>(fmt::formatted_size("{}", total_));
+  return fmt::format("[{:>{}}/{}, ETA {}]", done_, width, total_,
+                     ProgressLine::format_duration(eta));
+}
+
+std::optional<double> positive_difference(const std::function<double()>& measure, int tries) {
+  for (int i = 0; i < tries; ++i) {
+    const double d = measure();
+    if (d > 0) return d;
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -296,6 +338,20 @@ ProfileSample time_chunk(ChunkTimer& timer, const std::vector<cost::SliceShape>&
   return s;
 }
 
+// time_chunk, timed again (at most twice more) while its recompute, a difference of two
+// backwards, is not positive; if it never is, the sample's recompute stays <= 0 and is not fitted.
+ProfileSample time_chunk_checked(ChunkTimer& timer, const std::vector<cost::SliceShape>& chunk,
+                                 int64_t layers, int64_t repeats) {
+  ProfileSample s;
+  positive_difference(
+      [&] {
+        s = time_chunk(timer, chunk, layers, repeats);
+        return s.recompute_s;
+      },
+      3);
+  return s;
+}
+
 // A sample's forward, backward and recompute timings into the report's count.
 void timings_count(const ProfileSample& s, ProfileReport& rep) {
   rep.interrupted_timings += s.interrupted;
@@ -320,34 +376,42 @@ ModelConfig profile_model(const ModelConfig& model, const ProfileGrid& grid) {
 
 // Middle-stage chunks: every (len, context) on one layer; interior points of each context row
 // alternate between the fit and the held-out set, so held-out points are interpolations. Then
-// packed chunks on one layer, and single slices on two layers.
+// packed chunks on one layer, and single slices on two layers. Each line says how far the grid is.
 void middle_samples_time(const ModelConfig& m, const ProfileGrid& grid, ChunkTimer& one,
-                         const ProfileLog& log, std::vector<ProfileSample>& out) {
+                         ProfileProgress& progress, const ProfileLog& log,
+                         std::vector<ProfileSample>& out) {
+  const auto recompute = [](const ProfileSample& s) {
+    return s.recompute_s > 0 ? fmt::format("{:8.3f} ms", s.recompute_s * 1e3)
+                             : std::string("   (noise)");
+  };
   for (int64_t ctx : grid.contexts) {
     for (size_t i = 0; i < grid.lens.size(); ++i) {
-      ProfileSample s = time_chunk(one, {{ctx, grid.lens[i], true}}, 1, grid.repeats);
+      ProfileSample s = time_chunk_checked(one, {{ctx, grid.lens[i], true}}, 1, grid.repeats);
       s.held_out = i % 2 == 1 && i + 1 < grid.lens.size();
       out.push_back(s);
-      log(fmt::format("  1 layer  {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms  recompute {:8.3f} ms{}",
-                      chunk_label(s.chunk), s.forward_s * 1e3, s.backward_s * 1e3,
-                      s.recompute_s * 1e3, s.held_out ? "  (held out)" : ""));
+      log(fmt::format("{} 1 layer  {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms  recompute {}{}",
+                      progress.step(progress.weight(s.chunk, 1)), chunk_label(s.chunk),
+                      s.forward_s * 1e3, s.backward_s * 1e3, recompute(s),
+                      s.held_out ? "  (held out)" : ""));
     }
   }
   for (size_t i = 0; i < grid.packed.size(); ++i) {
     auto [n, len] = grid.packed[i];
     std::vector<cost::SliceShape> chunk(static_cast<size_t>(n), cost::SliceShape{0, len, true});
-    ProfileSample s = time_chunk(one, chunk, 1, grid.repeats);
+    ProfileSample s = time_chunk_checked(one, chunk, 1, grid.repeats);
     s.held_out = i % 2 == 1;
     out.push_back(s);
-    log(fmt::format("  1 layer  {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms{}", chunk_label(chunk),
+    log(fmt::format("{} 1 layer  {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms{}",
+                    progress.step(progress.weight(chunk, 1)), chunk_label(chunk),
                     s.forward_s * 1e3, s.backward_s * 1e3, s.held_out ? "  (held out)" : ""));
   }
   if (m.num_layers >= 2) {
     ChunkTimer two(m, StageRange{0, 2, false, false});
     for (int64_t len : grid.two_layer_lens) {
-      ProfileSample s = time_chunk(two, {{0, len, true}}, 2, grid.repeats);
+      ProfileSample s = time_chunk_checked(two, {{0, len, true}}, 2, grid.repeats);
       out.push_back(s);
-      log(fmt::format("  2 layers {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms", chunk_label(s.chunk),
+      log(fmt::format("{} 2 layers {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms",
+                      progress.step(progress.weight(s.chunk, 2)), chunk_label(s.chunk),
                       s.forward_s * 1e3, s.backward_s * 1e3));
     }
   }
@@ -375,27 +439,37 @@ void backward_recompute_fit(const ProfileReport& rep, cost::Coefficients& c) {
 }
 
 // Embedding and LM head: a first / last stage of one layer against the middle stage, forward
-// and backward (the engine's loss computes the head's gradient in forward, so its backward
-// factor comes out near 0).
+// and backward. Their extra forward time is a difference of timings, re-measured (at most twice
+// more) while not positive; one that never is stays out of the fit, and with no point left the
+// coefficient keeps the preset's value (a note says so). The engine's loss computes the head's
+// gradient in forward, so the head's extra backward is noise around 0: clamped at 0.
 void edges_fit(const ModelConfig& m, const ProfileGrid& grid, ChunkTimer& one,
-               const ProfileLog& log, cost::Coefficients& c, ProfileReport& rep) {
+               ProfileProgress& progress, const ProfileLog& log, cost::Coefficients& c,
+               ProfileReport& rep) {
   ChunkTimer first(m, StageRange{0, 1, true, false}), last(m, StageRange{0, 1, false, true});
   std::vector<double> tok, emb, head_base, head, head_bwd;
   const double half = c.half_efficiency_tokens;
+  const auto shown = [](double seconds) {
+    return seconds > 0 ? fmt::format("{:8.3f} ms", seconds * 1e3) : std::string("   (noise)");
+  };
   for (int64_t len : grid.edge_lens) {
     const std::vector<cost::SliceShape> chunk = {{0, len, true}};
-    const ProfileSample mid = time_chunk(one, chunk, 1, grid.repeats);
-    const ProfileSample tail = time_chunk(last, chunk, 1, grid.repeats);
-    const ProfileSample with_embedding = time_chunk(first, chunk, 1, grid.repeats);
+    ProfileSample mid, tail, with_embedding;
+    const auto time_edges = [&] {
+      mid = time_chunk(one, chunk, 1, grid.repeats);
+      tail = time_chunk(last, chunk, 1, grid.repeats);
+      with_embedding = time_chunk(first, chunk, 1, grid.repeats);
+      return std::min(with_embedding.forward_s - mid.forward_s, tail.forward_s - mid.forward_s);
+    };
+    positive_difference(time_edges, 3);
     for (const ProfileSample* s : {&mid, &tail, &with_embedding}) timings_count(*s, rep);
     const double e = with_embedding.forward_s - mid.forward_s;
     const double h = tail.forward_s - mid.forward_s;
-    const double hb = tail.backward_s - mid.backward_s;
+    const double hb = std::max(tail.backward_s - mid.backward_s, 0.0);
     const double t = static_cast<double>(len);
-    log(fmt::format(
-        "  edges    len {:<16} embedding {:8.3f} ms  LM head + loss {:8.3f} ms fwd, {:8.3f} ms "
-        "bwd",
-        len, e * 1e3, h * 1e3, hb * 1e3));
+    log(fmt::format("{} edges    len {:<16} embedding {}  LM head + loss {} fwd, {:8.3f} ms bwd",
+                    progress.step(3 * progress.weight(chunk, 1)), len, shown(e), shown(h),
+                    hb * 1e3));
     if (e > 0) {
       tok.push_back(t);
       emb.push_back(e);
@@ -403,19 +477,32 @@ void edges_fit(const ModelConfig& m, const ProfileGrid& grid, ChunkTimer& one,
     if (h > 0) {
       head_base.push_back(t + half);  // T / eff(T)
       head.push_back(h);
-      head_bwd.push_back(hb);  // noise around 0 is kept: it averages out
+      head_bwd.push_back(hb);
     }
   }
-  c.embedding_per_token = tok.empty() ? 0 : cost::fit_ratio(tok, emb);
+  if (!tok.empty()) {
+    c.embedding_per_token = cost::fit_ratio(tok, emb);
+  } else {
+    rep.notes.push_back(fmt::format(
+        "the embedding's time stayed within the timer's noise at every edge length; its "
+        "coefficient keeps the preset's {:.4g} s/token (the full grid, without --quick, times longer "
+        "chunks)",
+        c.embedding_per_token));
+  }
   if (!head.empty()) {
     c.lm_head_per_token = cost::fit_ratio(head_base, head);
-    // Least squares through the origin; fit_ratio wants positive times, these may be ~0.
+    // Least squares through the origin; fit_ratio wants positive times, these may be 0.
     double num = 0, den = 0;
     for (size_t i = 0; i < head.size(); ++i) {
       num += head[i] * head_bwd[i];
       den += head[i] * head[i];
     }
-    c.lm_head_backward_factor = std::max(num / den, 0.0);
+    c.lm_head_backward_factor = num / den;
+  } else {
+    rep.notes.push_back(fmt::format(
+        "the LM head's time stayed within the timer's noise at every edge length; its "
+        "coefficients keep the preset's {:.4g} s/token, backward x{:.3f}",
+        c.lm_head_per_token, c.lm_head_backward_factor));
   }
 }
 
@@ -474,6 +561,7 @@ void calibration_fill(const Config& cfg, const ProfileGrid& grid, cost::DeviceSp
       sgemm / 1e9, rep.heldout_forward.median * 100, rep.heldout_forward.max * 100,
       rep.heldout_backward.median * 100, rep.heldout_backward.max * 100, rep.interrupted_timings,
       rep.timings);
+  for (const std::string& note : rep.notes) cal.notes += "; " + note;
 }
 
 }  // namespace
@@ -495,8 +583,12 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
   const double sgemm = profile_sgemm_flops(grid.sgemm_size, std::max<int64_t>(3, grid.repeats));
   log(fmt::format("  sgemm {0} x {0} x {0}: {1:.1f} GFLOP/s on {2} thread(s)", grid.sgemm_size,
                   sgemm / 1e9, rep.threads));
+  cost::DeviceSpec dev = cost::device_preset(cfg.cluster.device, false);
+  if (cfg.cluster.device_memory > 0) dev.memory_bytes = cfg.cluster.device_memory;
+  cost::Coefficients c = cost::CostModel::derive_coefficients(m, dev, 1, false);
+  ProfileProgress progress(m, grid, cost::CostModel(m, dev, c, 1, false));
   ChunkTimer one(m, StageRange{0, 1, false, false});
-  middle_samples_time(m, grid, one, log, rep.samples);
+  middle_samples_time(m, grid, one, progress, log, rep.samples);
   for (const ProfileSample& s : rep.samples) timings_count(s, rep);
 
   // Forward fit on the fit set.
@@ -505,12 +597,9 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
     if (!s.held_out) train.push_back({s.chunk, s.num_layers, s.forward_s});
   rep.fit = cost::fit_layer_time(train);
 
-  cost::DeviceSpec dev = cost::device_preset(cfg.cluster.device, false);
-  if (cfg.cluster.device_memory > 0) dev.memory_bytes = cfg.cluster.device_memory;
-  cost::Coefficients c = cost::CostModel::derive_coefficients(m, dev, 1, false);
   cost::apply_layer_fit(rep.fit, 1, c);
   backward_recompute_fit(rep, c);
-  edges_fit(m, grid, one, log, c, rep);
+  edges_fit(m, grid, one, progress, log, c, rep);
 
   omp_set_num_threads(threads_guard.saved);
   c = profile_memory_coefficients(m, cfg.training.optimizer, c);

@@ -3,8 +3,10 @@
 // The result is a calibration file that plan, simulate and train read (--calibration).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,9 +73,36 @@ struct ProfileReport {
   int64_t interrupted_timings = 0, timings = 0;
   double seconds = 0;  // wall time of the whole profile
   int threads = 0;     // OpenMP threads the kernels were timed with
+  // What the fit left out or kept from the preset, one sentence each (a difference of timings
+  // that stayed within the timer's noise), for the command's output and the calibration's notes.
+  std::vector<std::string> notes;
 };
 
 using ProfileLog = std::function<void(const std::string&)>;
+
+// The grid's timing points (a chunk timed on the middle stage; an edge length times three
+// stages), each weighed by its predicted time under `prior`, so the progress of a profile is
+// "k of N" with an ETA that knows the long chunks come last.
+class ProfileProgress {
+ public:
+  ProfileProgress(const ModelConfig& m, const ProfileGrid& grid, const cost::CostModel& prior);
+  int64_t total() const { return total_; }
+  // "[ 7/31, ETA 1m05s]" after one more point of predicted time `weight` (seconds under prior).
+  std::string step(double weight);
+  // A point's weight: its chunk's predicted forward on `layers` layers.
+  double weight(const std::vector<cost::SliceShape>& chunk, int64_t layers) const;
+
+ private:
+  cost::CostModel prior_;
+  int64_t total_ = 0, done_ = 0;
+  double total_weight_ = 0, done_weight_ = 0;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// A difference of timings that must be positive (an edge stage's extra time, recompute's): each
+// call of `measure` times it afresh, at most `tries` times while it is not > 0. nullopt when it
+// never is: the difference is within the timer's noise and is not fitted.
+std::optional<double> positive_difference(const std::function<double()>& measure, int tries);
 
 // Times, fits and fills a calibration for cfg.model (fp32 CPU engine, ulysses degree 1). The
 // device entries (memory, links, sources) start from cfg.cluster's preset. Throws ConfigError

@@ -10,9 +10,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/allocator_keep.h"
 #include "core/error.h"
@@ -51,12 +54,19 @@ obs::ProfileGrid tiny_grid() {
 
 TEST(Profile, QuickProfileWritesACalibrationThatPlanningAccepts) {
   Config cfg = tiny_config();
-  int lines = 0;
+  std::vector<std::string> lines;
   const obs::ProfileReport rep = obs::profile_run(cfg, tiny_grid(), [&](const std::string& line) {
     std::printf("%s\n", line.c_str());
-    ++lines;
+    lines.push_back(line);
   });
-  EXPECT_GT(lines, 0);
+  // The sgemm, then every grid point "k of N" in order (13 chunks and 2 edge lengths), the last
+  // with nothing left; no time shown is negative (a difference within noise says so instead).
+  ASSERT_EQ(lines.size(), 16u);
+  for (size_t k = 1; k < lines.size(); ++k) {
+    EXPECT_EQ(lines[k].rfind(fmt::format("[{:>2}/15, ETA ", k), 0), 0u) << lines[k];
+    EXPECT_EQ(lines[k].find(" -"), std::string::npos) << lines[k];
+  }
+  EXPECT_NE(lines.back().find("ETA 0s]"), std::string::npos) << lines.back();
   // 8 single slices + 3 packed + 2 on two layers; interior points alternate into the held-out set.
   EXPECT_EQ(rep.samples.size(), 13u);
   EXPECT_EQ(rep.heldout_forward.count, 3);
@@ -208,6 +218,20 @@ TEST(Profile, BadGridIsAConfigError) {
   g = tiny_grid();
   g.sgemm_size = 0;
   EXPECT_THROW(obs::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
+}
+
+// A difference of timings is measured again while it is not positive, and given up on (nullopt,
+// never a negative time to fit) when it never is.
+TEST(Profile, NonPositiveDifferencesAreRemeasuredThenLeftOut) {
+  std::vector<double> script = {-0.2, 0.0, 0.3, 0.5};
+  size_t calls = 0;
+  const auto next = [&] { return script[calls++]; };
+  EXPECT_EQ(obs::positive_difference(next, 3), 0.3);
+  EXPECT_EQ(calls, 3u);
+  script = {-0.1, -0.2, -0.3, 4.0};
+  calls = 0;
+  EXPECT_EQ(obs::positive_difference(next, 3), std::nullopt);
+  EXPECT_EQ(calls, 3u);
 }
 
 TEST(Profile, RelativeErrorIsMedianAndMax) {
