@@ -1,8 +1,11 @@
 #include "core/strings.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+
+#include <fmt/format.h>
 
 namespace infinipipe {
 
@@ -40,6 +43,14 @@ std::string nearest_word(std::string_view word, const std::vector<std::string>& 
     if (d < best_d) best_d = d, best = c;
   }
   return best;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = static_cast<int64_t>(std::llround(seconds));
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
 }
 
 }  // namespace infinipipe

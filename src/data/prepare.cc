@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/json_read.h"
+#include "core/strings.h"
 #include "data/indexed_dataset.h"
 #include "data/tokenizer.h"
 
@@ -119,20 +121,33 @@ void options_check(const PrepareOptions& o) {
   }
 }
 
-// "prepare: 12000 documents, 40.0 of 80.0 MiB read (50%)", rewritten in place on a terminal and
-// printed at every quarter otherwise.
+// "prepare: 12000 documents, 40.0 of 80.0 MiB read (50%), 12.5 MiB/s, ETA 3s", rewritten in
+// place on a terminal and printed at every quarter otherwise; the last line gives the time taken.
 class PrepareProgress {
  public:
   PrepareProgress(std::FILE* out, int64_t total_bytes)
-      : out_(out), total_(std::max<int64_t>(total_bytes, 1)), tty_(out && isatty(fileno(out))) {}
+      : out_(out),
+        total_(std::max<int64_t>(total_bytes, 1)),
+        tty_(out && isatty(fileno(out))),
+        start_(std::chrono::steady_clock::now()) {}
   void update(int64_t documents, int64_t bytes, bool done) {
     if (out_ == nullptr) return;
     const int64_t pct = std::min<int64_t>(100, bytes * 100 / total_);
     if (!tty_ && !done && pct / 25 == last_quarter_) return;
     last_quarter_ = pct / 25;
-    fmt::print(out_, "{}prepare: {} documents, {:.1f} of {:.1f} MiB read ({}%){}", tty_ ? "\r" : "",
-               documents, static_cast<double>(bytes) / (1 << 20),
-               static_cast<double>(total_) / (1 << 20), pct, tty_ && !done ? "" : "\n");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double mib = static_cast<double>(bytes) / (1 << 20);
+    const double rate = seconds > 0 ? mib / seconds : 0;
+    const std::string when =
+        done
+            ? fmt::format("in {}", format_duration(seconds))
+            : fmt::format("ETA {}", rate > 0 ? format_duration(static_cast<double>(total_ - bytes) /
+                                                               (1 << 20) / rate)
+                                             : std::string("?"));
+    fmt::print(out_, "{}prepare: {} documents, {:.1f} of {:.1f} MiB read ({}%), {:.1f} MiB/s, {}{}",
+               tty_ ? "\r\033[K" : "", documents, mib, static_cast<double>(total_) / (1 << 20), pct,
+               rate, when, tty_ && !done ? "" : "\n");
     std::fflush(out_);
   }
 
@@ -140,6 +155,7 @@ class PrepareProgress {
   std::FILE* out_;
   int64_t total_;
   bool tty_;
+  std::chrono::steady_clock::time_point start_;
   int64_t last_quarter_ = 0;
 };
 

@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/strings.h"
 #include "runlog/timings_record.h"
 
 namespace infinipipe::obs {
@@ -90,14 +91,6 @@ ProgressLine::ProgressLine(std::FILE* out, int64_t first_iteration, int64_t trai
 
 ProgressLine::~ProgressLine() {
   finish();
-}
-
-std::string ProgressLine::format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const int64_t s = static_cast<int64_t>(std::llround(seconds));
-  if (s < 60) return fmt::format("{}s", s);
-  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
 }
 
 void ProgressLine::update(const IterationMetrics& m) {

@@ -55,8 +55,6 @@ class ProgressLine {
   void finish();  // newline after a rewritten line
   // Erases a rewritten line, so other output (the per-iteration report) can be printed first.
   void clear();
-  // Seconds formatted as "4m12s", "1h03m", "12s".
-  static std::string format_duration(double seconds);
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "model/engine.h"
 #include "model/matmul.h"
 #include "obs/cpu_time.h"
-#include "obs/metrics.h"
 
 namespace infinipipe::obs {
 namespace {
@@ -239,7 +239,8 @@ ProfileProgress::ProfileProgress(const ModelConfig& m, const ProfileGrid& grid,
   for (int64_t ctx : grid.contexts)
     for (int64_t len : grid.lens) total_weight_ += weight({{ctx, len, true}}, 1);
   for (auto [n, len] : grid.packed)
-    total_weight_ += weight(std::vector<cost::SliceShape>(static_cast<size_t>(n), {0, len, true}), 1);
+    total_weight_ +=
+        weight(std::vector<cost::SliceShape>(static_cast<size_t>(n), {0, len, true}), 1);
   total_ = static_cast<int64_t>(grid.contexts.size() * grid.lens.size() + grid.packed.size());
   if (m.num_layers >= 2) {
     for (int64_t len : grid.two_layer_lens) total_weight_ += weight({{0, len, true}}, 2);
@@ -260,8 +261,7 @@ std::string ProfileProgress::step(double weight) {
   const double left = std::max(total_weight_ - done_weight_, 0.0);
   const double eta = done_weight_ > 0 ? elapsed / done_weight_ * left : 0;
   const int width = static_cast<int>(fmt::formatted_size("{}", total_));
-  return fmt::format("[{:>{}}/{}, ETA {}]", done_, width, total_,
-                     ProgressLine::format_duration(eta));
+  return fmt::format("[{:>{}}/{}, ETA {}]", done_, width, total_, format_duration(eta));
 }
 
 std::optional<double> positive_difference(const std::function<double()>& measure, int tries) {
@@ -402,8 +402,8 @@ void middle_samples_time(const ModelConfig& m, const ProfileGrid& grid, ChunkTim
     s.held_out = i % 2 == 1;
     out.push_back(s);
     log(fmt::format("{} 1 layer  {:<20} fwd {:8.3f} ms  bwd {:8.3f} ms{}",
-                    progress.step(progress.weight(chunk, 1)), chunk_label(chunk),
-                    s.forward_s * 1e3, s.backward_s * 1e3, s.held_out ? "  (held out)" : ""));
+                    progress.step(progress.weight(chunk, 1)), chunk_label(chunk), s.forward_s * 1e3,
+                    s.backward_s * 1e3, s.held_out ? "  (held out)" : ""));
   }
   if (m.num_layers >= 2) {
     ChunkTimer two(m, StageRange{0, 2, false, false});
@@ -485,7 +485,8 @@ void edges_fit(const ModelConfig& m, const ProfileGrid& grid, ChunkTimer& one,
   } else {
     rep.notes.push_back(fmt::format(
         "the embedding's time stayed within the timer's noise at every edge length; its "
-        "coefficient keeps the preset's {:.4g} s/token (the full grid, without --quick, times longer "
+        "coefficient keeps the preset's {:.4g} s/token (the full grid, without --quick, times "
+        "longer "
         "chunks)",
         c.embedding_per_token));
   }
@@ -499,10 +500,10 @@ void edges_fit(const ModelConfig& m, const ProfileGrid& grid, ChunkTimer& one,
     }
     c.lm_head_backward_factor = num / den;
   } else {
-    rep.notes.push_back(fmt::format(
-        "the LM head's time stayed within the timer's noise at every edge length; its "
-        "coefficients keep the preset's {:.4g} s/token, backward x{:.3f}",
-        c.lm_head_per_token, c.lm_head_backward_factor));
+    rep.notes.push_back(
+        fmt::format("the LM head's time stayed within the timer's noise at every edge length; its "
+                    "coefficients keep the preset's {:.4g} s/token, backward x{:.3f}",
+                    c.lm_head_per_token, c.lm_head_backward_factor));
   }
 }
 

@@ -59,6 +59,24 @@ TEST(DataCli, PrepareTokenizerFlagsAreChecked) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// Not on a terminal, progress is a line at every quarter of the input read, each with its rate
+// and ETA, the last with the time taken.
+TEST(DataCli, PrepareShowsRateAndEta) {
+  std::string dir = temp_dir();
+  {
+    std::ofstream in(dir + "/in.jsonl");
+    for (int i = 0; i < 2000; ++i) in << "{\"text\": \"document " << i << " of the corpus\"}\n";
+  }
+  ShellResult r = run_cli("data prepare --input " + dir + "/in.jsonl --output " + dir + "/out");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("MiB/s, ETA "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prepare: 2000 documents, 0.1 of 0.1 MiB read (100%), "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" MiB/s, in "), std::string::npos) << r.output;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(DataCli, MissingDatasetIsClear) {
   ShellResult r = run_cli("data stats --data-path /nonexistent/corpus --seq-length 4096");
   EXPECT_EQ(r.exit_code, 1) << r.output;

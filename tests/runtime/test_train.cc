@@ -17,6 +17,7 @@
 #include "common/tiny_train.h"
 #include "common/trainer_dir_test.h"
 #include "core/error.h"
+#include "core/strings.h"
 #include "cost/calibration.h"
 #include "cost/online_fit.h"
 #include "data/synth.h"
@@ -330,9 +331,9 @@ TEST_F(TrainTest, DamagedCheckpointIsRefusedAsARuntimeError) {
 }
 
 TEST(Metrics, DurationsAndPathsReadWell) {
-  EXPECT_EQ(obs::ProgressLine::format_duration(12.4), "12s");
-  EXPECT_EQ(obs::ProgressLine::format_duration(252), "4m12s");
-  EXPECT_EQ(obs::ProgressLine::format_duration(3780), "1h03m");
+  EXPECT_EQ(format_duration(12.4), "12s");
+  EXPECT_EQ(format_duration(252), "4m12s");
+  EXPECT_EQ(format_duration(3780), "1h03m");
   EXPECT_EQ(train_metrics_path("m.jsonl", "logs", "ck"), "m.jsonl");
   EXPECT_EQ(train_metrics_path("", "logs", "ck"), "logs/metrics.jsonl");
   EXPECT_EQ(train_metrics_path("", "", "ck"), "ck/metrics.jsonl");
