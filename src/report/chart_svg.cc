@@ -12,7 +12,11 @@ namespace infinipipe::report {
 
 namespace {
 
-constexpr int kChartLeft = 78, kChartRight = 16, kChartTop = 30, kChartBottom = 44;
+constexpr int kChartLeft = 78, kChartRight = 16, kChartTitle = 26, kChartBottom = 44;
+// A legend row under the title, and the width of a legend entry's text per character (11 px
+// sans-serif, a little generous so an entry never runs into the next).
+constexpr int kLegendRow = 16;
+constexpr double kLegendCharWidth = 6.8;
 
 std::string axis_text(double v, AxisFormat f) {
   switch (f) {
@@ -29,18 +33,42 @@ std::string axis_text(double v, AxisFormat f) {
   return fmt::format("{:.4g}", v);
 }
 
+// Where each legend entry goes: left to right under the title, wrapping before the right edge,
+// so no entry overlaps the title or leaves the picture however many series there are.
+struct LegendEntry {
+  double x = 0;
+  int row = 0;
+};
+std::vector<LegendEntry> legend_layout(const std::vector<LineSeries>& series, int width) {
+  std::vector<LegendEntry> out;
+  double x = kChartLeft;
+  int row = 0;
+  for (const LineSeries& ls : series) {
+    const double w = 24 + kLegendCharWidth * static_cast<double>(ls.label.size());
+    if (x > kChartLeft && x + w > width - kChartRight) {
+      x = kChartLeft;
+      ++row;
+    }
+    out.push_back({x, row});
+    x += w;
+  }
+  return out;
+}
+
 // The plotted ranges and the plot's box: the data's extent (finite points only), widened as the
-// options ask, with a little room above.
+// options ask, with a little room above; the box starts below the title and the legend's rows.
 struct ChartFrame {
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   bool empty = false;  // no finite point at all
-  double pw = 0, ph = 0;
+  double top = kChartTitle, pw = 0, ph = 0;
+  int height = 0;  // the whole picture's
 
   double x(double v) const { return kChartLeft + (v - x0) / (x1 - x0) * pw; }
-  double y(double v) const { return kChartTop + ph - (v - y0) / (y1 - y0) * ph; }
+  double y(double v) const { return top + ph - (v - y0) / (y1 - y0) * ph; }
 };
 
-ChartFrame chart_frame(const std::vector<LineSeries>& series, const LineChartOptions& o) {
+ChartFrame chart_frame(const std::vector<LineSeries>& series, const LineChartOptions& o,
+                       const std::vector<LegendEntry>& legend) {
   ChartFrame f;
   for (const LineSeries& s : series) {
     for (const auto& [x, y] : s.points) {
@@ -58,8 +86,11 @@ ChartFrame chart_frame(const std::vector<LineSeries>& series, const LineChartOpt
   if (f.x1 <= f.x0) f.x1 = f.x0 + 1;
   if (f.y1 <= f.y0) f.y1 = f.y0 + (f.y0 == 0 ? 1 : std::fabs(f.y0) * 0.1);
   f.y1 += (f.y1 - f.y0) * 0.05;
+  const int legend_rows = legend.empty() ? 0 : legend.back().row + 1;
+  f.top = kChartTitle + legend_rows * kLegendRow + 6;
   f.pw = o.width - kChartLeft - kChartRight;
-  f.ph = o.height - kChartTop - kChartBottom;
+  f.ph = o.height - kChartTitle - 10 - kChartBottom;  // the plot keeps its size; the picture grows
+  f.height = static_cast<int>(f.top + f.ph) + kChartBottom;
   return f;
 }
 
@@ -85,15 +116,15 @@ std::string chart_axes(const ChartFrame& f, const LineChartOptions& o) {
     s += fmt::format(
         "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"black\"/><text "
         "x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\">{4}</text>\n",
-        f.x(x), kChartTop + f.ph, kChartTop + f.ph + 4, kChartTop + f.ph + 16,
+        f.x(x), f.top + f.ph, f.top + f.ph + 4, f.top + f.ph + 16,
         svg_escape(axis_text(x, o.x_format)));
   }
   s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-                   kChartLeft + f.pw / 2, o.height - 8, svg_escape(o.x_label));
+                   kChartLeft + f.pw / 2, f.height - 8, svg_escape(o.x_label));
   s += fmt::format(
       "<text x=\"14\" y=\"{0:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 14 {0:.1f})\">"
       "{1}</text>\n",
-      kChartTop + f.ph / 2, svg_escape(o.y_label));
+      f.top + f.ph / 2, svg_escape(o.y_label));
   return s;
 }
 
@@ -121,35 +152,34 @@ std::string chart_curve(const LineSeries& ls, const ChartFrame& f) {
 }  // namespace
 
 std::string line_chart_svg(const std::vector<LineSeries>& series, const LineChartOptions& o) {
-  const ChartFrame f = chart_frame(series, o);
+  const std::vector<LegendEntry> legend = legend_layout(series, o.width);
+  const ChartFrame f = chart_frame(series, o, legend);
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
       "{1}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" "
       "fill=\"white\"/>\n",
-      o.width, o.height);
+      o.width, f.height);
   s += fmt::format("<text x=\"{}\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}</text>\n",
                    kChartLeft, svg_escape(o.title));
   s += fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fafafa\" "
       "stroke=\"#bbb\"/>\n",
-      kChartLeft, kChartTop, f.pw, f.ph);
+      kChartLeft, f.top, f.pw, f.ph);
   s += chart_axes(f, o);
   if (f.empty) {
     s += fmt::format(
         "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#888\">no "
         "data</text>\n",
-        kChartLeft + f.pw / 2, kChartTop + f.ph / 2);
+        kChartLeft + f.pw / 2, f.top + f.ph / 2);
   }
-  // Curves and legend, right to left.
-  double lx = kChartLeft + f.pw;
-  for (size_t i = series.size(); i-- > 0;) {
+  for (size_t i = 0; i < series.size(); ++i) {
     const LineSeries& ls = series[i];
     s += chart_curve(ls, f);
-    lx -= 24 + 6.5 * static_cast<double>(ls.label.size());
+    const double lx = legend[i].x, ly = kChartTitle + legend[i].row * kLegendRow + 8;
     s += fmt::format(
-        "<line x1=\"{0:.1f}\" y1=\"20\" x2=\"{1:.1f}\" y2=\"20\" stroke=\"{2}\" "
-        "stroke-width=\"2\"{3}/><text x=\"{4:.1f}\" y=\"24\">{5}</text>\n",
-        lx, lx + 16, ls.colour, ls.dashed ? " stroke-dasharray=\"6,3\"" : "", lx + 19,
+        "<g class=\"legend\"><line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" "
+        "stroke=\"{3}\" stroke-width=\"2\"{4}/><text x=\"{5:.1f}\" y=\"{6:.1f}\">{7}</text></g>\n",
+        lx, ly, lx + 16, ls.colour, ls.dashed ? " stroke-dasharray=\"6,3\"" : "", lx + 19, ly + 4,
         svg_escape(ls.label));
   }
   s += "</svg>\n";

@@ -26,8 +26,12 @@ body { font-family: sans-serif; margin: 24px auto; max-width: 1440px; color: #22
 h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; border-bottom: 1px solid #ddd; }
 h3 { font-size: 15px; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; }
+svg.chart { max-width: 100%; height: auto; } figure { max-width: 100%; }
+summary { font-size: 13px; color: #444; cursor: pointer; }
 figure { margin: 0 0 12px 0; } figcaption { font-size: 12px; color: #555; }
-table { border-collapse: collapse; font-size: 13px; margin: 8px 0 16px 0; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0 16px 0; display: block;
+        overflow-x: auto; max-width: 100%; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
 p.note { font-size: 13px; color: #444; max-width: 1000px; }
@@ -61,30 +65,36 @@ std::vector<std::string> cells(const std::string& line) {
   return out;
 }
 
+// A table of more rows than this starts collapsed: the page stays short, one click opens it.
+constexpr size_t kOpenTableRows = 20;
+
 // The markdown of run_compare_tables as HTML: headings, paragraphs and pipe tables.
 std::string markdown_html(const std::string& md) {
   std::istringstream in(md);
-  std::string line, out;
-  bool in_table = false, header = false;
+  std::string line, out, table;
+  size_t rows = 0;  // the table's, its header row included
+  const auto table_end = [&] {
+    if (rows == 0) return;
+    table = "<table>\n" + table + "</table>\n";
+    if (rows - 1 > kOpenTableRows) {
+      table = fmt::format("<details><summary>{} rows</summary>\n{}</details>\n", rows - 1, table);
+    }
+    out += table;
+    table.clear();
+    rows = 0;
+  };
   while (std::getline(in, line)) {
     if (!line.empty() && line[0] == '|') {
       if (line.rfind("|---", 0) == 0) continue;
-      if (!in_table) {
-        out += "<table>\n";
-        in_table = header = true;
-      }
-      out += "<tr>";
+      table += "<tr>";
       for (const std::string& c : cells(line)) {
-        out += fmt::format("<{0}>{1}</{0}>", header ? "th" : "td", svg_escape(c));
+        table += fmt::format("<{0}>{1}</{0}>", rows == 0 ? "th" : "td", svg_escape(c));
       }
-      out += "</tr>\n";
-      header = false;
+      table += "</tr>\n";
+      ++rows;
       continue;
     }
-    if (in_table) {
-      out += "</table>\n";
-      in_table = false;
-    }
+    table_end();
     if (line.rfind("## ", 0) == 0) {
       out += "<h3>" + svg_escape(line.substr(3)) + "</h3>\n";
     } else if (line.rfind("# ", 0) == 0) {
@@ -93,7 +103,7 @@ std::string markdown_html(const std::string& md) {
       out += "<p class=\"note\">" + svg_escape(line) + "</p>\n";
     }
   }
-  if (in_table) out += "</table>\n";
+  table_end();
   return out;
 }
 

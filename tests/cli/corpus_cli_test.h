@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,6 +17,13 @@
 inline nlohmann::json json_read(const std::filesystem::path& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);
+}
+
+inline std::string text_of(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 // Whether `program` is on the PATH (Chromium checks are skipped without it).

@@ -19,13 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string text_of(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // HTML-escaped as the page writes text (svg_escape: &, <, >, ").
 std::string escaped(const std::string& s) {
   std::string out;

@@ -1,7 +1,8 @@
 // A traced two-rank pipeline run as a person reads it: every send's flow finished by exactly one
 // receive in the merged trace, every lane named, the report rendered in headless Chromium from
 // another working directory after the run directory moved, and TensorBoard scalars equal to
-// metrics.jsonl's, each rank's timings its own; plus clear errors for a bad --trace-iterations.
+// metrics.jsonl's, each rank's timings its own, the page never wider than the window; plus clear
+// errors for a bad --trace-iterations.
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -97,9 +99,9 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
   fs::create_directories(moved.parent_path());
   fs::rename(run, moved);
   fs::create_directories(dir_ / "elsewhere");
-  const ShellResult r = infinipipe::testing::shell_run(fmt::format(
-      "cd {} && {} report ../moved/run --merge-trace merged.json", (dir_ / "elsewhere").string(),
-      INFINIPIPE_BINARY));
+  const ShellResult r = infinipipe::testing::shell_run(
+      fmt::format("cd {} && {} report ../moved/run --merge-trace merged.json",
+                  (dir_ / "elsewhere").string(), INFINIPIPE_BINARY));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json merged = json_read(dir_ / "elsewhere" / "merged.json");
   EXPECT_EQ(merged.at("metadata").at("ranks").size(), 2u);
@@ -149,6 +151,26 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
                            "<option value=\"2\">2</option>", "<option value=\"3\" selected"}) {
     EXPECT_NE(dom.output.find(name), std::string::npos) << name;
   }
+
+  // At a laptop's and a phone's width the page never scrolls sideways: charts scale down, wide
+  // tables scroll inside their own box. A copy of the page measures itself once laid out.
+  std::string page = text_of(moved / "report.html");
+  page.insert(page.rfind("</body>"),
+              "<script>window.addEventListener('load', () => { const d = "
+              "document.createElement('div'); d.id = 'width-check'; d.textContent = 'page ' + "
+              "document.documentElement.scrollWidth + ' of ' + window.innerWidth; "
+              "document.body.appendChild(d); });</script>");
+  std::ofstream(moved / "measured.html") << page;
+  for (int width : {1000, 500}) {
+    const ShellResult narrow = infinipipe::testing::shell_run(
+        fmt::format("timeout 60 chromium {} --window-size={},900 --dump-dom file://{}", flags,
+                    width, (moved / "measured.html").string()));
+    ASSERT_EQ(narrow.exit_code, 0) << narrow.output;
+    std::smatch m;
+    const std::regex measured(R"re(id="width-check">page (\d+) of (\d+)<)re");
+    ASSERT_TRUE(std::regex_search(narrow.output, m, measured)) << narrow.output;
+    EXPECT_LE(std::stoi(m[1]), std::stoi(m[2])) << "at a window " << width << " px wide";
+  }
 }
 
 TEST_F(TraceCli, BadTraceIterationsIsOneClearError) {
@@ -159,7 +181,8 @@ TEST_F(TraceCli, BadTraceIterationsIsOneClearError) {
     EXPECT_NE(r.output.find("--trace-iterations"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
   }
-  const ShellResult r = run_cli(fmt::format("train {} --trace-iterations 1-2", corpus_train_args(1)));
+  const ShellResult r =
+      run_cli(fmt::format("train {} --trace-iterations 1-2", corpus_train_args(1)));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("add --trace DIR"), std::string::npos) << r.output;
 }

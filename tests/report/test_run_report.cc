@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include <fmt/format.h>
@@ -229,6 +231,18 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
             2 * actions);
 }
 
+// The per-iteration table of a long run starts collapsed (one click opens it); a short one is open.
+TEST_F(RunReport, LongTablesStartCollapsed) {
+  fake_run(2);
+  RunTrace t = run_trace_load(dir.string());
+  std::string html = run_html(run_compare(t, cost, cfg), t);
+  EXPECT_EQ(html.find("<details><summary>"), std::string::npos);
+  fake_run(25);
+  t = run_trace_load(dir.string());
+  html = run_html(run_compare(t, cost, cfg), t);
+  EXPECT_NE(html.find("<details><summary>25 rows</summary>\n<table>"), std::string::npos);
+}
+
 TEST_F(RunReport, TrainingChartsDrawValidationLossOnlyWhereAnEvaluationRan) {
   const auto mark = [](const std::string& svg, const std::string&) { return svg; };
   std::vector<runlog::IterationMetrics> metrics(2);
@@ -356,6 +370,41 @@ TEST(LineChart, DrawsEachSeriesAndSaysWhenEmpty) {
   EXPECT_EQ(svg.find("no data"), std::string::npos);
   EXPECT_NE(line_chart_svg({{"a", "#f00", {}, false, false}}, o).find("no data"),
             std::string::npos);
+}
+
+// However many series, each legend entry lies inside the picture, below the title and above the
+// plot, and no two entries share space (the process-memory chart has one per category).
+TEST(LineChart, LegendWrapsInsideThePictureBelowTheTitle) {
+  LineChartOptions o;
+  o.title = "process memory, rank 0 (measured)";
+  o.width = 420;
+  std::vector<LineSeries> series;
+  for (const char* label : {"parameters", "gradients", "optimizer state", "activations",
+                            "K/V context", "communication buffers", "workspace", "other"})
+    series.push_back({label, "#123456", {{0, 1}, {1, 2}}, false, false});
+  const std::string svg = line_chart_svg(series, o);
+  const std::regex entry(R"re(<g class="legend"><line x1="([0-9.]+)" y1="([0-9.]+)".*?<text )re"
+                         R"re(x="([0-9.]+)" y="([0-9.]+)">([^<]*)</text></g>)re");
+  const std::regex plot(R"re(<rect x="78" y="([0-9.]+)" width="[0-9.]+" height="[0-9.]+" )re"
+                        R"re(fill="#fafafa")re");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, plot)) << svg;
+  const double plot_top = std::stod(m[1]);
+  std::vector<std::array<double, 3>> boxes;  // x from, x to, row y
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), entry); it != std::sregex_iterator();
+       ++it) {
+    const double x0 = std::stod((*it)[1]), y = std::stod((*it)[2]);
+    const double x1 = std::stod((*it)[3]) + 6.8 * static_cast<double>((*it)[5].length());
+    EXPECT_GE(x0, 0);
+    EXPECT_LE(x1, o.width) << (*it)[5];
+    EXPECT_GT(y, 18 + 4) << (*it)[5];  // below the title's baseline
+    EXPECT_LT(y + 4, plot_top) << (*it)[5];
+    for (const auto& b : boxes)
+      EXPECT_TRUE(b[2] != y || x0 >= b[1] || x1 <= b[0]) << (*it)[5] << " overlaps";
+    boxes.push_back({x0, x1, y});
+  }
+  EXPECT_EQ(boxes.size(), series.size());
+  EXPECT_GT(boxes.back()[2], boxes.front()[2]) << "the legend did not wrap";
 }
 
 }  // namespace
