@@ -30,7 +30,8 @@ std::unique_ptr<obs::TraceWriter> writer_open(const std::string& dir, int32_t wo
                                               int32_t pp, int32_t dp, int32_t stage,
                                               int32_t replica, const std::string& config_yaml,
                                               const std::string& schedule, double origin_s,
-                                              const std::string& iterations) {
+                                              const std::string& iterations,
+                                              const std::string& calibration) {
   obs::TraceProcess who;
   who.world_rank = world_rank;
   who.pp = pp;
@@ -40,7 +41,8 @@ std::unique_ptr<obs::TraceWriter> writer_open(const std::string& dir, int32_t wo
   who.one_process = pp * dp == 1;
   return std::make_unique<obs::TraceWriter>(
       dir, who, config_yaml, schedule, at(origin_s),
-      iterations.empty() ? obs::TraceIterations{} : obs::trace_iterations_parse(iterations));
+      iterations.empty() ? obs::TraceIterations{} : obs::trace_iterations_parse(iterations),
+      calibration);
 }
 
 // This rank's measured actions as the C++ executor records them: (index in plan.actions[stage],
@@ -91,8 +93,10 @@ void bind_trace(py::module_& m) {
       .def(py::init(&writer_open), py::arg("dir"), py::arg("world_rank"), py::arg("pp"),
            py::arg("dp"), py::arg("stage"), py::arg("replica"), py::arg("config_yaml"),
            py::arg("schedule"), py::arg("origin"), py::arg("iterations") = "",
+           py::arg("calibration") = "",
            "`origin`: the run's start, time.monotonic() seconds (the same on every rank's clock); "
-           "`iterations`: --trace-iterations ('A-B' or 'N'; default the first 50).")
+           "`iterations`: --trace-iterations ('A-B' or 'N'; default the first 50); "
+           "`calibration`: the --calibration file the run plans with, copied into DIR.")
       .def("add", &iteration_add, py::arg("metrics"), py::arg("plan"), py::arg("stage"),
            py::arg("actions"), py::arg("events"), py::arg("loss_sum"), py::arg("predicted_tokens"),
            py::arg("step_start"), py::arg("step_end"), py::arg("explain") = "",

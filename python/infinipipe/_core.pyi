@@ -210,7 +210,8 @@ class EvalBatches:
 
 class TraceWriter:
     def __init__(self, dir: str, world_rank: int, pp: int, dp: int, stage: int, replica: int,
-                 config_yaml: str, schedule: str, origin: float, iterations: str = "") -> None: ...
+                 config_yaml: str, schedule: str, origin: float, iterations: str = "",
+                 calibration: str = "") -> None: ...
     def add(self, metrics: IterationMetrics, plan: Plan, stage: int,
             actions: Sequence[Tuple[int, float, float]],
             events: Sequence[Tuple[str, str, float, float]], loss_sum: float,

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
+#include "obs/trace.h"
 #include "options/options.h"
 #include "report/run_compare.h"
 #include "report/run_html.h"
@@ -33,6 +34,27 @@ struct ReportArgs {
   bool no_html = false;
 };
 
+// The calibration the run planned with, wherever the run directory is now and wherever report
+// runs from: the copy train left in it, else (a run traced before train copied it) the path
+// config.yaml names, which resolves from where train ran.
+std::string run_calibration(const std::string& dir, const std::string& named) {
+  namespace fs = std::filesystem;
+  const fs::path copy = fs::path(dir) / obs::kTraceCalibrationFile;
+  std::error_code ec;
+  if (fs::is_symlink(copy, ec)) {
+    fail(
+        "{} is a symbolic link: a run directory holds its own files; replace the link with the "
+        "file",
+        copy.string());
+  }
+  if (fs::exists(copy, ec)) return copy.string();
+  if (named.empty() || fs::exists(named, ec)) return named;
+  fail(
+      "the run's calibration '{}' (its config.yaml) is not there from this directory: run "
+      "report where train ran, or copy the file to {}",
+      named, copy.string());
+}
+
 void run_report(const ReportArgs& a) {
   const report::RunTrace trace = report::run_trace_load(a.dir);
   if (trace.config_yaml.empty()) {
@@ -43,6 +65,7 @@ void run_report(const ReportArgs& a) {
   }
   Config cfg;
   options::apply_yaml(cfg, trace.config_yaml, a.dir + "/config.yaml");
+  cfg.cluster.calibration = run_calibration(a.dir, cfg.cluster.calibration);
   cfg.validate();
   // The cost model train planned with (the engine's memory terms), so predictions are the plan's.
   const cost::CostModel cost = obs::engine_cost_model(cfg);

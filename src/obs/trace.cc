@@ -256,7 +256,8 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
 
 TraceWriter::TraceWriter(const std::string& dir, const TraceProcess& who,
                          const std::string& config_yaml, const std::string& schedule,
-                         TraceClock::time_point origin, TraceIterations iterations)
+                         TraceClock::time_point origin, TraceIterations iterations,
+                         const std::string& calibration)
     : dir_(dir),
       path_(trace_file_path(dir, who.world_rank)),
       who_(who),
@@ -274,6 +275,17 @@ TraceWriter::TraceWriter(const std::string& dir, const TraceProcess& who,
     std::ofstream(tmp) << config_yaml;
     fs::rename(tmp, cfg, ec);
     if (ec) fail("cannot write {} ({}); check the --trace directory", cfg, ec.message());
+    if (!calibration.empty()) {
+      const fs::path copy = fs::path(dir) / kTraceCalibrationFile;
+      fs::copy_file(calibration, copy.string() + ".tmp", fs::copy_options::overwrite_existing, ec);
+      if (!ec) fs::rename(copy.string() + ".tmp", copy, ec);
+      if (ec) {
+        fail(
+            "cannot copy the calibration {} into the trace directory ({}); check the --trace "
+            "directory",
+            calibration, ec.message());
+      }
+    }
   }
   file_ = std::fopen(path_.c_str(), "w");
   if (file_ == nullptr) {

@@ -81,13 +81,18 @@ nlohmann::json trace_iteration_events(const TraceProcess& who, const IterationMe
                                       TraceClock::time_point step_start,
                                       TraceClock::time_point step_end);
 
+// The calibration a traced run planned with, copied into its directory so that `report` finds
+// it wherever the directory moves (config.yaml keeps the path the run was given).
+inline constexpr const char* kTraceCalibrationFile = "prior-calibration.json";
+
 class TraceWriter {
  public:
   // Creates DIR (and DIR/plans) and this process's trace file, replacing an older one.
-  // `config_yaml` is written to DIR/config.yaml by world rank 0. Error when DIR is unwritable.
+  // `config_yaml` is written to DIR/config.yaml by world rank 0, and the run's `calibration` file
+  // (--calibration; "" none) copied to DIR/prior-calibration.json. Error when DIR is unwritable.
   TraceWriter(const std::string& dir, const TraceProcess& who, const std::string& config_yaml,
               const std::string& schedule, TraceClock::time_point origin,
-              TraceIterations iterations = {});
+              TraceIterations iterations = {}, const std::string& calibration = "");
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;

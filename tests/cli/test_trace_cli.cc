@@ -173,6 +173,35 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
   }
 }
 
+// A run directory is relocatable: the calibration the run planned with (given by a path relative
+// to where train ran) travels inside it, so report works after the directory moved and the
+// original file is gone; a run without that copy whose path no longer resolves says what to do.
+TEST_F(TraceCli, ARunsCalibrationTravelsWithItsDirectory) {
+  ShellResult t = run_cli(fmt::format("train {} --cost-model-update online --save {}",
+                                      corpus_train_args(1), (dir_ / "learned").string()));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  t = infinipipe::testing::shell_run(
+      fmt::format("cd {} && {} train {} --calibration learned/calibration.json --trace run",
+                  dir_.string(), INFINIPIPE_BINARY, corpus_train_args(2)));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  fs::create_directories(dir_ / "moved");
+  fs::rename(dir_ / "run", dir_ / "moved" / "run");
+  fs::remove_all(dir_ / "learned");
+  const std::string report = fmt::format("cd / && {} report {} --no-html", INFINIPIPE_BINARY,
+                                         (dir_ / "moved" / "run").string());
+  const ShellResult r = infinipipe::testing::shell_run(report);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+
+  fs::remove(dir_ / "moved" / "run" / "prior-calibration.json");
+  const ShellResult lost = infinipipe::testing::shell_run(report);
+  EXPECT_EQ(lost.exit_code, 1) << lost.output;
+  EXPECT_NE(lost.output.find("the run's calibration 'learned/calibration.json' (its config.yaml) "
+                             "is not there from this directory"),
+            std::string::npos)
+      << lost.output;
+  EXPECT_NE(lost.output.find("prior-calibration.json"), std::string::npos) << lost.output;
+}
+
 TEST_F(TraceCli, BadTraceIterationsIsOneClearError) {
   for (const char* bad : {"5-2", "0-3", "x"}) {
     const ShellResult r = run_cli(fmt::format("train {} --trace {} --trace-iterations {}",

@@ -213,7 +213,8 @@ def run(argv: List[str]) -> int:
         if g.distributed:
             dist.barrier()  # the ranks start the trace clock together
         trace = ip.TraceWriter(args.trace, g.rank, g.pp, g.dp, g.stage, g.replica, config_yaml,
-                               cfg.schedule, time.monotonic(), args.trace_iterations)
+                               cfg.schedule, time.monotonic(), args.trace_iterations,
+                               cfg.get("calibration"))
     last = None
     if iteration >= train_iters and talk and train_iters > 0:
         print(f"nothing to train: the checkpoint is at iteration {iteration}, --train-iters is "
