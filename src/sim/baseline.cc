@@ -11,6 +11,12 @@
 
 namespace infinipipe::sim {
 
+PaperModelSize paper_model_size(const ModelConfig& m) {
+  const double params = static_cast<double>(m.params_total());
+  return params < 10e9 ? PaperModelSize::b7 : params < 20e9 ? PaperModelSize::b13
+                                                             : PaperModelSize::b30;
+}
+
 std::vector<std::vector<cost::SliceShape>> baseline_pack(std::span<const int64_t> lengths,
                                                          int64_t capacity) {
   std::vector<int64_t> sorted(lengths.begin(), lengths.end());
@@ -79,7 +85,8 @@ void baseline_finish(const cost::CostModel& cm, const Config& cfg, std::span<con
   r.mfu = flops /
           (r.step_time_s * static_cast<double>(cfg.cluster.num_devices) * cm.device().peak_flops);
   r.memory_budget_bytes =
-      cfg.training.memory_budget > 0 ? cfg.training.memory_budget : cm.device().memory_bytes;
+      cfg.training.memory_budget > 0 ? cfg.training.memory_budget
+                                     : cost::usable_memory_bytes(cm.device());
   r.oom = r.peak_memory_bytes > r.memory_budget_bytes;
   if (r.oom)
     r.reason = fmt::format("needs {} per device ({}) but the budget is {}",

@@ -13,12 +13,26 @@
 
 namespace infinipipe::sim {
 
+// The InfiniPipe paper's case-study split of an iteration (§V-C, Fig. 8), on the critical path
+// of the step, so the four parts add up to the step time:
+// * zero: gathers and scatters of sharded model states not hidden behind compute (ZeRO-3's per
+//   layer, ZeRO-1's once per step);
+// * a2a: Ulysses all-to-alls;
+// * bubble_p2p: idle time (pipeline bubbles, waiting on a slower group) and exposed point-to-point
+//   transfers (pipeline sends, context parallelism's K/V ring);
+// * others: computation (with recompute), tensor-parallel collectives, the optimizer step.
+struct TimeBreakdown {
+  double zero = 0, a2a = 0, bubble_p2p = 0, others = 0;
+  double total() const { return zero + a2a + bubble_p2p + others; }
+};
+
 struct BaselineResult {
   std::string setting;  // the configuration, in words
   double step_time_s = 0;
   double compute_time_s = 0;  // forward + backward + recompute on the critical path
   double comm_exposed_s = 0;  // communication not hidden behind compute
   double optimizer_time_s = 0;
+  TimeBreakdown parts;  // of step_time_s
   double tokens_per_s = 0;
   double mfu = 0;  // model FLOPs (3x forward, no recompute) / (step x devices x peak)
   int64_t peak_memory_bytes = 0;  // per device
@@ -26,6 +40,11 @@ struct BaselineResult {
   bool oom = false;
   std::string reason;  // why it does not fit
 };
+
+// The paper's model sizes (§V-A, LLaMA 7B / 13B / 30B); a model takes the settings of the one
+// nearest by parameter count (below 10 B: 7B; below 20 B: 13B; else 30B).
+enum class PaperModelSize { b7, b13, b30 };
+PaperModelSize paper_model_size(const ModelConfig& model);
 
 // Best-fit decreasing: each sequence goes to the fullest micro-batch it still fits in; lengths
 // above the capacity get a micro-batch of their own.

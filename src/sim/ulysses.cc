@@ -126,7 +126,8 @@ void add_memory(UlyssesResult& r, const CostModel& cm, const Config& cfg,
           std::ceil(static_cast<double>(m.params_total()) * c.bytes_per_param / n + gathered)) +
       peak_act;
   r.memory_budget_bytes =
-      cfg.training.memory_budget > 0 ? cfg.training.memory_budget : cm.device().memory_bytes;
+      cfg.training.memory_budget > 0 ? cfg.training.memory_budget
+                                     : cost::usable_memory_bytes(cm.device());
   if (r.peak_memory_bytes > r.memory_budget_bytes) {
     r.oom = true;
     r.reason = fmt::format(
