@@ -58,10 +58,15 @@ double ring_collective_time(double bytes, int64_t n, double bandwidth, double la
 // a node; across nodes each of the node's GPUs drives its own share of the NICs.
 double ring_bandwidth(const cost::CostModel& cm, const Config& cfg, int64_t n);
 
-// ZeRO-3 over all devices: the time of one parameter all-gather or gradient reduce-scatter of
-// the whole model, and the bytes each device holds (its 1/n of the model states plus the
-// gathered parameters in flight: two layers being prefetched and the embedding / LM head).
-double zero3_collective_time(const cost::CostModel& cm, const Config& cfg);
+// ZeRO-3 over all devices as FSDP runs it: each unit (embedding, every layer, LM head) gathered
+// before its forward and again before its backward, its gradient reduce-scattered after, the next
+// unit prefetched while one computes, so what is not hidden is charged unit by unit — the same
+// model as EPP's --zero-stage 3 (plan::zero3_forward_exposed_seconds), over a group of every
+// device. `g` is the cost model of the group the micro-batch runs on (its per-device compute).
+double zero3_micro_batch_exposed(const cost::CostModel& g, const Config& cfg,
+                                 std::span<const cost::SliceShape> chunk);
+// The bytes each device holds under ZeRO-3 over `devices`: its 1/n of the model states plus the
+// gathered parameters in flight (two layers being prefetched and the embedding / LM head).
 int64_t zero3_static_bytes(const cost::CostModel& cm, int64_t devices);
 
 // Adam over `params` parameters on one device: memory-bound, bytes_per_param read and written.

@@ -45,6 +45,7 @@ SpMicroBatch sp_micro_batch(const cost::CostModel& cm, const Config& cfg, int64_
   r.compute += (busiest - 1) * g.attention_seconds(chunk) *
                (static_cast<double>(L) * (1 + c.backward_factor) +
                 static_cast<double>(R) * c.recompute_factor);
+  r.zero3_exposed = zero3_micro_batch_exposed(g, cfg, chunk);
   r.activation_bytes =
       g.activation_bytes(chunk, all, R) +
       std::max(g.forward_transient_bytes(chunk, all), g.backward_transient_bytes(chunk, all, R));
@@ -80,12 +81,11 @@ BaselineResult simulate_deepspeed(const cost::CostModel& cm, const Config& cfg,
   BaselineResult r;
   r.setting =
       fmt::format("sp={}, dp={}, mb={}K tok, {} layers recomputed, ZeRO-3", sp, dp, cap / 1024, R);
-  const double zero = 3 * zero3_collective_time(cm, cfg);
   int64_t act = 0;
   for (size_t i = 0; i < mbs.size(); i += static_cast<size_t>(dp)) {
     r.compute_time_s += mbs[i].compute;
     r.parts.a2a += mbs[i].alltoall;
-    r.parts.zero += std::max(0.0, zero - mbs[i].compute);
+    r.parts.zero += mbs[i].zero3_exposed;
   }
   r.comm_exposed_s = r.parts.a2a + r.parts.zero;
   for (const SpMicroBatch& mb : mbs) act = std::max(act, mb.activation_bytes);

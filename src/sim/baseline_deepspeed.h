@@ -29,6 +29,7 @@ DeepSpeedSetting deepspeed_paper_setting(const ModelConfig& model, int64_t devic
 // activation memory it needs with `recompute_layers` layers recomputed.
 struct SpMicroBatch {
   double compute = 0, alltoall = 0;
+  double zero3_exposed = 0;  // ZeRO-3 over every device, per unit (zero3_micro_batch_exposed)
   int64_t activation_bytes = 0;
 };
 SpMicroBatch sp_micro_batch(const cost::CostModel& cm, const Config& cfg, int64_t sp,

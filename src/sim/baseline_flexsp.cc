@@ -1,10 +1,9 @@
 // FlexSP's model. Per micro-batch and group of size s: the group's sequences run as one packed
 // chunk with the setting's recomputed layers (sim/baseline_deepspeed.h, sp_micro_batch), so its
 // time is that chunk's compute and all-to-alls and its memory must fit what ZeRO-3's states leave
-// of the budget. A micro-batch costs its slowest group plus the ZeRO-3 collectives of that
-// micro-batch (2 parameter all-gathers and 1 gradient reduce-scatter of the whole model over all
-// devices) not hidden behind the slowest group's compute; the step is the sum over micro-batches
-// plus the optimizer. The lower bound relaxes every sequence to its cheapest group size in
+// of the budget. A micro-batch costs its slowest group plus the ZeRO-3 gathers and
+// reduce-scatters (over all devices, unit by unit) its compute leaves exposed; the step is the
+// sum over micro-batches plus the optimizer. The lower bound relaxes every sequence to its cheapest group size in
 // device-seconds at full efficiency, without per-chunk overheads, latencies or lock step.
 #include "sim/baseline_flexsp.h"
 
@@ -32,7 +31,6 @@ struct FlexContext {
   const Config& cfg;
   const FlexSpSetting& setting;
   int64_t act_budget = 0;  // bytes per device left for activations after ZeRO-3's states
-  double zero_per_micro_batch = 0;
   std::map<std::pair<int64_t, int64_t>, double> seq_cost;  // (length, size) -> seconds
   std::map<int64_t, int64_t> capacity;                     // size -> tokens of one chunk
 };
@@ -43,7 +41,6 @@ FlexContext make_flex_context(const cost::CostModel& cm, const Config& cfg,
   const int64_t budget = cfg.training.memory_budget > 0 ? cfg.training.memory_budget
                                                         : cost::usable_memory_bytes(cm.device());
   x.act_budget = budget - zero3_static_bytes(cm, cfg.cluster.num_devices);
-  x.zero_per_micro_batch = 3 * zero3_collective_time(cm, cfg);
   return x;
 }
 
@@ -84,18 +81,19 @@ bool time_micro_batch(const FlexContext& x, FlexSpMicroBatch& mb) {
   mb.slowest = 0;
   for (size_t g = 0; g < mb.groups.size(); ++g) {
     FlexSpGroup& grp = mb.groups[g];
-    grp.time_s = grp.compute_s = 0;
+    grp.time_s = grp.compute_s = grp.zero3_exposed_s = 0;
     grp.activation_bytes = 0;
     if (!grp.lengths.empty()) {
       const SpMicroBatch t = one_chunk(x, grp.size, grp.lengths);
       grp.time_s = t.compute + t.alltoall;
       grp.compute_s = t.compute;
+      grp.zero3_exposed_s = t.zero3_exposed;
       grp.activation_bytes = t.activation_bytes;
       fits = fits && t.activation_bytes <= x.act_budget;
     }
     if (grp.time_s > mb.groups[mb.slowest].time_s) mb.slowest = g;
   }
-  mb.zero_exposed_s = std::max(0.0, x.zero_per_micro_batch - mb.groups[mb.slowest].compute_s);
+  mb.zero_exposed_s = mb.groups[mb.slowest].zero3_exposed_s;
   return fits;
 }
 

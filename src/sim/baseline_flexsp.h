@@ -33,13 +33,16 @@ struct FlexSpGroup {
   std::vector<int64_t> lengths;
   double time_s = 0;     // compute + all-to-alls
   double compute_s = 0;  // of which compute
+  double zero3_exposed_s = 0;  // its ZeRO-3 gathers and reduce-scatters not hidden, per unit
   int64_t activation_bytes = 0;
 };
 
 struct FlexSpMicroBatch {
   std::vector<FlexSpGroup> groups;  // sizes largest first
   size_t slowest = 0;               // index of the group that sets the micro-batch's time
-  double zero_exposed_s = 0;        // ZeRO-3 collectives not hidden behind the slowest group
+  // ZeRO-3's collectives span every device, so each unit's gather waits for the slowest group's
+  // previous unit: the slowest group's exposed time is the micro-batch's.
+  double zero_exposed_s = 0;
   double time_s() const { return groups[slowest].time_s + zero_exposed_s; }
 };
 

@@ -139,11 +139,9 @@ TEST(DeepSpeed, StepInClosedForm) {
   const double a2a = g.ulysses_alltoall_time(8192) * (2 * 4 + 4);
   const double compute =
       g.forward_time(chunk, kAll) + g.backward_time(chunk, kAll) + g.recompute_time(chunk, 4) - a2a;
-  const double params = static_cast<double>(cm.model().params_total()) * 2;
-  const double zero =
-      3 * (0.5 * params / cm.coefficients().p2p_bandwidth_intra + cm.coefficients().p2p_latency_s);
+  const double zero = zero3_micro_batch_exposed(g, cfg, chunk);  // tests/sim/test_baseline_fsdp.cc
   EXPECT_NEAR(r.compute_time_s, compute, 1e-12);
-  EXPECT_NEAR(r.comm_exposed_s, a2a + std::max(0.0, zero - compute), 1e-12);
+  EXPECT_NEAR(r.comm_exposed_s, a2a + zero, 1e-12);
   EXPECT_EQ(r.peak_memory_bytes, zero3_static_bytes(cm, 2) + g.activation_bytes(chunk, kAll, 4) +
                                      std::max(g.forward_transient_bytes(chunk, kAll),
                                               g.backward_transient_bytes(chunk, kAll, 4)));
@@ -185,13 +183,13 @@ TEST(FlexSp, StepIsTheSumOfEachMicroBatchsSlowestGroup) {
     const SpMicroBatch mb = sp_micro_batch(cm, cfg, 8, chunk, 1);
     return std::pair{mb.compute + mb.alltoall, mb.compute};
   };
-  const double zero = 3 * zero3_collective_time(cm, cfg);
   double want = optimizer_seconds(cm, static_cast<double>(cm.model().params_total()) / 16);
   double group_a = 0, group_b = 0;
   for (const auto& [slow, fast] : {std::pair{32768, 2048}, std::pair{30720, 4096}}) {
-    const auto [t, compute] = alone(slow);
-    want += t + std::max(0.0, zero - compute);
-    EXPECT_LT(alone(fast).first, t);
+    const std::vector<cost::SliceShape> chunk = {{0, slow}};
+    want += alone(slow).first + zero3_micro_batch_exposed(cm.with_ulysses_degree(8, false), cfg,
+                                                          chunk);
+    EXPECT_LT(alone(fast).first, alone(slow).first);
   }
   group_a = alone(32768).first + alone(4096).first;
   group_b = alone(2048).first + alone(30720).first;
