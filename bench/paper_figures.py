@@ -24,7 +24,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dists", default=e("DISTS", "github commoncrawl"))
-    ap.add_argument("--iterations", type=int, default=bc.env_int("ITERATIONS", 3))
+    ap.add_argument("--iterations", type=int, default=bc.env_int("ITERATIONS", 20))
     ap.add_argument("--out", default=e("OUT", "out/bench/paper_figures"))
     ap.add_argument("--extra", default=e("EXTRA", ""))
     return ap.parse_args()

@@ -35,7 +35,7 @@ def parse_args():
     ap.add_argument("--models", default=e("MODELS", "7b 13b 30b"))
     ap.add_argument("--lengths", default=e("LENGTHS", "48k 96k"))
     ap.add_argument("--dists", default=e("DISTS", "github commoncrawl"))
-    ap.add_argument("--iterations", type=int, default=bc.env_int("ITERATIONS", 3),
+    ap.add_argument("--iterations", type=int, default=bc.env_int("ITERATIONS", 20),
                     help="global batches simulated per setting (step times summed)")
     ap.add_argument("--out", default=e("OUT", "out/bench/paper_settings"))
     ap.add_argument("--extra", default=e("EXTRA", ""),
