@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The InfiniPipe paper's other figures on its settings, simulated: ZeRO stage inside a stage
 (1 vs 3), the 13B case study's time breakdown, context scaling 64K -> 192K and global batch 128 -> 512 (Llama-13B, paper baselines),
-the ablation (uniform slicing, no recompute, full recompute against EPP) and the planner's time
+the ablation (13B 64K: w/o wbc, w/o ckpt, full ckpt) and the planner's time
 per batch. Every number is one `infinipipe simulate` run on the A800 preset (docs/cost-model.md).
 Env/flags: DISTS, ITERATIONS (batches per setting), OUT, EXTRA (more flags for every run)."""
 
@@ -24,7 +24,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dists", default=e("DISTS", "github commoncrawl"))
-    ap.add_argument("--iterations", type=int, default=bc.env_int("ITERATIONS", 3))
+    ap.add_argument("--iterations", type=int, default=bc.env_int("ITERATIONS", 20))
     ap.add_argument("--out", default=e("OUT", "out/bench/paper_figures"))
     ap.add_argument("--extra", default=e("EXTRA", ""))
     return ap.parse_args()
@@ -88,20 +88,39 @@ def zero_stages(run, a):
 
 
 def case_study(run, a):
-    """Where the busiest rank's time goes, Llama-13B 96K, the first batch (`--breakdown`)."""
+    """The paper's case study (§V-C, Fig. 8): Llama-13B, batch 512, 48K and 96K; every system's
+    step in the paper's four parts (ZeRO, A2A, Bubble & P2P, Others), summed over the batches,
+    from `simulate --compare --baselines paper --json`."""
+    import json
     rows = []
-    for dist in a.dists.split():
-        for zero in ["1", "3"]:
-            cmd = [run.exe, "simulate", "--config", "examples/llama13b-96k.yaml", "--distribution",
-                   dist, "--breakdown", "--zero-stage", zero] + shlex.split(a.extra)
-            _, out, _ = bc.run(cmd)
-            for line in out.splitlines():
-                cells = [c.strip() for c in line.strip().strip("|").split("|")]
-                if line.startswith("| epp ") and len(cells) == 7:
-                    rows.append([dist, f"ZeRO-{zero}"] + cells[1:])
-    print("## Case study: Llama-13B 96K, where the busiest rank's step goes (first batch)\n")
-    print(bc.md_table(["lengths", "model states", "rank", "compute", "all-to-all", "ZeRO-3",
-                       "dp all-reduce", "idle (bubbles)"], rows, "llrrrrrr"))
+    for length in ["48k", "96k"]:
+        for dist in a.dists.split():
+            parts = {}
+            for it in range(a.iterations):
+                path = os.path.join(a.out, f"case-{length}-{dist}-{it}.json")
+                cmd = [run.exe, "simulate", "--compare", "--baselines", "paper", "--config",
+                       f"examples/llama13b-{length}.yaml", "--distribution", dist,
+                       "--iteration", str(it), "--json", path] + shlex.split(a.extra)
+                bc.run(cmd)
+                with open(path) as f:
+                    for r in json.load(f)["rows"]:
+                        p = parts.setdefault(r["schedule"], {"ok": True})
+                        if not r["ok"]:
+                            p["ok"], p["note"] = False, r["note"]
+                            continue
+                        for k, v in list(r["parts_s"].items()) + [("step", r["step_s"])]:
+                            p[k] = p.get(k, 0.0) + v
+            for name, p in parts.items():
+                if not p["ok"]:
+                    rows.append([f"13B {length.upper()}", dist, name, p["note"][:40]] + ["–"] * 4)
+                    continue
+                rows.append([f"13B {length.upper()}", dist, name, f"{p['step']:.2f} s"] +
+                            [f"{p[k]:.2f} s ({100 * p[k] / p['step']:.0f}%)"
+                             for k in ("zero", "a2a", "bubble_p2p", "others")])
+    print("## Case study: Llama-13B, batch 512, the paper's four parts of each system's step "
+          f"(sum of {a.iterations} batches)\n")
+    print(bc.md_table(["setting", "lengths", "system", "step", "ZeRO", "A2A", "Bubble & P2P",
+                       "Others"], rows, "lllrrrrr"))
     print()
 
 
@@ -120,30 +139,27 @@ def scaling(run, a, title, header, values, flags_of):
     print()
 
 
-ABLATIONS = [("EPP (balanced slicing, adaptive recompute)", []),
-             ("without balanced chunking (uniform slicing)", ["--epp-uniform-slicing"]),
-             ("without recompute", ["--recompute-granularity", "none"]),
-             ("static recompute, first half of each stage's layers",
-              ["--recompute-granularity", "full", "--recompute-method", "block",
-               "--recompute-num-layers", "HALF"]),
-             ("full recompute", ["--recompute-granularity", "full", "--recompute-num-layers", "1"])]
-STAGE_LAYERS = {"13b": 10, "30b": 15}  # layers / pp 4 of examples/llama{13b,30b}-*.yaml
+# The paper's ablation (§V-D): Llama-13B at 64K, EPP without workload-balanced chunking ("w/o
+# wbc"), without checkpointing ("w/o ckpt") and with every layer checkpointed ("full ckpt").
+ABLATIONS = [("EPP (balanced chunking, adaptive recompute)", []),
+             ("w/o wbc (uniform slicing)", ["--epp-uniform-slicing"]),
+             ("w/o ckpt (no recompute)", ["--recompute-granularity", "none"]),
+             ("full ckpt (every layer recomputed)",
+              ["--recompute-granularity", "full", "--recompute-num-layers", "1"])]
 
 
 def ablation(run, a):
     rows = []
-    for model in ["13b", "30b"]:
-        for dist in a.dists.split():
-            base = None
-            for name, flags in ABLATIONS:
-                flags = [str(STAGE_LAYERS[model] // 2) if f == "HALF" else f for f in flags]
-                total, _ = run.simulate(f"examples/llama{model}-96k.yaml", dist, flags)
-                epp = total["epp"]
-                base = base if base is not None else epp["step"]
-                slow = (f"{epp['step'] / base:.2f}x" if epp["step"] and base else "–")
-                rows.append([f"{model.upper()} 96K", dist, name, step_cell(epp), epp["bubble"],
-                             epp["peak"], slow])
-    print("## Ablation (EPP, 96K)\n")
+    for dist in a.dists.split():
+        base = None
+        for name, flags in ABLATIONS:
+            total, _ = run.simulate("examples/llama13b-96k.yaml", dist,
+                                    ["--seq-length", "65536"] + flags)
+            epp = total["epp"]
+            base = base if base is not None else epp["step"]
+            slow = (f"{epp['step'] / base:.2f}x" if epp["step"] and base else "–")
+            rows.append(["13B 64K", dist, name, step_cell(epp), epp["bubble"], epp["peak"], slow])
+    print("## Ablation (EPP, Llama-13B, 64K)\n")
     print(bc.md_table(["setting", "lengths", "variant", f"step (sum of {a.iterations})",
                        "bubble", "peak", "vs EPP"], rows, "lllrrrr"))
     print()

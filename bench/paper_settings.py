@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The InfiniPipe paper's settings, simulated: Llama 7B / 13B / 30B on 32 A800-80GB (4 nodes x 8,
-Ulysses 8 inside a node, pp 4 across nodes), 48K and 96K maximum length, global batch 512,
+Ulysses 8 inside a node (4 for 30B's 52 heads, with dp 2), pp 4 across nodes), 48K and 96K
+maximum length, global batch 512,
 GitHub-like and CommonCrawl-like lengths. Runs `infinipipe simulate --compare` on each
 examples/llama*-{48k,96k}.yaml, first with the paper's baselines as its evaluation configured them
 (--baselines paper), then with each baseline tuned in EPP's layout (--baselines tuned), and prints
@@ -34,7 +35,7 @@ def parse_args():
     ap.add_argument("--models", default=e("MODELS", "7b 13b 30b"))
     ap.add_argument("--lengths", default=e("LENGTHS", "48k 96k"))
     ap.add_argument("--dists", default=e("DISTS", "github commoncrawl"))
-    ap.add_argument("--iterations", type=int, default=bc.env_int("ITERATIONS", 3),
+    ap.add_argument("--iterations", type=int, default=bc.env_int("ITERATIONS", 20),
                     help="global batches simulated per setting (step times summed)")
     ap.add_argument("--out", default=e("OUT", "out/bench/paper_settings"))
     ap.add_argument("--extra", default=e("EXTRA", ""),
@@ -67,7 +68,7 @@ def compare_add(total, text):
             total[key] = dict(r)
         elif prev["step"] is not None and r["step"] is not None:
             prev["step"] += r["step"]
-        else:
+        elif prev["step"] is not None:  # the first batch that could not run gives the note
             prev["step"], prev["note"] = None, r["note"]
 
 
@@ -154,7 +155,9 @@ def main():
                "baselines\").")
     print_mode(a, *tuned, TUNED, "Baselines tuned in EPP's layout (--baselines tuned)",
                "Each schedule tuned to its best feasible setting inside EPP's layout (Ulysses 8 "
-               "in a node, pp across nodes); OOM (needs X) = no setting fits 80 GiB.")
+               "in a node, 4 for 30B; pp across nodes); OOM (needs X) = no setting fits the usable 70 "
+               "of 80 GiB "
+               "(docs/cost-model.md, \"Usable memory\").")
 
 
 if __name__ == "__main__":

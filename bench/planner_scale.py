@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The planner at scale, before and after side by side: `infinipipe plan` of one replica's batch
-for 8192 sequences at pp 32 and pp 4 and for a 1024-GPU cluster (sequences up to 1M tokens, dp 8:
+for 8192 sequences at pp 32 and pp 4 and for a 512-GPU cluster (sequences up to 1M tokens, dp 8:
 every replica), run by a base build ($INFINIPIPE_BASE_BIN, optional) and by this build, in turns,
 so both see the same load. Per run: the planner's own time ("searched in", wall), the process's
 CPU seconds and peak RSS (getrusage of the child), the exact recompute solve's gap, and whether
@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as bc  # noqa: E402
 
 CLUSTER = ["--config", "examples/llama30b-96k.yaml", "--seq-length", "1048576",
-           "--max-position-embeddings", "1048576", "--num-devices", "1024",
-           "--devices-per-node", "8", "--pp", "16", "--dp", "8", "--ulysses-degree", "8",
+           "--max-position-embeddings", "1048576", "--num-devices", "512",
+           "--devices-per-node", "8", "--pp", "16", "--dp", "8", "--ulysses-degree", "4",
            "--global-batch-size", "4096", "--distribution", "github"]
 
 
@@ -37,7 +37,7 @@ def cases():
                                       "--global-batch-size", "8192", "--distribution", "github"]),
     ]
     for r in range(8):
-        out.append((f"1024 GPUs, 1M, replica {r}", CLUSTER + ["--replica", str(r)]))
+        out.append((f"512 GPUs, 1M, replica {r}", CLUSTER + ["--replica", str(r)]))
     return out
 
 

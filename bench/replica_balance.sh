@@ -5,17 +5,17 @@
 # slowest/mean of each setting and the CPU seconds of all its plans.
 #   bash bench/replica_balance.sh [N] [DISTRIBUTION] [SEED]   (default github, the example's seed)
 #   INFINIPIPE_BUILD_DIR picks the build (default build/); DELAY_ONLY=1 skips the runs without
-#   the delay.
+#   the delay; ITERATIONS=N is N when no argument gives it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${INFINIPIPE_BUILD_DIR:-build}/infinipipe"
-n="${1:-6}"
+n="${1:-${ITERATIONS:-6}}"
 dist="${2:-github}"
 seed=()
 [[ -n "${3:-}" ]] && seed=(--seed "$3")
 args=(plan --config examples/llama30b-96k.yaml --seq-length 1048576
-      --max-position-embeddings 1048576 --num-devices 1024 --devices-per-node 8 --pp 16 --dp 8
-      --ulysses-degree 8 --global-batch-size 4096 --distribution "$dist" "${seed[@]}"
+      --max-position-embeddings 1048576 --num-devices 512 --devices-per-node 8 --pp 16 --dp 8
+      --ulysses-degree 4 --global-batch-size 4096 --distribution "$dist" "${seed[@]}"
       --replica all --out "")
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD)," \
      "distribution $dist ${3:+seed $3}"

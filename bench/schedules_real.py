@@ -320,9 +320,10 @@ def main():
     os.chdir(bc.ROOT)
     os.makedirs(a.out, exist_ok=True)
     schedules = a.schedules.split()
-    updates = a.cost_model_updates.split() or [""]
-    for u in updates:
-        if u not in ("off", "online") or updates.count(u) > 1:
+    listed = a.cost_model_updates.split()
+    updates = listed or [""]  # "": train's default, no flag
+    for u in listed:
+        if u not in ("off", "online") or listed.count(u) > 1:
             sys.exit(f"error: --cost-model-updates {a.cost_model_updates!r}: list 'off' and/or "
                      f"'online' once each, e.g. 'off online'")
     if a.warmup >= a.iters:

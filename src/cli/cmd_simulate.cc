@@ -4,6 +4,7 @@
 // runs the InfiniPipe paper's baselines as its §V-A configured them (sim/baseline_*.h).
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
@@ -42,7 +44,23 @@ struct Row {
   int64_t peak = 0;
   std::string setting;
   std::string breakdown;  // pipeline rows: where the slowest rank's step goes
+  sim::TimeBreakdown parts;  // the paper's four parts of `step`
 };
+
+// The paper's four parts (sim::TimeBreakdown) of a pipeline step, on the rank that finishes
+// last: its exposed ZeRO-3 collectives and step-end gradient sync, all-to-alls, idle time
+// (bubbles, waiting on transfers) and the rest of its busy time.
+sim::TimeBreakdown pipeline_parts(const sim::StepResult& st) {
+  size_t k = 0;
+  for (size_t i = 0; i < st.busy_time.size(); ++i)
+    if (st.busy_time[i] + st.dp_sync_time[i] > st.busy_time[k] + st.dp_sync_time[k]) k = i;
+  sim::TimeBreakdown p;
+  p.zero = st.zero3_time[k] + st.dp_sync_time[k];
+  p.a2a = st.alltoall_time[k];
+  p.others = st.compute_time[k];
+  p.bubble_p2p = st.step_time - p.zero - p.a2a - p.others;
+  return p;
+}
 
 // The rank that finishes last: its compute, communication and idle time (what --breakdown prints).
 std::string step_breakdown(const sim::StepResult& st) {
@@ -77,6 +95,7 @@ Row pipeline_row(const Config& cfg, const cost::CostModel& cm, const std::vector
     row.peak = max_of(st.peak_bytes);
     row.setting = r.knobs.describe();
     row.breakdown = step_breakdown(st);
+    row.parts = pipeline_parts(st);
     if (st.oom) row.note = "OOM in simulation";
   } catch (const plan::BudgetError& e) {
     row.note = fmt::format("OOM (needs {})", format_bytes(e.least_budget()));
@@ -100,6 +119,10 @@ Row ulysses_row(const Config& cfg, const cost::CostModel& cm, const std::vector<
     row.tokens_per_s = u.tokens_per_s;
     row.mfu = u.mfu;
     row.peak = u.peak_memory_bytes;
+    row.parts = {.zero = u.zero_exposed_s,
+                 .a2a = u.alltoall_time_s,
+                 .bubble_p2p = 0,
+                 .others = u.compute_time_s + u.optimizer_time_s};
     row.setting = fmt::format("sp={}, dp={}, mb={}K tok, {}", u.setting.sp_degree, u.dp_degree,
                               u.setting.micro_batch_tokens / 1024,
                               u.setting.full_recompute ? "full recompute" : "no recompute");
@@ -124,6 +147,7 @@ Row baseline_row(const char* name, const std::function<sim::BaselineResult()>& r
     row.tokens_per_s = b.tokens_per_s;
     row.mfu = b.mfu;
     row.peak = b.peak_memory_bytes;
+    row.parts = b.parts;
     row.setting = fmt::format("{}; compute {:.2f} s, exposed communication {:.2f} s", b.setting,
                               b.compute_time_s, b.comm_exposed_s);
     if (b.oom) row.note = "OOM";
@@ -137,8 +161,8 @@ Row baseline_row(const char* name, const std::function<sim::BaselineResult()>& r
   return row;
 }
 
-void print_compare(const Config& cfg, const std::vector<int64_t>& lengths,
-                   const std::vector<Row>& rows) {
+void print_compare(const Config& cfg, const cost::CostModel& cm,
+                   const std::vector<int64_t>& lengths, const std::vector<Row>& rows) {
   int64_t tokens = 0, longest = 0;
   for (int64_t l : lengths) {
     tokens += l;
@@ -150,7 +174,13 @@ void print_compare(const Config& cfg, const std::vector<int64_t>& lengths,
       lengths.size(), tokens, longest, cfg.cluster.num_nodes(), cfg.cluster.devices_per_node,
       cfg.cluster.num_devices, cfg.parallel.pipeline_parallel, cfg.parallel.ulysses_degree,
       cfg.parallel.data_parallel,
-      cfg.training.memory_budget > 0 ? format_bytes(cfg.training.memory_budget) : "device memory");
+      cfg.training.memory_budget > 0
+          ? format_bytes(cfg.training.memory_budget)
+          : fmt::format("{} (the device's {} less {} reserved, docs/cost-model.md \"Usable "
+                        "memory\")",
+                        format_bytes(cost::usable_memory_bytes(cm.device())),
+                        format_bytes(cm.device().memory_bytes),
+                        format_bytes(cm.device().reserved_memory_bytes)));
   const Row* epp = nullptr;
   for (const Row& r : rows)
     if (r.name == "epp" && r.ok) epp = &r;
@@ -175,6 +205,48 @@ void print_compare(const Config& cfg, const std::vector<int64_t>& lengths,
   fmt::print("\n(pipeline rows: one data-parallel replica's share, tokens/s x dp; planning took");
   for (const Row& r : rows) fmt::print(" {} {:.2f}s", r.name, r.plan_s);
   fmt::print(")\n");
+}
+
+// The InfiniPipe paper's case-study split (§V-C, Fig. 8) of every row's step.
+void print_parts(const std::vector<Row>& rows) {
+  fmt::print(
+      "\nWhere each step goes, in the paper's four parts (§V-C, Fig. 8; docs/cost-model.md, "
+      "\"The paper's four parts\"):\n\n| schedule | ZeRO | A2A | Bubble & P2P | Others | step "
+      "|\n|---|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : rows) {
+    if (!r.ok) continue;
+    const sim::TimeBreakdown& p = r.parts;
+    fmt::print("| {} | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s |\n", r.name, p.zero,
+               p.a2a, p.bubble_p2p, p.others, r.step);
+  }
+}
+
+void write_compare_json(const std::string& path, const std::vector<int64_t>& lengths,
+                        const std::vector<Row>& rows) {
+  nlohmann::json out;
+  int64_t tokens = 0;
+  for (int64_t l : lengths) tokens += l;
+  out["sequences"] = lengths.size();
+  out["tokens"] = tokens;
+  out["rows"] = nlohmann::json::array();
+  for (const Row& r : rows) {
+    nlohmann::json j = {{"schedule", r.name}, {"ok", r.ok}, {"setting", r.setting}};
+    if (!r.ok) {
+      j["note"] = r.note;
+    } else {
+      j["step_s"] = r.step;
+      j["tokens_per_s"] = r.tokens_per_s;
+      j["mfu"] = r.mfu;
+      j["peak_bytes"] = r.peak;
+      j["parts_s"] = {{"zero", r.parts.zero},
+                      {"a2a", r.parts.a2a},
+                      {"bubble_p2p", r.parts.bubble_p2p},
+                      {"others", r.parts.others}};
+    }
+    out["rows"].push_back(std::move(j));
+  }
+  std::ofstream f(path);
+  if (!(f << out.dump(2) << "\n")) fail("simulate --json: cannot write {}", path);
 }
 
 void print_breakdown(const std::vector<Row>& rows) {
@@ -250,7 +322,9 @@ std::vector<Row> paper_rows(const Config& cfg, const cost::CostModel& cm,
       "deepspeed", [&] { return sim::simulate_deepspeed(cm, cfg, global, ds); },
       f.deepspeed_sp > 0 || f.deepspeed_recompute >= 0));
   rows.push_back(
-      baseline_row("flexsp", [&] { return sim::simulate_flexsp(cm, cfg, global).result; }));
+      baseline_row("flexsp", [&] {
+        return sim::simulate_flexsp(cm, cfg, global, sim::flexsp_paper_setting(cfg.model)).result;
+      }));
   return rows;
 }
 
@@ -264,6 +338,10 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_flag("--compare", *compare,
                 "every schedule side by side: epp and the baselines of --baselines");
   cmd->add_option("--plan", *plan_file, "simulate this saved plan instead of planning");
+  auto json_out = std::make_shared<std::string>();
+  cmd->add_option("--json", *json_out,
+                  "with --compare: also write every row (step, tokens/s, peak, the paper's four "
+                  "parts of the step) to this JSON file");
   auto breakdown = std::make_shared<bool>(false);
   cmd->add_flag("--breakdown", *breakdown,
                 "after the table: compute, all-to-all, ZeRO-3, all-reduce and idle seconds of "
@@ -275,8 +353,10 @@ void add_simulate_command(CLI::App& app) {
       cmd->add_option("--out", *search_out, "with --search-layout: write the ranking as JSON");
   auto load = add_workload_options(cmd);
   auto config = options::add_config_options(cmd);
-  cmd->callback([cmd, compare, plan_file, breakdown, paper, search, search_out, search_out_option,
-                 load, config] {
+  cmd->callback([cmd, compare, plan_file, json_out, breakdown, paper, search, search_out,
+                 search_out_option, load, config] {
+    if (!json_out->empty() && !*compare)
+      fail_config("simulate --json writes the --compare table: add --compare");
     if (search->asked("--search-layout")) {
       const bool baselines = cmd->get_option("--baselines")->count() > 0 ||
                              std::any_of(paper->options.begin(), paper->options.end(),
@@ -321,8 +401,10 @@ void add_simulate_command(CLI::App& app) {
     const std::vector<int64_t>& global = w.global;
     const std::vector<int64_t>& lengths = w.share();
     auto show = [&](const std::vector<Row>& rows) {
-      print_compare(cfg, lengths, rows);
+      print_compare(cfg, cm, lengths, rows);
+      if (*compare) print_parts(rows);
       if (*breakdown) print_breakdown(rows);
+      if (!json_out->empty()) write_compare_json(*json_out, lengths, rows);
     };
     if (!*compare) {
       show({pipeline_row(cfg, cm, lengths, cfg.parallel.schedule)});

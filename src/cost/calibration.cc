@@ -183,6 +183,12 @@ void device_read(const json& j, const std::string& where, Calibration& c) {
     if (!std::isfinite(d.sgemm_flops) || d.sgemm_flops < 0)
       fail("calibration {}: device.sgemm_flops = {} must be >= 0 and finite", where, d.sgemm_flops);
   }
+  if (dev.contains("reserved_memory_bytes")) {  // files from before it existed: none reserved
+    d.reserved_memory_bytes = get<int64_t>(dev, "reserved_memory_bytes", where, "device");
+    if (d.reserved_memory_bytes < 0 || d.reserved_memory_bytes >= d.memory_bytes)
+      fail("calibration {}: device.reserved_memory_bytes = {} must be in [0, memory_bytes)",
+           where, d.reserved_memory_bytes);
+  }
   if (d.memory_bytes <= 0)
     fail("calibration {}: device.memory_bytes must be > 0, got {}", where, d.memory_bytes);
 }
@@ -254,6 +260,7 @@ std::string calibration_to_json(const Calibration& cal) {
        {{"name", d.name},
         {"peak_flops", d.peak_flops},
         {"memory_bytes", d.memory_bytes},
+        {"reserved_memory_bytes", d.reserved_memory_bytes},
         {"memory_bandwidth", d.memory_bandwidth},
         {"intra_node_bandwidth", d.intra_node_bandwidth},
         {"inter_node_bandwidth", d.inter_node_bandwidth},

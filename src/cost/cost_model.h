@@ -37,6 +37,10 @@ struct DeviceSpec {
   std::string name;
   double peak_flops = 0;              // dense matmul FLOP/s (bf16 or fp32, as planned)
   int64_t memory_bytes = 0;           // device memory
+  // What a training process cannot fill with tensors: the CUDA context, NCCL's buffers and the
+  // caching allocator's headroom. The same for every system planned or compared
+  // (docs/cost-model.md, "Usable memory"); 0 on the cpu preset.
+  int64_t reserved_memory_bytes = 0;
   double memory_bandwidth = 0;        // bytes/s, for memory-bound elementwise work
   double intra_node_bandwidth = 0;    // bytes/s per device, one direction (NVLink, shared memory)
   double inter_node_bandwidth = 0;    // bytes/s per device, one direction (IB share)
@@ -51,6 +55,10 @@ struct DeviceSpec {
   std::string sources;                // where the numbers come from
   std::string link_sources;           // where the link numbers come from, what they assume
 };
+
+// The default memory budget of one device (when --memory-budget is not given): its memory less
+// what is reserved.
+int64_t usable_memory_bytes(const DeviceSpec& device);
 
 // Names of the presets device_preset() knows.
 std::span<const char* const> device_preset_names();

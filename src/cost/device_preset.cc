@@ -1,5 +1,6 @@
 // Device presets. Every number and its source is listed in docs/cost-model.md; keep the two in
 // step. Bandwidths are effective per-direction values (about 80% of the link, as NCCL reaches).
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -75,12 +76,20 @@ DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double
   d.half_efficiency_tokens = half_tokens;
   d.chunk_overhead_s = 300e-6;
   d.backward_factor = 2.0;
+  // FlexSP's released planner (Hetu-Galvatron, galvatron/models/gpt_hf/train_dist.py scripts)
+  // packs to a memory limit of 28-30 GB on 40 GB A100s: it holds back 10-12 GB for the CUDA
+  // context, NCCL and the caching allocator. We hold back its smaller figure, 10 GiB.
+  d.reserved_memory_bytes = static_cast<int64_t>(10 * kGiB);
   d.sources = sources;
   d.link_sources = link_sources;
   return d;
 }
 
 }  // namespace
+
+int64_t usable_memory_bytes(const DeviceSpec& device) {
+  return std::max<int64_t>(0, device.memory_bytes - device.reserved_memory_bytes);
+}
 
 std::span<const char* const> device_preset_names() {
   return kNames;

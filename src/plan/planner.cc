@@ -75,7 +75,8 @@ std::string PlanKnobs::describe() const {
 }
 
 int64_t planner_budget(const Config& cfg, const cost::CostModel& cm) {
-  return cfg.training.memory_budget > 0 ? cfg.training.memory_budget : cm.device().memory_bytes;
+  return cfg.training.memory_budget > 0 ? cfg.training.memory_budget
+                                        : cost::usable_memory_bytes(cm.device());
 }
 
 Candidate planner_evaluate(const Config& cfg, const cost::CostModel& cm,

@@ -8,8 +8,15 @@
 
 #include "core/error.h"
 #include "cost/collectives.h"
+#include "plan/model_states.h"
 
 namespace infinipipe::sim {
+
+PaperModelSize paper_model_size(const ModelConfig& m) {
+  const double params = static_cast<double>(m.params_total());
+  return params < 10e9 ? PaperModelSize::b7 : params < 20e9 ? PaperModelSize::b13
+                                                             : PaperModelSize::b30;
+}
 
 std::vector<std::vector<cost::SliceShape>> baseline_pack(std::span<const int64_t> lengths,
                                                          int64_t capacity) {
@@ -43,11 +50,17 @@ double ring_bandwidth(const cost::CostModel& cm, const Config& cfg, int64_t n) {
   return cost::group_ring_bandwidth(cm, {0, n, cfg.cluster.devices_per_node});
 }
 
-double zero3_collective_time(const cost::CostModel& cm, const Config& cfg) {
-  const int64_t n = cfg.cluster.num_devices;
-  const double bytes = static_cast<double>(cm.model().params_total()) * (cm.bf16() ? 2.0 : 4.0);
-  return ring_collective_time(bytes, n, ring_bandwidth(cm, cfg, n),
-                              cm.link_latency(n > cfg.cluster.devices_per_node));
+double zero3_micro_batch_exposed(const cost::CostModel& g, const Config& cfg,
+                                 std::span<const cost::SliceShape> chunk) {
+  Config whole = cfg;  // one stage of every layer, its ZeRO-3 group every device
+  whole.parallel.zero_stage = 3;
+  whole.parallel.pipeline_parallel = 1;
+  whole.parallel.ulysses_degree = 1;
+  whole.parallel.data_parallel = cfg.cluster.num_devices;
+  const cost::StageShape all{
+      .num_layers = g.model().num_layers, .has_embedding = true, .has_lm_head = true};
+  return plan::zero3_forward_exposed_seconds(g, whole, chunk, all, 0) +
+         plan::zero3_backward_exposed_seconds(g, whole, chunk, all, 0);
 }
 
 int64_t zero3_static_bytes(const cost::CostModel& cm, int64_t devices) {
@@ -79,7 +92,8 @@ void baseline_finish(const cost::CostModel& cm, const Config& cfg, std::span<con
   r.mfu = flops /
           (r.step_time_s * static_cast<double>(cfg.cluster.num_devices) * cm.device().peak_flops);
   r.memory_budget_bytes =
-      cfg.training.memory_budget > 0 ? cfg.training.memory_budget : cm.device().memory_bytes;
+      cfg.training.memory_budget > 0 ? cfg.training.memory_budget
+                                     : cost::usable_memory_bytes(cm.device());
   r.oom = r.peak_memory_bytes > r.memory_budget_bytes;
   if (r.oom)
     r.reason = fmt::format("needs {} per device ({}) but the budget is {}",

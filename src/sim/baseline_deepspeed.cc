@@ -14,9 +14,16 @@
 
 namespace infinipipe::sim {
 
+int64_t zero3_paper_recompute_layers(const ModelConfig& m) {
+  // §V-A: "for DeepSpeed and FlexSP, we checkpoint 36 layers for 30B model and none for the
+  // other model sizes" (of the 30B's 60 layers; capped for a smaller model of that class).
+  return paper_model_size(m) == PaperModelSize::b30 ? std::min<int64_t>(36, m.num_layers) : 0;
+}
+
 DeepSpeedSetting deepspeed_paper_setting(const ModelConfig& m, int64_t devices) {
   DeepSpeedSetting s;
-  s.sp = std::min<int64_t>(static_cast<double>(m.params_total()) < 10e9 ? 16 : 32, devices);
+  s.sp = std::min<int64_t>(paper_model_size(m) == PaperModelSize::b7 ? 16 : 32, devices);
+  s.recompute_layers = zero3_paper_recompute_layers(m);
   return s;
 }
 
@@ -38,6 +45,7 @@ SpMicroBatch sp_micro_batch(const cost::CostModel& cm, const Config& cfg, int64_
   r.compute += (busiest - 1) * g.attention_seconds(chunk) *
                (static_cast<double>(L) * (1 + c.backward_factor) +
                 static_cast<double>(R) * c.recompute_factor);
+  r.zero3_exposed = zero3_micro_batch_exposed(g, cfg, chunk);
   r.activation_bytes =
       g.activation_bytes(chunk, all, R) +
       std::max(g.forward_transient_bytes(chunk, all), g.backward_transient_bytes(chunk, all, R));
@@ -73,15 +81,17 @@ BaselineResult simulate_deepspeed(const cost::CostModel& cm, const Config& cfg,
   BaselineResult r;
   r.setting =
       fmt::format("sp={}, dp={}, mb={}K tok, {} layers recomputed, ZeRO-3", sp, dp, cap / 1024, R);
-  const double zero = 3 * zero3_collective_time(cm, cfg);
   int64_t act = 0;
   for (size_t i = 0; i < mbs.size(); i += static_cast<size_t>(dp)) {
     r.compute_time_s += mbs[i].compute;
-    r.comm_exposed_s += mbs[i].alltoall + std::max(0.0, zero - mbs[i].compute);
+    r.parts.a2a += mbs[i].alltoall;
+    r.parts.zero += mbs[i].zero3_exposed;
   }
+  r.comm_exposed_s = r.parts.a2a + r.parts.zero;
   for (const SpMicroBatch& mb : mbs) act = std::max(act, mb.activation_bytes);
   r.optimizer_time_s =
       optimizer_seconds(cm, static_cast<double>(m.params_total()) / static_cast<double>(n));
+  r.parts.others = r.compute_time_s + r.optimizer_time_s;
   r.step_time_s = r.compute_time_s + r.comm_exposed_s + r.optimizer_time_s;
   r.peak_memory_bytes = zero3_static_bytes(cm, n) + act;
   baseline_finish(cm, cfg, batch, r);

@@ -18,14 +18,18 @@ struct DeepSpeedSetting {
   int64_t micro_batch_tokens = 0;  // packing capacity; 0 = the model's seq-length
 };
 
+// Layers DeepSpeed and FlexSP recompute in the paper (§V-A): 36 for 30B, none for 7B and 13B.
+int64_t zero3_paper_recompute_layers(const ModelConfig& model);
+
 // The paper's degree for the nearest of its model sizes: 16 for 7B, 32 for 13B and 30B
-// (capped at the devices); every layer recomputed.
+// (capped at the devices); zero3_paper_recompute_layers layers recomputed.
 DeepSpeedSetting deepspeed_paper_setting(const ModelConfig& model, int64_t devices);
 
 // One micro-batch on one sp group: compute (uneven heads included), the all-to-alls, and the
 // activation memory it needs with `recompute_layers` layers recomputed.
 struct SpMicroBatch {
   double compute = 0, alltoall = 0;
+  double zero3_exposed = 0;  // ZeRO-3 over every device, per unit (zero3_micro_batch_exposed)
   int64_t activation_bytes = 0;
 };
 SpMicroBatch sp_micro_batch(const cost::CostModel& cm, const Config& cfg, int64_t sp,

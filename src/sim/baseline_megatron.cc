@@ -5,8 +5,10 @@
 //   layer and pass (forward, backward, recompute), not overlapped (Megatron's default);
 // * CP: cp-1 ring steps per layer, each passing the local K/V (T/cp tokens, kv heads / tp); the
 //   backward passes K/V and dK/dV (twice the bytes); hidden behind that layer's attention only;
-// * DP: the dp groups run micro-batches in lock step (a round costs its slowest); gradients
-//   all-reduced once per step over dp x cp ranks, exposed.
+// * DP: the dp groups run micro-batches in lock step (a round costs its slowest); the paper ran
+//   Megatron's distributed optimizer (ZeRO-1, §V-A): once per step the fp32 gradients are
+//   reduce-scattered and the updated bf16 parameters all-gathered over the dp x cp replicas,
+//   exposed; each replica keeps 1/(dp x cp) of the optimizer state.
 #include "sim/baseline_megatron.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@ namespace {
 
 struct MicroBatchCost {
   double compute = 0, comm = 0;
+  double cp_exposed = 0;  // the part of comm the K/V ring leaves exposed (the rest: TP)
   int64_t act = 0;
 };
 
@@ -65,9 +68,10 @@ MicroBatchCost micro_batch_cost(const cost::CostModel& cm, const Config& cfg,
     const double ring = static_cast<double>(s.cp - 1) * step;
     const double attn = g.attention_seconds(chunk);
     const double kb = g.coefficients().backward_factor, kr = g.coefficients().recompute_factor;
-    c.comm += static_cast<double>(L) *
-                  (std::max(0.0, ring - attn) + std::max(0.0, 2 * ring - kb * attn)) +
-              static_cast<double>(R) * std::max(0.0, ring - kr * attn);
+    c.cp_exposed = static_cast<double>(L) *
+                       (std::max(0.0, ring - attn) + std::max(0.0, 2 * ring - kb * attn)) +
+                   static_cast<double>(R) * std::max(0.0, ring - kr * attn);
+    c.comm += c.cp_exposed;
   }
   c.act = g.activation_bytes(chunk, all, R) + std::max(g.forward_transient_bytes(chunk, all),
                                                        g.backward_transient_bytes(chunk, all, R));
@@ -77,14 +81,18 @@ MicroBatchCost micro_batch_cost(const cost::CostModel& cm, const Config& cfg,
 }  // namespace
 
 MegatronSetting megatron_paper_setting(const ModelConfig& m) {
-  const double params = static_cast<double>(m.params_total());
   MegatronSetting s;
-  if (params < 10e9)
-    s = {8, 2, 10, 0};
-  else if (params < 20e9)
-    s = {8, 4, 20, 0};
-  else
-    s = {8, 4, 55, 0};
+  switch (paper_model_size(m)) {
+    case PaperModelSize::b7: s = {8, 2, 10, 0}; break;
+    case PaperModelSize::b13: s = {8, 4, 20, 0}; break;
+    case PaperModelSize::b30: s = {8, 4, 55, 0}; break;
+  }
+  // Megatron-LM needs tp to divide the heads (the published LLaMA 30B has 52): where 8 does not,
+  // the largest power of two that does, with cp grown to keep the tp x cp group's size. The
+  // paper does not say; this keeps the group inside the node and the data-parallel degree.
+  const int64_t group = s.tp * s.cp;
+  while (s.tp > 1 && (m.num_attention_heads % s.tp != 0 || m.kv_heads() % s.tp != 0)) s.tp /= 2;
+  s.cp = group / s.tp;
   s.recompute_layers = std::min(s.recompute_layers, m.num_layers);
   return s;
 }
@@ -105,26 +113,38 @@ BaselineResult simulate_megatron(const cost::CostModel& cm, const Config& cfg,
     return a.compute + a.comm > b.compute + b.comm;
   });
   BaselineResult r;
-  r.setting = fmt::format("tp={}, cp={}, dp={}, mb={}K tok, {} layers recomputed", s.tp, s.cp, dp,
+  r.setting = fmt::format("tp={}, cp={}, dp={}, mb={}K tok, {} layers recomputed, ZeRO-1", s.tp,
+                          s.cp, dp,
                           s.micro_batch_tokens / 1024, s.recompute_layers);
   int64_t act = 0;
   for (size_t i = 0; i < mbs.size(); i += static_cast<size_t>(dp)) {
     r.compute_time_s += mbs[i].compute;  // sorted: the first of each round is its slowest
     r.comm_exposed_s += mbs[i].comm;
+    r.parts.others += mbs[i].compute + mbs[i].comm - mbs[i].cp_exposed;
+    r.parts.bubble_p2p += mbs[i].cp_exposed;
   }
   for (const MicroBatchCost& mb : mbs) act = std::max(act, mb.act);
 
-  // Gradients (fp32 main grads) of this device's 1/tp of the model, over the dp x cp replicas;
-  // every GPU of a node is in its own ring, so each gets its own share of the links.
+  // ZeRO-1 over the dp x cp replicas of this device's 1/tp of the model: reduce-scatter of the
+  // fp32 main gradients, all-gather of the bf16 (or fp32) parameters; every GPU of a node is in
+  // its own ring, so each gets its own share of the links.
   const double shard = static_cast<double>(m.params_total()) / static_cast<double>(s.tp);
   const int64_t replicas = dp * s.cp;
   const bool inter = n > cfg.cluster.devices_per_node && replicas > 1;
   const double bw =
       inter ? cm.coefficients().p2p_bandwidth_inter : cm.coefficients().p2p_bandwidth_intra;
-  r.comm_exposed_s += 2 * ring_collective_time(shard * 4.0, replicas, bw, cm.link_latency(inter));
-  r.optimizer_time_s = optimizer_seconds(cm, shard);
+  const double lat = cm.link_latency(inter);
+  r.parts.zero = ring_collective_time(shard * 4.0, replicas, bw, lat) +
+                 ring_collective_time(shard * (cm.bf16() ? 2.0 : 4.0), replicas, bw, lat);
+  r.comm_exposed_s += r.parts.zero;
+  const double optimizer_shard = shard / static_cast<double>(replicas);
+  r.optimizer_time_s = optimizer_seconds(cm, optimizer_shard);
+  r.parts.others += r.optimizer_time_s;
   r.step_time_s = r.compute_time_s + r.comm_exposed_s + r.optimizer_time_s;
-  r.peak_memory_bytes = static_cast<int64_t>(shard * cm.coefficients().bytes_per_param) + act;
+  const cost::Coefficients& c = cm.coefficients();
+  r.peak_memory_bytes = static_cast<int64_t>(shard * (c.bytes_per_param - c.optimizer_bytes_per_param) +
+                                             optimizer_shard * c.optimizer_bytes_per_param) +
+                        act;
   baseline_finish(cm, cfg, batch, r);
   return r;
 }

@@ -18,7 +18,8 @@ struct MegatronSetting {
 };
 
 // The paper's setting for the nearest of its model sizes: 7B tp 8 cp 2, 10 layers recomputed;
-// 13B tp 8 cp 4, 20 layers; 30B tp 8 cp 4, 55 layers (capped at the model's layers).
+// 13B tp 8 cp 4, 20 layers; 30B tp 8 cp 4, 55 layers (capped at the model's layers); ZeRO-1.
+// Where tp does not divide the heads (LLaMA 30B: 52) it halves and cp doubles.
 MegatronSetting megatron_paper_setting(const ModelConfig& model);
 
 // Throws ConfigError when the setting cannot run (tp x cp does not divide the devices, tp does

@@ -3,9 +3,11 @@
 //   micro-batch runs on one sp group with all layers, embedding and LM head;
 // * ZeRO-3 collectives span every device, so the dp groups advance micro-batch by micro-batch in
 //   lock step: a round costs its slowest group;
-// * per micro-batch, parameters are all-gathered twice (forward, backward; the recompute reuses
-//   the backward gather) and gradients reduce-scattered once; DeepSpeed prefetches these, so only
-//   the part longer than the compute is exposed; the all-to-alls are data dependencies and are not.
+// * per micro-batch, every unit (embedding, layer, LM head) is all-gathered before its forward and
+//   its backward and its gradient reduce-scattered after (the recompute reuses the backward's
+//   gather); the next unit is prefetched while one computes, so what is exposed is charged unit by
+//   unit (sim::zero3_micro_batch_exposed, EPP's own ZeRO-3 model); the all-to-alls are data
+//   dependencies and are not hidden.
 #include "sim/ulysses.h"
 
 #include <algorithm>
@@ -51,31 +53,15 @@ double param_element_bytes(const CostModel& cm) {
   return cm.bf16() ? 2.0 : 4.0;
 }
 
-// ZeRO-3 traffic per micro-batch: 2 parameter all-gathers + 1 gradient reduce-scatter.
-double zero_time_per_micro_batch(const CostModel& cm, const Config& cfg,
-                                 const cost::Coefficients& c) {
-  const int64_t n = cfg.cluster.num_devices;
-  const double param_bytes =
-      static_cast<double>(cm.model().params_total()) * param_element_bytes(cm);
-  // Across nodes, a ring collective that involves every GPU of a node drives all of the node's
-  // NICs at once (one ring per NIC), so it gets devices_per_node × the per-GPU share.
-  const bool all_across_nodes = n > cfg.cluster.devices_per_node;
-  const double bw = all_across_nodes
-                        ? std::min(c.p2p_bandwidth_intra,
-                                   c.p2p_bandwidth_inter * static_cast<double>(std::min(
-                                                               n, cfg.cluster.devices_per_node)))
-                        : c.p2p_bandwidth_intra;
-  return 3 * ring_collective_time(param_bytes, n, bw, c.p2p_latency_s);
-}
-
 struct MicroBatch {
   double compute, a2a;  // seconds: compute, and the all-to-alls it waits on
+  double zero3;         // ZeRO-3 gathers and reduce-scatters it leaves exposed, unit by unit
   int64_t act;          // peak activation bytes
 };
 
 // The batch's micro-batches, each timed on one sp group (g: the cost model at that
 // Ulysses degree) with every layer; heaviest first.
-std::vector<MicroBatch> micro_batches(const CostModel& g,
+std::vector<MicroBatch> micro_batches(const CostModel& g, const Config& cfg,
                                       const std::vector<std::vector<SliceShape>>& bins,
                                       const UlyssesSetting& setting) {
   const ModelConfig& m = g.model();
@@ -87,7 +73,7 @@ std::vector<MicroBatch> micro_batches(const CostModel& g,
     const double a2a = g.ulysses_alltoall_time(tokens) * m.num_layers * (2 + (recompute > 0));
     const double total = g.forward_time(chunk, all) + g.backward_time(chunk, all) +
                          g.recompute_time(chunk, recompute);
-    mbs.push_back({total - a2a, a2a,
+    mbs.push_back({total - a2a, a2a, zero3_micro_batch_exposed(g, cfg, chunk),
                    g.activation_bytes(chunk, all, recompute) +
                        std::max(g.forward_transient_bytes(chunk, all),
                                 g.backward_transient_bytes(chunk, all, recompute))});
@@ -126,7 +112,8 @@ void add_memory(UlyssesResult& r, const CostModel& cm, const Config& cfg,
           std::ceil(static_cast<double>(m.params_total()) * c.bytes_per_param / n + gathered)) +
       peak_act;
   r.memory_budget_bytes =
-      cfg.training.memory_budget > 0 ? cfg.training.memory_budget : cm.device().memory_bytes;
+      cfg.training.memory_budget > 0 ? cfg.training.memory_budget
+                                     : cost::usable_memory_bytes(cm.device());
   if (r.peak_memory_bytes > r.memory_budget_bytes) {
     r.oom = true;
     r.reason = fmt::format(
@@ -155,14 +142,14 @@ UlyssesResult simulate_ulysses_setting(const CostModel& cm, const Config& cfg,
 
   // Micro-batches, heaviest first, dealt dp at a time into lock-step rounds.
   const auto bins = baseline_pack(lengths, setting.micro_batch_tokens);
-  const std::vector<MicroBatch> mbs = micro_batches(g, bins, setting);
-  const double zero_per_mb = zero_time_per_micro_batch(cm, cfg, c);
+  const std::vector<MicroBatch> mbs = micro_batches(g, cfg, bins, setting);
   int64_t peak_act = 0;
   for (size_t i = 0; i < mbs.size(); i += r.dp_degree) {
     const MicroBatch& slowest = mbs[i];  // sorted: the first of each round is its slowest
     r.compute_time_s += slowest.compute;
     r.alltoall_time_s += slowest.a2a;
-    r.zero_exposed_s += std::max(0.0, zero_per_mb - slowest.compute);
+    // Lock step: each unit's gather waits for the slowest group's previous unit.
+    r.zero_exposed_s += slowest.zero3;
     ++r.micro_batch_rounds;
   }
   for (const MicroBatch& mb : mbs) peak_act = std::max(peak_act, mb.act);

@@ -1,0 +1,49 @@
+# Every bench script's default invocation (`bash bench/<name>.sh`, no arguments) as a ctest
+# (label `bench`), made cheap only through the size knobs the script itself documents (env vars):
+# the same code path as the full benchmark, so a script that stops working fails CI rather than
+# the next person who runs it. Output goes to the build folder, never the source tree.
+#   ctest --test-dir build -L bench
+# Left out, with why: gpu_check.sh (its default is --device cuda: needs a GPU and PyTorch),
+# gpu_deps.sh (downloads Debian packages: needs apt and the network); torch_engine.sh runs only
+# where the configuring Python imports torch.
+set(bench_out ${CMAKE_BINARY_DIR}/bench-tests)
+
+function(infinipipe_bench_test name)
+  cmake_parse_arguments(B "" "TIMEOUT;FAIL" "ENV" ${ARGN})
+  add_test(NAME bench_${name}
+           COMMAND bash ${CMAKE_SOURCE_DIR}/bench/${name}.sh
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # RUN_SERIAL: several of them train under mpirun or time the planner.
+  set_tests_properties(bench_${name} PROPERTIES
+    LABELS bench RUN_SERIAL TRUE TIMEOUT ${B_TIMEOUT}
+    ENVIRONMENT "INFINIPIPE_BUILD_DIR=${CMAKE_BINARY_DIR};OMP_WAIT_POLICY=passive;${B_ENV}")
+  if(B_FAIL)  # a script that reports a failed run as a table row and still exits 0
+    set_tests_properties(bench_${name} PROPERTIES FAIL_REGULAR_EXPRESSION "${B_FAIL}")
+  endif()
+endfunction()
+
+infinipipe_bench_test(generate_cache TIMEOUT 300 ENV "NEW_TOKENS=4")
+infinipipe_bench_test(grouping_solve TIMEOUT 300 ENV
+  "INFINIPIPE_BASE_BIN=${CMAKE_BINARY_DIR}/infinipipe;MODELS=7b;LENGTHS=48k;DISTS=github;ITERATIONS=1")
+infinipipe_bench_test(layout_search TIMEOUT 300 ENV "EXAMPLE=llama7b-48k;ITERS=1")
+infinipipe_bench_test(paper_settings TIMEOUT 600 ENV
+  "MODELS=7b;LENGTHS=48k;DISTS=github;ITERATIONS=1;OUT=${bench_out}/paper_settings")
+infinipipe_bench_test(prediction_error TIMEOUT 600 ENV
+  "ITERS=12;SKIP=8;DP=1;OUT=${bench_out}/prediction_error")  # lr warm-up is 10 iterations
+infinipipe_bench_test(replica_balance TIMEOUT 300 ENV "ITERATIONS=1;DELAY_ONLY=1")
+# ITERS=3: the runs warm the learning rate up over 2 iterations, which must be shorter than the run.
+infinipipe_bench_test(schedules_real TIMEOUT 600 FAIL "failed \\(exit|timed out after" ENV
+  "SCHEDULES=epp 1f1b;PP=2;LAYERS=4;SEQ_LEN=1024;GBS=4;ITERS=3;WARMUP=1;ROUNDS=1;DOCS=100;OUT=${bench_out}/schedules_real")
+infinipipe_bench_test(ulysses_layout TIMEOUT 300 ENV "MODELS=7b;LENGTHS=48k;DISTS=github")
+if(INFINIPIPE_BUILD_BENCH)  # they run bench_model and bench_planner_grid
+  infinipipe_bench_test(kernel_efficiency TIMEOUT 300 ENV "QUICK=1")
+  infinipipe_bench_test(planner_latency TIMEOUT 300 ENV "QUICK=1")
+endif()
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_FOUND)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch" RESULT_VARIABLE torch_missing
+                  OUTPUT_QUIET ERROR_QUIET)
+  if(torch_missing EQUAL 0 AND INFINIPIPE_PYTHON)
+    infinipipe_bench_test(torch_engine TIMEOUT 600 ENV "ITERS=3;WARMUP=1;ROUNDS=1;LAYOUTS=1x1")
+  endif()
+endif()

@@ -1,0 +1,103 @@
+// ZeRO-3 over the whole cluster in DeepSpeed's and FlexSP's models, as FSDP runs it: unit by unit
+// (embedding, each layer, LM head), gathered before its forward and its backward, reduce-scattered
+// after, the next unit prefetched while one computes. Checked against the schedule worked out by
+// hand for a 2-layer model on 2 devices of one node.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "sim/baseline_deepspeed.h"
+#include "sim/baseline_flexsp.h"
+
+namespace infinipipe::sim {
+namespace {
+
+Config fsdp_cluster() {
+  Config cfg;
+  cfg.model.num_layers = 2;
+  cfg.model.hidden_size = 1024;
+  cfg.model.num_attention_heads = 8;
+  cfg.model.ffn_hidden_size = 2816;
+  cfg.model.vocab_size = 32000;
+  cfg.model.tie_embeddings = false;
+  cfg.model.seq_length = 65536;
+  cfg.cluster.device = "a800-80gb";
+  cfg.cluster.num_devices = 2;
+  cfg.cluster.devices_per_node = 2;
+  cfg.training.bf16 = true;
+  return cfg;
+}
+
+// The hand schedule: units u0 = embedding, u1, u2 = layers, u3 = final norm + LM head; ring
+// all-gather / reduce-scatter of a unit over 2 devices = ½ · bf16 bytes / B + latency.
+double hand_exposed(const cost::CostModel& g, const Config& cfg,
+                    std::span<const cost::SliceShape> chunk) {
+  const ModelConfig& m = cfg.model;
+  const cost::Coefficients& c = g.coefficients();
+  auto ring = [&](double params) {
+    return 0.5 * params * 2.0 / c.p2p_bandwidth_intra + c.p2p_latency_s;
+  };
+  const double emb = static_cast<double>(m.vocab_size * m.hidden_size);
+  const double g_emb = ring(emb), g_layer = ring(static_cast<double>(m.params_per_layer())),
+               g_head = ring(emb + static_cast<double>(m.hidden_size));
+  const double tokens = static_cast<double>(cost::chunk_tokens(chunk));
+  const cost::StageShape all{.num_layers = 2, .has_embedding = true, .has_lm_head = true};
+  const double f_emb = c.embedding_per_token * tokens, f_layer = g.layer_seconds(chunk, c),
+               f_head = g.lm_head_seconds(chunk, all, c);
+  const double b_emb = c.backward_factor * f_emb, b_layer = c.backward_factor * f_layer,
+               b_head = c.lm_head_backward_factor * f_head;
+  // Forward: u0's gather waits for nothing; u1's hides behind u0, u2's behind u1, u3's behind u2.
+  const double forward = g_emb + std::max(0.0, g_layer - f_emb) +
+                         std::max(0.0, g_layer - f_layer) + std::max(0.0, g_head - f_layer);
+  // Backward, u3 first: its gather is exposed; while u_i computes, the next unit's gather and the
+  // previous unit's reduce-scatter share the link; u0's reduce-scatter comes last, exposed.
+  const double backward = g_head + std::max(0.0, g_layer - b_head) +
+                          std::max(0.0, g_layer + g_head - b_layer) +
+                          std::max(0.0, g_emb + g_layer - b_layer) +
+                          std::max(0.0, g_layer - b_emb) + g_emb;
+  return forward + backward;
+}
+
+TEST(BaselineFsdp, DeepSpeedChargesZero3UnitByUnit) {
+  const Config cfg = fsdp_cluster();
+  const cost::CostModel cm = cost::CostModel::from_config(cfg);
+  const cost::CostModel g = cm.with_ulysses_degree(2, false);
+  for (int64_t tokens : {int64_t{64}, int64_t{65536}}) {  // gathers exposed, then hidden
+    const std::vector<int64_t> batch = {tokens};
+    const std::vector<cost::SliceShape> chunk = {{0, tokens}};
+    const double want = hand_exposed(g, cfg, chunk);
+    EXPECT_NEAR(zero3_micro_batch_exposed(g, cfg, chunk), want, 1e-12 + 1e-9 * want) << tokens;
+    const BaselineResult r = simulate_deepspeed(cm, cfg, batch, {2, 0, 0});
+    EXPECT_NEAR(r.parts.zero, want, 1e-12 + 1e-9 * want) << tokens;
+  }
+  // The two sizes exercise both sides: a short chunk leaves nearly every gather exposed, a long
+  // one only the first gather and the last reduce-scatter.
+  const std::vector<cost::SliceShape> small = {{0, 64}}, large = {{0, 65536}};
+  const double c_ring = 0.5 * static_cast<double>(cfg.model.params_per_layer()) * 2.0 /
+                        cm.coefficients().p2p_bandwidth_intra;
+  EXPECT_GT(c_ring, g.layer_seconds(small, g.coefficients()));
+  EXPECT_LT(2 * c_ring, g.coefficients().backward_factor * g.layer_seconds(large, g.coefficients()));
+}
+
+// FlexSP's lock step: a micro-batch's exposed ZeRO-3 time is its slowest group's.
+TEST(BaselineFsdp, FlexSpMicroBatchPaysTheSlowestGroupsExposedGathers) {
+  Config cfg = fsdp_cluster();
+  cfg.cluster.num_devices = 4;
+  cfg.cluster.devices_per_node = 4;
+  const cost::CostModel cm = cost::CostModel::from_config(cfg);
+  const std::vector<int64_t> batch = {32768, 1024};
+  const FlexSpResult f = flexsp_evaluate(
+      cm, cfg, batch, {{{.size = 2, .lengths = {32768}}, {.size = 2, .lengths = {1024}}}},
+      {.recompute_layers = 0, .extra_micro_batches = 0});
+  const cost::CostModel g = cm.with_ulysses_degree(2, false);
+  const std::vector<cost::SliceShape> slow = {{0, 32768}};
+  ASSERT_EQ(f.micro_batches.size(), 1u);
+  EXPECT_EQ(f.micro_batches[0].slowest, 0u);
+  const double want = zero3_micro_batch_exposed(g, cfg, slow);
+  EXPECT_NEAR(f.micro_batches[0].zero_exposed_s, want, 1e-12 + 1e-9 * want);
+  EXPECT_NEAR(f.result.parts.zero, want, 1e-12 + 1e-9 * want);
+}
+
+}  // namespace
+}  // namespace infinipipe::sim
