@@ -70,7 +70,8 @@ def train(a, exe, corpus, cal, dp, update, bind, out):
            *BINDINGS[bind], "-np", str(2 * dp), "env", "OMP_NUM_THREADS=1",
            "OMP_WAIT_POLICY=passive", exe, "train", "--data-path", corpus, "--pp", "2",
            "--dp", str(dp), *MODEL, "--global-batch-size", "8", "--train-iters", str(a.iters),
-           "--lr", "3e-3", "--min-lr", "3e-4", "--lr-warmup-iters", "10",
+           "--lr", "3e-3", "--min-lr", "3e-4",
+           "--lr-warmup-iters", str(min(10, a.iters - 1)),  # shorter than any run
            "--memory-budget", "64MiB", "--log-interval", str(a.iters), "--quiet",
            "--calibration", cal, "--cost-model-update", update, "--trace", run_dir]
     bc.run(cmd)

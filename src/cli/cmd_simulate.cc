@@ -386,7 +386,8 @@ void add_simulate_command(CLI::App& app) {
                  p.schedule, *plan_file, s.step_time, s.tokens_per_second,
                  100 * s.bubble_ratio_mean, 100 * s.mfu, s.oom ? ", OUT OF MEMORY" : "");
       if (*breakdown)
-        print_breakdown({Row{p.schedule, true, "", 0, 0, 0, 0, 0, 0, "", step_breakdown(s)}});
+        print_breakdown({Row{p.schedule, true, "", 0, 0, 0, 0, 0, 0, "", step_breakdown(s),
+                             pipeline_parts(s)}});
       return;
     }
     const Workload w = load.share(cfg, cm);

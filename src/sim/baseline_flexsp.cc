@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -103,7 +104,11 @@ bool assign(FlexContext& x, std::span<const int64_t> lengths, std::span<const in
   mb = {};
   std::vector<double> load(sizes.size(), 0.0);
   std::vector<int64_t> tokens(sizes.size(), 0);
-  for (int64_t s : sizes) mb.groups.push_back({.size = s});
+  for (int64_t s : sizes) {
+    FlexSpGroup g;
+    g.size = s;
+    mb.groups.push_back(std::move(g));
+  }
   for (int64_t len : lengths) {  // already longest first
     size_t best = sizes.size();
     double best_end = kNever;

@@ -57,9 +57,10 @@ TEST(CompareParts, FourPartsAddUpToTheStepForEverySystem) {
       EXPECT_GT(p.at("others").get<double>(), 0) << name;  // every system computes
     }
     EXPECT_TRUE(seen.count("epp")) << baselines;
-    if (baselines == "paper")
+    if (baselines == "paper") {
       for (const char* b : {"seq1f1b", "megatron", "deepspeed", "flexsp"})
         EXPECT_TRUE(seen.count(b)) << b;
+    }
   }
 }
 
