@@ -18,6 +18,7 @@
 #include "options/megatron_flags.h"
 #include "options/option_specs.h"
 #include "options/option_usage.h"
+#include "options/yaml_documents.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "plan/schedule_table.h"
@@ -98,15 +99,15 @@ void apply_yaml_given(Config& cfg, Given& given, const std::string& yaml_text,
                       const std::string& origin) {
   YAML::Node root;
   try {
-    // Every document, so a second one is refused rather than ignored.
-    const std::vector<YAML::Node> docs = YAML::LoadAll(yaml_text);
-    if (docs.size() > 1) {
+    // A second document is refused rather than ignored.
+    if (const std::optional<int> line = yaml_second_document_line(yaml_text)) {
       fail_config(
-          "{}: holds {} YAML documents (the second starts at line {}); a configuration is one "
-          "map of options: merge them or remove the `---` line",
-          origin, docs.size(), docs[1].Mark().line + 1);
+          "{}: holds more than one YAML document (or text after its map), from line {}; a "
+          "configuration is one map of options: merge them, or remove the `---` line and "
+          "what follows",
+          origin, *line);
     }
-    if (!docs.empty()) root = docs.front();
+    root = YAML::Load(yaml_text);
   } catch (const YAML::DeepRecursion&) {
     fail_config("{}: lists or maps nest too deeply; a configuration is a flat map of options",
                 origin);
