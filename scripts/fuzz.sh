@@ -15,7 +15,7 @@ limit=(-max_total_time="$seconds")
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(config_yaml megatron_idx safetensors checkpoint_json plan_json calibration_json
-    trace_json metrics_jsonl data_prepare cost_fit_json tokenizer_config_json)
+    trace_json metrics_jsonl data_prepare cost_fit_json tokenizer_config_json hf_folder)
 fi
 status=0
 printf '%-22s %10s %8s %6s %s\n' target runs exec/s cov result

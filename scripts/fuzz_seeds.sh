@@ -9,7 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 corpus=fuzz/corpus
 rm -rf "$corpus"
-mkdir -p "$corpus"/{config_yaml,megatron_idx,safetensors,checkpoint_json,plan_json,calibration_json,trace_json,metrics_jsonl,data_prepare,cost_fit_json,tokenizer_config_json}
+mkdir -p "$corpus"/{config_yaml,megatron_idx,safetensors,checkpoint_json,plan_json,calibration_json,trace_json,metrics_jsonl,data_prepare,cost_fit_json,tokenizer_config_json,hf_folder}
 
 # data prepare: its JSON-lines input and the indexed dataset it writes.
 printf '%s\n' '{"text": "hello world"}' '{"text": "a second, longer document: ünïcødé"}' \
@@ -49,4 +49,20 @@ cp "$iter"/tokenizer_config.json "$corpus/tokenizer_config_json/"
 cp "$tmp"/run/trace-rank*.json "$corpus/trace_json/"
 cp "$tmp"/run/metrics.jsonl "$corpus/metrics_jsonl/"
 cp "$tmp"/run/plans/*.json "$corpus/plan_json/"
+# A Hugging Face folder as fuzz_hf_folder takes it: config.json, a NUL byte, model.safetensors;
+# and the same with an extra layer's tensor and a RoPE buffer appended (the Python below).
+{ cat "$iter/config.json"; printf '\0'; cat "$iter/model.safetensors"; } >"$corpus/hf_folder/llama-1-layer"
+python3 - "$corpus/hf_folder/llama-1-layer" "$corpus/hf_folder/extra-layer-and-rope-buffer" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+cut = raw.index(b"\0")
+cfg, st = raw[:cut], raw[cut + 1:]
+n = struct.unpack("<Q", st[:8])[0]
+h, data = json.loads(st[8:8 + n]), st[8 + n:]
+h["model.layers.1.mlp.up_proj.weight"] = {"dtype": "F32", "shape": [1], "data_offsets": [len(data), len(data) + 4]}
+h["model.layers.0.self_attn.rotary_emb.inv_freq"] = {"dtype": "F32", "shape": [1], "data_offsets": [len(data) + 4, len(data) + 8]}
+t = json.dumps(h).encode()
+t += b" " * ((8 - len(t) % 8) % 8)
+open(sys.argv[2], "wb").write(cfg + b"\0" + struct.pack("<Q", len(t)) + t + data + b"\0" * 8)
+PY
 du -b "$corpus"/*/* | sort -n | tail -5

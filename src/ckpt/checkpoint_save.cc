@@ -346,7 +346,7 @@ void checkpoint_commit(const std::string& dir, const CheckpointMeta& meta) {
     commit_checked(dir, meta);
   } catch (const nlohmann::json::exception& e) {
     fail("checkpoint {}: a shard manifest is damaged ({}); save the checkpoint again",
-         checkpoint_iter_dir(dir, meta.iteration), e.what());
+         checkpoint_iter_dir(dir, meta.iteration), json_error_text(e));
   }
 }
 

@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -129,6 +131,67 @@ const SafetensorsInfo& HfModelReader::info(const std::string& name) {
     fail_config("{}/{}: has no tensor {}, which its index places there", path_, it->second, name);
   }
   return *t;
+}
+
+namespace {
+
+// Every tensor a Llama of `m` has, named as transformers names them (src/model/params.cc).
+std::set<std::string> llama_tensor_names(const ModelConfig& m) {
+  std::set<std::string> names = {"model.embed_tokens.weight", "model.norm.weight"};
+  if (!m.tie_embeddings) names.insert("lm_head.weight");
+  for (int64_t l = 0; l < m.num_layers; ++l) {
+    for (const char* t : {"input_layernorm.weight", "self_attn.q_proj.weight",
+                          "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                          "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+                          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
+      names.insert(fmt::format("model.layers.{}.{}", l, t));
+  }
+  return names;
+}
+
+// transformers before 4.31 saved RoPE's inverse frequencies as a buffer; they follow from
+// rope_theta, so they are recomputed, not unexpected.
+bool rope_buffer(const std::string& name) {
+  return name.starts_with("model.layers.") && name.ends_with(".self_attn.rotary_emb.inv_freq");
+}
+
+}  // namespace
+
+std::vector<std::string> HfModelReader::unexpected_tensors() {
+  const std::set<std::string> known = llama_tensor_names(model_);
+  std::vector<std::string> out;
+  std::set<std::string> files;
+  for (const auto& [name, file] : weight_map_) {
+    files.insert(file);
+    if (!known.count(name) && !rope_buffer(name)) out.push_back(name);
+  }
+  // A shard may hold tensors its index does not list: they would be dropped as silently.
+  if (files.size() > 1 || (files.size() == 1 && *files.begin() != kWeights)) {
+    for (const std::string& file : files) {
+      for (const auto& t : open_file(file).tensors()) {
+        const auto it = weight_map_.find(t.name);
+        if (it == weight_map_.end() || it->second != file)
+          out.push_back(fmt::format("{} (in {}, which the index does not place there)", t.name,
+                                    file));
+      }
+    }
+  }
+  return out;
+}
+
+void HfModelReader::refuse_unexpected_tensors() {
+  const std::vector<std::string> extra = unexpected_tensors();
+  if (extra.empty()) return;
+  constexpr size_t kShown = 10;
+  const std::vector<std::string> shown(extra.begin(),
+                                       extra.begin() + std::min(extra.size(), kShown));
+  fail_config(
+      "{}: the weights hold {} tensor{} its config.json ({} layers{}) does not describe: {}{}; "
+      "fix config.json to describe the model, or pass --ignore-unexpected-keys to start "
+      "without them",
+      path_, extra.size(), extra.size() == 1 ? "" : "s", model_.num_layers,
+      model_.tie_embeddings ? ", tied embeddings" : "", fmt::join(shown, ", "),
+      extra.size() > kShown ? fmt::format(" and {} more", extra.size() - kShown) : "");
 }
 
 void HfModelReader::check_model(const ModelConfig& current) const {

@@ -38,6 +38,13 @@ class HfModelReader {
   std::vector<std::string> param_names() const;  // sorted
   const SafetensorsInfo& info(const std::string& name);
 
+  // The tensors of the weights that a Llama of config.json does not have (sorted), with where
+  // each is: an extra layer, an unknown name, a shard's tensor its index does not list.
+  std::vector<std::string> unexpected_tensors();
+  // ConfigError naming them (at most 10) unless there are none; the fix is a matching
+  // config.json, or --ignore-unexpected-keys.
+  void refuse_unexpected_tensors();
+
   // ConfigError naming every difference when the folder's model is not `current`.
   void check_model(const ModelConfig& current) const;
   // Fills each target from F32, BF16 or F16 data. Error for a missing name, another shape or

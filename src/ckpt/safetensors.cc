@@ -298,7 +298,8 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
 
 void SafetensorsReader::parse() {
   const std::string& path = path_;
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a FIFO in a weights file's place is refused below instead of waited on.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) fail("cannot open {}: {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail("cannot stat {}: {}", path, std::strerror(errno));

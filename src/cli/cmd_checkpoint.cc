@@ -1,6 +1,7 @@
 // `infinipipe checkpoint`: inspect and verify checkpoint directories written by --save, and
 // export one as a Hugging Face model folder.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -45,8 +46,29 @@ void run_checkpoint_list(const CheckpointArgs& a) {
   }
 }
 
+// The iteration `checkpoint verify` checks: the one asked for, else the one --load would take.
+// Newer folders that are not complete are named with their fault, and when none is complete
+// the newest is checked, so a truncated file or an edited state.json is named rather than
+// "no complete checkpoint there" said.
+int64_t verify_iteration(const CheckpointArgs& a) {
+  if (a.iteration >= 0) return a.iteration;
+  const std::vector<CheckpointEntry> entries = checkpoint_list(a.dir);
+  if (entries.empty()) {
+    fail_config("checkpoint verify {}: holds no iter_NNNNNNN checkpoint folder; give the folder "
+                "written by `train --save`",
+                a.dir);
+  }
+  const std::optional<int64_t> latest = checkpoint_find_latest(a.dir);
+  for (const CheckpointEntry& e : entries) {
+    if (!e.complete && (!latest || e.iteration > *latest))
+      fmt::print(stderr, "infinipipe: note: {} is not complete and is never loaded: {}\n",
+                 checkpoint_iter_dir(a.dir, e.iteration), e.problem);
+  }
+  return latest ? *latest : entries.back().iteration;  // entries are sorted by iteration
+}
+
 void run_checkpoint_verify(const CheckpointArgs& a) {
-  CheckpointReader r(a.dir, a.iteration);
+  CheckpointReader r(a.dir, verify_iteration(a));
   const int64_t bytes = r.verify_all();
   const ModelConfig& m = r.model();
   fmt::print("{}: OK, every checksum matches and every value is finite ({:.1f} MiB checked)\n",

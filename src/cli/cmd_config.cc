@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/parallel_auto.h"
 #include "options/megatron_defaults.h"
 #include "options/options.h"
@@ -42,12 +43,8 @@ void add_config_command(CLI::App& app) {
   auto file = std::make_shared<std::string>();
   check->add_option("FILE", *file, "YAML file with Megatron-LM keys")->required();
   check->callback([file] {
-    std::ifstream in(*file);
-    if (!in) fail_config("cannot read config file {}: check the path", *file);
-    std::stringstream ss;
-    ss << in.rdbuf();
     Config cfg;
-    options::apply_yaml(cfg, ss.str(), *file);
+    options::apply_yaml(cfg, input_file_read(*file, input_kind::kConfigYaml), *file);
     if (parallel_has_auto(cfg.parallel)) {
       validate_keeping_auto(cfg);
       fmt::print("{}: ok (its auto degrees are chosen by train's layout search)\n", *file);

@@ -15,6 +15,7 @@
 #include "ckpt/checkpoint_model.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_saved.h"
 #include "model/generate.h"
@@ -39,11 +40,7 @@ std::string prompt_text(const GenerateArgs& a) {
     fail_config("generate needs exactly one of --prompt TEXT or --prompt-file FILE");
   }
   if (a.prompt_file.empty()) return a.prompt;
-  std::ifstream in(a.prompt_file, std::ios::binary);
-  if (!in) fail_config("--prompt-file {}: cannot be read; check the path", a.prompt_file);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return input_file_read(a.prompt_file, input_kind::kPrompt, InputLinks::follow, "--prompt-file");
 }
 
 std::unique_ptr<data::Tokenizer> tokenizer_for(const GenerateArgs& a, const CheckpointModel& m) {

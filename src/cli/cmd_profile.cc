@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/output_file.h"
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
@@ -57,10 +58,7 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
         "profile times the fp32 CPU engine without Ulysses: drop --bf16 and --ulysses-degree "
         "(calibrations for GPU presets come from the presets)");
   // Fail before minutes of timing, not after.
-  const std::filesystem::path dir = std::filesystem::path(o.out).parent_path();
-  if (!dir.empty() && !std::filesystem::is_directory(dir))
-    fail_config("--out {}: directory '{}' does not exist; create it or choose another path", o.out,
-                dir.string());
+  output_path_check(o.out, "--out");
   // Every rank takes part in the link measurement; then only rank 0 times kernels, so the
   // others do not compete with it for the cores.
   const obs::LinkProfile links =

@@ -5,12 +5,15 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/output_file.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
 #include "obs/trace.h"
@@ -55,8 +58,29 @@ std::string run_calibration(const std::string& dir, const std::string& named) {
       named, copy.string());
 }
 
+std::string html_path(const ReportArgs& a) {
+  return a.html.empty() ? (std::filesystem::path(a.dir) / "report.html").string() : a.html;
+}
+
+// Every output names a file in an existing folder and none replaces a file the report reads;
+// checked before the work, so a mistyped flag costs nothing.
+void outputs_check(const ReportArgs& a, const report::RunTrace& trace) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!a.no_html) outputs.emplace_back(html_path(a), "--html");
+  if (!a.json.empty()) outputs.emplace_back(a.json, "--json");
+  if (!a.merge_trace.empty()) outputs.emplace_back(a.merge_trace, "--merge-trace");
+  std::vector<std::string> inputs = {(std::filesystem::path(a.dir) / "metrics.jsonl").string(),
+                                     (std::filesystem::path(a.dir) / "config.yaml").string()};
+  for (const report::TraceFileInfo& f : trace.files) inputs.push_back(f.path);
+  for (const auto& [path, label] : outputs) {
+    output_path_check(path, label);
+    for (const std::string& in : inputs) output_not_input_check(path, in, label);
+  }
+}
+
 void run_report(const ReportArgs& a) {
   const report::RunTrace trace = report::run_trace_load(a.dir);
+  outputs_check(a, trace);
   if (trace.config_yaml.empty()) {
     fail(
         "{}/config.yaml is missing: the report needs the run's configuration for its cost model; "
@@ -78,9 +102,7 @@ void run_report(const ReportArgs& a) {
     nlohmann::json j = report::run_compare_to_json(c);
     j["rank_time_terms"] = report::run_rank_terms_json(trace);
     j["replica_balance"] = report::run_replica_balance_json(replicas);
-    std::ofstream out(a.json);
-    out << j.dump(1) << "\n";
-    if (!out) fail("cannot write {}: check that its directory exists and is writable", a.json);
+    output_file_write(a.json, j.dump(1) + "\n", "--json");
     fmt::print("\nwrote {}\n", a.json);
   }
   if (!a.merge_trace.empty()) {
@@ -88,8 +110,7 @@ void run_report(const ReportArgs& a) {
     fmt::print("\nwrote {} (every rank's trace in one, for Perfetto)\n", a.merge_trace);
   }
   if (!a.no_html) {
-    const std::string path =
-        a.html.empty() ? (std::filesystem::path(a.dir) / "report.html").string() : a.html;
+    const std::string path = html_path(a);
     report::run_html_save(report::run_html(c, trace), path);
     fmt::print("{}wrote {}\n", a.json.empty() ? "\n" : "", path);
   }

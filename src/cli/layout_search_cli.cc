@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/error.h"
+#include "core/output_file.h"
 #include "core/parallel_auto.h"
 #include "obs/profile.h"
 #include "sim/layout_search_report.h"
@@ -168,15 +169,8 @@ void layout_search_run(const SearchLayoutArgs& args, const options::ConfigOption
                  : std::string(),
              secs, space.threads);
   if (json_out.empty()) return;
-  const std::string tmp = json_out + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) fail("cannot write {}: check that the directory exists and is writable", tmp);
-    out << sim::layout_search_json(r, space).dump(1) << "\n";
-    if (!out) fail("writing {} failed (disk full?)", tmp);
-  }
-  if (std::rename(tmp.c_str(), json_out.c_str()) != 0)
-    fail("cannot rename {} to {}: check permissions", tmp, json_out);
+  output_file_write(json_out, sim::layout_search_json(r, space).dump(1) + "\n",
+                    "the layout search's JSON");
   fmt::print("wrote {}\n", json_out);
 }
 

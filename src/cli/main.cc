@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/flag_ranges.h"
 #include "core/allocator_keep.h"
 #include "core/error.h"
 
@@ -28,10 +29,13 @@ int main(int argc, char** argv) {
   infinipipe::cli::add_profile_command(app);
   infinipipe::cli::add_report_command(app);
   infinipipe::cli::add_generate_command(app);
+  infinipipe::cli::integer_flags_bound(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    fmt::print(stderr, "infinipipe: error: {}\n", infinipipe::cli::parse_error_message(app, e.what()));
+    return 2;
   } catch (const infinipipe::ConfigError& e) {
     fmt::print(stderr, "infinipipe: error: {}\n", e.what());
     return 2;

@@ -29,7 +29,11 @@ Config train_defaults(const options::ConfigOptions& options, std::string& folder
   Config base;
   if (folder.empty()) return base;
   const ModelConfig defaults = base.model;
-  base.model = HfModelReader(folder).model();
+  HfModelReader reader(folder);
+  // Every rank reads the folder here first: tensors the model does not have are refused
+  // before anything is built (the loader reads only the tensors it needs).
+  if (!user.training.ignore_unexpected_keys) reader.refuse_unexpected_tensors();
+  base.model = reader.model();
   base.model.seq_length = std::min(defaults.seq_length, base.model.max_position_embeddings);
   return base;
 }

@@ -133,6 +133,9 @@ struct TrainingConfig {
   std::string load;  // checkpoint directory to resume from ("" = fresh start)
   // Weights only (iteration 0, optimizer fresh), when --load holds no checkpoint (Megatron's).
   std::string pretrained_checkpoint;
+  // Start from a Hugging Face folder whose weights hold tensors its config.json does not
+  // describe, ignoring them (PyTorch's name for them: unexpected keys); refused otherwise.
+  bool ignore_unexpected_keys = false;
   std::string tokenizer_type = "ByteTokenizer";  // recorded in saved checkpoints
   std::string tensorboard_dir;  // TensorBoard event files (world rank 0); "" = none
   std::string tokenizer_model;  // the SentencePiece .model of tokenizer_type

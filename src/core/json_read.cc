@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace infinipipe {
 
@@ -34,22 +35,27 @@ void json_check_depth(std::string_view text, const std::string& what) {
   }
 }
 
+std::string json_error_text(const nlohmann::json::exception& e) {
+  std::string m = e.what();
+  if (m.rfind("[json.exception.", 0) == 0) {
+    const size_t end = m.find("] ");
+    if (end != std::string::npos) m.erase(0, end + 2);
+  }
+  return m;
+}
+
 nlohmann::json json_parse(std::string_view text, const std::string& what, const std::string& hint) {
   json_check_depth(text, what);
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
-    fail("{} is not valid JSON ({}){}{}", what, e.what(), hint.empty() ? "" : "; ", hint);
+    fail("{} is not valid JSON ({}){}{}", what, json_error_text(e), hint.empty() ? "" : "; ",
+         hint);
   }
 }
 
 nlohmann::json json_read_file(const std::string& path, const std::string& hint) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open {}: check the path and its permissions", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) fail("cannot read {}", path);
-  return json_parse(s.str(), path, hint);
+  return json_parse(input_file_read(path, input_kind::kJson), path, hint);
 }
 
 std::string json_brief(const nlohmann::json& v) {

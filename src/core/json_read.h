@@ -21,6 +21,8 @@ void json_check_depth(std::string_view text, const std::string& what);
 // "`what` is not valid JSON (...)" followed by `hint`.
 nlohmann::json json_parse(std::string_view text, const std::string& what,
                           const std::string& hint = "");
+// The library's message without its "[json.exception.parse_error.101] " tag: for people.
+std::string json_error_text(const nlohmann::json::exception& e);
 // Reads and parses a whole file; `what` defaults to the path.
 nlohmann::json json_read_file(const std::string& path, const std::string& hint = "");
 

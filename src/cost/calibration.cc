@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -15,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/output_file.h"
+#include "core/input_file.h"
 #include "core/json_read.h"
 #include "cost/calibration_ranks.h"
 
@@ -302,31 +305,18 @@ Calibration calibration_from_json(const std::string& text, const std::string& wh
 }
 
 Calibration load_calibration(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
     fail(
         "cannot open calibration file '{}': check the path, or write one with `infinipipe "
         "profile`",
         path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("cannot read calibration file '{}'", path);
-  return calibration_from_json(ss.str(), "'" + path + "'");
+  const std::string text = input_file_read(path, input_kind::kCalibration);
+  return calibration_from_json(text, "'" + path + "'");
 }
 
 void save_calibration(const Calibration& cal, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot write calibration file '{}': check the directory exists", tmp);
-    out << calibration_to_json(cal);
-    out.flush();
-    if (!out) fail("writing calibration file '{}' failed (disk full?)", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("cannot move calibration file into place at '{}'", path);
-  }
+  output_file_write(path, calibration_to_json(cal), "the calibration file");
 }
 
 }  // namespace infinipipe::cost

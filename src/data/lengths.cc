@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "data/indexed_dataset.h"
 #include "data/rng.h"
 
@@ -49,6 +50,7 @@ int64_t sample_long_tail(const LongTailShape& shape, int64_t seq_length, Rng& rn
 }  // namespace
 
 std::vector<int64_t> lengths_from_text(const std::string& path) {
+  input_file_check(path, input_kind::kLengths);
   std::ifstream in(path);
   if (!in) fail("cannot open lengths file {}: {}", path, std::strerror(errno));
   std::vector<int64_t> lengths;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace infinipipe::data {
 
@@ -38,7 +39,7 @@ void outlier_delay_restore(OutlierDelay* delay, const nlohmann::json& state,
         out.push_back({ref, length(ref), e.at(2).get<int64_t>()});
       }
     } catch (const nlohmann::json::exception& ex) {
-      fail("the checkpoint's outlier-delay {} is damaged: {}", what, ex.what());
+      fail("the checkpoint's outlier-delay {} is damaged: {}", what, json_error_text(ex));
     }
     return out;
   };

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/output_file.h"
 #include "core/json_read.h"
 #include "core/strings.h"
 #include "data/indexed_dataset.h"
@@ -121,6 +123,58 @@ void options_check(const PrepareOptions& o) {
   }
 }
 
+// With --output-prefix a key becomes part of a file name: it must not lead out of the folder.
+void json_keys_check_for_names(const PrepareOptions& o) {
+  if (o.output_prefix.empty()) return;
+  for (const std::string& k : o.json_keys) {
+    if (k.find('/') != std::string::npos || k.find("..") != std::string::npos ||
+        k.find('\0') != std::string::npos) {
+      fail_config(
+          "--json-keys \"{}\": with --output-prefix each key is part of a file name "
+          "(PREFIX_{{key}}_document), so it cannot hold '/' or '..'; use --output PREFIX for "
+          "this key",
+          k);
+    }
+  }
+}
+
+// Each output prefix names files in an existing folder, none of them an input of the run.
+void outputs_check(const PrepareOptions& o) {
+  json_keys_check_for_names(o);
+  const std::string label = o.output.empty() ? "--output-prefix" : "--output";
+  for (const std::string& key : o.json_keys) {
+    const std::string prefix = prepare_output_prefix(o, key);
+    output_prefix_check(prefix, label);  // `--output DIR/` would write DIR/.bin and DIR/.idx
+    for (const char* ext : {".bin", ".idx", ".bin.tmp", ".idx.tmp"}) {
+      const std::string out = prefix + ext;
+      output_path_check(out, label);
+      output_not_input_check(out, o.input, label);
+      if (!o.tokenizer_model.empty()) output_not_input_check(out, o.tokenizer_model, label);
+    }
+  }
+}
+
+// std::getline with a bound: a file without newlines is refused, not held in memory whole.
+bool line_read_bounded(std::istream& in, std::string& line, int64_t line_no,
+                       const std::string& path) {
+  line.clear();
+  std::streambuf* buf = in.rdbuf();
+  for (;;) {
+    const int c = buf->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(std::ios::eofbit);
+      return !line.empty();
+    }
+    if (c == '\n') return true;
+    line.push_back(static_cast<char>(c));
+    if (static_cast<int64_t>(line.size()) > input_kind::kDataInputMaxLineBytes) {
+      fail("{}:{}: the line is longer than {}, the most one document may be; each line holds "
+           "one JSON object (is this a JSON lines file?)",
+           path, line_no, input_bytes_text(input_kind::kDataInputMaxLineBytes));
+    }
+  }
+}
+
 // "prepare: 12000 documents, 40.0 of 80.0 MiB read (50%), 12.5 MiB/s, ETA 3s", rewritten in
 // place on a terminal and printed at every quarter otherwise; the last line gives the time taken.
 class PrepareProgress {
@@ -168,6 +222,8 @@ std::string prepare_output_prefix(const PrepareOptions& options, const std::stri
 
 PrepareSummary prepare_jsonl(const PrepareOptions& options) {
   options_check(options);
+  input_file_check(options.input, input_kind::kDataInput, InputLinks::follow, "--input");
+  outputs_check(options);
   const std::unique_ptr<Tokenizer> tok =
       tokenizer_open(options.tokenizer_type, options.tokenizer_model);
   std::ifstream in(options.input, std::ios::binary);
@@ -191,7 +247,9 @@ PrepareSummary prepare_jsonl(const PrepareOptions& options) {
   for (bool more = true; more;) {
     lines.clear();
     std::string line;
-    while (lines.size() < block && (more = static_cast<bool>(std::getline(in, line)))) {
+    while (lines.size() < block &&
+           (more = line_read_bounded(in, line, line_no + static_cast<int64_t>(lines.size()) + 1,
+                                     options.input))) {
       bytes += static_cast<int64_t>(line.size()) + 1;
       lines.push_back(std::move(line));
     }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace infinipipe::data {
 
@@ -15,6 +16,8 @@ std::unique_ptr<sentencepiece::SentencePieceProcessor> model_load(const std::str
   if (path.empty()) {
     fail_config("a SentencePiece --tokenizer-type needs --tokenizer-model FILE.model");
   }
+  // The library would read a FIFO or /dev/zero until memory runs out.
+  input_file_check(path, input_kind::kTokenizerModel, InputLinks::follow, "--tokenizer-model");
   auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
   const auto status = sp->Load(path);
   if (!status.ok()) {

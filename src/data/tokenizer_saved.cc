@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_read.h"
 
 namespace infinipipe::data {
@@ -18,8 +19,6 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 namespace {
-
-constexpr int64_t kMaxConfigBytes = 16ll << 20;  // real tokenizer configs are a few KB
 
 // `path` is a regular file, not a symbolic link (ConfigError naming it otherwise).
 bool saved_file_exists(const fs::path& path) {
@@ -42,18 +41,11 @@ Json read_config(const fs::path& path) {
         "which writes one)",
         path.string());
   }
-  std::error_code ec;
-  if (static_cast<int64_t>(fs::file_size(path, ec)) > kMaxConfigBytes || ec) {
-    fail_config("{} is unreadable or larger than {} MiB; it is not a tokenizer config",
-                path.string(), kMaxConfigBytes >> 20);
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) fail_config("cannot read {}", path.string());
+  const std::string text =
+      input_file_read(path.string(), input_kind::kTokenizerConfig, InputLinks::refuse);
   Json j;
   try {
-    j = json_parse(text.str(), path.string(), "the saved folder is damaged");
+    j = json_parse(text, path.string(), "the saved folder is damaged");
   } catch (const Error& e) {
     fail_config("{}; fix or remove the file, or name the tokenizer with --tokenizer-type",
                 e.what());

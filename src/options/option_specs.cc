@@ -1,5 +1,6 @@
 #include "options/option_specs.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -12,15 +13,16 @@
 namespace infinipipe::options {
 namespace {
 
-int64_t to_int(const std::string& key, const std::string& v) {
-  size_t pos = 0;
+// An integer within [lo, hi], the range named in the message, so an extreme value is refused
+// here rather than overflowing the arithmetic that uses it (docs/reliability.md, "Flags").
+int64_t to_int(const std::string& key, const std::string& v, int64_t lo, int64_t hi) {
   int64_t out = 0;
-  try {
-    out = std::stoll(v, &pos);
-  } catch (...) {
-    pos = 0;
-  }
-  if (pos == 0 || pos != v.size()) fail_config("{} expects an integer, got '{}'", key, v);
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  const bool number = !v.empty() && end == v.data() + v.size();
+  if (!number || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    fail_config("{} expects an integer in [{}, {}], got '{}'", key, lo, hi, v);
+  if (ec == std::errc::result_out_of_range || out < lo || out > hi)
+    fail_config("{} must be an integer in [{}, {}], got {}", key, lo, hi, v);
   return out;
 }
 
@@ -53,19 +55,30 @@ std::string real_text(double v) {
   return fmt::format("{}", v);
 }
 
-#define INT_OPT(KEY, ALIASES, HELP, FIELD)                                 \
-  OptionSpec {                                                             \
-    KEY, ALIASES, Kind::integer, HELP,                                     \
-        [](Config& c, const std::string& v) { c.FIELD = to_int(KEY, v); }, \
-        [](const Config& c) { return std::to_string(c.FIELD); }            \
+// The ranges: generous for real use, small enough that no product of them overflows int64
+// (iterations x batch, layers x hidden x vocab bytes are checked again by Config::validate).
+constexpr int64_t kMaxCount = int64_t{1} << 40;       // iterations, intervals, tokens
+constexpr int64_t kMaxSamples = int64_t{1} << 50;     // samples: iterations x batch
+constexpr int64_t kMaxBatch = int64_t{1} << 20;       // sequences of one global batch
+constexpr int64_t kMaxDegree = int64_t{1} << 20;      // parallel degrees, as validate()
+constexpr int64_t kMaxLayers = 65536;                 // as validate()
+constexpr int64_t kMaxWidth = int64_t{1} << 32;       // hidden, ffn, sequence sizes
+constexpr int64_t kMaxVocab = int64_t{1} << 31;       // token ids are int32
+
+#define INT_OPT(KEY, ALIASES, HELP, FIELD, LO, HI)                                 \
+  OptionSpec {                                                                     \
+    KEY, ALIASES, Kind::integer, HELP,                                             \
+        [](Config& c, const std::string& v) { c.FIELD = to_int(KEY, v, LO, HI); }, \
+        [](const Config& c) { return std::to_string(c.FIELD); }                    \
   }
 // A parallel degree: an integer >= 1, or `auto` (kAutoDegree) for `train` to choose by the
 // layout search. 0 and negative numbers are refused here, so only the word reaches the sentinel
 // and no number means auto (the layout search's own 0 = "searched" stays internal).
 int64_t to_degree(const std::string& key, const std::string& v) {
   if (v == "auto") return kAutoDegree;
-  const int64_t out = to_int(key, v);
-  if (out >= 1) return out;
+  const int64_t out = to_int(key, v, INT64_MIN, INT64_MAX);
+  if (out >= 1 && out <= kMaxDegree) return out;
+  if (out > kMaxDegree) fail_config("{} must be at most {} or auto, got {}", key, kMaxDegree, v);
   // As Megatron-LM's --virtual-pipeline-model-parallel-size: absent means no interleaving.
   if (key == "virtual-pipeline-model-parallel-size")
     fail_config(
@@ -127,18 +140,18 @@ E pick(const std::string& key, const std::string& v,
 const std::vector<OptionSpec>& option_specs() {
   static const std::vector<OptionSpec> specs = {
       // model
-      INT_OPT("num-layers", {}, "transformer layers", model.num_layers),
-      INT_OPT("hidden-size", {}, "hidden size", model.hidden_size),
-      INT_OPT("num-attention-heads", {}, "attention heads", model.num_attention_heads),
+      INT_OPT("num-layers", {}, "transformer layers", model.num_layers, 1, kMaxLayers),
+      INT_OPT("hidden-size", {}, "hidden size", model.hidden_size, 1, kMaxWidth),
+      INT_OPT("num-attention-heads", {}, "attention heads", model.num_attention_heads, 1, kMaxDegree),
       INT_OPT("num-query-groups", {}, "key/value heads for grouped-query attention (0 = heads)",
-              model.num_query_groups),
+              model.num_query_groups, 0, kMaxDegree),
       INT_OPT("ffn-hidden-size", {}, "SwiGLU inner size (0 = Llama's 8/3 hidden)",
-              model.ffn_hidden_size),
-      INT_OPT("vocab-size", {}, "vocabulary size", model.vocab_size),
+              model.ffn_hidden_size, 0, kMaxWidth),
+      INT_OPT("vocab-size", {}, "vocabulary size", model.vocab_size, 1, kMaxVocab),
       INT_OPT("seq-length", {}, "maximum sequence length (longer documents are truncated)",
-              model.seq_length),
+              model.seq_length, 1, kMaxWidth),
       INT_OPT("max-position-embeddings", {}, "largest position (0 = seq-length)",
-              model.max_position_embeddings),
+              model.max_position_embeddings, 0, kMaxWidth),
       REAL_OPT("rotary-base", "RoPE base", model.rotary_base),
       REAL_OPT("norm-epsilon", "RMSNorm epsilon", model.norm_epsilon),
       FLAG_OPT("tie-embeddings", "LM head shares the embedding matrix (Megatron-LM's default)",
@@ -171,7 +184,7 @@ const std::vector<OptionSpec>& option_specs() {
                  parallel.virtual_stages),
       INT_OPT("num-layers-per-virtual-pipeline-stage", {},
               "Megatron's way to ask for virtual stages: layers in each virtual stage",
-              parallel.layers_per_virtual_stage),
+              parallel.layers_per_virtual_stage, 0, kMaxLayers),
       DEGREE_OPT("ulysses-degree", {"ds-sequence-parallel-size"},
                  "Ulysses sequence-parallel degree inside a stage (planning)",
                  parallel.ulysses_degree),
@@ -184,11 +197,11 @@ const std::vector<OptionSpec>& option_specs() {
           [](const Config& c) { return std::string(plan::schedule_name(c.parallel.schedule)); }},
       INT_OPT("micro-batch-size", {},
               "sequences per micro-batch, batch-level schedules (0 = tuned)",
-              parallel.micro_batch_size),
+              parallel.micro_batch_size, 0, kMaxBatch),
       INT_OPT("min-tail-slice", {}, "shortest tail slice of a sliced sequence, tokens",
-              parallel.min_tail_slice),
+              parallel.min_tail_slice, 0, kMaxWidth),
       INT_OPT("seq1f1b-slices", {}, "slices per sequence for seq1f1b (0 = tuned)",
-              parallel.seq1f1b_slices),
+              parallel.seq1f1b_slices, 0, kMaxWidth),
       OptionSpec{"recompute-granularity",
                  {},
                  Kind::choice,
@@ -222,7 +235,7 @@ const std::vector<OptionSpec>& option_specs() {
                    return std::string(recompute_method_name(c.parallel.recompute_method));
                  }},
       INT_OPT("recompute-num-layers", {}, "layers per stage to recompute (full granularity)",
-              parallel.recompute_num_layers),
+              parallel.recompute_num_layers, 0, kMaxLayers),
       REAL_OPT("p2p-timeout",
                "seconds a distributed rank waits for a peer (send, receive, collective) before "
                "it fails naming the peer",
@@ -247,7 +260,7 @@ const std::vector<OptionSpec>& option_specs() {
       INT_OPT("zero-stage", {},
               "model states inside a stage, planning: 1 = optimizer sharded over the Ulysses "
               "group, 3 = weights, gradients and optimizer sharded over ulysses x dp (ZeRO-3)",
-              parallel.zero_stage),
+              parallel.zero_stage, 0, 3),
       FLAG_OPT("epp-uniform-slicing",
                "ablation: EPP cuts long sequences into slices of equal tokens, not equal cost",
                parallel.epp_uniform_slicing),
@@ -257,12 +270,12 @@ const std::vector<OptionSpec>& option_specs() {
                parallel.outlier_delay),
       // training
       INT_OPT("global-batch-size", {}, "sequences per iteration over all replicas",
-              training.global_batch_size),
-      INT_OPT("train-iters", {}, "iterations to train", training.train_iters),
+              training.global_batch_size, 1, kMaxBatch),
+      INT_OPT("train-iters", {}, "iterations to train", training.train_iters, 0, kMaxCount),
       INT_OPT("train-samples", {},
               "samples (documents) to train on instead of --train-iters: iterations = "
               "train-samples / global-batch-size; the lr schedule then counts samples",
-              training.train_samples),
+              training.train_samples, 0, kMaxSamples),
       REAL_OPT("lr", "peak learning rate", training.lr),
       REAL_OPT("min-lr", "learning rate at the end of decay", training.min_lr),
       OptionSpec{"lr-decay-style",
@@ -279,12 +292,12 @@ const std::vector<OptionSpec>& option_specs() {
                  [](const Config& c) {
                    return std::string(lr_decay_style_name(c.training.lr_decay_style));
                  }},
-      INT_OPT("lr-warmup-iters", {}, "linear warm-up iterations", training.lr_warmup_iters),
-      INT_OPT("lr-decay-iters", {}, "decay length (0 = train-iters)", training.lr_decay_iters),
+      INT_OPT("lr-warmup-iters", {}, "linear warm-up iterations", training.lr_warmup_iters, 0, kMaxCount),
+      INT_OPT("lr-decay-iters", {}, "decay length (0 = train-iters)", training.lr_decay_iters, 0, kMaxCount),
       INT_OPT("lr-warmup-samples", {}, "linear warm-up samples (with --train-samples)",
-              training.lr_warmup_samples),
+              training.lr_warmup_samples, 0, kMaxSamples),
       INT_OPT("lr-decay-samples", {}, "decay length in samples (0 = train-samples)",
-              training.lr_decay_samples),
+              training.lr_decay_samples, 0, kMaxSamples),
       REAL_OPT("lr-warmup-fraction",
                "warm-up as a fraction of the decay length, instead of --lr-warmup-iters / "
                "--lr-warmup-samples (< 0 = unset)",
@@ -306,7 +319,7 @@ const std::vector<OptionSpec>& option_specs() {
                 {{"adamw", Optimizer::adamw}, {"adam", Optimizer::adamw}, {"sgd", Optimizer::sgd}});
           },
           [](const Config& c) { return std::string(optimizer_name(c.training.optimizer)); }},
-      INT_OPT("seed", {}, "random seed (initialisation, data order)", training.seed),
+      INT_OPT("seed", {}, "random seed (initialisation, data order)", training.seed, 0, INT32_MAX),
       TEXT_OPT("save", "checkpoint directory to write", training.save),
       TEXT_OPT("load",
                "checkpoint directory to resume from, or a Hugging Face Llama folder to start "
@@ -316,6 +329,11 @@ const std::vector<OptionSpec>& option_specs() {
                "checkpoint or Hugging Face Llama folder whose weights start the run (iteration "
                "0, optimizer fresh) when --load holds no checkpoint",
                training.pretrained_checkpoint),
+      FLAG_OPT("ignore-unexpected-keys",
+               "start from a Hugging Face folder even though its weights hold tensors its "
+               "config.json does not describe (PyTorch's unexpected keys), ignoring them; "
+               "without it such a folder is refused, naming them",
+               training.ignore_unexpected_keys),
       TEXT_OPT("tokenizer-type",
                "tokenizer the data was prepared with, recorded in saved checkpoints: "
                "ByteTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | "
@@ -327,7 +345,7 @@ const std::vector<OptionSpec>& option_specs() {
                "directory for TensorBoard event files: loss, learning rate, gradient norm, "
                "throughput, iteration time (and validation loss) of every iteration",
                training.tensorboard_dir),
-      INT_OPT("save-interval", {}, "iterations between checkpoints", training.save_interval),
+      INT_OPT("save-interval", {}, "iterations between checkpoints", training.save_interval, 0, kMaxCount),
       WORDS_OPT(
           "data-path",
           "Megatron indexed dataset PREFIX (.bin/.idx), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
@@ -343,10 +361,10 @@ const std::vector<OptionSpec>& option_specs() {
       WORDS_OPT("test-data-path", "the test blend, instead of --data-path and --split",
                 training.test_data_path),
       INT_OPT("eval-interval", {}, "iterations between validation-loss evaluations",
-              training.eval_interval),
+              training.eval_interval, 0, kMaxCount),
       INT_OPT("eval-iters", {},
               "global batches of the validation split per evaluation (0 = no evaluation)",
-              training.eval_iters),
+              training.eval_iters, 0, kMaxCount),
       FLAG_OPT("exit-signal-handler",
                "on SIGTERM, SIGINT or SIGUSR1 finish the iteration, save (--save) and exit 0; "
                "a second signal stops at once (default true; =false restores the default "
@@ -354,7 +372,7 @@ const std::vector<OptionSpec>& option_specs() {
                training.exit_signal_handler),
       INT_OPT("exit-interval", {},
               "stop with a checkpoint when the iteration is a multiple of this (0 = never)",
-              training.exit_interval),
+              training.exit_interval, 0, kMaxCount),
       REAL_OPT("exit-duration-in-mins",
                "stop with a checkpoint once the run has lasted this many minutes (0 = never)",
                training.exit_duration_in_mins),
@@ -362,7 +380,7 @@ const std::vector<OptionSpec>& option_specs() {
                 "bytes per rank a plan must fit, e.g. 2GiB (0 = the device's usable memory)",
                 training.memory_budget),
       FLAG_OPT("bf16", "plan with bf16 activations and matmuls", training.bf16),
-      INT_OPT("log-interval", {}, "iterations between log lines", training.log_interval),
+      INT_OPT("log-interval", {}, "iterations between log lines", training.log_interval, 0, kMaxCount),
       OptionSpec{"cost-model-update",
                  {},
                  Kind::choice,
@@ -378,8 +396,8 @@ const std::vector<OptionSpec>& option_specs() {
                  }},
       // cluster
       TEXT_OPT("device", "device preset: cpu, a800-80gb, h100-80gb, h200-141gb", cluster.device),
-      INT_OPT("num-devices", {}, "devices in the cluster being planned for", cluster.num_devices),
-      INT_OPT("devices-per-node", {}, "devices per node", cluster.devices_per_node),
+      INT_OPT("num-devices", {}, "devices in the cluster being planned for", cluster.num_devices, 0, kMaxCount),
+      INT_OPT("devices-per-node", {}, "devices per node", cluster.devices_per_node, 0, kMaxDegree),
       BYTES_OPT("device-memory", "memory per device (0 = the preset's)", cluster.device_memory),
       TEXT_OPT("calibration", "calibration JSON from `infinipipe profile`", cluster.calibration),
       REAL_OPT("intra-node-bandwidth",

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -17,7 +18,9 @@
 #include "options/megatron_flags.h"
 #include "options/option_specs.h"
 #include "options/option_usage.h"
+#include "options/yaml_documents.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "plan/schedule_table.h"
 
 namespace infinipipe::options {
@@ -96,6 +99,14 @@ void apply_yaml_given(Config& cfg, Given& given, const std::string& yaml_text,
                       const std::string& origin) {
   YAML::Node root;
   try {
+    // A second document is refused rather than ignored.
+    if (const std::optional<int> line = yaml_second_document_line(yaml_text)) {
+      fail_config(
+          "{}: holds more than one YAML document (or text after its map), from line {}; a "
+          "configuration is one map of options: merge them, or remove the `---` line and "
+          "what follows",
+          origin, *line);
+    }
     root = YAML::Load(yaml_text);
   } catch (const YAML::DeepRecursion&) {
     fail_config("{}: lists or maps nest too deeply; a configuration is a flat map of options",
@@ -106,11 +117,23 @@ void apply_yaml_given(Config& cfg, Given& given, const std::string& yaml_text,
   if (root.IsNull()) return;
   if (!root.IsMap())
     fail_config("{}: expected a map of options (e.g. `pipeline-model-parallel-size: 2`)", origin);
+  std::map<std::string, std::pair<std::string, int>> seen;  // option -> (spelling, line)
   for (const auto& kv : root) {
     if (!kv.first.IsScalar())
       fail_config("{} (line {}): an option name must be a plain word, not a list or map", origin,
                   kv.first.Mark().line + 1);
     std::string key = kv.first.Scalar();
+    // A key given twice (or by two of its names) would silently take the last value.
+    const int line = kv.first.Mark().line + 1;
+    const std::string norm = normalize_key(key);
+    const OptionSpec* spec = find_spec(norm);
+    if (!spec) spec = find_negated_flag(norm);
+    const auto [it, fresh] = seen.emplace(spec ? spec->key : norm, std::make_pair(key, line));
+    if (!fresh) {
+      fail_config("{}: the option '{}' is given twice, as '{}' (line {}) and '{}' (line {}); keep "
+                  "one",
+                  origin, it->first, it->second.first, it->second.second, key, line);
+    }
     std::string value;
     if (!yaml_value(kv.second, key, value))
       fail_config("{}: option '{}' must be a single value, not a list or map", origin, key);
@@ -237,11 +260,9 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
   Config cfg = base;
   Given given;
   if (!opts.config_file.empty()) {
-    std::ifstream in(opts.config_file);
-    if (!in) fail_config("cannot read config file {}", opts.config_file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    apply_yaml_given(cfg, given, ss.str(), opts.config_file);
+    const std::string text = input_file_read(opts.config_file, input_kind::kConfigYaml,
+                                             InputLinks::follow, "--config");
+    apply_yaml_given(cfg, given, text, opts.config_file);
   }
   apply_extras(cfg, given, opts.command ? opts.command->remaining() : std::vector<std::string>{});
   for (const auto& [key, value] : opts.flags) {

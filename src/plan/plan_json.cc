@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/output_file.h"
+#include "core/input_file.h"
 #include "core/json_read.h"
 #include "plan/plan_costs.h"
 
@@ -272,26 +274,14 @@ void plan_save(const Plan& plan, const std::string& path) {
 void plan_save(const Plan& plan, const std::string& path, const json* explain) {
   json j = plan_to_json(plan);
   if (explain) j["explain"] = *explain;  // informative only: plan_from_json does not read it
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out)
-      fail("cannot write the plan to {}: check that the directory exists and is writable", tmp);
-    out << j.dump(1) << "\n";
-    if (!out) fail("writing the plan to {} failed (disk full?)", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    fail("cannot rename {} to {}: check permissions", tmp, path);
+  output_file_write(path, j.dump(1) + "\n", "the plan file");
 }
 
 Plan plan_load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read the plan file {}: check the path", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail("cannot read the plan file {}", path);
+  const std::string text =
+      input_file_read(path, input_kind::kPlan, InputLinks::follow, "the plan file");
   const json j =
-      json_parse(text.str(), "the plan file " + path, "re-create it with `infinipipe plan`");
+      json_parse(text, "the plan file " + path, "re-create it with `infinipipe plan`");
   try {
     return plan_from_json(j);
   } catch (const Error& e) {

@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/output_file.h"
 #include "report/svg_util.h"
 
 namespace infinipipe::report {
@@ -209,10 +210,7 @@ std::string gantt_svg(const sim::StepResult& step, const GanttOptions& o) {
 }
 
 void gantt_svg_save(const sim::StepResult& step, const std::string& path, const GanttOptions& o) {
-  std::ofstream out(path);
-  if (!out) fail("cannot write the Gantt chart to {}: check that the directory exists", path);
-  out << gantt_svg(step, o);
-  if (!out) fail("writing the Gantt chart to {} failed (disk full?)", path);
+  output_file_write(path, gantt_svg(step, o), "the Gantt chart");
 }
 
 }  // namespace infinipipe::report

@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/output_file.h"
 #include "report/chart_svg.h"
 #include "report/run_html_explain.h"
 #include "report/run_html_gantt.h"
@@ -233,17 +234,7 @@ std::string run_html(const RunCompare& c, const RunTrace& trace) {
 }
 
 void run_html_save(const std::string& html, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out)
-      fail("cannot write the report {}: check that its directory exists and is writable", tmp);
-    out << html;
-    if (!out) fail("writing the report {} failed (disk full?)", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    fail("cannot rename {} to {}: check permissions", tmp, path);
-  }
+  output_file_write(path, html, "the HTML report");
 }
 
 }  // namespace infinipipe::report

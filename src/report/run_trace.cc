@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_read.h"
 #include "plan/plan_json.h"
 #include "runlog/trace_record.h"
@@ -27,12 +28,23 @@ constexpr const char* kMetricsFix =
     "the file was not written by this version of `infinipipe train` (or was edited): report the "
     "run with the version that wrote it, or re-run it";
 
-std::string text_read(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) fail("cannot read {}: check its permissions", p.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+// A run directory is read as the checkpoint loader reads a checkpoint: no file through a link.
+std::string text_read(const fs::path& p, const InputKind& kind) {
+  return input_file_read(p.string(), kind, InputLinks::refuse);
+}
+
+// A folder of the run directory (plans/) must not be a link to somewhere else either.
+bool run_subdir_exists(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(p, ec);
+  if (ec || !fs::exists(st)) return false;
+  if (fs::is_symlink(st)) {
+    fail("{} is a symbolic link; the files of a run directory are never read through one: copy "
+         "the directory with its links resolved (cp -rL) and report the copy",
+         p.string());
+  }
+  if (!fs::is_directory(st)) fail("{} is not a directory; {}", p.string(), kRerun);
+  return true;
 }
 
 }  // namespace
@@ -135,7 +147,7 @@ std::vector<fs::path> trace_files_list(const std::string& dir) {
 }
 
 void trace_file_read(const fs::path& p, RunTrace& out) {
-  const json j = json_parse(text_read(p), p.string(),
+  const json j = json_parse(text_read(p, input_kind::kRunTrace), p.string(),
                             std::string("was the run killed while writing it? ") + kRerun);
   run_trace_parse(j, p.string(), out);
 }
@@ -161,7 +173,8 @@ void trace_files_check(const RunTrace& out) {
 
 // One plan file, and its explanation when it carries one.
 void plan_file_read(const std::string& path, std::pair<int64_t, int32_t> key, RunTrace& out) {
-  const json j = json_read_file(path, kRerun);
+  const json j =
+      json_parse(input_file_read(path, input_kind::kRunPlan, InputLinks::refuse), path, kRerun);
   try {
     out.plans[key] = plan::plan_from_json(j);
     if (j.is_object() && j.contains("explain"))
@@ -175,7 +188,7 @@ void plan_file_read(const std::string& path, std::pair<int64_t, int32_t> key, Ru
 void plans_read(const std::string& dir, RunTrace& out) {
   std::error_code ec;
   const fs::path plans = fs::path(dir) / "plans";
-  if (fs::is_directory(plans, ec)) {
+  if (run_subdir_exists(plans)) {
     for (const auto& entry : fs::directory_iterator(plans, ec)) {
       long long iteration = 0;
       int replica = 0;
@@ -205,13 +218,14 @@ void plans_read(const std::string& dir, RunTrace& out) {
 void metrics_read(const std::string& dir, RunTrace& out) {
   std::error_code ec;
   const fs::path metrics = fs::path(dir) / "metrics.jsonl";
-  if (!fs::exists(metrics, ec)) {
+  if (!fs::exists(fs::symlink_status(metrics, ec))) {
     for (const TracedIteration& it : out.iterations) {
       if (it.world_rank == 0) out.metrics.push_back(it.metrics);
     }
     return;
   }
-  out.metrics = run_metrics_parse(text_read(metrics), metrics.string());
+  out.metrics =
+      run_metrics_parse(text_read(metrics, input_kind::kRunMetrics), metrics.string());
 }
 
 }  // namespace
@@ -245,7 +259,8 @@ RunTrace run_trace_load(const std::string& dir) {
   plans_read(dir, out);
   std::error_code ec;
   const fs::path cfg = fs::path(dir) / "config.yaml";
-  if (fs::exists(cfg, ec)) out.config_yaml = text_read(cfg);
+  if (fs::exists(fs::symlink_status(cfg, ec)))
+    out.config_yaml = text_read(cfg, input_kind::kRunConfig);
   metrics_read(dir, out);
   return out;
 }

@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/output_file.h"
+#include "core/input_file.h"
 #include "core/json_read.h"
 #include "runlog/trace_record.h"
 
@@ -15,11 +17,7 @@ namespace {
 nlohmann::json trace_file_reread(const std::string& path) {
   constexpr const char* kAgain = "run `infinipipe report` again";
   try {
-    std::ifstream in(path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    if (!in) fail("cannot read {}", path);
-    return json_parse(s.str(), path);
+    return json_parse(input_file_read(path, input_kind::kRunTrace, InputLinks::refuse), path);
   } catch (const Error& e) {
     fail("{} changed while the trace was merged ({}); {}", path, e.what(), kAgain);
   }
@@ -48,10 +46,7 @@ nlohmann::json trace_merge(const RunTrace& trace) {
 
 void trace_merge_save(const RunTrace& trace, const std::string& path) {
   const nlohmann::json merged = trace_merge(trace);
-  std::ofstream out(path);
-  out << merged.dump() << "\n";
-  out.flush();
-  if (!out) fail("cannot write {}: check that its directory exists and is writable", path);
+  output_file_write(path, merged.dump() + "\n", "--merge-trace");
 }
 
 }  // namespace infinipipe::report

@@ -121,11 +121,11 @@ TEST_F(HostileCli, HugeSizesAreConfigErrorsNotHangsOrWrappedAnswers) {
                    write("a.yaml",
                          "hidden-size: 9223372036854775806\n"
                          "num-attention-heads: 4000000000000000000\n")),
-               2, "is not divisible by num-attention-heads");
+               2, "hidden-size must be an integer in [1, 4294967296]");
   expect_clean(run(bin() + " plan --num-layers 4294967296" + lengths + out), 2,
-               "num-layers 4294967296 exceeds");
+               "--num-layers must be an integer in [1, 65536], got 4294967296");
   expect_clean(run(bin() + " plan --ffn-hidden-size 9223372036854775807" + lengths + out), 2,
-               "too large");
+               "--ffn-hidden-size must be an integer in [0, 4294967296]");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "plan.json"));
 }
 

@@ -60,7 +60,7 @@ TEST(Options, ExitFlags) {
   EXPECT_EQ(c.training.exit_interval, 50);
   EXPECT_DOUBLE_EQ(c.training.exit_duration_in_mins, 0.5);
   EXPECT_FALSE(parse({"--exit-signal-handler=false"}).training.exit_signal_handler);
-  EXPECT_NE(parse_error({"--exit-interval", "-1"}).find("exit-interval must be >= 0"),
+  EXPECT_NE(parse_error({"--exit-interval", "-1"}).find("exit-interval must be an integer in [0, "),
             std::string::npos);
   EXPECT_NE(parse_error({"--exit-duration-in-mins", "-2"}).find("exit-duration-in-mins must be"),
             std::string::npos);

@@ -84,7 +84,7 @@ TEST_F(TrainDataCliTest, MalformedDataFlagsAreOneClearError) {
       {"--data-path " + a + " --train-data-path " + a, "not both"},
       {"--data-path " + a + " --train-samples 12", "only one of --train-iters"},
       {"--data-path " + a + " --lr-warmup-samples 8", "count samples"},
-      {"--data-path " + a + " --eval-iters -1", "eval-iters must be >= 0"},
+      {"--data-path " + a + " --eval-iters -1", "eval-iters must be an integer in [0, "},
       {"--data-path " + a + " --eval-interval 0", "eval-interval must be positive"},
   };
   for (const Case& c : cases) {

@@ -34,6 +34,12 @@ TEST(JsonRead, LibraryErrorsBecomeErrorsNamingTheFile) {
             std::string::npos);
   EXPECT_NE(error_of_parse("{\"a\": ").find("test.json is not valid JSON"), std::string::npos);
   EXPECT_NE(error_of_parse("\"\xff\"").find("test.json is not valid JSON"), std::string::npos);
+  // For people: the library's tag is cut, its explanation kept.
+  for (const char* text : {"{\"a\": 1e400}", "{\"a\": ", "\"\xff\""}) {
+    const std::string e = error_of_parse(text);
+    EXPECT_EQ(e.find("[json.exception"), std::string::npos) << e;
+    EXPECT_NE(e.find("(number overflow"), e.find("(parse error")) << e;
+  }
 }
 
 TEST(JsonRead, IntegersAreCheckedNotTruncated) {

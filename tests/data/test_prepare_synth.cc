@@ -103,7 +103,7 @@ TEST(Prepare, BadLinesNameTheLineAndLeaveNoOutput) {
   EXPECT_NE(
       error_text([&] {
         prepare_jsonl(prepare_options(dir.file("nope.jsonl"), dir.file("out"), "text", false));
-      }).find("cannot open"),
+      }).find("cannot be read"),
       std::string::npos);
 }
 

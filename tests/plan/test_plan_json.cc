@@ -103,7 +103,7 @@ TEST_F(PlanJson, SaveAndLoadFile) {
     plan_load(path);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot read the plan file"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("the plan file " + path + " cannot be read"), std::string::npos);
   }
   { std::ofstream(path) << "{ not json"; }
   try {
