@@ -31,7 +31,7 @@ infinipipe_bench_test(paper_settings TIMEOUT 600 ENV
   "MODELS=7b;LENGTHS=48k;DISTS=github;ITERATIONS=1;OUT=${bench_out}/paper_settings")
 infinipipe_bench_test(prediction_error TIMEOUT 600 ENV
   "ITERS=4;SKIP=2;DP=1;OUT=${bench_out}/prediction_error")
-infinipipe_bench_test(replica_balance TIMEOUT 300 ENV "ITERATIONS=1;DELAY_ONLY=1")
+infinipipe_bench_test(replica_balance TIMEOUT 300 ENV "ITERATIONS=1")
 # ITERS=3: the runs warm the learning rate up over 2 iterations, which must be shorter than the run.
 infinipipe_bench_test(schedules_real TIMEOUT 600 FAIL "failed \\(exit|timed out after" ENV
   "SCHEDULES=epp 1f1b;PP=2;LAYERS=2;HIDDEN=64;SEQ_LEN=512;GBS=4;ITERS=3;WARMUP=1;ROUNDS=1;DOCS=100;OUT=${bench_out}/schedules_real")

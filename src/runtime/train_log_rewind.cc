@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_read.h"
 
 namespace infinipipe::runtime {
@@ -36,6 +37,8 @@ void train_log_rewind(const std::string& path, int64_t last_kept) {
         "choose another path",
         path);
   }
+  // A FIFO or a device at the path would block the read; a runaway file would fill memory.
+  input_file_check(path, input_kind::kRunMetrics, InputLinks::refuse);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read {}: {}", path, std::strerror(errno));
   // Every line is checked before anything is cut: the path may name some other file.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/error_text.h"
 #include "common/test_temp.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -17,6 +18,7 @@ namespace infinipipe {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::error_text;
 
 constexpr InputKind kSmall{"small file", 8, false};
 constexpr InputKind kSmallConfig{"small config", 8, true};
@@ -36,16 +38,6 @@ class FileBoundsTest : public ::testing::Test {
   fs::path dir_;
 };
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST_F(FileBoundsTest, ReadsARegularFileWithinItsBound) {
   EXPECT_EQ(input_file_read(write("a", "12345678"), kSmall), "12345678");
   EXPECT_EQ(input_file_check(write("b", ""), kSmall), 0);
@@ -54,19 +46,19 @@ TEST_F(FileBoundsTest, ReadsARegularFileWithinItsBound) {
 TEST_F(FileBoundsTest, RefusesSpecialFilesTooLargeFilesAndMissingOnes) {
   const std::string fifo = (dir_ / "fifo").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_NE(error_of([&] { input_file_read(fifo, kSmall); }).find("is a FIFO (named pipe), not a "
+  EXPECT_NE(error_text([&] { input_file_read(fifo, kSmall); }).find("is a FIFO (named pipe), not a "
                                                                   "regular file; give the path "
                                                                   "of a small file"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { input_file_read("/dev/zero", kSmall, InputLinks::follow, "--x"); })
+  EXPECT_NE(error_text([&] { input_file_read("/dev/zero", kSmall, InputLinks::follow, "--x"); })
                 .find("--x /dev/zero is a character device"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { input_file_read(dir_.string(), kSmall); }).find("is a directory"),
+  EXPECT_NE(error_text([&] { input_file_read(dir_.string(), kSmall); }).find("is a directory"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { input_file_read(write("c", "123456789"), kSmall); })
+  EXPECT_NE(error_text([&] { input_file_read(write("c", "123456789"), kSmall); })
                 .find("is 9 bytes, more than the 8 bytes a small file may be"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { input_file_read((dir_ / "none").string(), kSmall); })
+  EXPECT_NE(error_text([&] { input_file_read((dir_ / "none").string(), kSmall); })
                 .find("cannot be read: it does not exist"),
             std::string::npos);
   // The kind decides the exit code: a configuration file's fault is a ConfigError.
@@ -84,28 +76,28 @@ TEST_F(FileBoundsTest, LinksAreFollowedOnlyWhereAsked) {
   fs::create_symlink(target, dir_ / "link");
   const std::string link = (dir_ / "link").string();
   EXPECT_EQ(input_file_read(link, kSmall), "secret");
-  const std::string e = error_of([&] { input_file_read(link, kSmall, InputLinks::refuse); });
+  const std::string e = error_text([&] { input_file_read(link, kSmall, InputLinks::refuse); });
   EXPECT_NE(e.find("is a symbolic link"), std::string::npos) << e;
   EXPECT_EQ(e.find("secret"), std::string::npos) << e;
 }
 
 TEST_F(FileBoundsTest, OutputPathsMustNameAFileInAnExistingFolder) {
   const std::string d = dir_.string();
-  EXPECT_NE(error_of([&] { output_path_check(d + "/", "--out"); }).find("names a folder"),
+  EXPECT_NE(error_text([&] { output_path_check(d + "/", "--out"); }).find("names a folder"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { output_path_check("/", "--out"); }).find("names a folder"),
+  EXPECT_NE(error_text([&] { output_path_check("/", "--out"); }).find("names a folder"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { output_path_check(d + "/..", "--out"); }).find("names a folder"),
+  EXPECT_NE(error_text([&] { output_path_check(d + "/..", "--out"); }).find("names a folder"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { output_path_check(d, "--out"); }).find("is an existing folder"),
+  EXPECT_NE(error_text([&] { output_path_check(d, "--out"); }).find("is an existing folder"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { output_path_check(d + "/no/x", "--out"); }).find("does not exist"),
+  EXPECT_NE(error_text([&] { output_path_check(d + "/no/x", "--out"); }).find("does not exist"),
             std::string::npos);
   EXPECT_THROW(output_path_check("", "--out"), ConfigError);
   EXPECT_NO_THROW(output_path_check(d + "/x", "--out"));
   const std::string in = write("in", "data");
   fs::create_symlink(in, dir_ / "alias");
-  EXPECT_NE(error_of([&] { output_not_input_check((dir_ / "alias").string(), in, "--out"); })
+  EXPECT_NE(error_text([&] { output_not_input_check((dir_ / "alias").string(), in, "--out"); })
                 .find("is the input"),
             std::string::npos);
   EXPECT_NO_THROW(output_not_input_check(d + "/other", in, "--out"));

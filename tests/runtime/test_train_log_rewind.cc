@@ -1,6 +1,7 @@
 // A run's logs tell each iteration once: a resumed run cuts the records past its checkpoint, a
 // run from scratch starts its logs anew, and a file that is not a log is refused untouched.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -93,6 +94,18 @@ TEST_F(TrainLogRewind, ALinkIsRefusedAndItsTargetKept) {
   fs::create_symlink(target, link);
   EXPECT_THROW(train_log_rewind(link.string(), 0), ConfigError);
   EXPECT_EQ(read(target), kTwoRuns);
+}
+
+// A FIFO where the log should be is refused at once, never read (which would wait for a writer).
+TEST_F(TrainLogRewind, AFifoIsRefusedWithoutWaiting) {
+  const fs::path fifo = dir_ / "fifo.jsonl";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    train_log_rewind(fifo.string(), 0);
+    FAIL() << "a FIFO was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(TrainLogRewind, NoFileOrNoPathIsNothingToDo) {
