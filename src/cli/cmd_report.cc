@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/output_file.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
@@ -44,13 +45,11 @@ std::string run_calibration(const std::string& dir, const std::string& named) {
   namespace fs = std::filesystem;
   const fs::path copy = fs::path(dir) / obs::kTraceCalibrationFile;
   std::error_code ec;
-  if (fs::is_symlink(copy, ec)) {
-    fail(
-        "{} is a symbolic link: a run directory holds its own files; replace the link with the "
-        "file",
-        copy.string());
+  if (fs::exists(fs::symlink_status(copy, ec))) {
+    // Read as the run directory's other files are: a regular file, never through a link.
+    input_file_check(copy.string(), input_kind::kCalibration, InputLinks::refuse);
+    return copy.string();
   }
-  if (fs::exists(copy, ec)) return copy.string();
   if (named.empty() || fs::exists(named, ec)) return named;
   fail(
       "the run's calibration '{}' (its config.yaml) is not there from this directory: run "

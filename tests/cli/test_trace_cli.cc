@@ -192,7 +192,15 @@ TEST_F(TraceCli, ARunsCalibrationTravelsWithItsDirectory) {
   const ShellResult r = infinipipe::testing::shell_run(report);
   EXPECT_EQ(r.exit_code, 0) << r.output;
 
-  fs::remove(dir_ / "moved" / "run" / "prior-calibration.json");
+  // A link in its place is refused, as every file of a run directory is.
+  const fs::path copy = dir_ / "moved" / "run" / "prior-calibration.json";
+  fs::rename(copy, dir_ / "elsewhere.json");
+  fs::create_symlink(dir_ / "elsewhere.json", copy);
+  const ShellResult linked = infinipipe::testing::shell_run(report);
+  EXPECT_EQ(linked.exit_code, 1) << linked.output;
+  EXPECT_NE(linked.output.find("symbolic link"), std::string::npos) << linked.output;
+
+  fs::remove(copy);
   const ShellResult lost = infinipipe::testing::shell_run(report);
   EXPECT_EQ(lost.exit_code, 1) << lost.output;
   EXPECT_NE(lost.output.find("the run's calibration 'learned/calibration.json' (its config.yaml) "
