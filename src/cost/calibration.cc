@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/output_file.h"
 #include "core/input_file.h"
 #include "core/json_read.h"
+#include "core/output_file.h"
 #include "cost/calibration_ranks.h"
 
 namespace infinipipe::cost {
@@ -69,6 +69,7 @@ constexpr DoubleField kOptionalCoeffFields[] = {
     {"lm_head_grad_reuse_bytes_per_token", &Coefficients::lm_head_grad_reuse_bytes_per_token},
     {"lm_head_backward_factor", &Coefficients::lm_head_backward_factor},
     {"p2p_latency_inter_s", &Coefficients::p2p_latency_inter_s},
+    {"alltoall_latency_s", &Coefficients::alltoall_latency_s},
 };
 
 // Version 1 called the bytes a recomputed layer keeps "ckpt_bytes_per_token_layer".
@@ -189,8 +190,8 @@ void device_read(const json& j, const std::string& where, Calibration& c) {
   if (dev.contains("reserved_memory_bytes")) {  // files from before it existed: none reserved
     d.reserved_memory_bytes = get<int64_t>(dev, "reserved_memory_bytes", where, "device");
     if (d.reserved_memory_bytes < 0 || d.reserved_memory_bytes >= d.memory_bytes)
-      fail("calibration {}: device.reserved_memory_bytes = {} must be in [0, memory_bytes)",
-           where, d.reserved_memory_bytes);
+      fail("calibration {}: device.reserved_memory_bytes = {} must be in [0, memory_bytes)", where,
+           d.reserved_memory_bytes);
   }
   if (d.memory_bytes <= 0)
     fail("calibration {}: device.memory_bytes must be > 0, got {}", where, d.memory_bytes);

@@ -71,7 +71,9 @@ Coefficients CostModel::derive_coefficients(const ModelConfig& m, const DeviceSp
   c.p2p_bandwidth_inter = d.inter_node_bandwidth;
   c.p2p_latency_s = d.latency_s;
   c.p2p_latency_inter_s = d.inter_node_latency_s > 0 ? d.inter_node_latency_s : d.latency_s;
-  c.alltoall_bandwidth = d.intra_node_bandwidth;  // Ulysses groups stay inside a node
+  // Ulysses groups inside a node; with_ulysses_degree prices groups across nodes.
+  c.alltoall_bandwidth = d.alltoall_bandwidth > 0 ? d.alltoall_bandwidth : d.intra_node_bandwidth;
+  c.alltoall_latency_s = d.alltoall_latency_s > 0 ? d.alltoall_latency_s : d.latency_s;
   // Saved for backward per layer (elements per token): layer input, norm output, q/k/v,
   // attention output, residual, norm output, gate and up, SwiGLU output; plus fp32 rstd/lse.
   c.act_bytes_per_token_layer = ((6 * h + 2 * kv + 3 * f) * b + (2 + heads) * 4.0) / u;
@@ -105,6 +107,7 @@ CostModel::CostModel(const ModelConfig& model, const DeviceSpec& device, const C
       ulysses_degree_(ulysses_degree),
       bf16_(bf16) {
   if (coeffs_.p2p_latency_inter_s <= 0) coeffs_.p2p_latency_inter_s = coeffs_.p2p_latency_s;
+  if (coeffs_.alltoall_latency_s <= 0) coeffs_.alltoall_latency_s = coeffs_.p2p_latency_s;
   if (ulysses_degree < 1) fail_config("ulysses degree must be >= 1, got {}", ulysses_degree);
   // The formulas divide by these; a zero would turn every prediction into infinity.
   if (!(coeffs.p2p_bandwidth_intra > 0) || !(coeffs.p2p_bandwidth_inter > 0) ||
@@ -118,7 +121,7 @@ CostModel::CostModel(const ModelConfig& model, const DeviceSpec& device, const C
     fail_config("cost model for '{}': time coefficients must be >= 0", device.name);
 }
 
-CostModel CostModel::with_ulysses_degree(int64_t degree, bool across_nodes) const {
+CostModel CostModel::with_ulysses_degree(int64_t degree, int64_t devices_per_node) const {
   if (degree < 1) fail_config("ulysses degree must be >= 1, got {}", degree);
   const double k = static_cast<double>(ulysses_degree_) / static_cast<double>(degree);
   Coefficients c = coeffs_;
@@ -130,9 +133,14 @@ CostModel CostModel::with_ulysses_degree(int64_t degree, bool across_nodes) cons
         &c.dkv_bytes_per_token_layer, &c.grad_bytes_per_token, &c.fwd_transient_bytes_per_token,
         &c.embedding_bytes_per_token, &c.lm_head_bytes_per_token, &c.p2p_bytes_per_token})
     *v *= k;
-  if (across_nodes) {
-    c.alltoall_bandwidth = std::min(c.alltoall_bandwidth, c.p2p_bandwidth_inter);
-    c.p2p_latency_s = c.p2p_latency_inter_s;  // every all-to-all message then crosses nodes
+  if (devices_per_node > 0 && devices_per_node < degree) {
+    // Of the u − 1 peers a device sends to, g − 1 share its node and u − g do not; the two
+    // shares move at once (NVLink and the NIC), so the slower sets the time. As one bandwidth
+    // for all (u − 1)/u of the bytes: (u − 1) / max((g − 1)/B_a2a, (u − g)/B_inter).
+    const double u = static_cast<double>(degree), g = static_cast<double>(devices_per_node);
+    c.alltoall_bandwidth =
+        (u - 1) / std::max((g - 1) / c.alltoall_bandwidth, (u - g) / c.p2p_bandwidth_inter);
+    c.alltoall_latency_s = std::max(c.alltoall_latency_s, c.p2p_latency_inter_s);
   }
   return CostModel(model_, device_, c, degree, bf16_);
 }
@@ -313,7 +321,7 @@ double CostModel::ulysses_alltoall_time(int64_t tokens) const {
   const double h = model_.hidden_size, kv = model_.kv_heads() * model_.head_dim();
   const double b = bf16_ ? 2.0 : 4.0;
   const double bytes = static_cast<double>(tokens) / u * (2 * h + 2 * kv) * b * (u - 1) / u;
-  return bytes / coeffs_.alltoall_bandwidth + 4 * coeffs_.p2p_latency_s;
+  return bytes / coeffs_.alltoall_bandwidth + 4 * coeffs_.alltoall_latency_s;
 }
 
 int64_t CostModel::static_bytes(const StageShape& stage, int64_t dp, bool zero_shard) const {

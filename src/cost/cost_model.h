@@ -35,8 +35,8 @@ struct StageShape {
 // A device and its links. Efficiencies are fractions of peak the time model assumes.
 struct DeviceSpec {
   std::string name;
-  double peak_flops = 0;              // dense matmul FLOP/s (bf16 or fp32, as planned)
-  int64_t memory_bytes = 0;           // device memory
+  double peak_flops = 0;     // dense matmul FLOP/s (bf16 or fp32, as planned)
+  int64_t memory_bytes = 0;  // device memory
   // What a training process cannot fill with tensors: the CUDA context, NCCL's buffers and the
   // caching allocator's headroom. The same for every system planned or compared
   // (docs/cost-model.md, "Usable memory"); 0 on the cpu preset.
@@ -46,6 +46,8 @@ struct DeviceSpec {
   double inter_node_bandwidth = 0;    // bytes/s per device, one direction (IB share)
   double latency_s = 0;               // per message inside a node
   double inter_node_latency_s = 0;    // per message between nodes (0 = latency_s)
+  double alltoall_bandwidth = 0;      // bytes/s per device sent by an all-to-all (0 = intra-node)
+  double alltoall_latency_s = 0;      // per all-to-all call, whatever its size (0 = latency_s)
   double matmul_efficiency = 0;       // reached by large GEMMs (MFU-like)
   double attention_efficiency = 0;    // reached by (flash) attention
   double half_efficiency_tokens = 0;  // eff(t) = t / (t + this): small chunks under-use the device
@@ -93,6 +95,7 @@ struct Coefficients {
   double p2p_latency_s = 0;
   double p2p_latency_inter_s = 0;  // between nodes; 0 = p2p_latency_s (older calibration files)
   double alltoall_bandwidth = 0;   // bytes/s per device inside the Ulysses group
+  double alltoall_latency_s = 0;   // per all-to-all call; 0 = p2p_latency_s (older calibrations)
   // memory, bytes per token (per device) per layer unless noted
   double act_bytes_per_token_layer = 0;  // saved activations of a non-recomputed layer, incl. K/V
   double recompute_bytes_per_token_layer = 0;  // a recomputed layer keeps only its input
@@ -127,9 +130,12 @@ class CostModel {
   // Coefficients a preset implies for this model (what the first constructor uses).
   static Coefficients derive_coefficients(const ModelConfig& model, const DeviceSpec& device,
                                           int64_t ulysses_degree, bool bf16);
-  // The same device and coefficients for another Ulysses degree (per-token terms rescaled);
-  // across_nodes makes the all-to-all use the inter-node bandwidth.
-  CostModel with_ulysses_degree(int64_t degree, bool across_nodes) const;
+  // The same device and coefficients for another Ulysses degree (per-token terms rescaled).
+  // devices_per_node: how many of the group's devices share a node (the group is aligned to
+  // nodes); 0, or at least the degree, keeps the group inside one node. A group across nodes
+  // sends part of each all-to-all over the inter-node link (docs/cost-model.md, "Ulysses
+  // all-to-all").
+  CostModel with_ulysses_degree(int64_t degree, int64_t devices_per_node) const;
 
   const DeviceSpec& device() const { return device_; }
   const Coefficients& coefficients() const { return coeffs_; }

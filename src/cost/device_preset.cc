@@ -40,7 +40,8 @@ DeviceSpec preset_cpu(bool bf16) {
   d.chunk_overhead_s = 200e-6;     // OpenMP regions, allocation, MPI progress per chunk
   d.backward_factor = 2.0;
   d.sources = fmt::format(
-      "this machine: {}, {} cores ({} logical CPUs), {}, {} of memory. Peak {:.0f} GFLOP/s {} is an "
+      "this machine: {}, {} cores ({} logical CPUs), {}, {} of memory. Peak {:.0f} GFLOP/s {} is "
+      "an "
       "estimate from the ISA and core count, not measured: {} cores x {:.0f} FLOP/cycle ({}) x "
       "{:.2f} GHz; `infinipipe profile` measures the real sgemm rate. Fixed preset values (docs/"
       "cost-model.md): memory budget 24 GiB, DRAM 20 GB/s, OpenMPI shared memory 8 GB/s (6-12 GB/s "
@@ -73,6 +74,13 @@ DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double
   // separates them, so both links get it.
   d.latency_s = 8e-6;
   d.inter_node_latency_s = 8e-6;
+  // All-to-all inside a node, from Hetu-Galvatron's measured NCCL times on one 8-GPU NVLink node
+  // (galvatron/profile_hardware/hardware_configs/sp_time_1nodes_8gpus_per_node.json, 1 MB to
+  // 1 GB per device, 2/4/8 GPUs): a line t = a + sent bytes / B fits them within 25 %, with
+  // a = 65-104 us per call and B = 163-197 GB/s, 54-66 % of an A100's 300 GB/s one way. Taken
+  // here as 80 us and 60 % of the device's NVLink (docs/cost-model.md, "Ulysses all-to-all").
+  d.alltoall_bandwidth = nvlink_bidir / 2 * 0.6;
+  d.alltoall_latency_s = 80e-6;
   d.half_efficiency_tokens = half_tokens;
   d.chunk_overhead_s = 300e-6;
   d.backward_factor = 2.0;
@@ -100,21 +108,26 @@ DeviceSpec device_preset(const std::string& name, bool bf16) {
   if (name == "a800-80gb")
     // The InfiniPipe paper's cluster: "400 Gb/s InfiniBand" between nodes, read as per node
     // (50 GB/s) shared by its 8 GPUs = 6.25 GB/s per GPU before the 80% NCCL factor.
-    return preset_gpu("a800-80gb", 312e12, 80 * kGiB, 2.039e12, 400e9, 50e9 / 8, 0.55, 0.5, 256,
-                      "NVIDIA A800 datasheet (312 TFLOP/s bf16 dense, 80 GB HBM2e 2.0 TB/s, "
-                      "NVLink 400 GB/s); Megatron-LM MFU 50-55% on A100",
-                      "intra-node: NVLink 400 GB/s bidirectional (A800 datasheet), 200 GB/s one "
-                      "way x 0.8 = 160 GB/s; inter-node: the InfiniPipe paper's 400 Gb/s "
-                      "InfiniBand taken PER NODE (50 GB/s shared by 8 GPUs) x 0.8 = 5 GB/s per "
-                      "GPU (--inter-node-bandwidth 40e9 for 400 Gb/s per GPU); 8 us NCCL latency",
-                      bf16);
+    return preset_gpu(
+        "a800-80gb", 312e12, 80 * kGiB, 2.039e12, 400e9, 50e9 / 8, 0.55, 0.5, 256,
+        "NVIDIA A800 datasheet (312 TFLOP/s bf16 dense, 80 GB HBM2e 2.0 TB/s, "
+        "NVLink 400 GB/s); Megatron-LM MFU 50-55% on A100",
+        "intra-node: NVLink 400 GB/s bidirectional (A800 datasheet), 200 GB/s one "
+        "way x 0.8 = 160 GB/s; inter-node: the InfiniPipe paper's 400 Gb/s "
+        "InfiniBand taken PER NODE (50 GB/s shared by 8 GPUs) x 0.8 = 5 GB/s per "
+        "GPU (--inter-node-bandwidth 40e9 for 400 Gb/s per GPU); 8 us NCCL latency; all-to-all: "
+        "60% of NVLink one way, 80 us per call (Hetu-Galvatron's measured "
+        "NCCL all-to-all on 8 NVLink GPUs)",
+        bf16);
   if (name == "h100-80gb")
     return preset_gpu("h100-80gb", 989e12, 80 * kGiB, 3.35e12, 900e9, 50e9, 0.45, 0.4, 384,
                       "NVIDIA H100 SXM datasheet (989 TFLOP/s bf16 dense, 80 GB HBM3 3.35 TB/s, "
                       "NVLink 900 GB/s); Megatron-LM MFU 40-47% on H100",
                       "intra-node: NVLink 900 GB/s bidirectional x 1/2 x 0.8 = 360 GB/s; "
                       "inter-node: 400 Gb/s NDR InfiniBand per GPU (DGX H100: 8 ConnectX-7 per "
-                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency",
+                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency; all-to-all: 60% of NVLink one "
+                      "way, 80 us per call (Hetu-Galvatron's measured "
+                      "NCCL all-to-all on 8 NVLink GPUs)",
                       bf16);
   if (name == "h200-141gb")
     return preset_gpu("h200-141gb", 989e12, 141e9, 4.8e12, 900e9, 50e9, 0.45, 0.4, 384,
@@ -122,7 +135,9 @@ DeviceSpec device_preset(const std::string& name, bool bf16) {
                       "NVLink 900 GB/s); efficiencies as H100",
                       "intra-node: NVLink 900 GB/s bidirectional x 1/2 x 0.8 = 360 GB/s; "
                       "inter-node: 400 Gb/s NDR InfiniBand per GPU (DGX H200: 8 ConnectX-7 per "
-                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency",
+                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency; all-to-all: 60% of NVLink one "
+                      "way, 80 us per call (Hetu-Galvatron's measured "
+                      "NCCL all-to-all on 8 NVLink GPUs)",
                       bf16);
   std::string known;
   for (const char* n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);

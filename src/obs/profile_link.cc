@@ -122,6 +122,7 @@ void apply_link_profile(const LinkProfile& p, cost::Coefficients& c) {
   c.p2p_bandwidth_intra = p.bandwidth;
   c.alltoall_bandwidth = p.bandwidth;
   c.p2p_latency_s = p.latency_s;
+  c.alltoall_latency_s = p.latency_s;  // MPI's all-to-all here costs what its messages do
   c.p2p_bandwidth_inter = std::min(c.p2p_bandwidth_inter, p.bandwidth);
 }
 

@@ -31,7 +31,7 @@ SpMicroBatch sp_micro_batch(const cost::CostModel& cm, const Config& cfg, int64_
                             std::span<const cost::SliceShape> chunk, int64_t R) {
   const ModelConfig& m = cm.model();
   const int64_t L = m.num_layers;
-  const cost::CostModel g = cm.with_ulysses_degree(sp, sp > cfg.cluster.devices_per_node);
+  const cost::CostModel g = cm.with_ulysses_degree(sp, cfg.cluster.devices_per_node);
   const cost::StageShape all{.num_layers = L, .has_embedding = true, .has_lm_head = true};
   SpMicroBatch r;
   r.alltoall = g.ulysses_alltoall_time(cost::chunk_tokens(chunk)) * static_cast<double>(2 * L + R);

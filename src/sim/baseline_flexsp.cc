@@ -3,8 +3,9 @@
 // time is that chunk's compute and all-to-alls and its memory must fit what ZeRO-3's states leave
 // of the budget. A micro-batch costs its slowest group plus the ZeRO-3 gathers and
 // reduce-scatters (over all devices, unit by unit) its compute leaves exposed; the step is the
-// sum over micro-batches plus the optimizer. The lower bound relaxes every sequence to its cheapest group size in
-// device-seconds at full efficiency, without per-chunk overheads, latencies or lock step.
+// sum over micro-batches plus the optimizer. The lower bound relaxes every sequence to its cheapest
+// group size in device-seconds at full efficiency, without per-chunk overheads, latencies or lock
+// step.
 #include "sim/baseline_flexsp.h"
 
 #include <algorithm>
@@ -186,6 +187,7 @@ double lower_bound(const FlexContext& x, std::span<const int64_t> batch,
                    std::span<const int64_t> sizes) {
   cost::Coefficients c = x.cm.coefficients();
   c.beta1 = c.half_efficiency_tokens = c.p2p_latency_s = c.p2p_latency_inter_s = 0;
+  c.alltoall_latency_s = 0;
   const cost::CostModel ideal(x.cm.model(), x.cm.device(), c, x.cm.ulysses_degree(), x.cm.bf16());
   const double n = static_cast<double>(x.cfg.cluster.num_devices);
   double work = 0, longest = 0;
@@ -193,8 +195,8 @@ double lower_bound(const FlexContext& x, std::span<const int64_t> batch,
     const cost::SliceShape s{0, len};
     double area = kNever, fastest = kNever;
     for (int64_t sp : sizes) {
-      const SpMicroBatch mb = sp_micro_batch(ideal, x.cfg, sp, std::span(&s, 1),
-                                             x.setting.recompute_layers);
+      const SpMicroBatch mb =
+          sp_micro_batch(ideal, x.cfg, sp, std::span(&s, 1), x.setting.recompute_layers);
       const double t = mb.compute + mb.alltoall;
       area = std::min(area, static_cast<double>(sp) * t);
       fastest = std::min(fastest, t);
@@ -231,8 +233,7 @@ std::vector<int64_t> flexsp_group_sizes(const Config& cfg, const ModelConfig& m)
   return out;
 }
 
-std::vector<std::vector<int64_t>> flexsp_micro_batches(std::span<const int64_t> batch,
-                                                       int64_t m) {
+std::vector<std::vector<int64_t>> flexsp_micro_batches(std::span<const int64_t> batch, int64_t m) {
   std::vector<int64_t> a(batch.begin(), batch.end());
   std::sort(a.begin(), a.end(), std::greater<>());
   const size_t n = a.size();
@@ -324,10 +325,11 @@ FlexSpResult simulate_flexsp(const cost::CostModel& cm, const Config& cfg,
   best.result.setting = fmt::format("{} layers recomputed, ZeRO-3", setting.recompute_layers);
   if (cluster <= 0 || longest > capacity_of(x, sizes.front())) {
     best.result.oom = true;
-    best.result.memory_budget_bytes = x.act_budget + zero3_static_bytes(cm, cfg.cluster.num_devices);
+    best.result.memory_budget_bytes =
+        x.act_budget + zero3_static_bytes(cm, cfg.cluster.num_devices);
     best.result.reason = fmt::format(
-        "a {}-token sequence does not fit a group of {} devices with {} layers recomputed",
-        longest, sizes.front(), setting.recompute_layers);
+        "a {}-token sequence does not fit a group of {} devices with {} layers recomputed", longest,
+        sizes.front(), setting.recompute_layers);
     return best;
   }
   const int64_t n = static_cast<int64_t>(batch.size());
@@ -360,14 +362,13 @@ FlexSpResult simulate_flexsp(const cost::CostModel& cm, const Config& cfg,
   best.min_micro_batches = m_min;
   if (!have) {
     best.result.oom = true;
-    best.result.reason = fmt::format(
-        "no micro-batch count from {} to {} lets every micro-batch's groups fit", m_min,
-        m_min + setting.extra_micro_batches);
+    best.result.reason =
+        fmt::format("no micro-batch count from {} to {} lets every micro-batch's groups fit", m_min,
+                    m_min + setting.extra_micro_batches);
     return best;
   }
-  best.result.setting +=
-      fmt::format(" (M from {}), {:.1f}% above the lower bound", m_min,
-                  100 * (best.result.step_time_s / best.lower_bound_s - 1));
+  best.result.setting += fmt::format(" (M from {}), {:.1f}% above the lower bound", m_min,
+                                     100 * (best.result.step_time_s / best.lower_bound_s - 1));
   return best;
 }
 

@@ -47,7 +47,7 @@ MicroBatchCost micro_batch_cost(const cost::CostModel& cm, const Config& cfg,
                                 const MegatronSetting& s, std::span<const cost::SliceShape> chunk) {
   const ModelConfig& m = cm.model();
   const int64_t L = m.num_layers, R = s.recompute_layers, dpn = cfg.cluster.devices_per_node;
-  const cost::CostModel g = cm.with_ulysses_degree(s.tp * s.cp, false);
+  const cost::CostModel g = cm.with_ulysses_degree(s.tp * s.cp, 0);
   const cost::StageShape all{.num_layers = L, .has_embedding = true, .has_lm_head = true};
   const int64_t T = cost::chunk_tokens(chunk);
   const double a2a = g.ulysses_alltoall_time(T);  // the degree-(tp·cp) model adds these; not here
@@ -83,9 +83,15 @@ MicroBatchCost micro_batch_cost(const cost::CostModel& cm, const Config& cfg,
 MegatronSetting megatron_paper_setting(const ModelConfig& m) {
   MegatronSetting s;
   switch (paper_model_size(m)) {
-    case PaperModelSize::b7: s = {8, 2, 10, 0}; break;
-    case PaperModelSize::b13: s = {8, 4, 20, 0}; break;
-    case PaperModelSize::b30: s = {8, 4, 55, 0}; break;
+    case PaperModelSize::b7:
+      s = {8, 2, 10, 0};
+      break;
+    case PaperModelSize::b13:
+      s = {8, 4, 20, 0};
+      break;
+    case PaperModelSize::b30:
+      s = {8, 4, 55, 0};
+      break;
   }
   // Megatron-LM needs tp to divide the heads (the published LLaMA 30B has 52): where 8 does not,
   // the largest power of two that does, with cp grown to keep the tp x cp group's size. The
@@ -114,8 +120,7 @@ BaselineResult simulate_megatron(const cost::CostModel& cm, const Config& cfg,
   });
   BaselineResult r;
   r.setting = fmt::format("tp={}, cp={}, dp={}, mb={}K tok, {} layers recomputed, ZeRO-1", s.tp,
-                          s.cp, dp,
-                          s.micro_batch_tokens / 1024, s.recompute_layers);
+                          s.cp, dp, s.micro_batch_tokens / 1024, s.recompute_layers);
   int64_t act = 0;
   for (size_t i = 0; i < mbs.size(); i += static_cast<size_t>(dp)) {
     r.compute_time_s += mbs[i].compute;  // sorted: the first of each round is its slowest
@@ -142,9 +147,10 @@ BaselineResult simulate_megatron(const cost::CostModel& cm, const Config& cfg,
   r.parts.others += r.optimizer_time_s;
   r.step_time_s = r.compute_time_s + r.comm_exposed_s + r.optimizer_time_s;
   const cost::Coefficients& c = cm.coefficients();
-  r.peak_memory_bytes = static_cast<int64_t>(shard * (c.bytes_per_param - c.optimizer_bytes_per_param) +
-                                             optimizer_shard * c.optimizer_bytes_per_param) +
-                        act;
+  r.peak_memory_bytes =
+      static_cast<int64_t>(shard * (c.bytes_per_param - c.optimizer_bytes_per_param) +
+                           optimizer_shard * c.optimizer_bytes_per_param) +
+      act;
   baseline_finish(cm, cfg, batch, r);
   return r;
 }

@@ -35,7 +35,7 @@ StagedLayout::StagedLayout(const Config& cfg, const cost::CostModel& cm, const L
   }
   cfg_ = cfg;
   // Ulysses groups stay inside a node (the refusal covers the rest through Config::validate).
-  cost_ = cm.with_ulysses_degree(layout.ulysses, false);
+  cost_ = cm.with_ulysses_degree(layout.ulysses, 0);
   result_.budget_bytes = plan::planner_budget(*cfg_, *cost_);
   // A bound made without the hosts stays a bound: sharing cores only slows ranks down.
   for (int64_t k = 0; k < layout.dp; ++k)

@@ -43,8 +43,8 @@ double forced_recompute_seconds(const cost::CostModel& least, const cost::Coeffi
   const ModelConfig& m = least.model();
   const int64_t budget = plan::planner_budget(cfg, least);
   const plan::MemoryContext mem = plan::plan_memory_context(cfg, budget);
-  const double states = static_cast<double>(
-      plan::stage_sharded_bytes(least, {m.num_layers, true, true, -1}, mem));
+  const double states =
+      static_cast<double>(plan::stage_sharded_bytes(least, {m.num_layers, true, true, -1}, mem));
   const double layers = static_cast<double>(m.num_layers), tokens = static_cast<double>(n);
   const double pp = static_cast<double>(cfg.parallel.pipeline_parallel);
   const double over =
@@ -53,7 +53,7 @@ double forced_recompute_seconds(const cost::CostModel& least, const cost::Coeffi
   const double x = std::min(over / saved, tokens * layers);  // more does not fit: no plan runs
   const double per_token =
       lo.recompute_factor * lo.alpha2 + least.ulysses_alltoall_time(n) / tokens -
-      4 * c.p2p_latency_s * (least.ulysses_degree() > 1 ? 1.0 / tokens : 0.0);
+      4 * c.alltoall_latency_s * (least.ulysses_degree() > 1 ? 1.0 / tokens : 0.0);
   return lo.recompute_factor * lo.alpha1 * x * x / layers + std::max(0.0, per_token) * x;
 }
 

@@ -111,9 +111,8 @@ void add_memory(UlyssesResult& r, const CostModel& cm, const Config& cfg,
       static_cast<int64_t>(
           std::ceil(static_cast<double>(m.params_total()) * c.bytes_per_param / n + gathered)) +
       peak_act;
-  r.memory_budget_bytes =
-      cfg.training.memory_budget > 0 ? cfg.training.memory_budget
-                                     : cost::usable_memory_bytes(cm.device());
+  r.memory_budget_bytes = cfg.training.memory_budget > 0 ? cfg.training.memory_budget
+                                                         : cost::usable_memory_bytes(cm.device());
   if (r.peak_memory_bytes > r.memory_budget_bytes) {
     r.oom = true;
     r.reason = fmt::format(
@@ -136,7 +135,7 @@ UlyssesResult simulate_ulysses_setting(const CostModel& cm, const Config& cfg,
   UlyssesResult r;
   r.setting = setting;
   r.dp_degree = n / sp;
-  const CostModel g = cm.with_ulysses_degree(sp, sp > cfg.cluster.devices_per_node);
+  const CostModel g = cm.with_ulysses_degree(sp, cfg.cluster.devices_per_node);
   const cost::Coefficients& c = g.coefficients();
   const cost::DeviceSpec& d = cm.device();
 

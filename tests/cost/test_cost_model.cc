@@ -204,7 +204,16 @@ TEST(CostModel, UlyssesAllToAll) {
   CostModel u8(m, d, 8, true);
   const double bytes = 65536.0 / 8 * (2 * 4096 + 2 * 4096) * 2 * 7 / 8;
   EXPECT_DOUBLE_EQ(u8.ulysses_alltoall_time(65536),
-                   bytes / u8.coefficients().alltoall_bandwidth + 4 * d.latency_s);
+                   bytes / u8.coefficients().alltoall_bandwidth + 4 * d.alltoall_latency_s);
+  // The GPU presets' all-to-all is its own link: 60 % of NVLink one way, 80 us a call.
+  EXPECT_DOUBLE_EQ(u8.coefficients().alltoall_bandwidth, 400e9 / 2 * 0.6);
+  EXPECT_DOUBLE_EQ(u8.coefficients().alltoall_latency_s, 80e-6);
+  // A calibration without its own all-to-all latency (written before it had one) keeps the
+  // messages' latency.
+  Coefficients old = u8.coefficients();
+  old.alltoall_latency_s = 0;
+  EXPECT_DOUBLE_EQ(CostModel(m, d, old, 8, true).coefficients().alltoall_latency_s,
+                   old.p2p_latency_s);
   // The all-to-alls are part of the stage's forward time.
   CostModel u1(m, d, 1, true);
   std::vector<SliceShape> chunk = {{0, 65536}};

@@ -62,7 +62,7 @@ double hand_exposed(const cost::CostModel& g, const Config& cfg,
 TEST(BaselineFsdp, DeepSpeedChargesZero3UnitByUnit) {
   const Config cfg = fsdp_cluster();
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
-  const cost::CostModel g = cm.with_ulysses_degree(2, false);
+  const cost::CostModel g = cm.with_ulysses_degree(2, 0);
   for (int64_t tokens : {int64_t{64}, int64_t{65536}}) {  // gathers exposed, then hidden
     const std::vector<int64_t> batch = {tokens};
     const std::vector<cost::SliceShape> chunk = {{0, tokens}};
@@ -90,7 +90,7 @@ TEST(BaselineFsdp, FlexSpMicroBatchPaysTheSlowestGroupsExposedGathers) {
   const FlexSpResult f = flexsp_evaluate(
       cm, cfg, batch, {{{.size = 2, .lengths = {32768}}, {.size = 2, .lengths = {1024}}}},
       {.recompute_layers = 0, .extra_micro_batches = 0});
-  const cost::CostModel g = cm.with_ulysses_degree(2, false);
+  const cost::CostModel g = cm.with_ulysses_degree(2, 0);
   const std::vector<cost::SliceShape> slow = {{0, 32768}};
   ASSERT_EQ(f.micro_batches.size(), 1u);
   EXPECT_EQ(f.micro_batches[0].slowest, 0u);

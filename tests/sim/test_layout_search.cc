@@ -278,7 +278,7 @@ TEST(LayoutSearch, EveryInfeasibleReasonIsRight) {
   const LayoutResult& x = find(tight, {2, 1, 2, 2, Schedule::one_f_one_b});
   Config at = layout_config(cfg, single, x.layout);
   at.validate();
-  const cost::CostModel g = cm.with_ulysses_degree(2, false);
+  const cost::CostModel g = cm.with_ulysses_degree(2, 0);
   const auto shares = plan::balance_replicas(long_batch[0], 2, g, at);
   try {
     plan::make_plan_detailed(at, g, shares[0], Schedule::one_f_one_b);

@@ -42,7 +42,7 @@ TEST(Megatron, TensorParallelCollectivesInClosedForm) {
   const double collective = 0.5 * 8192.0 * 1024 * 2 / c.p2p_bandwidth_intra + c.p2p_latency_s;
   const double tp = 4 * collective * 2 * 4;  // forward + backward, 4 layers, no recompute
   EXPECT_NEAR(r.comm_exposed_s, tp, 1e-12);  // dp 1: no gradient reduce-scatter
-  const cost::CostModel g = cm.with_ulysses_degree(2, false);
+  const cost::CostModel g = cm.with_ulysses_degree(2, 0);
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
   const double a2a = g.ulysses_alltoall_time(8192) * 8;
   EXPECT_NEAR(r.compute_time_s, g.forward_time(chunk, kAll) + g.backward_time(chunk, kAll) - a2a,
@@ -73,7 +73,7 @@ TEST(Megatron, DistributedOptimizerShardsTheStateOverReplicas) {
   const double params = static_cast<double>(cm.model().params_total());
   const double states = params * (c.bytes_per_param - c.optimizer_bytes_per_param) +
                         params / 4 * c.optimizer_bytes_per_param;
-  const cost::CostModel g = cm.with_ulysses_degree(1, false);
+  const cost::CostModel g = cm.with_ulysses_degree(1, 0);
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
   const double act = static_cast<double>(
       g.activation_bytes(chunk, kAll, 0) +
@@ -93,7 +93,7 @@ TEST(Megatron, ContextParallelRingHidesOnlyBehindAttention) {
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
   const std::vector<int64_t> batch = {8192};
   const BaselineResult r = simulate_megatron(cm, cfg, batch, {1, 2, 1, 0});
-  const cost::CostModel g = cm.with_ulysses_degree(2, false);
+  const cost::CostModel g = cm.with_ulysses_degree(2, 0);
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
   const double kv = 4096.0 * 2 * 1024 * 2;  // local K/V: 4096 tokens x 2 x kv dim, bf16
   const double ring = kv / 1e8 + cm.link_latency(true);
@@ -134,7 +134,7 @@ TEST(DeepSpeed, StepInClosedForm) {
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
   const std::vector<int64_t> batch = {8192};
   const BaselineResult r = simulate_deepspeed(cm, cfg, batch, {2, 4, 0});
-  const cost::CostModel g = cm.with_ulysses_degree(2, false);
+  const cost::CostModel g = cm.with_ulysses_degree(2, 0);
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
   const double a2a = g.ulysses_alltoall_time(8192) * (2 * 4 + 4);
   const double compute =
@@ -154,7 +154,7 @@ TEST(DeepSpeed, UnevenHeadsPayTheBusiestDevice) {
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
   const SpMicroBatch mb = sp_micro_batch(cm, cfg, 4, chunk, 0);
-  const cost::CostModel g = cm.with_ulysses_degree(4, false);
+  const cost::CostModel g = cm.with_ulysses_degree(4, 0);
   const double a2a = g.ulysses_alltoall_time(8192) * 8;
   const double even = g.forward_time(chunk, kAll) + g.backward_time(chunk, kAll) - a2a;
   const double attn = g.attention_seconds(chunk) * 4 * (1 + g.coefficients().backward_factor);
@@ -187,7 +187,7 @@ TEST(FlexSp, StepIsTheSumOfEachMicroBatchsSlowestGroup) {
   double group_a = 0, group_b = 0;
   for (const auto& [slow, fast] : {std::pair{32768, 2048}, std::pair{30720, 4096}}) {
     const std::vector<cost::SliceShape> chunk = {{0, slow}};
-    want += alone(slow).first + zero3_micro_batch_exposed(cm.with_ulysses_degree(8, false), cfg,
+    want += alone(slow).first + zero3_micro_batch_exposed(cm.with_ulysses_degree(8, 0), cfg,
                                                           chunk);
     EXPECT_LT(alone(fast).first, alone(slow).first);
   }

@@ -79,7 +79,7 @@ void expect_bound_below_every_plan(const Config& base, const std::vector<int64_t
     } catch (const ConfigError&) {
       continue;
     }
-    cost::CostModel g = cost::CostModel::from_config(base).with_ulysses_degree(l.ulysses, false);
+    cost::CostModel g = cost::CostModel::from_config(base).with_ulysses_degree(l.ulysses, 0);
     if (rank_costs) {  // one fast and one slow rank, the rest shared
       std::vector<cost::Coefficients> per(static_cast<size_t>(l.pp), g.coefficients());
       per[0].alpha1 *= 0.6;
@@ -115,7 +115,7 @@ TEST(StepBound, NeverAboveTheSimulatedStep) {
   Seen seen;
   int round = 0;
   for (const auto& [devices, per_node] : {std::pair<int64_t, int64_t>{4, 4}, {8, 4}})
-    for (const int64_t budget_gib : {2, 3, 6, 0}) {
+    for (const int64_t budget_gib : {1, 2, 3, 4, 5, 6, 8, 0}) {
       Config cfg = bound_cluster(devices, per_node);
       cfg.training.memory_budget = int64_t{budget_gib} << 30;
       const auto batch = long_tail(1000 + static_cast<uint64_t>(round), 12, 16384);
