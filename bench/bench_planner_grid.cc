@@ -2,9 +2,10 @@
 // time of each phase of the EPP planner measured on the winning setting: sequence processor,
 // pipeline grouping (Eq. 14), schedule, recompute problem + greedy solve, exact recompute solve,
 // validation; and the whole plan's wall and CPU time and the process's peak RSS while planning.
-// Llama-7B 48K and Llama-30B 96K, GitHub-like lengths, A800 preset, Ulysses 8 inside a stage
-// (as bench_planner). --cluster: a 1024-GPU cluster instead (30B, sequences up to 1M tokens,
-// pp 16 × dp 8 × Ulysses 8, global batch 4096): every replica's share. One run per point.
+// Llama-7B 48K and a 30B-class model at 96K (tests/common/paper_llama.h), GitHub-like lengths,
+// A800 preset, Ulysses 8 inside a stage (as bench_planner). --cluster: a 1024-GPU cluster instead
+// (the 30B-class model, sequences up to 1M tokens, pp 16 × dp 8 × Ulysses 8, global batch 4096):
+// every replica's share. One run per point.
 // Usage: bench_planner_grid [--quick] [--model=7b48k|30b96k] [--sequences=N] [--pp=P]
 //                           [--threads=T] [--cluster]   (quick: 512, 1024 × pp 4, 8)
 #include <algorithm>
@@ -55,7 +56,9 @@ std::string mib(int64_t bytes) {
   return buf;
 }
 
-// The 1024-GPU cluster: Llama-30B (examples/llama30b-96k.yaml) with sequences up to 1M tokens.
+// The 1024-GPU cluster: the 30B-class model of tests/common/paper_llama.h (hidden 6144, 48
+// heads, so Ulysses 8 divides them; not the published 30B shape of examples/llama30b-96k.yaml)
+// with sequences up to 1M tokens.
 Config cluster_config() {
   Config cfg;
   cfg.model.num_layers = 60;
