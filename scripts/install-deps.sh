@@ -11,6 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev
   libsentencepiece-dev  # SentencePiece tokenizers of `data prepare` (and its trainer, in tests)
+  libpcre2-dev libicu-dev  # Hugging Face tokenizer.json: Unicode regexes and normalization
+  nodejs  # the reference tokenizer (transformers.js) of tests/tokenizer_reference (npm below)
   clang-format
   clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizers of `make fuzz` (fuzz/)
   chromium  # headless check that `infinipipe report`'s HTML renders its charts
@@ -24,6 +26,8 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Debian's nodejs comes without npm; other builds of nodejs (NodeSource) bring their own.
+command -v npm >/dev/null || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
