@@ -288,12 +288,16 @@ void hf_files_write(const fs::path& iter_dir, const CheckpointMeta& meta, Shards
   if (ids.is_null()) return;
   add(kCkptGenerationConfig, checkpoint_hf_generation_config(ids));
   add(kCkptTokenizerConfig, tok.tokenizer_config);
-  if (tok.model_file.empty()) return;
-  const std::string bytes = fs_read_text(tok.model_file);  // never through a link
-  fs_write_atomic((iter_dir / kCkptTokenizerModel).string(), bytes);
-  merged.files[kCkptTokenizerModel] =
-      file_entry({checksum_crc32c(0, bytes.data(), bytes.size()), int64_t(bytes.size())});
-  merged.keep.insert(kCkptTokenizerModel);
+  auto copy = [&](const std::string& from, const char* name) {
+    if (from.empty()) return;
+    const std::string bytes = fs_read_text(from);  // never through a link
+    fs_write_atomic((iter_dir / name).string(), bytes);
+    merged.files[name] =
+        file_entry({checksum_crc32c(0, bytes.data(), bytes.size()), int64_t(bytes.size())});
+    merged.keep.insert(name);
+  };
+  copy(tok.model_file, kCkptTokenizerModel);
+  copy(tok.json_file, kCkptTokenizerJson);
 }
 
 // The Hugging Face files and the model's and optimizer's tensor indexes.

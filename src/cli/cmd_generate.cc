@@ -165,10 +165,12 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed of the sampling")->capture_default_str();
   cmd->add_flag("--greedy", s.greedy, "always pick the most likely token (no sampling)");
   cmd->add_option("--tokenizer-type", a->tokenizer_type,
-                  "ByteTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer or "
-                  "Llama2Tokenizer (default: the one saved with the checkpoint, else "
-                  "ByteTokenizer)");
-  cmd->add_option("--tokenizer-model", a->tokenizer_model, "the SentencePiece FILE.model");
+                  "ByteTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+                  "Llama2Tokenizer or HuggingFaceTokenizer (default: the one saved with the "
+                  "checkpoint, else ByteTokenizer)");
+  cmd->add_option("--tokenizer-model", a->tokenizer_model,
+                  "the SentencePiece FILE.model; for HuggingFaceTokenizer a folder with "
+                  "tokenizer.json and tokenizer_config.json (or the tokenizer.json)");
   cmd->add_flag("--no-kv-cache", a->no_kv_cache,
                 "rerun the whole sequence for every new token (as Hugging Face's "
                 "use_cache=False): the same text, slower; to measure what the cache saves");

@@ -81,6 +81,9 @@ class HfTokenizer final : public Tokenizer {
           cwhere);
     }
     template_from_config(config, bos, eos, cwhere);
+    config_ = config;
+    bos_text_ = bos;
+    eos_text_ = eos;
   }
 
   std::vector<int32_t> encode(std::string_view input) const override {
@@ -132,6 +135,14 @@ class HfTokenizer final : public Tokenizer {
   int32_t eos() const override { return eos_; }
   const std::string& type() const override { return type_; }
   const HfTokenizerFiles& files() const { return files_; }
+  Json saved_config(int64_t model_max_length) const {
+    Json c = config_;
+    c["infinipipe_tokenizer_type"] = type_;
+    if (!c.contains("bos_token") && !bos_text_.empty()) c["bos_token"] = bos_text_;
+    if (!c.contains("eos_token")) c["eos_token"] = eos_text_;
+    c["model_max_length"] = model_max_length;
+    return c;
+  }
 
  private:
   static const Json& model_of(const Json& tj, const std::string& where) {
@@ -306,6 +317,8 @@ class HfTokenizer final : public Tokenizer {
   std::vector<char> added_flag_;
   int64_t vocab_size_ = 0;
   int32_t bos_ = -1, eos_ = -1;
+  Json config_;
+  std::string bos_text_, eos_text_;
   uint64_t serial_ = 0;
 };
 
@@ -383,6 +396,13 @@ std::unique_ptr<Tokenizer> hf_tokenizer_parse(std::string_view tokenizer_json,
 HfTokenizerFiles hf_tokenizer_source(const Tokenizer& tokenizer) {
   const auto* hf = dynamic_cast<const HfTokenizer*>(&tokenizer);
   return hf == nullptr ? HfTokenizerFiles{} : hf->files();
+}
+
+Json hf_tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length) {
+  const auto* hf = dynamic_cast<const HfTokenizer*>(&tokenizer);
+  if (hf == nullptr)
+    fail("hf_tokenizer_saved_config: {} is not HuggingFaceTokenizer", tokenizer.type());
+  return hf->saved_config(model_max_length);
 }
 
 }  // namespace infinipipe::data

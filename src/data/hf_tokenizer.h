@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "data/tokenizer.h"
 
 namespace infinipipe::data {
@@ -38,5 +40,11 @@ std::unique_ptr<Tokenizer> hf_tokenizer_parse(std::string_view tokenizer_json,
 // The files an opened HuggingFaceTokenizer was read from (empty for one made by
 // hf_tokenizer_parse and for other types), which checkpoints copy.
 HfTokenizerFiles hf_tokenizer_source(const Tokenizer& tokenizer);
+
+// tokenizer_config.json for a checkpoint of a model trained with `tokenizer` (a
+// HuggingFaceTokenizer): the one it was read with (or {}), plus infinipipe_tokenizer_type,
+// bos_token/eos_token when it had none and model_max_length, so the saved folder reopens
+// (with the tokenizer.json beside it) to the same tokenizer, in infinipipe and transformers.
+nlohmann::json hf_tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length);
 
 }  // namespace infinipipe::data

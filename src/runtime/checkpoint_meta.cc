@@ -1,6 +1,7 @@
 #include "runtime/checkpoint_meta.h"
 
 #include "core/error.h"
+#include "data/hf_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_saved.h"
 
@@ -17,7 +18,11 @@ CheckpointTokenizer checkpoint_tokenizer(const Config& cfg) {
   }
   CheckpointTokenizer out;
   out.tokenizer_config = data::tokenizer_saved_config(*tokenizer, cfg.model.max_positions());
-  out.model_file = tc.tokenizer_model;
+  // The files it was read from, copied into every checkpoint so the folder is self-contained.
+  if (data::tokenizer_type_has_model(tc.tokenizer_type)) out.model_file = tc.tokenizer_model;
+  if (data::tokenizer_type_has_json(tc.tokenizer_type)) {
+    out.json_file = data::hf_tokenizer_source(*tokenizer).tokenizer_json;
+  }
   out.bos = tokenizer->bos();
   out.eos = tokenizer->eos();
   return out;
