@@ -59,8 +59,8 @@ HfRegex::HfRegex(const std::string& pattern, bool literal, const std::string& wh
     : code_(std::make_unique<Code>()) {
   int err = 0;
   PCRE2_SIZE offset = 0;
-  const uint32_t options =
-      PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : 0);
+  // (PCRE2_LITERAL takes no PCRE2_UCP: a literal has no character classes anyway.)
+  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
                               &err, &offset, nullptr);
   if (code_->code == nullptr) {

@@ -65,6 +65,11 @@ class HfTokenizer final : public Tokenizer {
     added_flag_.assign(size_t(vocab_size_), 0);
     for (const auto& [token, id] : bpe_.vocab()) tokens_[id] = token;
     for (const HfAddedToken& t : added_) {
+      // One id, one text: decoding could not tell them apart.
+      if (!tokens_[t.id].empty() && tokens_[t.id] != t.content) {
+        fail_config("{}: added token {} has id {}, which is already {}", where,
+                    json_brief(t.content), t.id, json_brief(tokens_[t.id]));
+      }
       tokens_[t.id] = t.content;
       added_flag_[t.id] = 1;
     }
