@@ -110,6 +110,7 @@ struct CheckpointTokenizer {
   std::string model_file;           // copied byte for byte as tokenizer.model ("" = none)
   std::string json_file;            // copied byte for byte as tokenizer.json ("" = none)
   int64_t bos = -1, eos = -1;       // -1: the tokenizer has none
+  int64_t eod = -1;  // the end of document of the data; written beside eos when it differs
 };
 
 // What the committing process records for the whole run.

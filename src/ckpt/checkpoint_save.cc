@@ -279,6 +279,10 @@ void hf_files_write(const fs::path& iter_dir, const CheckpointMeta& meta, Shards
   if (!tok.tokenizer_config.is_null()) {
     ids = {{"bos_token_id", tok.bos >= 0 ? Json(tok.bos) : Json(nullptr)},
            {"eos_token_id", tok.eos >= 0 ? Json(tok.eos) : Json(nullptr)}};
+    // Generation stops at the data's end of document too (SentencePieceTokenizer's <EOD>).
+    if (tok.eod >= 0 && tok.eod != tok.eos) {
+      ids["eos_token_id"] = tok.eos >= 0 ? Json{tok.eos, tok.eod} : Json(tok.eod);
+    }
   }
   auto add = [&](const char* name, const Json& j) {
     merged.files[name] = write_json_entry(iter_dir / name, j);

@@ -149,6 +149,10 @@ std::string byte_level_decode(std::string_view text) {
 }
 
 std::string unicode_normalize(std::string_view text, UnicodeForm form) {
+  // ASCII is the same text in all four forms.
+  bool ascii = true;
+  for (const char c : text) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+  if (ascii) return std::string(text);
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* n = nullptr;
   switch (form) {

@@ -25,6 +25,7 @@ CheckpointTokenizer checkpoint_tokenizer(const Config& cfg) {
   }
   out.bos = tokenizer->bos();
   out.eos = tokenizer->eos();
+  out.eod = tokenizer->eod();
   return out;
 }
 
