@@ -2,8 +2,9 @@
 
 #include <sys/stat.h>
 
-#include <atomic>
+#include <array>
 #include <filesystem>
+#include <mutex>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -27,7 +28,7 @@ namespace {
 inline constexpr const char* kHfConfigFile = "tokenizer_config.json";
 // Pieces up to this size are cached: longer ones rarely repeat.
 inline constexpr size_t kCacheMaxPiece = 256;
-inline constexpr size_t kCacheMaxEntries = 1 << 16;
+inline constexpr size_t kCacheMaxEntries = 1 << 18;
 inline constexpr size_t kMaxAddedTokens = 1 << 20;
 
 // Transformers' Llama tokenizers rebuild the template from add_bos_token / add_eos_token.
@@ -56,8 +57,6 @@ class HfTokenizer final : public Tokenizer {
         decoder_(tj.value("decoder", Json()), where + ": decoder"),
         raw_matcher_({}),
         normalized_matcher_({}) {
-    static std::atomic<uint64_t> serial{0};
-    serial_ = ++serial;
     added_read(tj, where);
     vocab_size_ = bpe_.max_id() + 1;
     for (const HfAddedToken& t : added_) vocab_size_ = std::max<int64_t>(vocab_size_, t.id + 1);
@@ -284,31 +283,33 @@ class HfTokenizer final : public Tokenizer {
     (void)eos;
   }
 
-  // The model's ids of one piece, through a per-thread cache of recent pieces.
+  // The model's ids of one piece, through a cache of recent pieces shared by all threads
+  // (`data prepare` starts its workers afresh for every block), in shards so they rarely wait.
   void model_encode(const std::string& piece, std::vector<int32_t>& out) const {
     if (piece.size() > kCacheMaxPiece) {
       bpe_.encode(piece, out);
       return;
     }
-    struct Cache {
-      uint64_t owner = 0;
-      std::unordered_map<std::string, std::vector<int32_t>> map;
-    };
-    thread_local Cache cache;
-    if (cache.owner != serial_) {
-      cache.map.clear();
-      cache.owner = serial_;
-    }
-    if (const auto it = cache.map.find(piece); it != cache.map.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
+    CacheShard& shard = cache_[std::hash<std::string>{}(piece) % cache_.size()];
+    {
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      if (const auto it = shard.map.find(piece); it != shard.map.end()) {
+        out.insert(out.end(), it->second.begin(), it->second.end());
+        return;
+      }
     }
     const size_t first = out.size();
     bpe_.encode(piece, out);
-    if (cache.map.size() >= kCacheMaxEntries) cache.map.clear();
-    cache.map.emplace(piece, std::vector<int32_t>(out.begin() + first, out.end()));
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    if (shard.map.size() >= kCacheMaxEntries / cache_.size()) shard.map.clear();
+    shard.map.emplace(piece, std::vector<int32_t>(out.begin() + first, out.end()));
   }
 
+  struct CacheShard {
+    std::mutex mutex;
+    std::unordered_map<std::string, std::vector<int32_t>> map;
+  };
+  mutable std::array<CacheShard, 64> cache_;
   std::string type_ = "HuggingFaceTokenizer";
   HfTokenizerFiles files_;
   HfBpe bpe_;
@@ -324,7 +325,6 @@ class HfTokenizer final : public Tokenizer {
   int32_t bos_ = -1, eos_ = -1;
   Json config_;
   std::string bos_text_, eos_text_;
-  uint64_t serial_ = 0;
 };
 
 bool regular_file(const fs::path& p) {
