@@ -82,9 +82,16 @@ TEST_F(HfTokenizerCliTest, PrepareTrainExportGenerate) {
   EXPECT_EQ(tc.at("infinipipe_tokenizer_type"), "HuggingFaceTokenizer");
   EXPECT_EQ(tc.at("eos_token"), "<|end_of_text|>");
 
+  // A new run from the exported Hugging Face folder (the README's chain), with its tokenizer.
+  r = run_cli(fmt::format(
+      "train --load {} --tokenizer-type HuggingFaceTokenizer --tokenizer-model {} --data-path {} "
+      "--seq-length 32 --global-batch-size 4 --train-iters 1 --save {}",
+      (dir_ / "hf").string(), (dir_ / "hf").string(), data, (dir_ / "ck2").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
   // The checkpoint carries its tokenizer: generate needs no tokenizer flags.
   r = run_cli(fmt::format("generate --load {} --prompt 'the pipe' --max-new-tokens 6 --greedy",
-                          (dir_ / "ck").string()));
+                          (dir_ / "ck2").string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("the pipe", 0), 0u) << r.output;
   EXPECT_NE(r.output.find("tokenizer HuggingFaceTokenizer"), std::string::npos) << r.output;
