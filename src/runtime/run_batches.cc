@@ -9,6 +9,7 @@
 #include "data/tokenizer.h"
 #include "data/training_batches.h"
 #include "plan/replica_price.h"
+#include "runtime/checkpoint_meta.h"
 #include "runtime/dist_step.h"
 #include "runtime/executor.h"
 
@@ -31,7 +32,10 @@ void RunBatches::open() {
   std::unique_ptr<data::Tokenizer> tokenizer;
   for (const std::string& prefix : datasets_->prefixes()) {
     if (!data::prepared_tokenizer_exists(prefix)) continue;
-    if (!tokenizer) tokenizer = data::tokenizer_open(t.tokenizer_type, t.tokenizer_model);
+    if (!tokenizer) {
+      const RunTokenizer run = run_tokenizer(t);
+      tokenizer = data::tokenizer_open(run.type, run.model);
+    }
     data::prepared_tokenizer_check(prefix, *tokenizer);
   }
   stream_.emplace(datasets_->stream(data::DataSplit::train, t.global_batch_size,

@@ -1,7 +1,8 @@
 // HuggingFaceTokenizer from data to text through the real binary: a tokenizer.json folder (a small
 // byte-level BPE built here) prepares data that records its tokenizer, a run with another
 // tokenizer is refused naming both, a run with it trains and saves it, the export carries
-// tokenizer.json byte for byte and the data's end of document, and generate uses it unasked.
+// tokenizer.json byte for byte and the data's end of document, a run from the export takes its
+// tokenizer unasked, and generate uses it unasked.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -82,13 +83,16 @@ TEST_F(HfTokenizerCliTest, PrepareTrainExportGenerate) {
   EXPECT_EQ(tc.at("infinipipe_tokenizer_type"), "HuggingFaceTokenizer");
   EXPECT_EQ(tc.at("eos_token"), "<|end_of_text|>");
 
-  // A new run from the exported Hugging Face folder (the README's chain), with its tokenizer.
+  // A new run from the exported Hugging Face folder (the README's chain) takes the folder's
+  // tokenizer without flags: the data's record agrees, and the new checkpoint records it.
   r = run_cli(fmt::format(
-      "train --load {} --tokenizer-type HuggingFaceTokenizer --tokenizer-model {} --data-path {} "
-      "--seq-length 32 --global-batch-size 4 --train-iters 1 --save {}",
-      (dir_ / "hf").string(), (dir_ / "hf").string(), data, (dir_ / "ck2").string()));
+      "train --load {} --data-path {} --seq-length 32 --global-batch-size 4 --train-iters 1 "
+      "--save {}",
+      (dir_ / "hf").string(), data, (dir_ / "ck2").string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
+  EXPECT_EQ(file_text(dir_ / "ck2" / "iter_0000001" / "tokenizer.json"),
+            file_text(tok_ / "tokenizer.json"));
   // The checkpoint carries its tokenizer: generate needs no tokenizer flags.
   r = run_cli(fmt::format("generate --load {} --prompt 'the pipe' --max-new-tokens 6 --greedy",
                           (dir_ / "ck2").string()));
