@@ -30,6 +30,7 @@ inline constexpr const char* kHfConfigFile = "tokenizer_config.json";
 inline constexpr size_t kCacheMaxPiece = 256;
 inline constexpr size_t kCacheMaxEntries = 1 << 18;
 inline constexpr size_t kMaxAddedTokens = 1 << 20;
+inline constexpr int64_t kMaxTokenizerJsonBytes = 256ll << 20;
 
 // Transformers' Llama tokenizers rebuild the template from add_bos_token / add_eos_token.
 bool llama_class(const Json& config) {
@@ -374,6 +375,13 @@ HfTokenizerFiles hf_tokenizer_files(const std::string& path) {
 
 std::unique_ptr<Tokenizer> hf_tokenizer_open(const std::string& path) {
   HfTokenizerFiles files = hf_tokenizer_files(path);
+  // The largest real files are a few tens of MiB; parsed JSON takes several times its size.
+  const int64_t bytes = input_file_check(files.tokenizer_json, input_kind::kTokenizerModel,
+                                         InputLinks::follow, "--tokenizer-model");
+  if (bytes > kMaxTokenizerJsonBytes) {
+    fail_config("--tokenizer-model {}: {} is larger than {}, more than any real tokenizer.json",
+                path, input_bytes_text(bytes), input_bytes_text(kMaxTokenizerJsonBytes));
+  }
   const std::string tj = input_file_read(files.tokenizer_json, input_kind::kTokenizerModel,
                                          InputLinks::follow, "--tokenizer-model");
   const std::string config =
