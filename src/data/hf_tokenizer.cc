@@ -85,7 +85,7 @@ class HfTokenizer final : public Tokenizer {
           "folder's tokenizer_config.json (with \"eos_token\") beside tokenizer.json",
           cwhere);
     }
-    template_from_config(config, bos, eos, cwhere);
+    template_from_config(config, cwhere);
     config_ = config;
     bos_text_ = bos;
     eos_text_ = eos;
@@ -267,8 +267,7 @@ class HfTokenizer final : public Tokenizer {
 
   // add_bos_token / add_eos_token as transformers applies them: always for its Llama classes
   // (bos by default), and for others when the config sets them.
-  void template_from_config(const Json& config, const std::string& bos, const std::string& eos,
-                            const std::string& where) {
+  void template_from_config(const Json& config, const std::string& where) {
     const bool llama = llama_class(config);
     const auto b = config.find("add_bos_token");
     const auto e = config.find("add_eos_token");
@@ -280,8 +279,6 @@ class HfTokenizer final : public Tokenizer {
     suffix_.clear();
     if (add_bos) prefix_.push_back(bos_);
     if (add_eos) suffix_.push_back(eos_);
-    (void)bos;
-    (void)eos;
   }
 
   // The model's ids of one piece, through a cache of recent pieces shared by all threads
