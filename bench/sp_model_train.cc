@@ -12,8 +12,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto status = sentencepiece::SentencePieceTrainer::Train(
-      std::string("--input=") + argv[1] + " --model_prefix=" + argv[2] + " --vocab_size=" +
-      argv[3] +
+      std::string("--input=") + argv[1] + " --model_prefix=" + argv[2] +
+      " --vocab_size=" + argv[3] +
       " --model_type=bpe --hard_vocab_limit=false --byte_fallback=true --character_coverage=1.0"
       " --input_sentence_size=200000 --shuffle_input_sentence=true --num_threads=2"
       " --minloglevel=2");
