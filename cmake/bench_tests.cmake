@@ -24,6 +24,7 @@ function(infinipipe_bench_test name)
 endfunction()
 
 infinipipe_bench_test(generate_cache TIMEOUT 300 ENV "NEW_TOKENS=4")
+infinipipe_bench_test(tokenizer_speed TIMEOUT 300 ENV "REPEAT=1;VOCAB=2000")
 infinipipe_bench_test(grouping_solve TIMEOUT 300 ENV
   "INFINIPIPE_BASE_BIN=${CMAKE_BINARY_DIR}/infinipipe;MODELS=7b;LENGTHS=48k;DISTS=github;ITERATIONS=1")
 infinipipe_bench_test(layout_search TIMEOUT 300 ENV "EXAMPLE=llama7b-48k;ITERS=1")

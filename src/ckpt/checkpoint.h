@@ -103,11 +103,14 @@ struct CheckpointShard {
 };
 
 // The tokenizer a checkpoint records for Hugging Face users: config.json's bos/eos ids,
-// generation_config.json, tokenizer_config.json and, for SentencePiece, tokenizer.model.
+// generation_config.json, tokenizer_config.json and, for SentencePiece, tokenizer.model (for
+// HuggingFaceTokenizer, tokenizer.json).
 struct CheckpointTokenizer {
   nlohmann::json tokenizer_config;  // null: no tokenizer recorded (nor bos/eos)
   std::string model_file;           // copied byte for byte as tokenizer.model ("" = none)
+  std::string json_file;            // copied byte for byte as tokenizer.json ("" = none)
   int64_t bos = -1, eos = -1;       // -1: the tokenizer has none
+  int64_t eod = -1;  // the end of document of the data; written beside eos when it differs
 };
 
 // What the committing process records for the whole run.

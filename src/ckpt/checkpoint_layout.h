@@ -13,6 +13,7 @@ inline constexpr const char* kCkptConfig = "config.json";
 inline constexpr const char* kCkptGenerationConfig = "generation_config.json";
 inline constexpr const char* kCkptTokenizerConfig = "tokenizer_config.json";
 inline constexpr const char* kCkptTokenizerModel = "tokenizer.model";
+inline constexpr const char* kCkptTokenizerJson = "tokenizer.json";
 inline constexpr const char* kCkptModelIndex = "model.safetensors.index.json";
 inline constexpr const char* kCkptOptimIndex = "optimizer.safetensors.index.json";
 inline constexpr const char* kCkptLatest = "latest";

@@ -279,6 +279,10 @@ void hf_files_write(const fs::path& iter_dir, const CheckpointMeta& meta, Shards
   if (!tok.tokenizer_config.is_null()) {
     ids = {{"bos_token_id", tok.bos >= 0 ? Json(tok.bos) : Json(nullptr)},
            {"eos_token_id", tok.eos >= 0 ? Json(tok.eos) : Json(nullptr)}};
+    // Generation stops at the data's end of document too (SentencePieceTokenizer's <EOD>).
+    if (tok.eod >= 0 && tok.eod != tok.eos) {
+      ids["eos_token_id"] = tok.eos >= 0 ? Json{tok.eos, tok.eod} : Json(tok.eod);
+    }
   }
   auto add = [&](const char* name, const Json& j) {
     merged.files[name] = write_json_entry(iter_dir / name, j);
@@ -288,12 +292,16 @@ void hf_files_write(const fs::path& iter_dir, const CheckpointMeta& meta, Shards
   if (ids.is_null()) return;
   add(kCkptGenerationConfig, checkpoint_hf_generation_config(ids));
   add(kCkptTokenizerConfig, tok.tokenizer_config);
-  if (tok.model_file.empty()) return;
-  const std::string bytes = fs_read_text(tok.model_file);  // never through a link
-  fs_write_atomic((iter_dir / kCkptTokenizerModel).string(), bytes);
-  merged.files[kCkptTokenizerModel] =
-      file_entry({checksum_crc32c(0, bytes.data(), bytes.size()), int64_t(bytes.size())});
-  merged.keep.insert(kCkptTokenizerModel);
+  auto copy = [&](const std::string& from, const char* name) {
+    if (from.empty()) return;
+    const std::string bytes = fs_read_text(from);  // never through a link
+    fs_write_atomic((iter_dir / name).string(), bytes);
+    merged.files[name] =
+        file_entry({checksum_crc32c(0, bytes.data(), bytes.size()), int64_t(bytes.size())});
+    merged.keep.insert(name);
+  };
+  copy(tok.model_file, kCkptTokenizerModel);
+  copy(tok.json_file, kCkptTokenizerJson);
 }
 
 // The Hugging Face files and the model's and optimizer's tensor indexes.

@@ -107,7 +107,8 @@ void write_side_files(CheckpointReader& reader, HfExportDtype dtype, const fs::p
   Json config = json_parse(reader.read_file(kCkptConfig), reader.path() + "/config.json");
   config["torch_dtype"] = dtype == HfExportDtype::bf16 ? "bfloat16" : "float32";
   write_json(out / kCkptConfig, config);
-  for (const char* file : {kCkptGenerationConfig, kCkptTokenizerConfig, kCkptTokenizerModel}) {
+  for (const char* file :
+       {kCkptGenerationConfig, kCkptTokenizerConfig, kCkptTokenizerModel, kCkptTokenizerJson}) {
     if (reader.has_file(file)) fs_write_atomic((out / file).string(), reader.read_file(file));
   }
 }

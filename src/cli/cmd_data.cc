@@ -137,10 +137,12 @@ void add_data_command(CLI::App& app) {
   pr->add_flag("--append-eod", prep->append_eod,
                "end each document with the tokenizer's end-of-document token");
   pr->add_option("--tokenizer-type", prep->tokenizer_type,
-                 "ByteTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer or "
-                 "Llama2Tokenizer")
+                 "ByteTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+                 "Llama2Tokenizer or HuggingFaceTokenizer")
       ->capture_default_str();
-  pr->add_option("--tokenizer-model", prep->tokenizer_model, "the SentencePiece FILE.model");
+  pr->add_option("--tokenizer-model", prep->tokenizer_model,
+                 "the SentencePiece FILE.model; for HuggingFaceTokenizer a folder with "
+                 "tokenizer.json and tokenizer_config.json (or the tokenizer.json)");
   pr->add_option("--workers", prep->workers, "tokenizing threads (output is the same for any)")
       ->capture_default_str();
   pr->callback([prep] {

@@ -64,11 +64,11 @@ std::unique_ptr<data::Tokenizer> tokenizer_for(const GenerateArgs& a, const Chec
 // on the screen (decoding the new tokens alone would lose SentencePiece's leading spaces).
 class TextStreamer {
  public:
-  TextStreamer(const data::Tokenizer& tok, std::vector<int32_t> prompt, int32_t eos)
-      : tok_(tok), ids_(std::move(prompt)), eos_(eos), shown_(tok.decode(ids_)) {}
+  TextStreamer(const data::Tokenizer& tok, std::vector<int32_t> prompt)
+      : tok_(tok), ids_(std::move(prompt)), shown_(tok.decode(ids_)) {}
 
   void push(int32_t token) {
-    if (token == eos_) return;  // the end, not text
+    if (token == tok_.eos() || token == tok_.eod()) return;  // the end, not text
     ids_.push_back(token);
     const std::string text = tok_.decode(ids_);
     if (text.size() > shown_.size() && text.compare(0, shown_.size(), shown_) == 0) {
@@ -81,7 +81,6 @@ class TextStreamer {
  private:
   const data::Tokenizer& tok_;
   std::vector<int32_t> ids_;
-  int32_t eos_;
   std::string shown_;
 };
 
@@ -119,13 +118,14 @@ void run_generate(GenerateArgs& a) {
   }
   a.options.seed = static_cast<uint64_t>(a.seed);
   a.options.eos = tok->eos();
+  a.options.eod = tok->eod();  // documents of --append-eod data end with it
   a.options.kv_cache = !a.no_kv_cache;
   const int64_t positions = model.config.max_positions();  // (min first: no overflow)
   KvCacheDecoder decoder(*model.params, tracker,
                          std::min(positions, P + std::min(a.options.max_new_tokens, positions)));
   fmt::print("{}", text);
   std::fflush(stdout);
-  TextStreamer streamer(*tok, prompt, a.options.eos);
+  TextStreamer streamer(*tok, prompt);
   const GenerateResult r =
       generate(decoder, prompt, a.options, [&](int32_t t) { streamer.push(t); });
   const auto n = static_cast<int64_t>(r.tokens.size());
@@ -165,10 +165,12 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed of the sampling")->capture_default_str();
   cmd->add_flag("--greedy", s.greedy, "always pick the most likely token (no sampling)");
   cmd->add_option("--tokenizer-type", a->tokenizer_type,
-                  "ByteTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer or "
-                  "Llama2Tokenizer (default: the one saved with the checkpoint, else "
-                  "ByteTokenizer)");
-  cmd->add_option("--tokenizer-model", a->tokenizer_model, "the SentencePiece FILE.model");
+                  "ByteTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+                  "Llama2Tokenizer or HuggingFaceTokenizer (default: the one saved with the "
+                  "checkpoint, else ByteTokenizer)");
+  cmd->add_option("--tokenizer-model", a->tokenizer_model,
+                  "the SentencePiece FILE.model; for HuggingFaceTokenizer a folder with "
+                  "tokenizer.json and tokenizer_config.json (or the tokenizer.json)");
   cmd->add_flag("--no-kv-cache", a->no_kv_cache,
                 "rerun the whole sequence for every new token (as Hugging Face's "
                 "use_cache=False): the same text, slower; to measure what the cache saves");

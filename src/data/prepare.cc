@@ -16,10 +16,11 @@
 
 #include "core/error.h"
 #include "core/input_file.h"
-#include "core/output_file.h"
 #include "core/json_read.h"
+#include "core/output_file.h"
 #include "core/strings.h"
 #include "data/indexed_dataset.h"
+#include "data/prepared_tokenizer.h"
 #include "data/tokenizer.h"
 
 namespace infinipipe::data {
@@ -145,7 +146,7 @@ void outputs_check(const PrepareOptions& o) {
   for (const std::string& key : o.json_keys) {
     const std::string prefix = prepare_output_prefix(o, key);
     output_prefix_check(prefix, label);  // `--output DIR/` would write DIR/.bin and DIR/.idx
-    for (const char* ext : {".bin", ".idx", ".bin.tmp", ".idx.tmp"}) {
+    for (const char* ext : {".bin", ".idx", ".bin.tmp", ".idx.tmp", ".tokenizer_info.json"}) {
       const std::string out = prefix + ext;
       output_path_check(out, label);
       output_not_input_check(out, o.input, label);
@@ -168,9 +169,10 @@ bool line_read_bounded(std::istream& in, std::string& line, int64_t line_no,
     if (c == '\n') return true;
     line.push_back(static_cast<char>(c));
     if (static_cast<int64_t>(line.size()) > input_kind::kDataInputMaxLineBytes) {
-      fail("{}:{}: the line is longer than {}, the most one document may be; each line holds "
-           "one JSON object (is this a JSON lines file?)",
-           path, line_no, input_bytes_text(input_kind::kDataInputMaxLineBytes));
+      fail(
+          "{}:{}: the line is longer than {}, the most one document may be; each line holds "
+          "one JSON object (is this a JSON lines file?)",
+          path, line_no, input_bytes_text(input_kind::kDataInputMaxLineBytes));
     }
   }
 }
@@ -277,10 +279,11 @@ PrepareSummary prepare_jsonl(const PrepareOptions& options) {
            options.json_keys[k]);
     }
   }
-  for (auto& w : writers) {
-    w->finalize();
-    summary.documents += w->num_documents();
-    summary.tokens += w->num_tokens();
+  for (size_t k = 0; k < writers.size(); ++k) {
+    writers[k]->finalize();
+    summary.documents += writers[k]->num_documents();
+    summary.tokens += writers[k]->num_tokens();
+    prepared_tokenizer_write(summary.outputs[k], *tok, options.tokenizer_model, options.append_eod);
   }
   return summary;
 }

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "data/byte_tokenizer.h"
+#include "data/hf_tokenizer.h"
 #include "data/sentencepiece_tokenizer.h"
 
 namespace infinipipe::data {
@@ -30,7 +31,8 @@ class ByteTokenizer final : public Tokenizer {
 
 const std::vector<std::string>& tokenizer_types() {
   static const std::vector<std::string> types{"ByteTokenizer", "SentencePieceTokenizer",
-                                              "GPTSentencePieceTokenizer", "Llama2Tokenizer"};
+                                              "GPTSentencePieceTokenizer", "Llama2Tokenizer",
+                                              "HuggingFaceTokenizer"};
   return types;
 }
 
@@ -48,11 +50,9 @@ std::unique_ptr<Tokenizer> tokenizer_open(const std::string& type, const std::st
       type == "Llama2Tokenizer") {
     return sentencepiece_tokenizer_open(type, model_path);
   }
-  fail_config(
-      "--tokenizer-type {} is not supported; use one of: {} (Hugging Face tokenizer.json "
-      "has no C++ reader in Debian: convert the data with Megatron-LM's "
-      "preprocess_data.py, whose .bin/.idx infinipipe reads)",
-      type, fmt::join(tokenizer_types(), ", "));
+  if (type == "HuggingFaceTokenizer") return hf_tokenizer_open(model_path);
+  fail_config("--tokenizer-type {} is not supported; use one of: {}", type,
+              fmt::join(tokenizer_types(), ", "));
 }
 
 }  // namespace infinipipe::data

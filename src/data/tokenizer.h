@@ -5,8 +5,9 @@
 //     matched literally in the text; end of document = <EOD>),
 //   GPTSentencePieceTokenizer (the model as it is; end of document = eos),
 //   Llama2Tokenizer (the model as it is, bos before every document; end of document = eos),
-// the last three through the SentencePiece library and its .model file (--tokenizer-model).
-// Hugging Face tokenizer.json is not supported: Debian packages no C++ library that reads it.
+//   HuggingFaceTokenizer (Megatron's: a Hugging Face tokenizer.json with its tokenizer_config.json,
+//     hf_tokenizer.h; end of document = eos_token),
+// the SentencePiece ones through the SentencePiece library and its .model file (--tokenizer-model).
 #pragma once
 
 #include <cstdint>

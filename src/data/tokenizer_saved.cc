@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/json_read.h"
+#include "data/hf_tokenizer.h"
 
 namespace infinipipe::data {
 
@@ -54,19 +55,22 @@ Json read_config(const fs::path& path) {
   return j;
 }
 
-// The --tokenizer-type the config names, or Llama2Tokenizer for a plain Hugging Face Llama.
+// The --tokenizer-type the config names; for a plain Hugging Face folder HuggingFaceTokenizer
+// when it has tokenizer.json, else Llama2Tokenizer for a Llama.
 std::string saved_type(const Json& config, const fs::path& path) {
   if (const auto t = config.find("infinipipe_tokenizer_type"); t != config.end()) {
     return json_string(*t, path.string() + ": infinipipe_tokenizer_type");
   }
+  if (saved_file_exists(path.parent_path() / kTokenizerJsonFile)) return "HuggingFaceTokenizer";
   const auto c = config.find("tokenizer_class");
   if (c != config.end() && c->is_string() &&
       (*c == "LlamaTokenizer" || *c == "LlamaTokenizerFast")) {
     return "Llama2Tokenizer";
   }
   fail_config(
-      "{}: names no infinipipe_tokenizer_type and tokenizer_class {} is not "
-      "LlamaTokenizer; infinipipe opens only its own tokenizer types ({})",
+      "{}: names no infinipipe_tokenizer_type, the folder has no tokenizer.json and "
+      "tokenizer_class {} is not LlamaTokenizer; infinipipe opens only its own tokenizer types "
+      "({})",
       path.string(), c == config.end() ? "is missing" : json_brief(*c),
       fmt::join(tokenizer_types(), ", "));
 }
@@ -78,7 +82,14 @@ bool tokenizer_type_has_model(const std::string& type) {
          type == "Llama2Tokenizer";
 }
 
+bool tokenizer_type_has_json(const std::string& type) {
+  return type == "HuggingFaceTokenizer";
+}
+
 Json tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length) {
+  if (tokenizer_type_has_json(tokenizer.type())) {
+    return hf_tokenizer_saved_config(tokenizer, model_max_length);
+  }
   const bool sp = tokenizer_type_has_model(tokenizer.type());
   return {{"tokenizer_class", sp ? Json("LlamaTokenizer") : Json(nullptr)},
           {"infinipipe_tokenizer_type", tokenizer.type()},
@@ -98,12 +109,21 @@ std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir) {
     fail_config("{} names {}, but {} is missing; copy the SentencePiece model there",
                 config_path.string(), type, model.string());
   }
+  if (tokenizer_type_has_json(type)) {
+    const fs::path json = fs::path(dir) / kTokenizerJsonFile;
+    if (!saved_file_exists(json)) {
+      fail_config("{} names {}, but {} is missing; copy the tokenizer.json there",
+                  config_path.string(), type, json.string());
+    }
+  }
   try {
+    if (tokenizer_type_has_json(type)) return tokenizer_open(type, dir);
     return tokenizer_open(type, has_model ? model.string() : "");
   } catch (const ConfigError& e) {
-    fail_config("{} (from {}); fix the folder, or name the tokenizer with --tokenizer-type "
-                "(and --tokenizer-model)",
-                e.what(), config_path.string());
+    fail_config(
+        "{} (from {}); fix the folder, or name the tokenizer with --tokenizer-type "
+        "(and --tokenizer-model)",
+        e.what(), config_path.string());
   }
 }
 

@@ -77,7 +77,7 @@ GenerateResult generate(KvCacheDecoder& decoder, std::span<const int32_t> prompt
     result.tokens.push_back(token);
     sequence.push_back(token);
     if (on_token) on_token(token);
-    if (token == opts.eos) {
+    if (token == opts.eos || (opts.eod >= 0 && token == opts.eod)) {
       result.stop = GenerateStop::eos;
       break;
     }

@@ -19,6 +19,7 @@ struct GenerateOptions {
   SamplingOptions sampling;
   uint64_t seed = 1234;  // of the sampling draws
   int32_t eos = -1;      // stop once this token is generated (it is kept); −1: none
+  int32_t eod = -1;      // also stops: the end of document the training data used, when not eos
   // false: every step runs the whole sequence again from position 0, as without a cache (HF's
   // use_cache=False); the tokens are the same, only slower. For measuring what the cache saves.
   bool kv_cache = true;

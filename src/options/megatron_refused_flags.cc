@@ -64,7 +64,8 @@ const std::vector<FlagGroup>& megatron_refused_flags() {
       {"infinipipe's sampler is a seeded shuffle of the documents of --data-path (docs/data.md)",
        {"dataloader-type", "data-args-path", "per-split-data-args-path",
         "object-storage-cache-path"}},
-      {"data is tokenized once by `infinipipe data prepare` (byte or SentencePiece tokenizer); "
+      {"data is tokenized once by `infinipipe data prepare` (byte, SentencePiece or "
+       "Hugging Face tokenizer.json tokenizer); "
        "training reads token ids",
        {"padded-vocab-size", "vocab-file", "merge-file", "vocab-extra-ids", "tokenizer-metadata",
         "tiktoken-pattern", "tiktoken-num-special-tokens", "tiktoken-special-tokens",

@@ -337,9 +337,11 @@ const std::vector<OptionSpec>& option_specs() {
       TEXT_OPT("tokenizer-type",
                "tokenizer the data was prepared with, recorded in saved checkpoints: "
                "ByteTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | "
-               "Llama2Tokenizer",
+               "Llama2Tokenizer | HuggingFaceTokenizer",
                training.tokenizer_type),
-      TEXT_OPT("tokenizer-model", "the SentencePiece FILE.model of --tokenizer-type",
+      TEXT_OPT("tokenizer-model",
+               "the SentencePiece FILE.model of --tokenizer-type (HuggingFaceTokenizer: the "
+               "folder with tokenizer.json and tokenizer_config.json, or the tokenizer.json)",
                training.tokenizer_model),
       TEXT_OPT("tensorboard-dir",
                "directory for TensorBoard event files: loss, learning rate, gradient norm, "

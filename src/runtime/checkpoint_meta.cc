@@ -1,25 +1,78 @@
 #include "runtime/checkpoint_meta.h"
 
+#include <filesystem>
+
+#include "ckpt/hf_folder.h"
 #include "core/error.h"
+#include "data/hf_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_saved.h"
 
 namespace infinipipe::runtime {
 
+namespace {
+
+// The folder whose tokenizer files describe what `dir` starts the run from, or "".
+std::string start_folder(const std::string& dir) {
+  if (dir.empty()) return "";
+  if (const auto it = checkpoint_find_latest(dir)) return checkpoint_iter_dir(dir, *it);
+  return hf_folder_is(dir) ? dir : "";
+}
+
+}  // namespace
+
+RunTokenizer run_tokenizer(const TrainingConfig& tc) {
+  RunTokenizer out{tc.tokenizer_type, tc.tokenizer_model, ""};
+  if (tc.tokenizer_type != "ByteTokenizer" || !tc.tokenizer_model.empty()) return out;
+  for (const std::string& dir : {tc.load, tc.pretrained_checkpoint}) {
+    const std::string folder = start_folder(dir);
+    if (folder.empty()) continue;
+    namespace fs = std::filesystem;
+    // A folder without any tokenizer file (weights only) says nothing: the flags stand.
+    if (!fs::exists(fs::path(folder) / data::kTokenizerConfigFile) &&
+        !fs::exists(fs::path(folder) / data::kTokenizerJsonFile)) {
+      continue;
+    }
+    std::unique_ptr<data::Tokenizer> t;
+    try {
+      t = data::tokenizer_open_saved(folder);
+    } catch (const ConfigError& e) {
+      fail_config(
+          "{}; the run takes the tokenizer of the folder it starts from ({}) unless "
+          "--tokenizer-type / --tokenizer-model name one",
+          e.what(), dir);
+    }
+    out.type = t->type();
+    out.folder = folder;
+    if (data::tokenizer_type_has_json(out.type)) out.model = folder;
+    if (data::tokenizer_type_has_model(out.type)) {
+      out.model = (fs::path(folder) / data::kTokenizerModelFile).string();
+    }
+    return out;
+  }
+  return out;
+}
+
 CheckpointTokenizer checkpoint_tokenizer(const Config& cfg) {
-  const TrainingConfig& tc = cfg.training;
-  const auto tokenizer = data::tokenizer_open(tc.tokenizer_type, tc.tokenizer_model);
+  const RunTokenizer tc = run_tokenizer(cfg.training);
+  const auto tokenizer = data::tokenizer_open(tc.type, tc.model);
   if (tokenizer->vocab_size() > cfg.model.vocab_size) {
     fail_config(
-        "--tokenizer-type {} has {} tokens, more than the model's --vocab-size {}; raise "
+        "the tokenizer {}{} has {} tokens, more than the model's --vocab-size {}; raise "
         "--vocab-size to at least {} or use the tokenizer the data was prepared with",
-        tc.tokenizer_type, tokenizer->vocab_size(), cfg.model.vocab_size, tokenizer->vocab_size());
+        tc.type, tc.folder.empty() ? "" : " of " + tc.folder, tokenizer->vocab_size(),
+        cfg.model.vocab_size, tokenizer->vocab_size());
   }
   CheckpointTokenizer out;
   out.tokenizer_config = data::tokenizer_saved_config(*tokenizer, cfg.model.max_positions());
-  out.model_file = tc.tokenizer_model;
+  // The files it was read from, copied into every checkpoint so the folder is self-contained.
+  if (data::tokenizer_type_has_model(tc.type)) out.model_file = tc.model;
+  if (data::tokenizer_type_has_json(tc.type)) {
+    out.json_file = data::hf_tokenizer_source(*tokenizer).tokenizer_json;
+  }
   out.bos = tokenizer->bos();
   out.eos = tokenizer->eos();
+  out.eod = tokenizer->eod();
   return out;
 }
 

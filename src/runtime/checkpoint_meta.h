@@ -12,8 +12,18 @@
 
 namespace infinipipe::runtime {
 
-// The tokenizer of --tokenizer-type / --tokenizer-model as a checkpoint records it for Hugging
-// Face users; ConfigError when it has more tokens than the model's vocabulary.
+// The run's tokenizer: --tokenizer-type / --tokenizer-model, or, while those are the defaults
+// (ByteTokenizer, no model), the tokenizer that the folder of --load / --pretrained-checkpoint
+// records (a Hugging Face folder's tokenizer.json or tokenizer.model, a checkpoint's own record):
+// a model continues with the tokenizer it was trained with.
+struct RunTokenizer {
+  std::string type, model;
+  std::string folder;  // where it was taken from ("": the flags)
+};
+RunTokenizer run_tokenizer(const TrainingConfig& tc);
+
+// The run's tokenizer as a checkpoint records it for Hugging Face users; ConfigError when it
+// has more tokens than the model's vocabulary.
 CheckpointTokenizer checkpoint_tokenizer(const Config& cfg);
 
 // The run's state at `iteration`: the data position (`consumed_samples`, and with

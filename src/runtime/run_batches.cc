@@ -5,8 +5,11 @@
 
 #include "core/error.h"
 #include "data/outlier_delay_state.h"
+#include "data/prepared_tokenizer.h"
+#include "data/tokenizer.h"
 #include "data/training_batches.h"
 #include "plan/replica_price.h"
+#include "runtime/checkpoint_meta.h"
 #include "runtime/dist_step.h"
 #include "runtime/executor.h"
 
@@ -25,6 +28,16 @@ void RunBatches::open() {
   const TrainingConfig& t = cfg_.training;
   datasets_.emplace(data::RunDatasets::open(
       {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path}));
+  // Data `data prepare` wrote names its tokenizer: it must be the run's.
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  for (const std::string& prefix : datasets_->prefixes()) {
+    if (!data::prepared_tokenizer_exists(prefix)) continue;
+    if (!tokenizer) {
+      const RunTokenizer run = run_tokenizer(t);
+      tokenizer = data::tokenizer_open(run.type, run.model);
+    }
+    data::prepared_tokenizer_check(prefix, *tokenizer);
+  }
   stream_.emplace(datasets_->stream(data::DataSplit::train, t.global_batch_size,
                                     static_cast<uint64_t>(t.seed)));
   stream_->set_consumed_samples(start_.consumed_samples);

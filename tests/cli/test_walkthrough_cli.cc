@@ -44,9 +44,9 @@ class WalkthroughCliTest : public CliDirTest {
 TEST_F(WalkthroughCliTest, SentencePieceDataTrainExportLoadAndGenerate) {
   const std::string model = corpus_and_tokenizer();
   const std::string tok = "--tokenizer-type SentencePieceTokenizer --tokenizer-model " + model;
-  ShellResult r = run_cli(fmt::format("data prepare --input {} --output-prefix {} {} --append-eod",
-                                      (dir_ / "docs.jsonl").string(), (dir_ / "data").string(),
-                                      tok));
+  ShellResult r =
+      run_cli(fmt::format("data prepare --input {} --output-prefix {} {} --append-eod",
+                          (dir_ / "docs.jsonl").string(), (dir_ / "data").string(), tok));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string data = (dir_ / "data_text_document").string();
   ASSERT_TRUE(fs::exists(data + ".idx")) << r.output;
@@ -58,12 +58,14 @@ TEST_F(WalkthroughCliTest, SentencePieceDataTrainExportLoadAndGenerate) {
                           (dir_ / "ck").string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
-  r = run_cli(fmt::format("checkpoint export {} {}", (dir_ / "ck").string(),
-                          (dir_ / "hf").string()));
+  r = run_cli(
+      fmt::format("checkpoint export {} {}", (dir_ / "ck").string(), (dir_ / "hf").string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir_ / "hf" / "tokenizer.model"));
   const nlohmann::json config = nlohmann::json::parse(std::ifstream(dir_ / "hf" / "config.json"));
-  EXPECT_TRUE(config.at("eos_token_id").is_number()) << config.dump();
+  // Documents end with Megatron's <EOD>, so generation stops there as well as at eos.
+  EXPECT_TRUE(config.at("eos_token_id").is_array()) << config.dump();
+  EXPECT_EQ(config.at("eos_token_id").size(), 2u) << config.dump();
 
   // A new run from the Hugging Face folder: the folder defines the model, so no model flags.
   r = run_cli(fmt::format(

@@ -163,9 +163,13 @@ TEST_F(GenerateTest, StopsAtTheEndTokenAndAtTheMaxPositions) {
   const GenerateResult r = run(o);
   EXPECT_EQ(r.stop, GenerateStop::eos);
   EXPECT_EQ(r.tokens, std::vector<int32_t>(all.begin(), all.begin() + first + 1));
+  // The data's end of document (SentencePieceTokenizer's <EOD>) stops it the same way.
+  o.eod = o.eos;
+  o.eos = -1;
+  EXPECT_EQ(run(o).tokens, r.tokens);
 
   prompt_ = random_tokens({296}, 36, 4)[0];  // 300 positions leave room for 4 new tokens
-  o.eos = -1;
+  o.eos = o.eod = -1;
   o.max_new_tokens = 100;
   const GenerateResult full = run(o);
   EXPECT_EQ(full.stop, GenerateStop::max_positions);
