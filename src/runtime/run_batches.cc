@@ -23,8 +23,7 @@ void RunBatches::position_set(const DataPosition& at) {
 // form is data/outlier_delay_state.h's (train --pp auto restores it too).
 void RunBatches::open() {
   const TrainingConfig& t = cfg_.training;
-  datasets_.emplace(data::RunDatasets::open(
-      {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path}));
+  datasets_.emplace(data::RunDatasets::open(data::data_flags(cfg_)));
   stream_.emplace(datasets_->stream(data::DataSplit::train, t.global_batch_size,
                                     static_cast<uint64_t>(t.seed)));
   stream_->set_consumed_samples(start_.consumed_samples);
