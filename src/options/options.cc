@@ -58,9 +58,11 @@ bool yaml_value(const YAML::Node& node, const std::string& key, std::string& out
 }
 
 // Megatron counts a run in iterations or in samples, never both.
-void check_iterations_or_samples(const std::set<std::string>& given) {
+// A `train-samples: 0` next to train-iters (as `config show` prints a run by iterations) counts
+// in iterations.
+void check_iterations_or_samples(const std::set<std::string>& given, const Config& cfg) {
   const bool iters = given.count("train-iters") != 0;
-  const bool samples = given.count("train-samples") != 0;
+  const bool samples = given.count("train-samples") != 0 && cfg.training.train_samples != 0;
   if (iters && samples) {
     fail_config(
         "give only one of --train-iters and --train-samples (with --train-samples the run has "
@@ -204,12 +206,12 @@ void data_parallel_derive(Config& cfg, const std::set<std::string>& given, int64
       if (world % pp == 0)
         fitting += fmt::format("{}({},{})", fitting.empty() ? "" : ", ", pp, world / pp);
     fail_config(
-        "{} {} not a multiple of pipeline-model-parallel-size {} x ulysses-degree {} = {}, so no "
+        "{} not a multiple of pipeline-model-parallel-size {} x ulysses-degree {} = {}, so no "
         "data-parallel-size fits (dp = processes / (pp x ulysses), as Megatron-LM derives it): "
         "launch a multiple of {} processes (`mpirun -np N`), or choose degrees that divide {}: "
         "(pp,dp) in {}",
-        world, world == 1 ? "process is" : "processes are", p.pipeline_parallel, p.ulysses_degree,
-        others, others, world, fitting);
+        world == 1 ? "one process is" : fmt::format("{} processes are", world), p.pipeline_parallel,
+        p.ulysses_degree, others, others, world, fitting);
   }
   p.data_parallel = world / others;
 }
@@ -333,7 +335,7 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
       }
     });
   }
-  collect(&errors, [&] { check_iterations_or_samples(given.keys); });
+  collect(&errors, [&] { check_iterations_or_samples(given.keys, cfg); });
   // A world the degrees do not divide is named once, here, not again by the command's check of
   // the number of processes.
   int64_t world = opts.world_size;
