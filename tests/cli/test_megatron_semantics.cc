@@ -173,6 +173,24 @@ TEST_F(MegatronSemanticsTest, TrainWarnsOnceWhatTruncationDropsAndSplitKeepsIt) 
       << split.output;
 }
 
+TEST_F(MegatronSemanticsTest, ASplitRunResumesOnlyWithTheSamplesItCounted) {
+  const std::string data = corpus();
+  const std::string ck = (dir_ / "ck").string();
+  const std::string run =
+      fmt::format("train {} --data-path {} --quiet --save {} --load {} ", tiny(), data, ck, ck);
+  const ShellResult first = run_cli(run + "--seq-length 64 --long-documents split --train-iters 2");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  for (const char* other : {"--seq-length 64", "--seq-length 32 --long-documents split"}) {
+    const ShellResult r = run_cli(run + other + " --train-iters 3");
+    EXPECT_EQ(r.exit_code, 2) << other << "\n" << r.output;
+    EXPECT_NE(r.output.find("resume with --long-documents split --seq-length 64"),
+              std::string::npos)
+        << r.output;
+  }
+  const ShellResult same = run_cli(run + "--seq-length 64 --long-documents split --train-iters 3");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+}
+
 TEST_F(MegatronSemanticsTest, DataStatsWarnsOfTruncationAndCountsSplitPieces) {
   const std::string data = corpus();
   const ShellResult cut = run_cli("data stats --data-path " + data + " --seq-length 64");
