@@ -119,6 +119,9 @@ TEST_F(MegatronSemanticsTest, DiffMegatronListsTheSemantics) {
   const ShellResult split = run_cli("config show --diff-megatron --long-documents split");
   EXPECT_NE(split.output.find("--long-documents split one piece"), std::string::npos)
       << split.output;
+  // Without a dataset it shapes nothing, and says so.
+  EXPECT_NE(split.output.find("warning: --long-documents is not used"), std::string::npos)
+      << split.output;
 }
 
 TEST_F(MegatronSemanticsTest, DataParallelIsDerivedFromTheWorldAsMegatronDoes) {
