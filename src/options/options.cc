@@ -208,7 +208,8 @@ void data_parallel_derive(Config& cfg, const std::set<std::string>& given, int64
     fail_config(
         "{} not a multiple of pipeline-model-parallel-size {} x ulysses-degree {} = {}, so no "
         "data-parallel-size fits (dp = processes / (pp x ulysses), as Megatron-LM derives it): "
-        "launch a multiple of {} processes (`mpirun -np N`), or choose degrees that divide {}: "
+        "launch a multiple of {} processes (`mpirun -np N`, or torchrun --nproc_per_node N for "
+        "the PyTorch trainer), or choose degrees that divide {}: "
         "(pp,dp) in {}",
         world == 1 ? "one process is" : fmt::format("{} processes are", world), p.pipeline_parallel,
         p.ulysses_degree, others, others, world, fitting);
