@@ -3,6 +3,8 @@
 # train`, its flags unchanged but sized down to train in seconds on a CPU. What is left out and
 # why is in docs/megatron.md ("The Llama example").
 #   examples/megatron-llama.sh [OUT_DIR] [EXTRA infinipipe FLAGS...]
+# EXTRA may give back the Megatron-LM flags left out here (--bf16 --fp8-format hybrid ...): train
+# then refuses them all in one message, each with its reason (exit 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${INFINIPIPE:-build/infinipipe}

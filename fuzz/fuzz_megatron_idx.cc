@@ -21,6 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int64_t d = 0; d < std::min<int64_t>(ds.num_documents(), 256); ++d) {
       (void)ds.document_length(d);
       (void)ds.document_tokens(d, 1 << 12);
+      (void)ds.document_tokens(d, 64, 3);  // a piece that starts inside the document
     }
   } catch (const Error&) {
   }

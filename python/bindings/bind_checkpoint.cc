@@ -179,6 +179,14 @@ void bind_checkpoint(py::module_& m) {
       .def_property_readonly("path", &CheckpointReader::path)
       .def_property_readonly("iteration", &CheckpointReader::iteration)
       .def_property_readonly("consumed_samples", &CheckpointReader::consumed_samples)
+      .def(
+          "check_samples",
+          [](const CheckpointReader& r, const Config& cfg) {
+            runtime::checkpoint_samples_check(cfg, r.rng(), r.path());
+          },
+          py::arg("config"),
+          "ConfigError unless the run's samples (whole documents, or --long-documents split "
+          "pieces) are those the checkpoint's data position counts.")
       .def_property_readonly("num_ranks", &CheckpointReader::num_ranks)
       .def_property_readonly("model", &CheckpointReader::model)
       .def_property_readonly("optimizer_kind", &CheckpointReader::optimizer_kind)

@@ -62,9 +62,12 @@ void bind_config(py::module_& m) {
           "'run.yaml']: defaults (or `base`) < file < flags. Raises ConfigError with the CLI's "
           "message for an unknown, refused or invalid option.")
       .def_static("for_training", &cli::resolve_train_config_args, py::arg("args"),
+                  py::arg("world_size") = 0,
                   "What `infinipipe train` resolves from these words: as from_args, but a run "
                   "starting from a Hugging Face folder (--load or --pretrained-checkpoint) takes "
-                  "the model from its config.json (model flags may repeat it, not contradict it).")
+                  "the model from its config.json (model flags may repeat it, not contradict it); "
+                  "with world_size (the run's processes) and no --data-parallel-size, dp = "
+                  "world_size / (pp x ulysses-degree), as Megatron-LM derives it.")
       .def_static("from_yaml", &config_from_yaml, py::arg("text"), py::arg("origin") = "<yaml>",
                   "From YAML text with the same keys (without dashes).")
       .def_static(

@@ -21,9 +21,8 @@ namespace {
 
 data::TrainingBatches batches_open(const Config& cfg, const cost::CostModel* cost_model) {
   const TrainingConfig& t = cfg.training;
-  data::TrainingBatches b(
-      {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path},
-      t.global_batch_size, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
+  data::TrainingBatches b(data::data_flags(cfg), t.global_batch_size, static_cast<uint64_t>(t.seed),
+                          cfg.model.seq_length);
   if (cfg.parallel.outlier_delay) {
     if (!cost_model) fail_config("--outlier-delay weighs sequences with a cost model: pass it");
     b.delay_outliers(cfg.parallel.data_parallel, plan::replica_split_cost_fn(cfg, *cost_model));
@@ -37,10 +36,7 @@ data::TrainingBatches batches_open(const Config& cfg, const cost::CostModel* cos
 class EvalBatches {
  public:
   explicit EvalBatches(const Config& cfg)
-      : cfg_(cfg),
-        sets_(data::RunDatasets::open({cfg.training.data_path, cfg.training.split,
-                                       cfg.training.train_data_path, cfg.training.valid_data_path,
-                                       cfg.training.test_data_path})) {}
+      : cfg_(cfg), sets_(data::RunDatasets::open(data::data_flags(cfg))) {}
 
   bool has(const std::string& split) const {
     return cfg_.training.eval_iters > 0 && sets_.has(split_of(split));
@@ -79,6 +75,11 @@ class EvalBatches {
 }  // namespace
 
 void bind_data(py::module_& m) {
+  m.def("run_samples_message", &data::run_samples_message, py::arg("config"),
+        "What a training run says once before it starts: the share of the training split's "
+        "tokens truncation drops and how to keep them, or with --long-documents split how many "
+        "samples the documents became; '' when nothing.");
+
   py::class_<EvalBatches>(m, "EvalBatches",
                           "The global batches `train` evaluates on, with their tokens.")
       .def(py::init<const Config&>(), py::arg("config"))

@@ -42,6 +42,7 @@ from infinipipe._core import (  # noqa: F401  (the public API, documented in _co
     read_hf,
     reference_step,
     replica_split,
+    run_samples_message,
     schedules,
     search_layout,
     simulate,

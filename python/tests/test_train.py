@@ -167,6 +167,21 @@ class TorchTrain(unittest.TestCase):
                     self.assertAlmostEqual(a[key], b[key], delta=1e-5 * b[key], msg=key)
         self.assertIn("test_loss", got[-1])
 
+    def test_long_documents_split_reads_the_samples_train_reads(self):
+        # Both trainers read samples through the same RunDatasets: the same pieces, said once.
+        split = ["--train-iters", "2", "--seq-length", "64", "--long-documents", "split",
+                 "--eval-iters", "0"]
+        note = "note: --long-documents split: the training split's 400 documents are "
+        py, cpp = (os.path.join(self.dir, f"split-{k}.jsonl") for k in ("py", "cpp"))
+        for r in (self.run_py(*split, "--metrics", py), self.run_cpp(1, *split, "--metrics", cpp)):
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(r.stderr.count(note), 1, r.stderr)
+            self.assertNotIn("truncates", r.stderr)
+        self.assertEqual(sorted(losses(py)), sorted(losses(cpp)))
+        cut = self.run_py("--train-iters", "1", "--seq-length", "64", "--eval-iters", "0")
+        self.assertEqual(cut.returncode, 0, cut.stdout + cut.stderr)
+        self.assertEqual(cut.stderr.count("warning: --seq-length 64 truncates"), 1, cut.stderr)
+
     def test_bf16_trains_within_two_percent_of_fp32(self):
         fp32, bf16 = (os.path.join(self.dir, f"{k}.jsonl") for k in ("fp32", "bf16"))
         self.assertEqual(self.run_py("--train-iters", "6", "--metrics", fp32).returncode, 0)
@@ -216,7 +231,8 @@ class TorchTrain(unittest.TestCase):
         r = subprocess.run(TRAIN + self.words("--pp", "2"), env=python_env(), capture_output=True,
                            text=True)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("launch 2 (mpirun -np 2", r.stderr)
+        # dp is derived as Megatron-LM does: one process does not hold pp 2.
+        self.assertIn("launch a multiple of 2 processes (`mpirun -np N`", r.stderr)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
+#include "cli/train_config.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/parallel_auto.h"
@@ -15,6 +16,18 @@
 #include "plan/schedule_table.h"
 
 namespace infinipipe::cli {
+
+namespace {
+
+// The options resolved and checked, every problem in one message. An auto degree is train's to
+// choose: kept as auto, the rest checked as train checks it.
+Config config_resolved(const options::ConfigOptions& opts) {
+  if (!parallel_has_auto(options::resolve_config_lenient(opts).parallel))
+    return options::resolve_config(opts);
+  return validate_keeping_auto(options::resolve_config(opts, Config{}, false));
+}
+
+}  // namespace
 
 void add_config_command(CLI::App& app) {
   CLI::App* config = app.add_subcommand("config", "show or check a configuration");
@@ -29,30 +42,41 @@ void add_config_command(CLI::App& app) {
                  "(docs/megatron.md)");
   show->callback([show_opts, diff] {
     // An auto degree is train's to choose: shown as auto, the rest checked as train checks it.
-    const Config raw = options::resolve_config(*show_opts, Config{}, false);
-    const Config cfg = parallel_has_auto(raw.parallel) ? validate_keeping_auto(raw)
-                                                       : options::resolve_config(*show_opts);
+    const Config cfg = config_resolved(*show_opts);
     if (*diff)
-      fmt::print("{}",
-                 options::format_default_differences(options::megatron_default_differences(cfg)));
+      fmt::print("{}\n{}",
+                 options::format_default_differences(options::megatron_default_differences(cfg)),
+                 options::format_semantic_differences(options::megatron_semantic_differences(cfg)));
     else
       fmt::print("{}", options::config_to_yaml(cfg));
   });
 
-  CLI::App* check = config->add_subcommand("check", "validate a YAML configuration file");
-  auto file = std::make_shared<std::string>();
-  check->add_option("FILE", *file, "YAML file with Megatron-LM keys")->required();
-  check->callback([file] {
-    Config cfg;
-    options::apply_yaml(cfg, input_file_read(*file, input_kind::kConfigYaml), *file);
-    if (parallel_has_auto(cfg.parallel)) {
-      validate_keeping_auto(cfg);
-      fmt::print("{}: ok (its auto degrees are chosen by train's layout search)\n", *file);
-      return;
+  CLI::App* check = config->add_subcommand(
+      "check",
+      "validate a configuration as `infinipipe train` reads it: a YAML FILE (or --config FILE), "
+      "flags, or both; every refused or invalid option is named in one message, with what train "
+      "cannot run (--bf16 on a CPU, say)");
+  auto check_opts = options::add_config_options(check);
+  train_checks_install(*check_opts, false);
+  check->footer("FILE: a YAML file of Megatron-LM keys, as --config FILE");
+  check->callback([check_opts] {
+    // FILE is the first word CLI11 left unmatched (a positional would take the value of an
+    // unknown Megatron flag, `--attention-backend fused`).
+    const std::vector<std::string> words = check_opts->command->remaining();
+    std::string name = check_opts->config_file;
+    if (!words.empty() && words.front().compare(0, 1, "-") != 0) {
+      if (!check_opts->config_file.empty())
+        fail_config("give the file once: as FILE ({}) or as --config ({})", words.front(),
+                    check_opts->config_file);
+      name = check_opts->config_file = words.front();
+      check_opts->extras_skip = 1;
+      check_opts->config_label = "";
     }
-    cfg.validate();
-    plan::schedule_check_layout(cfg.parallel);
-    fmt::print("{}: ok\n", *file);
+    const Config cfg = config_resolved(*check_opts);
+    fmt::print("{}: ok{}\n", name.empty() ? "the options" : name,
+               parallel_has_auto(cfg.parallel)
+                   ? " (its auto degrees are chosen by train's layout search)"
+                   : "");
   });
 }
 

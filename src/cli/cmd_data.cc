@@ -26,7 +26,19 @@ struct StatsArgs {
   int64_t num_sequences = 0;
   int64_t seq_length = 0;
   int64_t seed = 1234;
+  std::string long_documents = "truncate";
 };
+
+// A dataset's lengths with --long-documents split: a document of n tokens becomes n / cap
+// samples of cap tokens and one of the rest (an empty document stays one empty entry).
+std::vector<int64_t> lengths_split(const std::vector<int64_t>& documents, int64_t cap) {
+  std::vector<int64_t> out;
+  for (const int64_t n : documents) {
+    for (int64_t i = 0; i < n / cap; ++i) out.push_back(cap);
+    if (n % cap != 0 || n == 0) out.push_back(n % cap);
+  }
+  return out;
+}
 
 // Megatron's counts of an indexed dataset: documents (document_indices entries − 1) and the
 // sequences (index entries) they span, which differ when preprocessing split sentences.
@@ -39,23 +51,35 @@ std::string dataset_counts(const data::IndexedDataset& ds, const std::string& pr
 
 // A blend: the documents its seeded order draws, as many as the datasets hold together, so the
 // shares follow the weights; each truncated to `cap`.
-std::vector<int64_t> blend_lengths(const std::vector<std::string>& words, int64_t cap,
-                                   uint64_t seed, std::string& what) {
+std::string words_joined(const std::vector<std::string>& words) {
   std::string joined;
   for (const std::string& w : words) joined += (joined.empty() ? "" : " ") + w;
-  const data::RunDatasets rd = data::RunDatasets::open({joined, "100,0,0", "", "", ""});
+  return joined;
+}
+
+// With --long-documents split a sample is a piece of at most `cap` tokens (cap < INT64_MAX).
+std::vector<int64_t> blend_lengths(const std::vector<std::string>& words, int64_t cap, bool split,
+                                   uint64_t seed, std::string& what) {
+  const data::RunDatasets rd =
+      data::RunDatasets::open({words_joined(words), "100,0,0", "", "", "", split ? cap : 0});
   for (size_t i = 0; i < rd.prefixes().size(); ++i) {
     what +=
         fmt::format("{}\n", dataset_counts(rd.dataset(static_cast<int32_t>(i)), rd.prefixes()[i]));
   }
-  const int64_t n = rd.split(data::DataSplit::train).documents();
+  const int64_t n = rd.split(data::DataSplit::train).samples();
   data::DocumentStream stream = rd.stream(data::DataSplit::train, n, seed);
   std::vector<int64_t> lengths;
   for (const data::DocumentRef& ref : stream.next()) {
     lengths.push_back(std::min(rd.document_length(data::DataSplit::train, ref), cap));
   }
-  what += fmt::format(
-      "the blend's order (seed {}): {} documents drawn by weight, one sequence each", seed, n);
+  what += split ? fmt::format(
+                      "the blend's order (seed {}): {} samples drawn by weight, each a document "
+                      "or a piece of at most {} tokens of one",
+                      seed, n, cap)
+                : fmt::format(
+                      "the blend's order (seed {}): {} documents drawn by weight, one sequence "
+                      "each",
+                      seed, n);
   return lengths;
 }
 
@@ -67,20 +91,54 @@ void run_data_stats(const StatsArgs& a) {
         "--distribution NAME");
   }
   if (a.seq_length < 0) fail_config("--seq-length must be positive, got {}", a.seq_length);
+  const bool split = a.long_documents == "split";
+  if (split && a.seq_length == 0)
+    fail_config("--long-documents split cuts documents at --seq-length: give --seq-length N");
+  if (split && !a.distribution.empty())
+    fail_config(
+        "--long-documents split splits documents, and --distribution draws lengths already cut "
+        "at --seq-length: give --data-path PREFIX or --lengths FILE");
   std::vector<int64_t> lengths;
   std::string what;
+  std::string warning;
+  if (!a.data_path.empty() && a.seq_length > 0 && !split) {
+    // The tokens truncation drops, weighed as a blend draws its datasets.
+    const data::RunDatasets rd =
+        data::RunDatasets::open({words_joined(a.data_path), "100,0,0", "", "", ""});
+    warning = data::truncation_warning(rd.truncation(data::DataSplit::train, a.seq_length),
+                                       a.seq_length, "the data");
+  }
   if (a.data_path.size() == 1) {
     const int64_t cap = a.seq_length > 0 ? a.seq_length : INT64_MAX;
-    lengths = data::lengths_from_indexed(a.data_path[0], cap);
+    if (split) {
+      lengths = lengths_split(data::lengths_from_indexed(a.data_path[0], INT64_MAX), cap);
+    } else {
+      lengths = data::lengths_from_indexed(a.data_path[0], cap);
+    }
     what = dataset_counts(data::IndexedDataset::open(a.data_path[0]), a.data_path[0]) +
-           "\nits sequences as train reads them (one per document)";
+           (split ? fmt::format("\nits samples as train reads them with --long-documents split "
+                                "(a document, or consecutive pieces of at most {} tokens of a "
+                                "longer one)",
+                                cap)
+                  : std::string("\nits sequences as train reads them (one per document)"));
   } else if (!a.data_path.empty()) {
     const int64_t cap = a.seq_length > 0 ? a.seq_length : INT64_MAX;
-    lengths = blend_lengths(a.data_path, cap, static_cast<uint64_t>(a.seed), what);
+    lengths = blend_lengths(a.data_path, cap, split, static_cast<uint64_t>(a.seed), what);
   } else if (!a.lengths.empty()) {
     lengths = data::lengths_from_text(a.lengths);
-    if (a.seq_length > 0) {
-      for (auto& len : lengths) len = std::min(len, a.seq_length);
+    if (split) {
+      lengths = lengths_split(lengths, a.seq_length);
+    } else if (a.seq_length > 0) {
+      data::Truncation t;
+      for (auto& len : lengths) {
+        t.tokens += len;
+        if (len > a.seq_length) ++t.long_documents, t.dropped_tokens += len - a.seq_length;
+        len = std::min(len, a.seq_length);
+      }
+      t.documents = static_cast<int64_t>(lengths.size());
+      t.dropped_share =
+          t.tokens > 0 ? static_cast<double>(t.dropped_tokens) / static_cast<double>(t.tokens) : 0;
+      warning = data::truncation_warning(t, a.seq_length, "the lengths file");
     }
     what = fmt::format("lengths file {}", a.lengths);
   } else {
@@ -92,10 +150,13 @@ void run_data_stats(const StatsArgs& a) {
                                       static_cast<uint64_t>(a.seed));
     what = fmt::format("distribution {} (seed {})", a.distribution, a.seed);
   }
-  const std::string cap =
-      a.seq_length > 0 ? fmt::format(", truncated to {} tokens", a.seq_length) : "";
-  // A sequence is what train feeds the model: one document, truncated to --seq-length.
+  const std::string cap = a.seq_length <= 0 ? ""
+                          : split           ? fmt::format(", split at {} tokens", a.seq_length)
+                                            : fmt::format(", truncated to {} tokens", a.seq_length);
+  // A sequence is what train feeds the model: one document, truncated to --seq-length (or with
+  // --long-documents split a piece of one).
   fmt::print("{}: {} sequences{}\n\n", what, lengths.size(), cap);
+  if (!warning.empty()) fmt::print("{}\n\n", warning);
   fmt::print("{}", data::format_length_stats(data::length_stats(lengths)));
 }
 
@@ -118,8 +179,14 @@ void add_data_command(CLI::App& app) {
                  "built-in distribution: github, commoncrawl, uniform, fixed");
   st->add_option("--num-sequences", stats->num_sequences, "sequences to draw from --distribution");
   st->add_option("--seq-length", stats->seq_length,
-                 "maximum sequence length; longer documents are truncated (0 = none)");
+                 "maximum sequence length; longer documents are truncated, or split with "
+                 "--long-documents split (0 = none)");
   st->add_option("--seed", stats->seed, "seed of --distribution and of a blend's order")
+      ->capture_default_str();
+  st->add_option("--long-documents", stats->long_documents,
+                 "a document longer than --seq-length: truncate (train's default; the share of "
+                 "tokens it drops is shown) | split (consecutive samples of at most --seq-length)")
+      ->check(CLI::IsMember({"truncate", "split"}))
       ->capture_default_str();
   st->callback([stats] { run_data_stats(*stats); });
 

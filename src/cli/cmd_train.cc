@@ -13,13 +13,14 @@
 #include "ckpt/checkpoint.h"
 
 #include "cli/commands.h"
-#include "cli/train_config.h"
 #include "cli/train_auto_layout.h"
+#include "cli/train_config.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpi_groups.h"
 #include "comm/mpi_node.h"
 #include "comm/mpi_watchdog.h"
 #include "core/error.h"
+#include "data/run_datasets.h"
 #include "obs/trace.h"
 #include "options/options.h"
 #include "plan/schedule_table.h"
@@ -65,6 +66,11 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
     opts.metrics_path = runtime::train_metrics_path("", a.trace, "");  // next to the traces
   }
   opts.quiet = a.quiet || (groups && groups->comm().rank() != 0);
+  // Once per run, before it starts, so no token is lost without a word.
+  if (!groups || groups->comm().rank() == 0) {
+    const std::string said = data::run_samples_message(opts.config);
+    if (!said.empty()) fmt::print(stderr, "infinipipe: {}\n", said);
+  }
   opts.groups = groups;
   opts.watchdog = watchdog;
   if (!opts.quiet) {
@@ -123,11 +129,13 @@ TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm) {
 
 void run_train(const TrainArgs& given) {
   if (!mpi_launched()) {
+    given.config->world_size = 1;
     run_train_rank(train_args_resolved(given, nullptr), nullptr, nullptr);
     return;
   }
   // Under mpirun: an error on any rank reaches the terminal once and ends the whole job.
   Comm comm;
+  given.config->world_size = comm.size();
   const int rc = comm_run_guarded([&] {
     const TrainArgs a = train_args_resolved(given, &comm);
     const Config cfg = resolve_train_config(*a.config);
@@ -152,6 +160,7 @@ void add_train_command(CLI::App& app) {
       "under --memory-budget and executed, in one process or under `mpirun -np N` with N = "
       "pp x dp; --save/--load checkpoint and resume (any pp/dp layout)");
   args->config = options::add_config_options(cmd);
+  train_checks_install(*args->config, true);
   cmd->add_option("--metrics", args->metrics,
                   "JSON-lines file to append per-iteration metrics to (default: "
                   "LOG_DIR/metrics.jsonl, else SAVE/metrics.jsonl)");

@@ -98,9 +98,8 @@ std::vector<std::vector<int64_t>> train_search_batches(const Config& cfg, int64_
         "--load {} resumes at iteration {}, which --train-iters {} already reached: nothing is "
         "left to train, so no layout to search; raise --train-iters",
         t.load, start.iteration, t.train_iters);
-  data::TrainingBatches source(
-      {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path},
-      t.global_batch_size, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
+  data::TrainingBatches source(data::data_flags(cfg), t.global_batch_size,
+                               static_cast<uint64_t>(t.seed), cfg.model.seq_length);
   source.resume(start.consumed_samples, start.delay);
   std::vector<std::vector<int64_t>> batches;
   for (int64_t i = 0; i < std::min(count, left); ++i) {
@@ -118,7 +117,8 @@ std::vector<std::vector<int64_t>> train_search_batches(const Config& cfg, int64_
 std::shared_ptr<options::ConfigOptions> train_resolve_auto_layout(
     const std::shared_ptr<options::ConfigOptions>& options, const Config& defaults,
     const TrainAutoLayout& how) {
-  Config raw = options::resolve_config(*options, defaults, false);
+  // Options that do not read are reported by the run's full resolution, all in one message.
+  Config raw = options::resolve_config_lenient(*options, defaults);
   // As Megatron-LM derives dp from the world and pp, an auto pp leaves a dp the options do not
   // give to the search too (and the other way round); a degree given as a number stays fixed.
   int64_t ParallelConfig::*const pair[] = {&ParallelConfig::pipeline_parallel,
@@ -127,7 +127,7 @@ std::shared_ptr<options::ConfigOptions> train_resolve_auto_layout(
     if (raw.parallel.*pair[k] != kAutoDegree || raw.parallel.*pair[1 - k] == kAutoDegree) continue;
     Config probe = defaults;
     probe.parallel.*pair[1 - k] = kAutoDegree;
-    if (options::resolve_config(*options, probe, false).parallel.*pair[1 - k] == kAutoDegree)
+    if (options::resolve_config_lenient(*options, probe).parallel.*pair[1 - k] == kAutoDegree)
       raw.parallel.*pair[1 - k] = kAutoDegree;
   }
   if (!parallel_has_auto(raw.parallel)) {
@@ -137,6 +137,7 @@ std::shared_ptr<options::ConfigOptions> train_resolve_auto_layout(
           "--dp / --vpp / --ulysses-degree auto) or drop it");
     return options;
   }
+  options::resolve_config(*options, defaults, false);  // the search reads only valid options
   ChosenLayout chosen{};
   std::vector<cost::RankHost> hosts = how.hosts ? how.hosts() : std::vector<cost::RankHost>{};
   if (how.searcher) chosen = search(options, defaults, raw, how, std::move(hosts));

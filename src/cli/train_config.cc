@@ -1,6 +1,7 @@
 #include "cli/train_config.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,6 +10,12 @@
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/hf_folder.h"
 #include "core/error.h"
+#include "data/blend.h"
+#include "data/run_datasets.h"
+#include "data/split.h"
+#include "model/lr_schedule.h"
+#include "runtime/checkpoint_meta.h"
+#include "runtime/train.h"
 
 namespace infinipipe::cli {
 namespace {
@@ -21,10 +28,55 @@ std::string hf_start_folder(const TrainingConfig& tc) {
   return "";
 }
 
+// A check that throws, collected as one problem.
+void problem_add(std::vector<std::string>& problems, const std::function<void()>& check) {
+  try {
+    check();
+  } catch (const ConfigError& e) {
+    problems.push_back(e.what());
+  }
+}
+
 }  // namespace
 
+void train_option_problems(const Config& cfg, std::vector<std::string>& problems) {
+  for (std::string& p : runtime::train_config_problems(cfg, 0)) problems.push_back(std::move(p));
+  // The learning-rate schedule as the optimizer builds it (a warm-up as long as the decay).
+  problem_add(problems, [&] { LrSchedule::from_config(cfg.training); });
+  // The tokenizer a checkpoint records is opened as the trainer opens it.
+  problem_add(problems, [&] { runtime::checkpoint_tokenizer(cfg); });
+  const TrainingConfig& t = cfg.training;
+  for (const std::string* blend :
+       {&t.data_path, &t.train_data_path, &t.valid_data_path, &t.test_data_path}) {
+    if (!blend->empty())
+      problem_add(problems, [&] { data::blend_parse(data::blend_words(*blend)); });
+  }
+  if (!t.data_path.empty()) problem_add(problems, [&] { data::split_parse(t.split); });
+}
+
+void train_run_problems(const Config& cfg, int64_t world_size, std::vector<std::string>& problems) {
+  for (std::string& p : runtime::train_run_problems(cfg, static_cast<int>(world_size)))
+    problems.push_back(std::move(p));
+  std::vector<std::string> options;
+  train_option_problems(cfg, options);
+  // The runtime's own are in both lists; each is named once.
+  for (std::string& p : options)
+    if (std::find(problems.begin(), problems.end(), p) == problems.end())
+      problems.push_back(std::move(p));
+}
+
+void train_checks_install(options::ConfigOptions& options, bool run) {
+  if (run) {
+    options.command_checks = train_run_problems;
+  } else {
+    options.command_checks = [](const Config& cfg, int64_t, std::vector<std::string>& problems) {
+      train_option_problems(cfg, problems);
+    };
+  }
+}
+
 Config train_defaults(const options::ConfigOptions& options, std::string& folder) {
-  const Config user = options::resolve_config(options, Config{}, false);
+  const Config user = options::resolve_config_lenient(options);
   folder = hf_start_folder(user.training);
   Config base;
   if (folder.empty()) return base;
@@ -53,8 +105,10 @@ Config resolve_train_config(const options::ConfigOptions& options) {
   return cfg;
 }
 
-Config resolve_train_config_args(const std::vector<std::string>& args) {
-  return resolve_train_config(*options::parse_config_args(args).options);
+Config resolve_train_config_args(const std::vector<std::string>& args, int64_t world_size) {
+  const options::ParsedArgs parsed = options::parse_config_args(args);
+  parsed.options->world_size = world_size;
+  return resolve_train_config(*parsed.options);
 }
 
 }  // namespace infinipipe::cli

@@ -15,10 +15,21 @@ namespace infinipipe::cli {
 // model its config.json defines (`folder` names it, else empty).
 Config train_defaults(const options::ConfigOptions& options, std::string& folder);
 
+// The options `train` cannot honour, each problem with its fix: the runtime's refusals
+// (runtime/train.h), the tokenizer the checkpoints record, the data flags' syntax. `config check`
+// runs them, so it refuses what train refuses.
+void train_option_problems(const Config& cfg, std::vector<std::string>& problems);
+// Those, and what a run of world_size processes needs (pp x dp = world_size, a dataset).
+void train_run_problems(const Config& cfg, int64_t world_size, std::vector<std::string>& problems);
+// Options whose resolution runs train's checks: a run's, or without one (`config check`) the
+// options' only.
+void train_checks_install(options::ConfigOptions& options, bool run);
+
 // The run's configuration, validated. Starting from a Hugging Face folder, model flags may
 // repeat its config.json but not contradict it (ConfigError naming the differences).
 Config resolve_train_config(const options::ConfigOptions& options);
-// The same from command-line words (the PyTorch trainer's).
-Config resolve_train_config_args(const std::vector<std::string>& args);
+// The same from command-line words (the PyTorch trainer's); world_size > 0: the run's processes,
+// from which dp is derived when the words do not give it.
+Config resolve_train_config_args(const std::vector<std::string>& args, int64_t world_size = 0);
 
 }  // namespace infinipipe::cli

@@ -47,9 +47,8 @@ std::vector<std::vector<int64_t>> dataset_batches(const Config& cfg, int64_t fir
                                                   const cost::CostModel* delay_cm,
                                                   std::string* note) {
   const TrainingConfig& t = cfg.training;
-  data::TrainingBatches source(
-      {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path},
-      t.global_batch_size, static_cast<uint64_t>(t.seed), cfg.model.seq_length);
+  data::TrainingBatches source(data::data_flags(cfg), t.global_batch_size,
+                               static_cast<uint64_t>(t.seed), cfg.model.seq_length);
   if (delay_cm != nullptr)
     source.delay_outliers(cfg.parallel.data_parallel, plan::replica_split_cost_fn(cfg, *delay_cm));
   std::vector<std::vector<int64_t>> out;

@@ -172,6 +172,10 @@ const char* cost_model_update_name(CostModelUpdate u) {
   return u == CostModelUpdate::online ? "online" : "off";
 }
 
+const char* long_documents_name(LongDocuments l) {
+  return l == LongDocuments::split ? "split" : "truncate";
+}
+
 const char* recompute_method_name(RecomputeMethod m) {
   return m == RecomputeMethod::uniform ? "uniform" : "block";
 }
@@ -266,8 +270,6 @@ void TrainingConfig::validate() const {
   if (!(clip_grad >= 0.0)) fail_config("clip-grad must be >= 0 (0 disables), got {}", clip_grad);
   if (seed < 0) fail_config("seed must be >= 0, got {}", seed);
   if (save_interval < 0) fail_config("save-interval must be >= 0");
-  if (save_interval > 0 && save.empty())
-    fail_config("save-interval {} is set but --save is not: add --save DIR", save_interval);
   if (memory_budget < 0) fail_config("memory-budget must be >= 0 (0 = device memory)");
   require_positive(log_interval, "log-interval");
   if (exit_interval < 0)

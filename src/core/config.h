@@ -54,6 +54,10 @@ const char* recompute_method_name(RecomputeMethod m);
 // and the planner plans the next batches with them (docs/cost-model.md, "Online refit").
 enum class CostModelUpdate { online, off };
 const char* cost_model_update_name(CostModelUpdate u);
+// A document longer than seq-length: its first seq-length tokens are the sample (truncate, the
+// paper's protocol), or it becomes consecutive samples of at most seq-length tokens (split).
+enum class LongDocuments { truncate, split };
+const char* long_documents_name(LongDocuments l);
 
 struct ParallelConfig {
   int64_t pipeline_parallel = 1;         // pp
@@ -146,6 +150,7 @@ struct TrainingConfig {
   std::string split = "100,0,0";  // train,validation,test weights over each dataset's documents
   // Megatron's separate blends per split (instead of --data-path and --split).
   std::string train_data_path, valid_data_path, test_data_path;
+  LongDocuments long_documents = LongDocuments::truncate;
   int64_t eval_interval = 1000;  // iterations between validation evaluations (Megatron's default)
   int64_t eval_iters = 100;      // global batches per evaluation; 0 = no evaluation
   int64_t memory_budget = 0;     // bytes per rank the plan must fit; 0 = device memory

@@ -1,5 +1,7 @@
 #include "data/document_stream.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace infinipipe::data {
@@ -14,9 +16,20 @@ uint64_t source_seed(uint64_t seed, size_t dataset) {
 
 }  // namespace
 
+std::pair<int64_t, int64_t> DocumentPieces::at(int64_t i) const {
+  if (i < 0 || i >= samples()) fail("internal: piece {} of {}", i, samples());
+  const auto it = std::upper_bound(first.begin(), first.end(), i);
+  const int64_t doc = (it - first.begin()) - 1;
+  return {doc, (i - first[static_cast<size_t>(doc)]) * length};
+}
+
 DocumentStream::DocumentStream(std::vector<DocRange> ranges, std::vector<double> weights,
-                               int64_t global_batch_size, uint64_t seed)
+                               int64_t global_batch_size, uint64_t seed,
+                               std::vector<std::shared_ptr<const DocumentPieces>> pieces)
     : cursor_(weights), global_batch_size_(global_batch_size) {
+  if (!pieces.empty() && pieces.size() != ranges.size()) {
+    fail("document stream: {} dataset ranges but {} piece tables", ranges.size(), pieces.size());
+  }
   if (global_batch_size <= 0) {
     fail_config("--global-batch-size must be positive, got {}", global_batch_size);
   }
@@ -31,8 +44,9 @@ DocumentStream::DocumentStream(std::vector<DocRange> ranges, std::vector<double>
           d + 1, weights[d]);
     }
     // A dataset of weight 0 is never drawn; its sampler needs one document to exist.
-    const int64_t n = std::max<int64_t>(ranges[d].size(), 1);
-    sources_.push_back({ranges[d], BatchSampler(n, 1, source_seed(seed, d))});
+    std::shared_ptr<const DocumentPieces> p = pieces.empty() ? nullptr : pieces[d];
+    const int64_t n = std::max<int64_t>(p ? p->samples() : ranges[d].size(), 1);
+    sources_.push_back({ranges[d], BatchSampler(n, 1, source_seed(seed, d)), std::move(p)});
   }
 }
 
@@ -47,7 +61,10 @@ DocumentStream::Drawn DocumentStream::draw() {
   const int32_t d = cursor_.next();
   Source& s = sources_[static_cast<size_t>(d)];
   const int64_t epoch = s.order.epoch();
-  return {{d, s.range.begin + s.order.next().front()}, epoch};
+  const int64_t i = s.order.next().front();
+  if (!s.pieces) return {{d, s.range.begin + i, 0}, epoch};
+  const auto [doc, start] = s.pieces->at(i);
+  return {{d, s.range.begin + doc, start}, epoch};
 }
 
 void DocumentStream::set_consumed_samples(int64_t consumed) {

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "data/batch_sampler.h"
@@ -18,15 +20,31 @@ namespace infinipipe::data {
 struct DocumentRef {
   int32_t dataset = 0;   // index into the blend
   int64_t document = 0;  // document id inside that dataset
+  int64_t start = 0;     // the sample's first token in the document (--long-documents split)
   bool operator==(const DocumentRef&) const = default;
+};
+
+// --long-documents split: the samples of one dataset's documents in a split, a document of n
+// tokens giving ceil(n / length) consecutive ones (an empty document one, as it gives one
+// sample otherwise). first[i] is the first sample of the range's document i; first.back() the
+// count.
+struct DocumentPieces {
+  int64_t length = 0;
+  std::vector<int64_t> first;
+  int64_t samples() const { return first.empty() ? 0 : first.back(); }
+  // Sample `i` (0 <= i < samples()) as (document index in the range, first token).
+  std::pair<int64_t, int64_t> at(int64_t i) const;
 };
 
 class DocumentStream {
  public:
   // ranges[d]: dataset d's documents of this split; weights: normalised, one per dataset (a
   // dataset of weight > 0 needs at least one document: ConfigError naming it otherwise).
+  // With `pieces` (one per dataset, --long-documents split) a sample is a piece of a document:
+  // the shuffle runs over the pieces.
   DocumentStream(std::vector<DocRange> ranges, std::vector<double> weights,
-                 int64_t global_batch_size, uint64_t seed);
+                 int64_t global_batch_size, uint64_t seed,
+                 std::vector<std::shared_ptr<const DocumentPieces>> pieces = {});
 
   std::vector<DocumentRef> next();  // the next global batch
 
@@ -47,7 +65,8 @@ class DocumentStream {
  private:
   struct Source {
     DocRange range;
-    BatchSampler order;  // one document at a time over the range
+    BatchSampler order;  // one sample at a time over the range's documents (or pieces)
+    std::shared_ptr<const DocumentPieces> pieces;
   };
   std::vector<Source> sources_;
   BlendCursor cursor_;

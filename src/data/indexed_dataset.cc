@@ -300,20 +300,31 @@ int64_t IndexedDataset::document_length(int64_t doc) const {
   return total;
 }
 
-std::vector<int32_t> IndexedDataset::document_tokens(int64_t doc, int64_t max_len) const {
+std::vector<int32_t> IndexedDataset::document_tokens(int64_t doc, int64_t max_len,
+                                                     int64_t start) const {
   check_document(doc);
   if (max_len < 0) fail("document_tokens: max_len {} must not be negative", max_len);
+  if (start < 0) fail("document_tokens: start {} must not be negative", start);
   const int64_t first = load<int64_t>(doc_index_ + 8 * doc);
   const int64_t last = load<int64_t>(doc_index_ + 8 * (doc + 1));
   std::vector<int32_t> out;
-  out.reserve(static_cast<size_t>(std::min(max_len, document_length(doc))));
+  const int64_t length = document_length(doc);
+  out.reserve(static_cast<size_t>(std::min(max_len, std::max<int64_t>(length - start, 0))));
   const std::byte* bin = bin_->bytes().data();
   const std::string what = prefix_ + ".bin";
+  const int64_t item = token_dtype_size(dtype_);
+  int64_t skip = start;  // tokens before `start` still to pass
   for (int64_t s = first; s < last; ++s) {
     const int64_t room = max_len - static_cast<int64_t>(out.size());
     if (room <= 0) break;
-    const int64_t n = std::min<int64_t>(load<int32_t>(lengths_ + 4 * s), room);
-    const std::byte* src = bin + load<int64_t>(pointers_ + 8 * s);
+    const int64_t len = load<int32_t>(lengths_ + 4 * s);
+    if (skip >= len) {
+      skip -= len;
+      continue;
+    }
+    const int64_t n = std::min<int64_t>(len - skip, room);
+    const std::byte* src = bin + load<int64_t>(pointers_ + 8 * s) + skip * item;
+    skip = 0;
     switch (dtype_) {
       case TokenDType::uint8:
         append_tokens<uint8_t>(src, n, out, what.c_str(), doc);

@@ -63,10 +63,12 @@ class IndexedDataset {
   int64_t num_documents() const { return num_documents_; }
   int64_t num_tokens() const { return num_tokens_; }
 
-  // Tokens of a document (its sequences concatenated), at most max_len of them. Throws Error
-  // for a document id out of range or a token that is not an integer in int32 range.
+  // Tokens of a document (its sequences concatenated) from token `start` on, at most max_len
+  // of them. Throws Error for a document id out of range or a token that is not an integer in
+  // int32 range.
   std::vector<int32_t> document_tokens(int64_t doc,
-                                       int64_t max_len = std::numeric_limits<int64_t>::max()) const;
+                                       int64_t max_len = std::numeric_limits<int64_t>::max(),
+                                       int64_t start = 0) const;
   int64_t document_length(int64_t doc) const;  // untruncated
   int64_t sequence_length(int64_t seq) const;
 

@@ -10,7 +10,12 @@ namespace infinipipe::data {
 nlohmann::json outlier_delay_state(const OutlierDelay& delay) {
   auto entries = [](const std::vector<DelayedDocument>& docs) {
     nlohmann::json j = nlohmann::json::array();
-    for (const DelayedDocument& d : docs) j.push_back({d.ref.dataset, d.ref.document, d.epoch});
+    // A piece of a split document (--long-documents split) adds its first token.
+    for (const DelayedDocument& d : docs) {
+      nlohmann::json e = {d.ref.dataset, d.ref.document, d.epoch};
+      if (d.ref.start != 0) e.push_back(d.ref.start);
+      j.push_back(std::move(e));
+    }
     return j;
   };
   return {{"queue", entries(delay.queue())}, {"lookahead", entries(delay.lookahead())}};
@@ -35,7 +40,8 @@ void outlier_delay_restore(OutlierDelay* delay, const nlohmann::json& state,
     std::vector<DelayedDocument> out;
     try {
       for (const nlohmann::json& e : j) {
-        const DocumentRef ref{e.at(0).get<int32_t>(), e.at(1).get<int64_t>()};
+        const DocumentRef ref{e.at(0).get<int32_t>(), e.at(1).get<int64_t>(),
+                              e.size() > 3 ? e.at(3).get<int64_t>() : 0};
         out.push_back({ref, length(ref), e.at(2).get<int64_t>()});
       }
     } catch (const nlohmann::json::exception& ex) {

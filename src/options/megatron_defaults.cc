@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_auto.h"
 #include "options/options.h"
 
 namespace infinipipe::options {
@@ -114,6 +115,72 @@ std::string format_default_differences(const std::vector<DefaultDifference>& dif
   for (const DefaultDifference& d : diffs)
     out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", d.option, w_opt, d.infinipipe, w_ours,
                        d.megatron, w_meg, d.why);
+  return out;
+}
+
+std::vector<SemanticDifference> megatron_semantic_differences(const Config& cfg) {
+  const int64_t seq = cfg.model.seq_length;
+  const bool split = cfg.training.long_documents == LongDocuments::split;
+  const std::string sample =
+      split ? fmt::format(
+                  "one document, or with --long-documents split one piece of at most {} "
+                  "tokens of a longer document (the pieces are consecutive, each its own "
+                  "sample)",
+                  seq)
+            : fmt::format(
+                  "one document, truncated to its first --seq-length {} tokens "
+                  "(--long-documents truncate, the paper's protocol)",
+                  seq);
+  return {
+      {"a sample", sample,
+       fmt::format("exactly --seq-length {} tokens cut from the documents concatenated with "
+                   "end-of-document tokens; no token is dropped",
+                   seq),
+       split ? "no token is dropped; samples are of any length up to --seq-length and are never "
+               "concatenated (EPP packs and slices them per batch)"
+             : "tokens past --seq-length are never trained on; train and `data stats` say how "
+               "many; --long-documents split keeps them"},
+      {"--global-batch-size",
+       fmt::format("{} samples as above: documents of any length up to {} tokens",
+                   cfg.training.global_batch_size, seq),
+       fmt::format("{} samples of exactly {} tokens", cfg.training.global_batch_size, seq),
+       "the tokens of an iteration vary with the documents drawn; for Megatron's tokens per "
+       "iteration raise --global-batch-size by seq-length / mean document length (`infinipipe "
+       "data stats --seq-length N` gives the mean)"},
+      {"--train-samples, --lr-warmup-samples, --lr-decay-samples", "samples as above (documents)",
+       "samples of exactly seq-length tokens",
+       "the same numbers cover fewer tokens when documents are shorter than --seq-length; "
+       "iterations = train-samples / global-batch-size in both"},
+      {"attention mask", "reset at every document boundary: a document never attends to another",
+       "causal over the whole sample, across documents (--reset-attention-mask off)",
+       "as Megatron-LM with --reset-attention-mask (accepted, and the only choice here)"},
+      {"position ids",
+       split ? "restart at 0 in every sample, so in every piece of a split document"
+             : "restart at 0 in every document",
+       "0 .. seq-length-1 over the sample, across documents (--reset-position-ids off)",
+       "as Megatron-LM with --reset-position-ids (accepted, and the only choice here)"},
+      {"loss", "mean over every predicted token of the global batch",
+       "mean per micro-batch, averaged over the micro-batches (--calculate-per-token-loss off)",
+       "as Megatron-LM with --calculate-per-token-loss (accepted, and the only choice here); "
+       "with variable-length samples a long document weighs by its tokens"},
+      {"data-parallel-size",
+       fmt::format("{} here; train without --data-parallel-size: processes / (pp x "
+                   "ulysses-degree)",
+                   cfg.parallel.data_parallel == kAutoDegree
+                       ? std::string("auto")
+                       : std::to_string(cfg.parallel.data_parallel)),
+       "processes / (tp x pp x cp), never given",
+       "the same rule (no tensor or context parallelism here); a world the other degrees do not "
+       "divide is refused with the sizes that fit"},
+  };
+}
+
+std::string format_semantic_differences(const std::vector<SemanticDifference>& diffs) {
+  std::string out = "semantics that differ from Megatron-LM's defaults:\n";
+  for (const SemanticDifference& d : diffs) {
+    out += fmt::format("\n{}\n  infinipipe:  {}\n  Megatron-LM: {}\n  so:          {}\n", d.subject,
+                       d.infinipipe, d.megatron, d.consequence);
+  }
   return out;
 }
 

@@ -21,4 +21,16 @@ struct DefaultDifference {
 std::vector<DefaultDifference> megatron_default_differences(const Config& cfg);
 std::string format_default_differences(const std::vector<DefaultDifference>& diffs);
 
+// What a flag means where both have it but count or do different things: what a sample is,
+// what the batch and the sample-based schedule count, masks, positions, the loss, how dp is
+// derived. Megatron-LM's side is its default (core_v0.15.0, pretrain_gpt.py's GPTDataset).
+struct SemanticDifference {
+  std::string subject;  // "a sample", "--global-batch-size", ...
+  std::string infinipipe;
+  std::string megatron;
+  std::string consequence;  // what it means for a ported script, and the way to match it
+};
+std::vector<SemanticDifference> megatron_semantic_differences(const Config& cfg);
+std::string format_semantic_differences(const std::vector<SemanticDifference>& diffs);
+
 }  // namespace infinipipe::options

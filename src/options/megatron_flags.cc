@@ -138,7 +138,7 @@ void megatron_extras_add(MegatronExtras& extras, const std::string& raw_key,
 }
 
 void megatron_extras_check(const MegatronExtras& extras, const Config& cfg,
-                           std::vector<std::string>& notes) {
+                           std::vector<std::string>& notes, std::vector<std::string>* errors) {
   for (const auto& [key, value] : extras.value) {
     const FlagInfo f = megatron_flag(key);
     const std::string& where = extras.origin.at(key);
@@ -148,9 +148,11 @@ void megatron_extras_check(const MegatronExtras& extras, const Config& cfg,
     }
     const NeutralFlag& n = *f.neutral;
     const bool ok = n.ok ? n.ok(value, cfg) : same_value(value, n.neutral);
-    if (!ok)
-      fail_config("{} {} is not supported (accepted only at {}): {}", where, value, n.neutral,
-                  n.why);
+    if (ok) continue;
+    const std::string problem = fmt::format("{} {} is not supported (accepted only at {}): {}",
+                                            where, value, n.neutral, n.why);
+    if (!errors) throw ConfigError(problem);
+    errors->push_back(problem);
   }
 }
 

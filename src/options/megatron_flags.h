@@ -60,8 +60,10 @@ struct MegatronExtras {
 // Records `key` (not an option spec) or throws for a refused or unknown key at once.
 void megatron_extras_add(MegatronExtras& extras, const std::string& key, const std::string& value,
                          const std::string& origin);
+// A problem goes to `errors` when given (every one collected), else the first one throws.
 void megatron_extras_check(const MegatronExtras& extras, const Config& cfg,
-                           std::vector<std::string>& notes);
+                           std::vector<std::string>& notes,
+                           std::vector<std::string>* errors = nullptr);
 
 // The nearest known option name to a mistyped `key`, "" when none is close: a name `key` is a
 // prefix of first, then the least edit distance (ties: the longer common prefix).

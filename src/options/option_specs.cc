@@ -57,13 +57,13 @@ std::string real_text(double v) {
 
 // The ranges: generous for real use, small enough that no product of them overflows int64
 // (iterations x batch, layers x hidden x vocab bytes are checked again by Config::validate).
-constexpr int64_t kMaxCount = int64_t{1} << 40;       // iterations, intervals, tokens
-constexpr int64_t kMaxSamples = int64_t{1} << 50;     // samples: iterations x batch
-constexpr int64_t kMaxBatch = int64_t{1} << 20;       // sequences of one global batch
-constexpr int64_t kMaxDegree = int64_t{1} << 20;      // parallel degrees, as validate()
-constexpr int64_t kMaxLayers = 65536;                 // as validate()
-constexpr int64_t kMaxWidth = int64_t{1} << 32;       // hidden, ffn, sequence sizes
-constexpr int64_t kMaxVocab = int64_t{1} << 31;       // token ids are int32
+constexpr int64_t kMaxCount = int64_t{1} << 40;    // iterations, intervals, tokens
+constexpr int64_t kMaxSamples = int64_t{1} << 50;  // samples: iterations x batch
+constexpr int64_t kMaxBatch = int64_t{1} << 20;    // sequences of one global batch
+constexpr int64_t kMaxDegree = int64_t{1} << 20;   // parallel degrees, as validate()
+constexpr int64_t kMaxLayers = 65536;              // as validate()
+constexpr int64_t kMaxWidth = int64_t{1} << 32;    // hidden, ffn, sequence sizes
+constexpr int64_t kMaxVocab = int64_t{1} << 31;    // token ids are int32
 
 #define INT_OPT(KEY, ALIASES, HELP, FIELD, LO, HI)                                 \
   OptionSpec {                                                                     \
@@ -142,13 +142,14 @@ const std::vector<OptionSpec>& option_specs() {
       // model
       INT_OPT("num-layers", {}, "transformer layers", model.num_layers, 1, kMaxLayers),
       INT_OPT("hidden-size", {}, "hidden size", model.hidden_size, 1, kMaxWidth),
-      INT_OPT("num-attention-heads", {}, "attention heads", model.num_attention_heads, 1, kMaxDegree),
+      INT_OPT("num-attention-heads", {}, "attention heads", model.num_attention_heads, 1,
+              kMaxDegree),
       INT_OPT("num-query-groups", {}, "key/value heads for grouped-query attention (0 = heads)",
               model.num_query_groups, 0, kMaxDegree),
       INT_OPT("ffn-hidden-size", {}, "SwiGLU inner size (0 = Llama's 8/3 hidden)",
               model.ffn_hidden_size, 0, kMaxWidth),
       INT_OPT("vocab-size", {}, "vocabulary size", model.vocab_size, 1, kMaxVocab),
-      INT_OPT("seq-length", {}, "maximum sequence length (longer documents are truncated)",
+      INT_OPT("seq-length", {}, "maximum sequence length (longer documents: see --long-documents)",
               model.seq_length, 1, kMaxWidth),
       INT_OPT("max-position-embeddings", {}, "largest position (0 = seq-length)",
               model.max_position_embeddings, 0, kMaxWidth),
@@ -292,8 +293,10 @@ const std::vector<OptionSpec>& option_specs() {
                  [](const Config& c) {
                    return std::string(lr_decay_style_name(c.training.lr_decay_style));
                  }},
-      INT_OPT("lr-warmup-iters", {}, "linear warm-up iterations", training.lr_warmup_iters, 0, kMaxCount),
-      INT_OPT("lr-decay-iters", {}, "decay length (0 = train-iters)", training.lr_decay_iters, 0, kMaxCount),
+      INT_OPT("lr-warmup-iters", {}, "linear warm-up iterations", training.lr_warmup_iters, 0,
+              kMaxCount),
+      INT_OPT("lr-decay-iters", {}, "decay length (0 = train-iters)", training.lr_decay_iters, 0,
+              kMaxCount),
       INT_OPT("lr-warmup-samples", {}, "linear warm-up samples (with --train-samples)",
               training.lr_warmup_samples, 0, kMaxSamples),
       INT_OPT("lr-decay-samples", {}, "decay length in samples (0 = train-samples)",
@@ -347,7 +350,10 @@ const std::vector<OptionSpec>& option_specs() {
                "directory for TensorBoard event files: loss, learning rate, gradient norm, "
                "throughput, iteration time (and validation loss) of every iteration",
                training.tensorboard_dir),
-      INT_OPT("save-interval", {}, "iterations between checkpoints", training.save_interval, 0, kMaxCount),
+      INT_OPT("save-interval", {},
+              "iterations between checkpoints in --save (without --save nothing is saved, as "
+              "Megatron-LM)",
+              training.save_interval, 0, kMaxCount),
       WORDS_OPT(
           "data-path",
           "Megatron indexed dataset PREFIX (.bin/.idx), or a blend: W1 PREFIX1 W2 PREFIX2 ...",
@@ -382,7 +388,22 @@ const std::vector<OptionSpec>& option_specs() {
                 "bytes per rank a plan must fit, e.g. 2GiB (0 = the device's usable memory)",
                 training.memory_budget),
       FLAG_OPT("bf16", "plan with bf16 activations and matmuls", training.bf16),
-      INT_OPT("log-interval", {}, "iterations between log lines", training.log_interval, 0, kMaxCount),
+      INT_OPT("log-interval", {}, "iterations between log lines", training.log_interval, 0,
+              kMaxCount),
+      OptionSpec{"long-documents",
+                 {},
+                 Kind::choice,
+                 "a document longer than seq-length: truncate (its first seq-length tokens, the "
+                 "paper's protocol) | split (consecutive samples of at most seq-length tokens, "
+                 "positions restarting in each)",
+                 [](Config& c, const std::string& v) {
+                   c.training.long_documents = pick<LongDocuments>(
+                       "long-documents", v,
+                       {{"truncate", LongDocuments::truncate}, {"split", LongDocuments::split}});
+                 },
+                 [](const Config& c) {
+                   return std::string(long_documents_name(c.training.long_documents));
+                 }},
       OptionSpec{"cost-model-update",
                  {},
                  Kind::choice,
@@ -398,7 +419,8 @@ const std::vector<OptionSpec>& option_specs() {
                  }},
       // cluster
       TEXT_OPT("device", "device preset: cpu, a800-80gb, h100-80gb, h200-141gb", cluster.device),
-      INT_OPT("num-devices", {}, "devices in the cluster being planned for", cluster.num_devices, 0, kMaxCount),
+      INT_OPT("num-devices", {}, "devices in the cluster being planned for", cluster.num_devices, 0,
+              kMaxCount),
       INT_OPT("devices-per-node", {}, "devices per node", cluster.devices_per_node, 0, kMaxDegree),
       BYTES_OPT("device-memory", "memory per device (0 = the preset's)", cluster.device_memory),
       TEXT_OPT("calibration", "calibration JSON from `infinipipe profile`", cluster.calibration),

@@ -37,6 +37,10 @@ std::vector<std::string> unused_option_notes(const Config& cfg,
     note("recompute-method", why);
     note("recompute-num-layers", why);
   }
+  if (!cfg.training.has_data())
+    note("long-documents",
+         "it shapes the samples of a dataset (--data-path or the per-split paths); lengths from "
+         "--distribution or --lengths are taken as sequences, cut at --seq-length");
   if (given.count("num-query-groups") && !cfg.model.group_query_attention)
     notes.push_back(fmt::format(
         "warning: --num-query-groups {} is used without --group-query-attention (Megatron-LM "

@@ -15,12 +15,13 @@
 #include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 
+#include "core/error.h"
+#include "core/input_file.h"
+#include "core/parallel_auto.h"
 #include "options/megatron_flags.h"
 #include "options/option_specs.h"
 #include "options/option_usage.h"
 #include "options/yaml_documents.h"
-#include "core/error.h"
-#include "core/input_file.h"
 #include "plan/schedule_table.h"
 
 namespace infinipipe::options {
@@ -57,9 +58,11 @@ bool yaml_value(const YAML::Node& node, const std::string& key, std::string& out
 }
 
 // Megatron counts a run in iterations or in samples, never both.
-void check_iterations_or_samples(const std::set<std::string>& given) {
+// A `train-samples: 0` next to train-iters (as `config show` prints a run by iterations) counts
+// in iterations.
+void check_iterations_or_samples(const std::set<std::string>& given, const Config& cfg) {
   const bool iters = given.count("train-iters") != 0;
-  const bool samples = given.count("train-samples") != 0;
+  const bool samples = given.count("train-samples") != 0 && cfg.training.train_samples != 0;
   if (iters && samples) {
     fail_config(
         "give only one of --train-iters and --train-samples (with --train-samples the run has "
@@ -95,8 +98,19 @@ void apply_given(Config& cfg, Given& given, const std::string& raw_key, const st
   }
 }
 
+// A problem with one option is collected in `errors` (when given) and the others still applied,
+// so one run names every refused or invalid option; without `errors` the first one throws.
+void collect(std::vector<std::string>* errors, const std::function<void()>& apply) {
+  if (!errors) return apply();
+  try {
+    apply();
+  } catch (const ConfigError& e) {
+    errors->push_back(e.what());
+  }
+}
+
 void apply_yaml_given(Config& cfg, Given& given, const std::string& yaml_text,
-                      const std::string& origin) {
+                      const std::string& origin, std::vector<std::string>* errors = nullptr) {
   YAML::Node root;
   try {
     // A second document is refused rather than ignored.
@@ -128,33 +142,37 @@ void apply_yaml_given(Config& cfg, Given& given, const std::string& yaml_text,
     const std::string norm = normalize_key(key);
     const OptionSpec* spec = find_spec(norm);
     if (!spec) spec = find_negated_flag(norm);
-    const auto [it, fresh] = seen.emplace(spec ? spec->key : norm, std::make_pair(key, line));
-    if (!fresh) {
-      fail_config("{}: the option '{}' is given twice, as '{}' (line {}) and '{}' (line {}); keep "
-                  "one",
-                  origin, it->first, it->second.first, it->second.second, key, line);
-    }
-    std::string value;
-    if (!yaml_value(kv.second, key, value))
-      fail_config("{}: option '{}' must be a single value, not a list or map", origin, key);
-    try {
-      apply_given(cfg, given, key, value, key);
-      const std::string k = normalize_key(key);
-      if (given.extras.origin.count(k))  // for the checks once the configuration is resolved
-        given.extras.origin[k] =
-            fmt::format("{} (line {}): {}", origin, kv.first.Mark().line + 1, k);
-    } catch (const ConfigError& e) {
-      fail_config("{} (line {}): {}", origin, kv.first.Mark().line + 1, e.what());
-    }
+    collect(errors, [&] {
+      const auto [it, fresh] = seen.emplace(spec ? spec->key : norm, std::make_pair(key, line));
+      if (!fresh) {
+        fail_config(
+            "{}: the option '{}' is given twice, as '{}' (line {}) and '{}' (line {}); keep one",
+            origin, it->first, it->second.first, it->second.second, key, line);
+      }
+      std::string value;
+      if (!yaml_value(kv.second, key, value))
+        fail_config("{}: option '{}' must be a single value, not a list or map", origin, key);
+      try {
+        apply_given(cfg, given, key, value, key);
+        const std::string k = normalize_key(key);
+        if (given.extras.origin.count(k))  // for the checks once the configuration is resolved
+          given.extras.origin[k] = fmt::format("{} (line {}): {}", origin, line, k);
+      } catch (const ConfigError& e) {
+        fail_config("{} (line {}): {}", origin, line, e.what());
+      }
+    });
   }
 }
 
 // Flags CLI11 did not match (Megatron options without a spec, underscore spellings), in order.
-void apply_extras(Config& cfg, Given& given, const std::vector<std::string>& extras) {
+void apply_extras(Config& cfg, Given& given, const std::vector<std::string>& extras,
+                  std::vector<std::string>* errors) {
   for (size_t i = 0; i < extras.size(); ++i) {
     const std::string& arg = extras[i];
-    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0)
-      fail_config("unexpected argument '{}'", arg);
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+      collect(errors, [&] { fail_config("unexpected argument '{}'", arg); });
+      continue;
+    }
     size_t eq = arg.find('=');
     std::string key = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     std::string value = "true";
@@ -162,8 +180,49 @@ void apply_extras(Config& cfg, Given& given, const std::vector<std::string>& ext
       value = arg.substr(eq + 1);
     else if (i + 1 < extras.size() && extras[i + 1].compare(0, 2, "--") != 0)
       value = extras[++i];
-    apply_given(cfg, given, key, value, "--" + normalize_key(key));
+    collect(errors, [&] { apply_given(cfg, given, key, value, "--" + normalize_key(key)); });
   }
+}
+
+// One problem as it is; several as one message listing each, so a ported script is fixed in
+// one pass.
+[[noreturn]] void fail_all(const std::vector<std::string>& errors) {
+  if (errors.size() == 1) throw ConfigError(errors.front());
+  std::string text = fmt::format("{} problems with the options, each to fix:", errors.size());
+  for (const std::string& e : errors) text += "\n  * " + e;
+  throw ConfigError(text);
+}
+
+// As Megatron-LM: without --data-parallel-size, dp is what the world leaves after the other
+// degrees (infinipipe has no tensor or context parallelism, so world / (pp x ulysses)). An
+// auto degree leaves it to the layout search.
+void data_parallel_derive(Config& cfg, const std::set<std::string>& given, int64_t world) {
+  ParallelConfig& p = cfg.parallel;
+  if (world <= 0 || given.count("data-parallel-size") != 0 || parallel_has_auto(p)) return;
+  const int64_t others = p.pipeline_parallel * p.ulysses_degree;
+  if (others <= 0 || world % others != 0) {
+    std::string fitting;
+    for (int64_t pp = 1; pp <= world; ++pp)
+      if (world % pp == 0)
+        fitting += fmt::format("{}({},{})", fitting.empty() ? "" : ", ", pp, world / pp);
+    fail_config(
+        "{} not a multiple of pipeline-model-parallel-size {} x ulysses-degree {} = {}, so no "
+        "data-parallel-size fits (dp = processes / (pp x ulysses), as Megatron-LM derives it): "
+        "launch a multiple of {} processes (`mpirun -np N`, or torchrun --nproc_per_node N for "
+        "the PyTorch trainer), or choose degrees that divide {}: "
+        "(pp,dp) in {}",
+        world == 1 ? "one process is" : fmt::format("{} processes are", world), p.pipeline_parallel,
+        p.ulysses_degree, others, others, world, fitting);
+  }
+  p.data_parallel = world / others;
+}
+
+// The command's unmatched words: Megatron options without a spec, underscore spellings.
+std::vector<std::string> extras_of(const ConfigOptions& opts) {
+  if (!opts.command) return {};
+  std::vector<std::string> words = opts.command->remaining();
+  words.erase(words.begin(), words.begin() + std::min(opts.extras_skip, words.size()));
+  return words;
 }
 
 // Only one rank of an MPI job prints the notes: every rank resolves the same configuration.
@@ -198,15 +257,17 @@ std::vector<std::string> option_names() {
 void apply_option(Config& cfg, const std::string& key, const std::string& value) {
   Given given;
   apply_given(cfg, given, key, value, normalize_key(key));
-  std::vector<std::string> notes;
-  megatron_extras_check(given.extras, cfg, notes);
+  std::vector<std::string> notes, errors;
+  megatron_extras_check(given.extras, cfg, notes, &errors);
+  if (!errors.empty()) fail_all(errors);
 }
 
 void apply_yaml(Config& cfg, const std::string& yaml_text, const std::string& origin) {
   Given given;
   apply_yaml_given(cfg, given, yaml_text, origin);
-  std::vector<std::string> notes;
-  megatron_extras_check(given.extras, cfg, notes);
+  std::vector<std::string> notes, errors;
+  megatron_extras_check(given.extras, cfg, notes, &errors);
+  if (!errors.empty()) fail_all(errors);
 }
 
 std::shared_ptr<ConfigOptions> add_config_options(CLI::App* cmd) {
@@ -259,25 +320,47 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
                       std::vector<std::string>* notes_out) {
   Config cfg = base;
   Given given;
+  std::vector<std::string> errors;
   if (!opts.config_file.empty()) {
     const std::string text = input_file_read(opts.config_file, input_kind::kConfigYaml,
-                                             InputLinks::follow, "--config");
-    apply_yaml_given(cfg, given, text, opts.config_file);
+                                             InputLinks::follow, opts.config_label);
+    apply_yaml_given(cfg, given, text, opts.config_file, &errors);
   }
-  apply_extras(cfg, given, opts.command ? opts.command->remaining() : std::vector<std::string>{});
+  apply_extras(cfg, given, extras_of(opts), &errors);
   for (const auto& [key, value] : opts.flags) {
-    try {
-      apply_given(cfg, given, key, value, "--" + key);
-    } catch (const ConfigError& e) {
-      fail_config("--{}", e.what());
-    }
+    collect(&errors, [&] {
+      try {
+        apply_given(cfg, given, key, value, "--" + key);
+      } catch (const ConfigError& e) {
+        fail_config("--{}", e.what());
+      }
+    });
   }
-  check_iterations_or_samples(given.keys);
-  if (!validate) return cfg;  // the checks below need the final configuration
-  cfg.validate();
-  plan::schedule_check_layout(cfg.parallel);
+  collect(&errors, [&] { check_iterations_or_samples(given.keys, cfg); });
+  // A world the degrees do not divide is named once, here, not again by the command's check of
+  // the number of processes.
+  int64_t world = opts.world_size;
+  collect(&errors, [&] {
+    world = 0;
+    data_parallel_derive(cfg, given.keys, opts.world_size);
+    world = opts.world_size;
+  });
+  if (!validate) {
+    if (!errors.empty()) fail_all(errors);
+    return cfg;  // the checks below need the final configuration
+  }
+  // The checks of the whole configuration run over the options that were read; a mistake
+  // there is reported with the options' own.
+  bool valid = false;
+  collect(&errors, [&] {
+    cfg.validate();
+    plan::schedule_check_layout(cfg.parallel);
+    valid = true;
+  });
   std::vector<std::string> notes;
-  megatron_extras_check(given.extras, cfg, notes);
+  megatron_extras_check(given.extras, cfg, notes, &errors);
+  if (valid && opts.command_checks) opts.command_checks(cfg, world, errors);
+  if (!errors.empty()) fail_all(errors);
   for (std::string& n : unused_option_notes(cfg, given.keys)) notes.push_back(std::move(n));
   if (notes_out) {
     *notes_out = std::move(notes);
@@ -288,6 +371,24 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
       if (!printed) fmt::print(stderr, "infinipipe: {}\n", n);
     printed = true;
   }
+  return cfg;
+}
+
+Config resolve_config_lenient(const ConfigOptions& opts, const Config& base) {
+  // Every option that can be read is applied; the full resolution reports the others.
+  Config cfg = base;
+  Given given;
+  std::vector<std::string> ignored;
+  if (!opts.config_file.empty()) {
+    collect(&ignored, [&] {
+      const std::string text = input_file_read(opts.config_file, input_kind::kConfigYaml,
+                                               InputLinks::follow, opts.config_label);
+      apply_yaml_given(cfg, given, text, opts.config_file, &ignored);
+    });
+  }
+  apply_extras(cfg, given, extras_of(opts), &ignored);
+  for (const auto& [key, value] : opts.flags)
+    collect(&ignored, [&] { apply_given(cfg, given, key, value, "--" + key); });
   return cfg;
 }
 

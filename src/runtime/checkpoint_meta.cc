@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "ckpt/hf_folder.h"
 #include "core/error.h"
 #include "data/hf_tokenizer.h"
@@ -76,6 +78,37 @@ CheckpointTokenizer checkpoint_tokenizer(const Config& cfg) {
   return out;
 }
 
+namespace {
+
+std::string samples_text(int64_t piece_length) {
+  if (piece_length == 0) return "whole documents (--long-documents truncate)";
+  return fmt::format("pieces of {} tokens (--long-documents split --seq-length {})", piece_length,
+                     piece_length);
+}
+
+}  // namespace
+
+void checkpoint_samples_check(const Config& cfg, const nlohmann::json& rng,
+                              const std::string& dir) {
+  int64_t saved = 0;
+  if (rng.is_object() && rng.contains("long_documents_split")) {
+    const nlohmann::json& v = rng.at("long_documents_split");
+    if (!v.is_number_integer() || v.get<int64_t>() < 1)
+      fail("{}: its state's long_documents_split is {}, not a length; the checkpoint is damaged",
+           dir, v.dump());
+    saved = v.get<int64_t>();
+  }
+  const int64_t now =
+      cfg.training.long_documents == LongDocuments::split ? cfg.model.seq_length : 0;
+  if (saved == now) return;
+  fail_config(
+      "{} was saved by a run whose samples are {}, and its data position counts those; this run's "
+      "are {}: resume with {}, or start a new run without --load",
+      dir, samples_text(saved), samples_text(now),
+      saved == 0 ? std::string("--long-documents truncate")
+                 : fmt::format("--long-documents split --seq-length {}", saved));
+}
+
 CheckpointMeta checkpoint_meta(const Config& cfg, const std::string& config_yaml,
                                const CheckpointTokenizer& tokenizer, int64_t iteration,
                                int64_t consumed_samples, const nlohmann::json& delay_state) {
@@ -91,6 +124,9 @@ CheckpointMeta checkpoint_meta(const Config& cfg, const std::string& config_yaml
               {"consumed_samples", consumed_samples}};
   // With --outlier-delay the position also holds the documents drawn but not trained yet.
   if (cfg.parallel.outlier_delay) meta.rng["outlier_delay"] = delay_state;
+  // With --long-documents split the position counts pieces of this length.
+  if (cfg.training.long_documents == LongDocuments::split)
+    meta.rng["long_documents_split"] = cfg.model.seq_length;
   meta.config = {{"format", "yaml"}, {"yaml", config_yaml}};
   meta.tokenizer = tokenizer;
   return meta;

@@ -33,4 +33,9 @@ CheckpointMeta checkpoint_meta(const Config& cfg, const std::string& config_yaml
                                const CheckpointTokenizer& tokenizer, int64_t iteration,
                                int64_t consumed_samples, const nlohmann::json& delay_state);
 
+// The data position counts samples: whole documents, or with --long-documents split pieces of
+// --seq-length tokens, which a checkpoint records (rng "long_documents_split"). Resuming `dir`
+// with samples of another kind would continue another order: ConfigError saying which to use.
+void checkpoint_samples_check(const Config& cfg, const nlohmann::json& rng, const std::string& dir);
+
 }  // namespace infinipipe::runtime

@@ -26,8 +26,7 @@ void RunBatches::position_set(const DataPosition& at) {
 // form is data/outlier_delay_state.h's (train --pp auto restores it too).
 void RunBatches::open() {
   const TrainingConfig& t = cfg_.training;
-  datasets_.emplace(data::RunDatasets::open(
-      {t.data_path, t.split, t.train_data_path, t.valid_data_path, t.test_data_path}));
+  datasets_.emplace(data::RunDatasets::open(data::data_flags(cfg_)));
   // Data `data prepare` wrote names its tokenizer: it must be the run's.
   std::unique_ptr<data::Tokenizer> tokenizer;
   for (const std::string& prefix : datasets_->prefixes()) {

@@ -77,6 +77,11 @@ std::string train_rank_path(const std::string& path, int rank);
 // pp × dp other than the number of processes (world_size; 1 without mpirun), Ulysses > 1, bf16,
 // no training data with iterations to run.
 void train_check_config(const Config& cfg, int world_size = 1);
+// Every such problem, one message each: the options train cannot honour (world_size 0: the
+// number of processes is not known, as in `config check`, and not checked), and with them a
+// run's own needs (a dataset to train on).
+std::vector<std::string> train_config_problems(const Config& cfg, int world_size);
+std::vector<std::string> train_run_problems(const Config& cfg, int world_size);
 
 // The orchestrator of one rank's training: each step() takes the next global batch (RunBatches),
 // its replica's plan (TrainPlanner), executes it through this rank's stages (RankStages), reduces

@@ -37,13 +37,15 @@ TrainStart weights_load(const std::string& dir, const ModelConfig& model, RankSt
   return start;
 }
 
-TrainStart checkpoint_load(const std::string& dir, const ModelConfig& model, RankStages& stages,
+TrainStart checkpoint_load(const std::string& dir, const Config& cfg, RankStages& stages,
                            RankOptimizer& optimizer, CostLoop& cost_loop) {
+  const ModelConfig& model = cfg.model;
   // A Hugging Face folder has no optimizer state nor iteration: it starts a run, as
   // --pretrained-checkpoint does.
   if (!checkpoint_find_latest(dir) && hf_folder_is(dir)) return weights_load(dir, model, stages);
   CheckpointReader reader(dir);
   reader.check_model(model);
+  checkpoint_samples_check(cfg, reader.rng(), dir);
   // Every stage's parameters, tied copies included, so all of them get the saved values.
   reader.load_params(checkpoint_targets(stages.params_every_stage()));
   optimizer.load(reader);
@@ -62,7 +64,7 @@ TrainStart checkpoint_load(const std::string& dir, const ModelConfig& model, Ran
 TrainStart train_start_load(const Config& cfg, RankStages& stages, RankOptimizer& optimizer,
                             CostLoop& cost_loop) {
   if (!cfg.training.load.empty())
-    return checkpoint_load(cfg.training.load, cfg.model, stages, optimizer, cost_loop);
+    return checkpoint_load(cfg.training.load, cfg, stages, optimizer, cost_loop);
   if (!cfg.training.pretrained_checkpoint.empty())
     return weights_load(cfg.training.pretrained_checkpoint, cfg.model, stages);
   return {};

@@ -82,6 +82,12 @@ TEST(IndexedDataset, ReadsHandmadeMegatronFiles) {
   EXPECT_EQ(ds.document_tokens(0, 2), (std::vector<int32_t>{30, 31}));
   EXPECT_EQ(ds.document_tokens(0, 4), (std::vector<int32_t>{30, 31, 32, 40}));
   EXPECT_TRUE(ds.document_tokens(1, 0).empty());
+  // A piece (--long-documents split) may start in the first or the second sequence, or past
+  // the end.
+  EXPECT_EQ(ds.document_tokens(0, 2, 2), (std::vector<int32_t>{32, 40}));
+  EXPECT_EQ(ds.document_tokens(0, 9, 3), (std::vector<int32_t>{40, 41}));
+  EXPECT_EQ(ds.document_tokens(0, 1, 4), (std::vector<int32_t>{41}));
+  EXPECT_TRUE(ds.document_tokens(0, 4, 5).empty());
   EXPECT_EQ(lengths_from_indexed(prefix, 4), (std::vector<int64_t>{4, 4}));
   EXPECT_EQ(lengths_from_indexed(prefix, 100), (std::vector<int64_t>{5, 4}));
   expect_error([&] { ds.document_tokens(2); }, {"document 2", "2 documents"});

@@ -105,6 +105,15 @@ TEST_F(DistCli, TrainsOnPpTimesDpRanksAndOneProcessResumes) {
   EXPECT_NE(r.output.find("iter 4/4"), std::string::npos) << r.output;
 }
 
+// As Megatron-LM: without --data-parallel-size, dp = processes / pp; the truncation warning is
+// said once, by rank 0.
+TEST_F(DistCli, DataParallelIsDerivedFromTheWorldSize) {
+  const testing::ShellResult j = testing::shell_run(mpirun(4, "--pp 2 --train-iters 1"));
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  EXPECT_NE(j.output.find("pp 2 x dp 2,"), std::string::npos) << j.output;
+  EXPECT_LE(testing::text_count(j.output, "warning: --seq-length 256 truncates"), 1) << j.output;
+}
+
 TEST_F(DistCli, WorldSizeThatDoesNotFitExitsTwoOnce) {
   const testing::ShellResult j = testing::shell_run(mpirun(3, "--pp 2 --train-iters 1"));
   EXPECT_EQ(j.exit_code, 2) << j.output;

@@ -77,6 +77,7 @@ def load(directory: str, config: ip.Config, model: RankModel,
         return Resumed()
     reader = ip.CheckpointReader(directory)
     reader.check_model(config.model)
+    reader.check_samples(config)
     names = sorted({n for n, _ in model.named_parameters()})
     model.load(reader.read_params(names))
     owned = {id(p) for group in optimizer.param_groups for p in group["params"]}

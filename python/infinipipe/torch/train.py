@@ -156,7 +156,7 @@ def run(argv: List[str]) -> int:
     from infinipipe.torch.trainer import RankModel, TrainStep, make_optimizer, predicted_tokens
 
     args = parse_command(argv)
-    cfg = ip.Config.for_training(_runtime_device(args.config))
+    cfg = ip.Config.for_training(_runtime_device(args.config), launch_env().world_size)
     check_supported(cfg)
     cost = ip.CostModel.from_config(cfg)
     cfg = cfg.with_stage_layout(cost)
@@ -179,6 +179,10 @@ def run(argv: List[str]) -> int:
     else:
         model.init()
     config_yaml = cfg.to_yaml()
+    if g.rank == 0 and resumed.iteration < cfg.train_iters:
+        said = ip.run_samples_message(cfg)  # what truncation drops, once per run, as train says
+        if said:
+            print(f"infinipipe: {said}", file=sys.stderr, flush=True)
     if talk:
         print(f"training {cfg.model.num_layers} layers x hidden {cfg.model.hidden_size} "
               f"({cfg.model.num_parameters} parameters), {cfg.schedule} schedule, pp {cfg.pp} x "
