@@ -12,6 +12,7 @@
 #include "ckpt/checkpoint_fs.h"
 #include "ckpt/hf_folder.h"
 #include "comm/mpi_comm.h"
+#include "comm/mpi_watchdog.h"
 #include "cost/calibration.h"
 #include "obs/tensorboard.h"
 #include "obs/trace.h"
