@@ -10,8 +10,17 @@
 #          adaptive recompute under a memory budget, --cost-model-update off; it stops with a
 #          checkpoint after 2 iterations and a second job resumes it for 2 more. The losses and
 #          plans equal those of the same run on one host, uninterrupted, bit for bit.
+#   link-down, host-dies
+#          the same training across both hosts with a checkpoint every 2 iterations and
+#          --p2p-timeout 3; once a checkpoint exists, host B's link is set down (link-down) or
+#          every process of host B is killed (host-dies). The job on host A must end non-zero
+#          within the timeout (plus the 2 s question to the silent peer and a margin), with an
+#          error naming host B, the silent rank and what the survivor was waiting for; a
+#          relaunch from the last checkpoint must continue with the losses of an uninterrupted
+#          run.
 #
-# Usage: scripts/multihost-check.sh [BUILD_DIR] [comm|train]   (default: build comm)
+# Usage: scripts/multihost-check.sh [BUILD_DIR] [comm|train|link-down|host-dies]
+#        (default: build comm)
 # Needs root, iproute2, util-linux (unshare, taskset) and 2 CPUs; python3 for `train`'s checks.
 # Exit:  0 passed, 1 failed, 77 skipped (network namespaces not permitted here).
 set -uo pipefail
@@ -22,9 +31,9 @@ HERE=$(dirname "$(readlink -f "$0")")
 
 case $CHECK in
   comm) need=test_comm ;;
-  train) need=infinipipe ;;
+  train | link-down | host-dies) need=infinipipe ;;
   *)
-    echo "multihost-check: unknown check '$CHECK'; choose comm or train" >&2
+    echo "multihost-check: unknown check '$CHECK'; choose comm, train, link-down or host-dies" >&2
     exit 2
     ;;
 esac
@@ -97,5 +106,112 @@ check_train() {
   echo "multihost-check: passed (train pp 2 x dp 2 over 2 hosts, TCP only, saved and resumed:" \
     "losses and plans equal the one-host run bit for bit; $((SECONDS - t0)) s)"
 }
+
+# The run on one host, uninterrupted: one_host_run ITERS OUT_DIR [ARGS...].
+one_host_run() {
+  local iters=$1 out=$2
+  shift 2
+  taskset -c 0,1 timeout -s KILL 120 mpirun --allow-run-as-root --oversubscribe --bind-to none \
+    -np 4 env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+    "$BIN" "${TRAIN_ARGS[@]}" --train-iters "$iters" --log-dir "$out" "$@" >"$out.out" 2>&1 ||
+    {
+      cat "$out.out"
+      echo "multihost-check: FAILED: the one-host run failed" >&2
+      return 1
+    }
+}
+
+secs() { echo "$(($1 / 1000)).$(printf %03d $(($1 % 1000)))"; }
+
+# Cuts host B off (link-down) or kills every process on it (host-dies) once the training job's
+# first checkpoint exists, then checks how the job ended and that a relaunch resumes exactly.
+P2P_TIMEOUT=3
+check_fault() {
+  local corpus=$MH_TMP/corpus t0=$SECONDS iters=12
+  "$BIN" data synth --output "$corpus" --seq-length 2048 --num-documents 200 >/dev/null || return 1
+  one_host_run $iters "$MH_TMP/one" --data-path "$corpus" || return 1
+  mh_mpirun 120 -np 4 --map-by node env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+    "$BIN" "${TRAIN_ARGS[@]}" --train-iters $iters --data-path "$corpus" --save "$MH_TMP/ck" \
+    --save-interval 2 --p2p-timeout $P2P_TIMEOUT >"$MH_TMP/cut.out" 2>&1 &
+  local job=$! i
+  for i in $(seq 600); do
+    [[ -e $MH_TMP/ck/latest ]] && break
+    sleep 0.05
+  done
+  if [[ ! -e $MH_TMP/ck/latest ]]; then
+    cat "$MH_TMP/cut.out"
+    echo "multihost-check: FAILED: no checkpoint within 30 s" >&2
+    return 1
+  fi
+  local cut_at
+  cut_at=$(date +%s%N)
+  if [[ $CHECK == link-down ]]; then
+    ip -n "$MH_NS_B" link set "$MH_VETH_B" down
+  else
+    kill -9 $(mh_ranks_of "$MH_NS_B")
+  fi
+  # The ranks on host A (their error ends them) and mpirun (it also waits to hear from host B's
+  # daemon; a cut link leaves that to TCP's retransmission limit, tcp_retries2).
+  local ranks_ms=-1 now_ms
+  while kill -0 $job 2>/dev/null; do
+    now_ms=$((($(date +%s%N) - cut_at) / 1000000))
+    if ((ranks_ms < 0)) && [[ -z $(mh_ranks_of "$MH_NS_A") ]]; then ranks_ms=$now_ms; fi
+    sleep 0.05
+  done
+  wait $job
+  local rc=$? took_ms
+  took_ms=$((($(date +%s%N) - cut_at) / 1000000))
+  ((ranks_ms < 0)) && ranks_ms=$took_ms
+  cat "$MH_TMP/cut.out"
+  echo "multihost-check: host A's ranks ended $(secs $ranks_ms) s and mpirun (exit code $rc)" \
+    "$(secs $took_ms) s after host B was cut"
+  local latest bad=0
+  latest=$(cat "$MH_TMP/ck/latest_checkpointed_iteration.txt")
+  expect() { grep -Eq "$1" "$MH_TMP/cut.out" || { echo "multihost-check: no $2" >&2 && bad=1; }; }
+  [[ $rc -ne 0 ]] || { echo "multihost-check: the job exited 0 after losing a host" >&2; bad=1; }
+  if [[ $CHECK == link-down ]]; then
+    # A survivor's deadline passes: it asks the silent peers (2 s) and names them, their host
+    # and what it waited for.
+    expect "error: rank [02] .* waited [0-9]+ s for .*: ranks? ([0-9]+, )*[13][ ,].*host $MH_HOST_B" \
+      "error names the wait, the silent rank and host $MH_HOST_B"
+    limit=$((P2P_TIMEOUT + 2 + 3))
+  else
+    # Host B's daemon reports its dead ranks at once; the survivors say where they stood.
+    expect "process rank [13] with PID [0-9]+ on node ($MH_ADDR_B|$MH_HOST_B) exited on signal 9" \
+      "message names a dead rank and its host"
+    expect "rank [02] .*SIGTERM received (during|after) " "survivor says what it was doing"
+    limit=$((P2P_TIMEOUT + 3))
+  fi
+  if ((ranks_ms > limit * 1000)); then
+    echo "multihost-check: host A's ranks took $(secs $ranks_ms) s to end, more than $limit s" >&2
+    bad=1
+  fi
+  if ((took_ms > 60000)); then
+    echo "multihost-check: mpirun took $(secs $took_ms) s to end, more than 60 s" >&2
+    bad=1
+  fi
+  # Host B again: its link up, or its processes gone (a relaunch starts new ones).
+  mh_pids_kill_b
+  ip -n "$MH_NS_B" link set "$MH_VETH_B" up
+  mh_mpirun 120 -np 4 --map-by node env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+    "$BIN" "${TRAIN_ARGS[@]}" --train-iters $iters --data-path "$corpus" --load "$MH_TMP/ck" \
+    --log-dir "$MH_TMP/two" >"$MH_TMP/relaunch.out" 2>&1 ||
+    {
+      cat "$MH_TMP/relaunch.out"
+      echo "multihost-check: FAILED: the relaunch from the checkpoint of iteration $latest failed" >&2
+      return 1
+    }
+  /usr/bin/python3 "$HERE/multihost_compare.py" --resumed "$MH_TMP/one/metrics.jsonl" \
+    "$MH_TMP/two/metrics.jsonl" || bad=1
+  if ((bad)); then
+    echo "multihost-check: FAILED ($CHECK)" >&2
+    return 1
+  fi
+  echo "multihost-check: passed ($CHECK with --p2p-timeout $P2P_TIMEOUT: host A's ranks ended" \
+    "$(secs $ranks_ms) s after the cut, mpirun $(secs $took_ms) s; resumed from iteration" \
+    "$latest with the uninterrupted losses; $((SECONDS - t0)) s)"
+}
+check_link-down() { check_fault; }
+check_host-dies() { check_fault; }
 
 "check_$CHECK"

@@ -23,6 +23,24 @@ mh_host_b_pids() {
   ip netns pids "$MH_NS_B" 2>/dev/null
 }
 
+# The infinipipe processes in a namespace.
+mh_ranks_of() {
+  local p
+  for p in $(ip netns pids "$1" 2>/dev/null); do
+    [[ $(cat /proc/$p/comm 2>/dev/null) == infinipipe ]] && echo "$p"
+  done
+}
+
+# Kills host B's processes and waits (up to 5 s) until they are gone.
+mh_pids_kill_b() {
+  local p i
+  for p in $(mh_host_b_pids); do kill -9 "$p" 2>/dev/null; done
+  for i in $(seq 50); do
+    [[ -z $(mh_host_b_pids) ]] && return 0
+    sleep 0.1
+  done
+}
+
 mh_cleanup() {
   local p
   for ns in "$MH_NS_A" "$MH_NS_B"; do
@@ -53,7 +71,9 @@ mh_setup() {
     ip -n "$MH_NS_A" addr add $MH_ADDR_A/24 dev "$MH_VETH_A" &&
     ip -n "$MH_NS_B" addr add $MH_ADDR_B/24 dev "$MH_VETH_B" &&
     ip -n "$MH_NS_A" link set lo up && ip -n "$MH_NS_B" link set lo up &&
-    ip -n "$MH_NS_A" link set "$MH_VETH_A" up && ip -n "$MH_NS_B" link set "$MH_VETH_B" up ||
+    ip -n "$MH_NS_A" link set "$MH_VETH_A" up && ip -n "$MH_NS_B" link set "$MH_VETH_B" up &&
+    ip netns exec "$MH_NS_A" sysctl -qw net.ipv4.tcp_retries2=4 &&
+    ip netns exec "$MH_NS_B" sysctl -qw net.ipv4.tcp_retries2=4 ||
     {
       echo "multihost-check: setting up the namespaces failed" >&2
       exit 1

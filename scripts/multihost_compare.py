@@ -4,6 +4,9 @@ bit-identical, every plan is the same (chunks and their slices, stages, action o
 recompute), and the plans slice, pack and recompute (else the check would not test them).
 
 Usage: multihost_compare.py ONE_METRICS TWO_METRICS ONE_PLANS TWO_PLANS...
+       multihost_compare.py --resumed WHOLE_METRICS RESUMED_METRICS
+  --resumed: a run resumed from a checkpoint against the uninterrupted run: each iteration it
+  logged has the uninterrupted run's loss and gradient norm, bit for bit.
 """
 import glob
 import json
@@ -37,7 +40,25 @@ def what_plans(p):
                               "predicted_peak_bytes")}
 
 
+def resumed(whole_path, resumed_path):
+    whole, part = metrics(whole_path), metrics(resumed_path)
+    bad = [] if part else ["the resumed run logged no iteration"]
+    for it in sorted(part):
+        for key in ("loss", "grad_norm"):
+            a, b = whole.get(it, {}).get(key), part[it][key]
+            if a != b:
+                bad.append(f"iteration {it}: {key} {a!r} uninterrupted, {b!r} resumed")
+    for b in bad:
+        print("multihost-check: " + b, file=sys.stderr)
+    if not bad:
+        print(f"iterations {min(part)}-{max(part)} resumed: losses and gradient norms equal the "
+              "uninterrupted run's")
+    return 1 if bad else 0
+
+
 def main(argv):
+    if len(argv) == 4 and argv[1] == "--resumed":
+        return resumed(argv[2], argv[3])
     if len(argv) < 5:
         print(__doc__, file=sys.stderr)
         return 2

@@ -29,5 +29,26 @@ TEST(DistMultiHost, TrainsAcrossTwoHostsWithTheOneHostLosses) {
   EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
 }
 
+// Host B's link set down once a checkpoint exists: host A's ranks end with an error naming the
+// wait, the silent ranks and host B (within --p2p-timeout 3 + the 2 s question + a margin), and
+// a relaunch from the last checkpoint continues with the losses of an uninterrupted run.
+TEST(DistMultiHost, LinkDownEndsTheJobNamingTheHostAndResumes) {
+  if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
+  const testing::ShellResult r = multihost_check("link-down");
+  if (r.exit_code == 77) GTEST_SKIP() << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
+}
+
+// Every rank of host B killed once a checkpoint exists: the job ends naming a dead rank and its
+// host, the survivors say where they stood, and a relaunch resumes with the same losses.
+TEST(DistMultiHost, HostWhoseRanksDieEndsTheJobAndResumes) {
+  if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
+  const testing::ShellResult r = multihost_check("host-dies");
+  if (r.exit_code == 77) GTEST_SKIP() << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace infinipipe
