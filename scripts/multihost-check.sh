@@ -19,7 +19,12 @@
 #          relaunch from the last checkpoint must continue with the losses of an uninterrupted
 #          run.
 #
-# Usage: scripts/multihost-check.sh [BUILD_DIR] [comm|train|link-down|host-dies]
+#   links  the link between the hosts shaped to LINK_RATE (1 Gbit/s) by a token bucket (tc tbf):
+#          `train --measure-links` with Megatron's order (stage 0 on host A, stage 1 on host B)
+#          measures every pair of hosts; the measured rate between the hosts must be within
+#          [0.5, 1.1] x LINK_RATE and the link inside host A at least 3 times faster.
+#
+# Usage: scripts/multihost-check.sh [BUILD_DIR] [comm|train|link-down|host-dies|links]
 #        (default: build comm)
 # Needs root, iproute2, util-linux (unshare, taskset) and 2 CPUs; python3 for `train`'s checks.
 # Exit:  0 passed, 1 failed, 77 skipped (network namespaces not permitted here).
@@ -31,9 +36,9 @@ HERE=$(dirname "$(readlink -f "$0")")
 
 case $CHECK in
   comm) need=test_comm ;;
-  train | link-down | host-dies) need=infinipipe ;;
+  train | link-down | host-dies | links) need=infinipipe ;;
   *)
-    echo "multihost-check: unknown check '$CHECK'; choose comm, train, link-down or host-dies" >&2
+    echo "multihost-check: unknown check '$CHECK'; choose comm, train, link-down, host-dies or links" >&2
     exit 2
     ;;
 esac
@@ -211,6 +216,45 @@ check_fault() {
     "$(secs $ranks_ms) s after the cut, mpirun $(secs $took_ms) s; resumed from iteration" \
     "$latest with the uninterrupted losses; $((SECONDS - t0)) s)"
 }
+LINK_RATE_BITS=1000000000
+check_links() {
+  local corpus=$MH_TMP/corpus t0=$SECONDS
+  "$BIN" data synth --output "$corpus" --seq-length 2048 --num-documents 200 >/dev/null || return 1
+  mh_shape ${LINK_RATE_BITS}bit || {
+    echo "multihost-check: FAILED: tc tbf could not shape the link" >&2
+    return 1
+  }
+  mh_mpirun 120 -np 4 --map-by slot env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+    "$BIN" "${TRAIN_ARGS[@]}" --train-iters 2 --data-path "$corpus" --measure-links \
+    --trace "$MH_TMP/trace" --quiet >"$MH_TMP/links.out" 2>&1 || {
+    cat "$MH_TMP/links.out"
+    echo "multihost-check: FAILED: the training job failed" >&2
+    return 1
+  }
+  cat "$MH_TMP/links.out"
+  /usr/bin/python3 - "$MH_TMP/links.out" $LINK_RATE_BITS $MH_HOST_A $MH_HOST_B <<'PY' || return 1
+import re, sys
+text, rate, a, b = open(sys.argv[1]).read(), int(sys.argv[2]) / 8, sys.argv[3], sys.argv[4]
+links = {(m[1], m[2]): (float(m[3]) * 1e6, float(m[4]) * 1e-6)
+         for m in re.finditer(r"link (\S+) <-> (\S+): ([0-9.]+) MB/s, ([0-9.]+) us", text)}
+cross, inside = links.get((a, b)), links.get((a, a))
+bad = []
+if cross is None or inside is None:
+    bad.append(f"the links {a} <-> {b} and {a} <-> {a} were not both measured: {links}")
+else:
+    if not 0.5 * rate <= cross[0] <= 1.1 * rate:
+        bad.append(f"{a} <-> {b}: {cross[0] / 1e6:.0f} MB/s measured, the link is shaped to "
+                   f"{rate / 1e6:.0f} MB/s")
+    if inside[0] < 3 * cross[0]:
+        bad.append(f"{a} <-> {a} ({inside[0] / 1e6:.0f} MB/s) is not clearly faster than the "
+                   f"shaped link ({cross[0] / 1e6:.0f} MB/s)")
+for line in bad:
+    print("multihost-check: " + line, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+  echo "multihost-check: passed (links: the shaped link measured as it is; $((SECONDS - t0)) s)"
+}
+
 check_link-down() { check_fault; }
 check_host-dies() { check_fault; }
 

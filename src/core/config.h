@@ -188,6 +188,9 @@ struct ClusterConfig {
   double inter_node_bandwidth = 0;  // bytes/s
   double intra_node_latency = 0;    // seconds per message
   double inter_node_latency = 0;    // seconds per message
+  // train: measure bandwidth and latency between every pair of hosts at start and time the
+  // pipeline's transfers by the links they cross (comm/mpi_links.h, cost/pipeline_links.h).
+  bool measure_links = false;
   // Device presets the cost model knows (src/cost owns their numbers).
   static constexpr const char* kPresets[] = {"cpu", "a800-80gb", "h100-80gb", "h200-141gb"};
 

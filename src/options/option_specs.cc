@@ -411,6 +411,10 @@ const std::vector<OptionSpec>& option_specs() {
                cluster.intra_node_latency),
       REAL_OPT("inter-node-latency", "seconds per message between nodes (0 = the preset's)",
                cluster.inter_node_latency),
+      FLAG_OPT("measure-links",
+               "train: measure bandwidth and latency between every pair of hosts at start and "
+               "plan the pipeline's transfers with them instead of the intra/inter-node numbers",
+               cluster.measure_links),
   };
   return specs;
 }

@@ -73,7 +73,9 @@ std::unique_ptr<P2p> p2p_open(const ProcessGroups* groups) {
 cost::CostModel train_prior(const Config& cfg, const ProcessGroups* groups, const P2p* p2p) {
   const cost::CostModel cm = obs::engine_cost_model(cfg);
   if (!groups) return cm;
-  return cm.with_rank_hosts(pipeline_rank_hosts(*groups, p2p->timeout_s()));
+  const cost::CostModel out = cm.with_rank_hosts(pipeline_rank_hosts(*groups, p2p->timeout_s()));
+  if (!cfg.cluster.measure_links) return out;
+  return out.with_pipeline_links(pipeline_links_measured(*groups, p2p->timeout_s()));
 }
 
 // Plans keep the model's layout when the refitted cost model would split the layers otherwise.

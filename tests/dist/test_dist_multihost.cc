@@ -29,6 +29,16 @@ TEST(DistMultiHost, TrainsAcrossTwoHostsWithTheOneHostLosses) {
   EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
 }
 
+// The link between the hosts shaped to 1 Gbit/s (tc tbf): `train --measure-links` measures it
+// at 0.5-1.1 Gbit/s and the link inside a host at least 3 times faster, and plans with them.
+TEST(DistMultiHost, MeasuresTheShapedLinkBetweenTheHosts) {
+  if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
+  const testing::ShellResult r = multihost_check("links");
+  if (r.exit_code == 77) GTEST_SKIP() << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
+}
+
 // Host B's link set down once a checkpoint exists: host A's ranks end with an error naming the
 // wait, the silent ranks and host B (within --p2p-timeout 3 + the 2 s question + a margin), and
 // a relaunch from the last checkpoint continues with the losses of an uninterrupted run.
