@@ -5,8 +5,12 @@
 # mpirun runs on host A and starts host B's daemon through a launch agent that does
 # `ip netns exec` where a real cluster would use ssh.
 #
-# After mh_setup: MH_TMP (a scratch folder), MH_NS_A/B, MH_VETH_A/B, MH_HOST_A/B (hostnames),
-# mh_mpirun (mpirun on host A over both hosts, TCP only), mh_host_b_pids, mh_shape.
+# TCP gives up on an unanswered connection after 4 retransmissions (net.ipv4.tcp_retries2, per
+# namespace; Linux's default 15 is about 15 minutes), so mpirun learns of a cut-off host's
+# daemon in seconds.
+#
+# After mh_setup: MH_TMP (a scratch folder, kept when MH_KEEP is set), MH_NS_A/B, MH_VETH_A/B,
+# MH_HOST_A/B (hostnames), mh_mpirun, mh_ranks_of, mh_host_b_pids, mh_pids_kill_b, mh_shape.
 
 MH_ADDR_A=10.200.0.1
 MH_ADDR_B=10.200.0.2
@@ -103,7 +107,7 @@ mh_shape() {
 }
 
 # mpirun on host A over both hosts, MPI and its daemons on TCP over the veth only:
-# mh_mpirun SECONDS MPIRUN_ARGS... -- COMMAND...   (killed after SECONDS).
+# mh_mpirun SECONDS MPIRUN_ARGS_AND_COMMAND...   (killed after SECONDS).
 mh_mpirun() {
   local seconds=$1
   shift
