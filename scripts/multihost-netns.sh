@@ -58,6 +58,14 @@ mh_cleanup() {
 # Exits 77 (skipped) where namespaces are not permitted, 1 on any other setup failure.
 mh_setup() {
   trap mh_cleanup EXIT
+  local tool
+  for tool in ip tc unshare taskset; do
+    if ! command -v $tool >/dev/null; then
+      echo "multihost-check: '$tool' is missing; install iproute2 and util-linux" \
+        "(scripts/install-deps.sh)" >&2
+      exit 1
+    fi
+  done
   if ! ip netns add "$MH_NS_A" 2>"$MH_TMP/err"; then
     echo "multihost-check: skipped: cannot create network namespaces here ($(cat "$MH_TMP/err"));" \
       "run as root on a machine that permits 'ip netns add', or do the manual check in" \
