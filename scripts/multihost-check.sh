@@ -57,7 +57,7 @@ mh_setup
 
 check_comm() {
   mh_mpirun 120 -np 2 --map-by node \
-    env INFINIPIPE_EXPECT_TWO_HOSTS=1 OMP_NUM_THREADS=1 \
+    env INFINIPIPE_EXPECT_TWO_HOSTS=1 INFINIPIPE_EXPECT_TWO_HOSTNAMES=1 OMP_NUM_THREADS=1 \
     "$BIN" --gtest_color=no --gtest_filter='MpiTwoRanks.*' 2>&1 | tee "$MH_TMP/out"
   local rc=${PIPESTATUS[0]}
   if [[ $rc -eq 0 ]] && grep -q "\[  PASSED  \] 1 test" "$MH_TMP/out"; then
