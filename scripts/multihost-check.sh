@@ -26,7 +26,16 @@
 #          measures every pair of hosts; the measured rate between the hosts must be within
 #          [0.5, 1.1] x LINK_RATE and the link inside host A at least 3 times faster.
 #
-# Usage: scripts/multihost-check.sh [BUILD_DIR] [comm|train|link-down|host-dies|links]
+#   placement
+#          the same shaped link, mpirun's usual order (ranks 0-1 on host A, 2-3 on host B):
+#          `train --rank-placement auto` must print its reason and choose pipelines on adjacent
+#          ranks for this small model (its activations outweigh its gradients), and train with
+#          the losses of Megatron's order (to 1e-6: the plans differ, as the ranks share the
+#          hosts' cores differently); it prints both runs' tokens/s (docs/benchmarks.md).
+#          PLACEMENT_ITERS (default 6) iterations each.
+#
+# Usage: scripts/multihost-check.sh [BUILD_DIR]
+#          [comm|train|link-down|host-dies|links|placement]
 #        (default: build comm)
 # Needs root, iproute2 (ip, tc), util-linux (unshare, taskset) and 2 CPUs; python3 for the
 # checks that train.
@@ -39,9 +48,9 @@ HERE=$(dirname "$(readlink -f "$0")")
 
 case $CHECK in
   comm) need=test_comm ;;
-  train | link-down | host-dies | links) need=infinipipe ;;
+  train | link-down | host-dies | links | placement) need=infinipipe ;;
   *)
-    echo "multihost-check: unknown check '$CHECK'; choose comm, train, link-down, host-dies or links" >&2
+    echo "multihost-check: unknown check '$CHECK'; choose comm, train, link-down, host-dies, links or placement" >&2
     exit 2
     ;;
 esac
@@ -256,6 +265,46 @@ for line in bad:
 sys.exit(1 if bad else 0)
 PY
   echo "multihost-check: passed (links: the shaped link measured as it is; $((SECONDS - t0)) s)"
+}
+
+check_placement() {
+  local corpus=$MH_TMP/corpus t0=$SECONDS pl iters=${PLACEMENT_ITERS:-6} args=() x
+  for x in "${TRAIN_ARGS[@]}"; do [[ $x != --quiet ]] && args+=("$x"); done  # the reason prints
+  "$BIN" data synth --output "$corpus" --seq-length 2048 --num-documents 400 >/dev/null || return 1
+  mh_shape ${LINK_RATE_BITS}bit || return 1
+  for pl in auto megatron; do
+    mh_mpirun 300 -np 4 --map-by slot env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+      "$BIN" "${args[@]}" --train-iters "$iters" --data-path "$corpus" \
+      --rank-placement $pl --log-dir "$MH_TMP/$pl" >"$MH_TMP/$pl.out" 2>&1 || {
+      cat "$MH_TMP/$pl.out"
+      echo "multihost-check: FAILED: the run with --rank-placement $pl failed" >&2
+      return 1
+    }
+  done
+  grep "rank placement" "$MH_TMP/auto.out"
+  grep -q "rank placement auto: pipelines on adjacent ranks" "$MH_TMP/auto.out" || {
+    echo "multihost-check: FAILED: auto did not choose pipelines on adjacent ranks" >&2
+    return 1
+  }
+  # The two orders make different plans here (their ranks share the hosts' cores differently),
+  # so the losses agree to rounding, not bit for bit (on one host they are bit-identical).
+  /usr/bin/python3 - "$MH_TMP/megatron/metrics.jsonl" "$MH_TMP/auto/metrics.jsonl" <<'PY' || return 1
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if '"iteration"' in l] for p in sys.argv[1:3])
+bad = len(a) != len(b) or any(abs(x - y) > 1e-6 * abs(x) for x, y in zip(a, b))
+print(f"losses, Megatron's order: {a}\nlosses, auto: {b}")
+sys.exit(1 if bad else 0)
+PY
+  for pl in auto megatron; do
+    /usr/bin/python3 - "$MH_TMP/$pl/metrics.jsonl" $pl <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if '"iteration"' in l][1:]  # after the first
+tok, sec = sum(r["tokens"] for r in recs), sum(r["seconds"] for r in recs)
+print(f"placement {sys.argv[2]}: {tok / sec:.0f} tokens/s over iterations 2-{len(recs) + 1}")
+PY
+  done
+  echo "multihost-check: passed (placement: auto chose pipelines inside hosts, same losses;" \
+    "$((SECONDS - t0)) s)"
 }
 
 check_link-down() { check_fault; }

@@ -172,6 +172,18 @@ const char* cost_model_update_name(CostModelUpdate u) {
   return u == CostModelUpdate::online ? "online" : "off";
 }
 
+const char* rank_placement_name(RankPlacement p) {
+  switch (p) {
+    case RankPlacement::megatron:
+      return "megatron";
+    case RankPlacement::pipelines:
+      return "pipelines";
+    case RankPlacement::auto_:
+      break;
+  }
+  return "auto";
+}
+
 const char* recompute_method_name(RecomputeMethod m) {
   return m == RecomputeMethod::uniform ? "uniform" : "block";
 }

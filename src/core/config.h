@@ -54,6 +54,10 @@ const char* recompute_method_name(RecomputeMethod m);
 // and the planner plans the next batches with them (docs/cost-model.md, "Online refit").
 enum class CostModelUpdate { online, off };
 const char* cost_model_update_name(CostModelUpdate u);
+// train: which ranks form a pipeline (comm/rank_placement.h): Megatron's order, the stages of a
+// pipeline on adjacent ranks, or the one of the two that sends fewer bytes between hosts.
+enum class RankPlacement { megatron, pipelines, auto_ };
+const char* rank_placement_name(RankPlacement p);
 
 struct ParallelConfig {
   int64_t pipeline_parallel = 1;         // pp
@@ -62,6 +66,7 @@ struct ParallelConfig {
   int64_t layers_per_virtual_stage = 0;  // Megatron's alternative to vpp; 0 = unset
   int64_t ulysses_degree = 1;            // sequence-parallel degree inside a stage (planning only)
   Schedule schedule = Schedule::epp;
+  RankPlacement rank_placement = RankPlacement::megatron;
   int64_t micro_batch_size = 0;   // sequences per micro-batch for batch-level schedules; 0 = tuned
   int64_t min_tail_slice = 1024;  // shortest tail slice the sequence processor may leave
   int64_t seq1f1b_slices = 0;     // slices per sequence for seq1f1b; 0 = tuned

@@ -381,6 +381,22 @@ const std::vector<OptionSpec>& option_specs() {
                 training.memory_budget),
       FLAG_OPT("bf16", "plan with bf16 activations and matmuls", training.bf16),
       INT_OPT("log-interval", {}, "iterations between log lines", training.log_interval, 0, kMaxCount),
+      OptionSpec{"rank-placement",
+                 {},
+                 Kind::choice,
+                 "train: megatron (the replicas of a stage on adjacent ranks) | pipelines (the "
+                 "stages of a pipeline on adjacent ranks) | auto (of the two, the order that "
+                 "sends fewer bytes between hosts, printed with its reason)",
+                 [](Config& c, const std::string& v) {
+                   c.parallel.rank_placement = pick<RankPlacement>(
+                       "rank-placement", v,
+                       {{"megatron", RankPlacement::megatron},
+                        {"pipelines", RankPlacement::pipelines},
+                        {"auto", RankPlacement::auto_}});
+                 },
+                 [](const Config& c) {
+                   return std::string(rank_placement_name(c.parallel.rank_placement));
+                 }},
       OptionSpec{"cost-model-update",
                  {},
                  Kind::choice,

@@ -39,6 +39,17 @@ TEST(DistMultiHost, MeasuresTheShapedLinkBetweenTheHosts) {
   EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
 }
 
+// The same shaped link with mpirun's usual order (ranks 0-1 on host A): --rank-placement auto
+// says why it puts each pipeline inside a host for this small model, and trains as Megatron's
+// order does.
+TEST(DistMultiHost, AutoPlacementKeepsPipelinesInsideHosts) {
+  if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
+  const testing::ShellResult r = multihost_check("placement");
+  if (r.exit_code == 77) GTEST_SKIP() << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
+}
+
 // Host B's link set down once a checkpoint exists: host A's ranks end with an error naming the
 // wait, the silent ranks and host B (within --p2p-timeout 3 + the 2 s question + a margin), and
 // a relaunch from the last checkpoint continues with the losses of an uninterrupted run.
