@@ -17,6 +17,7 @@ packages=(
   clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizers of `make fuzz` (fuzz/)
   chromium  # headless check that `infinipipe report`'s HTML renders its charts
   python3
+  iproute2  # ip netns and tc of scripts/multihost-check.sh (two simulated hosts)
   # `import infinipipe` (python/) and its PyTorch executor (infinipipe.torch), on Debian's Python
   python3-dev pybind11-dev python3-numpy python3-torch python3-pip python3-venv python3-setuptools
   libopenblas0-pthread  # an optimised libblas.so.3 for PyTorch (else the reference BLAS)

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/train_auto_layout.h"
 #include "cli/train_config.h"
+#include "cli/train_rank_placement.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpi_groups.h"
 #include "comm/mpi_node.h"
@@ -139,7 +140,8 @@ void run_train(const TrainArgs& given) {
   const int rc = comm_run_guarded([&] {
     const TrainArgs a = train_args_resolved(given, &comm);
     const Config cfg = resolve_train_config(*a.config);
-    ProcessGroups groups(comm, cfg.parallel.pipeline_parallel, cfg.parallel.data_parallel);
+    ProcessGroups groups(comm, cfg.parallel.pipeline_parallel, cfg.parallel.data_parallel,
+                         train_rank_order(cfg, comm, comm.rank() == 0 && !a.quiet));
     // With the exit signal handler a SIGTERM is a request to stop (runtime/train_stop.h), not
     // the launcher ending the job, so the watchdog leaves it alone.
     Watchdog watchdog(comm.options().watchdog_timeout(), !cfg.training.exit_signal_handler);

@@ -1,5 +1,6 @@
 #include "comm/mpi_comm.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -13,7 +14,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "comm/mpi_hosts.h"
 #include "comm/mpi_responder.h"
+#include "comm/mpi_watchdog.h"
 #include "core/error.h"
 
 namespace infinipipe {
@@ -26,20 +29,47 @@ std::atomic<bool> g_fatal_reported{false};
 double g_ask_timeout_s = 2.0;
 double g_blame_grace_s = 5.0;
 
-// "rank 1 does not answer, ..." for the peers that gave no answer; "" when all answered.
+// "rank 1 does not answer, ..." for the peers that gave no answer; "" when all answered. Peers on
+// other hosts than this rank's may also be cut off from it: their hosts are named.
 std::string silent_peers(const std::vector<int>& peers, const std::vector<std::string>& answers) {
   std::vector<int> silent;
+  std::vector<std::string> far;
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const std::string here = rank_host(me);
   for (size_t i = 0; i < peers.size(); ++i) {
-    if (answers[i].empty()) silent.push_back(peers[i]);
+    if (!answers[i].empty()) continue;
+    silent.push_back(peers[i]);
+    const std::string there = rank_host(peers[i]);
+    if (!there.empty() && there != here && std::find(far.begin(), far.end(), there) == far.end())
+      far.push_back(there);
   }
   if (silent.empty()) return "";
+  const std::string cut = far.empty() ? ""
+                                      : fmt::format(", or host {} cannot be reached from host {}",
+                                                    fmt::join(far, ", "), here);
   if (silent.size() == 1) {
-    return fmt::format("rank {} does not answer, so it has died or is stuck outside communication",
-                       silent[0]);
+    return fmt::format(
+        "rank {} does not answer, so it has died or is stuck outside communication{}", silent[0],
+        cut);
   }
-  return fmt::format("ranks {} do not answer, so they have died or are stuck outside communication",
-                     fmt::join(silent, ", "));
+  return fmt::format(
+      "ranks {} do not answer, so they have died or are stuck outside communication{}",
+      fmt::join(silent, ", "), cut);
 }
+
+// A wait that lasts past its first spins is named to a stop signal's handler (mpi_watchdog.h)
+// until it ends, however it ends.
+struct WaitNote {
+  bool on = false;
+  void begin(const std::string& what) {
+    watchdog_wait_begin(what);
+    on = true;
+  }
+  ~WaitNote() {
+    if (on) watchdog_wait_end();
+  }
+};
 
 bool mpi_active() {
   int init = 0, fin = 0;
@@ -107,6 +137,7 @@ Comm::Comm(CommOptions options) : options_(options) {
   if (comm_rank_name().empty() || comm_rank_name().starts_with("rank ")) {
     comm_set_rank_name(fmt::format("rank {}", rank_));
   }
+  rank_hosts_gather(world_, options_.p2p_timeout_s);
 }
 
 Comm::~Comm() {
@@ -194,6 +225,7 @@ void mpi_wait_deadline(std::span<MPI_Request> requests, std::span<MPI_Status> st
   std::vector<MPI_Status> own(statuses.empty() ? requests.size() : 0);
   MPI_Status* st = statuses.empty() ? own.data() : statuses.data();
   int64_t sleep_us = 0;
+  WaitNote note;
   for (int64_t polls = 0;; ++polls) {
     int done = 0;
     int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, st);
@@ -238,6 +270,7 @@ void mpi_wait_deadline(std::span<MPI_Request> requests, std::span<MPI_Status> st
     // Spin for the first polls (a message in flight lands within microseconds), then back off
     // to at most 200 us so waiting ranks do not steal the cores of computing ones.
     if (polls < 64) continue;
+    if (polls == 64) note.begin(ctx.what);
     sleep_us = sleep_us == 0 ? 5 : std::min<int64_t>(sleep_us * 2, 200);
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
   }

@@ -19,7 +19,7 @@ std::string rank_layout_fitting_degrees(int world_size) {
   return out;
 }
 
-RankLayout RankLayout::make(int world_size, int rank, int64_t pp, int64_t dp) {
+RankLayout RankLayout::make(int world_size, int rank, int64_t pp, int64_t dp, RankOrder order) {
   if (pp < 1 || dp < 1) {
     fail_config("--pipeline-model-parallel-size ({}) and --data-parallel-size ({}) must be >= 1",
                 pp, dp);
@@ -38,6 +38,7 @@ RankLayout RankLayout::make(int world_size, int rank, int64_t pp, int64_t dp) {
   l.pp = static_cast<int>(pp);
   l.dp = static_cast<int>(dp);
   l.rank = rank;
+  l.order = order;
   l.stage = l.stage_of(rank);
   l.replica = l.replica_of(rank);
   return l;
@@ -65,8 +66,8 @@ std::string RankLayout::describe(int r) const {
   return fmt::format("rank {} (stage {}, replica {})", r, stage_of(r), replica_of(r));
 }
 
-ProcessGroups::ProcessGroups(Comm& comm, int64_t pp, int64_t dp)
-    : comm_(comm), layout_(RankLayout::make(comm.size(), comm.rank(), pp, dp)) {
+ProcessGroups::ProcessGroups(Comm& comm, int64_t pp, int64_t dp, RankOrder order)
+    : comm_(comm), layout_(RankLayout::make(comm.size(), comm.rank(), pp, dp, order)) {
   comm_set_rank_name(layout_.describe());
   // Split keys order members by their index in the group: replica in dp, stage in pp.
   mpi_check(MPI_Comm_split(comm.world(), layout_.stage, layout_.replica, &dp_comm_),

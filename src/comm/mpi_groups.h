@@ -6,6 +6,10 @@
 //                    dp groups {0, 1} {2, 3};  pp groups (pipelines) {0, 2} {1, 3}
 //                    embedding groups (tied embeddings) {0, 2} {1, 3}
 //   pp = 3, dp = 1:  embedding group {0, 2}; rank 1 is in none
+//
+// The other order (`--rank-placement`, comm/rank_placement.h) puts the stages of one pipeline on
+// adjacent ranks (rank = replica * pp + stage): pipelines stay inside a node, the all-reduce
+// crosses.
 #pragma once
 
 #ifndef OMPI_SKIP_MPICXX
@@ -21,6 +25,10 @@ namespace infinipipe {
 
 class Comm;
 
+// Which ranks are adjacent: the replicas of a stage (Megatron's order) or the stages of a
+// pipeline.
+enum class RankOrder { megatron, pipelines };
+
 // The pure mapping (no MPI), so it can be checked and printed anywhere.
 struct RankLayout {
   int pp = 1;
@@ -28,14 +36,18 @@ struct RankLayout {
   int rank = 0;
   int stage = 0;    // pipeline stage of this rank
   int replica = 0;  // data-parallel replica of this rank
+  RankOrder order = RankOrder::megatron;
 
   // Throws ConfigError when world_size != pp * dp, listing the (pp, dp) that do fit.
-  static RankLayout make(int world_size, int rank, int64_t pp, int64_t dp);
+  static RankLayout make(int world_size, int rank, int64_t pp, int64_t dp,
+                         RankOrder order = RankOrder::megatron);
 
   int world_size() const { return pp * dp; }
-  int rank_of(int stage_, int replica_) const { return stage_ * dp + replica_; }
-  int stage_of(int rank_) const { return rank_ / dp; }
-  int replica_of(int rank_) const { return rank_ % dp; }
+  int rank_of(int stage_, int replica_) const {
+    return order == RankOrder::megatron ? stage_ * dp + replica_ : replica_ * pp + stage_;
+  }
+  int stage_of(int rank_) const { return order == RankOrder::megatron ? rank_ / dp : rank_ % pp; }
+  int replica_of(int rank_) const { return order == RankOrder::megatron ? rank_ % dp : rank_ / pp; }
   bool is_first_stage() const { return stage == 0; }
   bool is_last_stage() const { return stage == pp - 1; }
   // Neighbours in this replica's pipeline. They wrap around (stage 0's previous is the last
@@ -60,7 +72,7 @@ std::string rank_layout_fitting_degrees(int world_size);
 // MPI_ERRORS_RETURN. Also names this rank in error reports (comm_set_rank_name).
 class ProcessGroups {
  public:
-  ProcessGroups(Comm& comm, int64_t pp, int64_t dp);
+  ProcessGroups(Comm& comm, int64_t pp, int64_t dp, RankOrder order = RankOrder::megatron);
   ~ProcessGroups();
   ProcessGroups(const ProcessGroups&) = delete;
   ProcessGroups& operator=(const ProcessGroups&) = delete;

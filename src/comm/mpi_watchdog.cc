@@ -28,6 +28,32 @@ void note_set(const std::string& text) {
   g_note_active.store(next);
 }
 
+// What the rank is doing now ("forward of chunk 3 (iteration 5)"), the same way, for
+// watchdog_doing_write.
+char g_doing[2][256];
+std::atomic<int> g_doing_active{-1};
+std::atomic<int> g_doing_len[2];
+std::atomic<bool> g_doing_armed{false};
+
+void doing_set(const std::string& text) {
+  int next = g_doing_active.load() == 0 ? 1 : 0;
+  size_t n = std::min(text.size(), sizeof(g_doing[next]));
+  std::memcpy(g_doing[next], text.data(), n);
+  g_doing_len[next].store(static_cast<int>(n));
+  g_doing_active.store(next);
+}
+
+// The wait in progress, once it lasts ("the activation of chunk 7 from rank 1 ..."): the same.
+char g_wait[2][256];
+std::atomic<int> g_wait_active{-1};
+std::atomic<int> g_wait_len[2];
+std::atomic<bool> g_waiting{false};
+
+void write_text(const char* text, size_t n) {
+  ssize_t rc = write(STDERR_FILENO, text, n);
+  (void)rc;
+}
+
 void on_sigterm(int sig) {
   int i = g_note_active.load();
   if (i >= 0) {
@@ -71,6 +97,8 @@ void Watchdog::arm(const std::string& doing) {
     doing_ = doing;
     since_ = std::chrono::steady_clock::now();
   }
+  doing_set(doing);
+  g_doing_armed.store(true);
   if (handle_sigterm_) {
     note_set(
         fmt::format("infinipipe: {} was stopped during {} (another rank failed; see the "
@@ -82,6 +110,37 @@ void Watchdog::arm(const std::string& doing) {
 void Watchdog::disarm() {
   std::lock_guard<std::mutex> lock(mutex_);
   armed_ = false;
+  g_doing_armed.store(false);
+}
+
+void watchdog_wait_begin(const std::string& what) {
+  int next = g_wait_active.load() == 0 ? 1 : 0;
+  size_t n = std::min(what.size(), sizeof(g_wait[next]));
+  std::memcpy(g_wait[next], what.data(), n);
+  g_wait_len[next].store(static_cast<int>(n));
+  g_wait_active.store(next);
+  g_waiting.store(true);
+}
+
+void watchdog_wait_end() {
+  g_waiting.store(false);
+}
+
+bool watchdog_doing_write() {
+  const int i = g_doing_active.load(), w = g_wait_active.load();
+  const bool waiting = g_waiting.load() && w >= 0;
+  if (i < 0 && !waiting) return false;
+  if (i >= 0) {
+    const char* before = g_doing_armed.load() ? " during " : " after ";
+    write_text(before, std::strlen(before));
+    write_text(g_doing[i], static_cast<size_t>(g_doing_len[i].load()));
+  }
+  if (waiting) {
+    const char* before = i >= 0 ? ", waiting for " : " waiting for ";
+    write_text(before, std::strlen(before));
+    write_text(g_wait[w], static_cast<size_t>(g_wait_len[w].load()));
+  }
+  return true;
 }
 
 void Watchdog::run() {

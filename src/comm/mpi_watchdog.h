@@ -55,4 +55,12 @@ class Watchdog {
   std::thread thread_;
 };
 
+// Async-signal-safe, for stop-signal handlers: writes to stderr " during <step>" (" after <step>"
+// once it ended) for the last step a watchdog was armed for ("forward of chunk 3 (iteration 5)"),
+// and ", waiting for <what>" while a wait of the MPI layer lasts (between the two calls below);
+// false (nothing written) when there is neither.
+bool watchdog_doing_write();
+void watchdog_wait_begin(const std::string& what);
+void watchdog_wait_end();
+
 }  // namespace infinipipe

@@ -176,6 +176,18 @@ const char* long_documents_name(LongDocuments l) {
   return l == LongDocuments::split ? "split" : "truncate";
 }
 
+const char* rank_placement_name(RankPlacement p) {
+  switch (p) {
+    case RankPlacement::megatron:
+      return "megatron";
+    case RankPlacement::pipelines:
+      return "pipelines";
+    case RankPlacement::auto_:
+      break;
+  }
+  return "auto";
+}
+
 const char* recompute_method_name(RecomputeMethod m) {
   return m == RecomputeMethod::uniform ? "uniform" : "block";
 }

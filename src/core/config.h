@@ -58,6 +58,10 @@ const char* cost_model_update_name(CostModelUpdate u);
 // paper's protocol), or it becomes consecutive samples of at most seq-length tokens (split).
 enum class LongDocuments { truncate, split };
 const char* long_documents_name(LongDocuments l);
+// train: which ranks form a pipeline (comm/rank_placement.h): Megatron's order, the stages of a
+// pipeline on adjacent ranks, or the one of the two that sends fewer bytes between hosts.
+enum class RankPlacement { megatron, pipelines, auto_ };
+const char* rank_placement_name(RankPlacement p);
 
 struct ParallelConfig {
   int64_t pipeline_parallel = 1;         // pp
@@ -66,6 +70,7 @@ struct ParallelConfig {
   int64_t layers_per_virtual_stage = 0;  // Megatron's alternative to vpp; 0 = unset
   int64_t ulysses_degree = 1;            // sequence-parallel degree inside a stage (planning only)
   Schedule schedule = Schedule::epp;
+  RankPlacement rank_placement = RankPlacement::megatron;
   int64_t micro_batch_size = 0;   // sequences per micro-batch for batch-level schedules; 0 = tuned
   int64_t min_tail_slice = 1024;  // shortest tail slice the sequence processor may leave
   int64_t seq1f1b_slices = 0;     // slices per sequence for seq1f1b; 0 = tuned
@@ -193,6 +198,9 @@ struct ClusterConfig {
   double inter_node_bandwidth = 0;  // bytes/s
   double intra_node_latency = 0;    // seconds per message
   double inter_node_latency = 0;    // seconds per message
+  // train: measure bandwidth and latency between every pair of hosts at start and time the
+  // pipeline's transfers by the links they cross (comm/mpi_links.h, cost/pipeline_links.h).
+  bool measure_links = false;
   // Device presets the cost model knows (src/cost owns their numbers).
   static constexpr const char* kPresets[] = {"cpu", "a800-80gb", "h100-80gb", "h200-141gb"};
 

@@ -285,6 +285,19 @@ CostModel CostModel::with_rank_hosts(std::vector<RankHost> hosts) const {
   return out;
 }
 
+CostModel CostModel::with_pipeline_links(PipelineLinks links) const {
+  links.validate();
+  CostModel out = *this;
+  out.links_ = std::move(links);
+  return out;
+}
+
+double CostModel::p2p_time_between(int64_t bytes, int32_t from, int32_t to, bool inter_node) const {
+  if (links_.empty() || from < 0 || to < 0 || from >= links_.pp || to >= links_.pp)
+    return p2p_time(bytes, inter_node);
+  return link_time(links_.at(from, to), bytes);
+}
+
 const Coefficients& CostModel::time_coefficients(int32_t rank) const {
   if (rank >= 0 && static_cast<size_t>(rank) < rank_coeffs_.size())
     return rank_coeffs_[static_cast<size_t>(rank)];

@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "cost/core_sharing.h"
+#include "cost/pipeline_links.h"
 
 namespace infinipipe::cost {
 
@@ -162,6 +163,13 @@ class CostModel {
   // cores; empty: a core for every rank.
   CostModel with_rank_hosts(std::vector<RankHost> hosts) const;
   const std::vector<RankHost>& rank_hosts() const { return rank_hosts_; }
+  // Measured links between the pipeline's ranks (cost/pipeline_links.h); empty: transfers use
+  // the intra- and inter-node coefficients.
+  CostModel with_pipeline_links(PipelineLinks links) const;
+  const PipelineLinks& pipeline_links() const { return links_; }
+  // A transfer from pipeline rank `from` to `to`: over their measured link when there is one,
+  // else p2p_time(bytes, inter_node).
+  double p2p_time_between(int64_t bytes, int32_t from, int32_t to, bool inter_node) const;
   // The coefficients that time `rank`'s stages.
   const Coefficients& time_coefficients(int32_t rank) const;
   int64_t p2p_bytes(std::span<const SliceShape> chunk) const;  // activation or its gradient
@@ -216,6 +224,7 @@ class CostModel {
   Coefficients coeffs_;
   std::vector<Coefficients> rank_coeffs_;  // per pipeline rank; empty = coeffs_ everywhere
   std::vector<RankHost> rank_hosts_;       // per pipeline rank; empty = a core each
+  PipelineLinks links_;                    // measured; empty = coefficients' links
   int64_t ulysses_degree_ = 1;
   bool bf16_ = false;
 };

@@ -404,6 +404,22 @@ const std::vector<OptionSpec>& option_specs() {
                  [](const Config& c) {
                    return std::string(long_documents_name(c.training.long_documents));
                  }},
+      OptionSpec{"rank-placement",
+                 {},
+                 Kind::choice,
+                 "train: megatron (the replicas of a stage on adjacent ranks) | pipelines (the "
+                 "stages of a pipeline on adjacent ranks) | auto (of the two, the order that "
+                 "sends fewer bytes between hosts, printed with its reason)",
+                 [](Config& c, const std::string& v) {
+                   c.parallel.rank_placement = pick<RankPlacement>(
+                       "rank-placement", v,
+                       {{"megatron", RankPlacement::megatron},
+                        {"pipelines", RankPlacement::pipelines},
+                        {"auto", RankPlacement::auto_}});
+                 },
+                 [](const Config& c) {
+                   return std::string(rank_placement_name(c.parallel.rank_placement));
+                 }},
       OptionSpec{"cost-model-update",
                  {},
                  Kind::choice,
@@ -435,6 +451,10 @@ const std::vector<OptionSpec>& option_specs() {
                cluster.intra_node_latency),
       REAL_OPT("inter-node-latency", "seconds per message between nodes (0 = the preset's)",
                cluster.inter_node_latency),
+      FLAG_OPT("measure-links",
+               "train: measure bandwidth and latency between every pair of hosts at start and "
+               "plan the pipeline's transfers with them instead of the intra/inter-node numbers",
+               cluster.measure_links),
   };
   return specs;
 }

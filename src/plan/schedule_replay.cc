@@ -153,7 +153,7 @@ std::vector<double> replay_transfer_times(const Plan& plan, const cost::CostMode
       int32_t a = plan.rank_of_stage(s), b = plan.rank_of_stage(s + 1);
       if (a == b) continue;
       bool inter = pipeline_rank_node(cfg, a) != pipeline_rank_node(cfg, b);
-      t[c * ns + s] = cost.p2p_time(bytes, inter);
+      t[c * ns + s] = cost.p2p_time_between(bytes, a, b, inter);
     }
   }
   return t;

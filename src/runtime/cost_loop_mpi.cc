@@ -1,12 +1,18 @@
 #include "runtime/cost_loop_mpi.h"
 
+#include <cstdio>
 #include <span>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "comm/mpi_allreduce.h"
+#include "comm/mpi_comm.h"
 #include "comm/mpi_groups.h"
+#include "comm/mpi_links.h"
 #include "comm/mpi_node.h"
 #include "comm/mpi_text.h"
+#include "core/error.h"
 
 namespace infinipipe::runtime {
 
@@ -49,6 +55,33 @@ std::vector<cost::RankHost> pipeline_rank_hosts(const ProcessGroups& groups, dou
                 "the nodes of the pipeline's ranks");
   std::vector<cost::RankHost> out;
   for (size_t r = 0; r < pp; ++r) out.push_back({all[r * 3], all[r * 3 + 1], all[r * 3 + 2]});
+  return out;
+}
+
+cost::PipelineLinks pipeline_links_measured(const ProcessGroups& groups, double timeout_s) {
+  const HostLinks links = links_measure(groups.world(), timeout_s);
+  if (groups.comm().rank() == 0) {
+    for (const std::string& line : links.describe()) fmt::print("link {}\n", line);
+    std::fflush(stdout);
+  }
+  const RankLayout& layout = groups.layout();
+  cost::PipelineLinks out;
+  out.pp = layout.pp;
+  out.pair.resize(static_cast<size_t>(layout.pp * layout.pp));
+  for (int a = 0; a < layout.pp; ++a) {
+    for (int b = 0; b < layout.pp; ++b) {
+      if (a == b) continue;
+      const int64_t ha = links.host_of_rank[static_cast<size_t>(layout.rank_of(a, layout.replica))];
+      const int64_t hb = links.host_of_rank[static_cast<size_t>(layout.rank_of(b, layout.replica))];
+      const size_t k = links.at(ha, hb);
+      if (links.bandwidth[k] <= 0)
+        fail(
+            "--measure-links: the link between {} and {} was not measured (a host running one "
+            "rank cannot measure its own link)",
+            links.hosts[static_cast<size_t>(ha)], links.hosts[static_cast<size_t>(hb)]);
+      out.pair[static_cast<size_t>(a * layout.pp + b)] = {links.bandwidth[k], links.latency_s[k]};
+    }
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/config.h"
 #include "cost/core_sharing.h"
+#include "cost/pipeline_links.h"
 #include "runtime/cost_loop.h"
 
 namespace infinipipe {
@@ -24,5 +25,8 @@ CostLoopCollectives cost_loop_collectives(const ProcessGroups* groups, double ti
 // Where each rank of this rank's pipeline runs: its node, the node's cores and ranks
 // (collective over the world, then the pipeline).
 std::vector<cost::RankHost> pipeline_rank_hosts(const ProcessGroups& groups, double timeout_s);
+// `train --measure-links`: the links between every pair of hosts, measured (collective over the
+// world; rank 0 prints them), as this rank's pipeline crosses them.
+cost::PipelineLinks pipeline_links_measured(const ProcessGroups& groups, double timeout_s);
 
 }  // namespace infinipipe::runtime

@@ -84,8 +84,14 @@ std::unique_ptr<P2p> p2p_open(const ProcessGroups* groups) {
 // where each rank of the pipeline runs (whether ranks share cores).
 cost::CostModel train_prior(const Config& cfg, const ProcessGroups* groups, const P2p* p2p) {
   const cost::CostModel cm = obs::engine_cost_model(cfg);
+  if (!groups && cfg.cluster.measure_links)
+    fail_config(
+        "--measure-links measures the links between the ranks of a job: launch with "
+        "`mpirun -np N` (N = pp x dp > 1), or leave it out");
   if (!groups) return cm;
-  return cm.with_rank_hosts(pipeline_rank_hosts(*groups, p2p->timeout_s()));
+  const cost::CostModel out = cm.with_rank_hosts(pipeline_rank_hosts(*groups, p2p->timeout_s()));
+  if (!cfg.cluster.measure_links) return out;
+  return out.with_pipeline_links(pipeline_links_measured(*groups, p2p->timeout_s()));
 }
 
 // Plans keep the model's layout when the refitted cost model would split the layers otherwise.

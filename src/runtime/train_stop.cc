@@ -12,6 +12,7 @@
 
 #include "comm/mpi_comm.h"
 #include "comm/mpi_stop.h"
+#include "comm/mpi_watchdog.h"
 #include "core/error.h"
 
 namespace infinipipe::runtime {
@@ -60,7 +61,9 @@ void on_stop_signal(int sig) {
     g_first_ns.store(now);
     rc = write(STDERR_FILENO, g_prefix, g_prefix_len);
     say(signal_name(sig));
-    say(" received: stopping after this iteration (a second signal stops at once, without "
+    say(" received");
+    watchdog_doing_write();  // where it stood: mpirun's TERM may mean that a peer died
+    say(": stopping after this iteration (a second signal stops at once, without "
         "saving)\n");
     (void)rc;
     return;
@@ -131,7 +134,8 @@ StopSignals::~StopSignals() {
   pthread_kill(waiter_.native_handle(), SIGUSR1);
   waiter_.join();
   pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
-  for (size_t i = 0; i < kStopSignals.size(); ++i) sigaction(kStopSignals[i], &previous_[i], nullptr);
+  for (size_t i = 0; i < kStopSignals.size(); ++i)
+    sigaction(kStopSignals[i], &previous_[i], nullptr);
   g_installed.store(false);
 }
 

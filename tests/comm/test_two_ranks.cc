@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "comm/mpi_allreduce.h"
+#include "comm/mpi_hosts.h"
 #include "comm/mpi_p2p.h"
 #include "mpi_test_util.h"
 
@@ -36,6 +37,10 @@ TEST(MpiTwoRanks, PointToPointAndAllReduceAcrossHosts) {
     std::snprintf(ids[me], sizeof(ids[me]), "%s:%llu", host, (unsigned long long)st.st_ino);
     MPI_Allgather(MPI_IN_PLACE, 128, MPI_CHAR, ids, 128, MPI_CHAR, comm.world());
     EXPECT_STRNE(ids[0], ids[1]) << "both ranks run on the same host and network namespace";
+    // Errors about a silent peer name its host (comm/mpi_hosts.h): each rank knows both.
+    EXPECT_EQ(rank_host(me), host);
+    EXPECT_FALSE(rank_host(peer).empty());
+    if (std::getenv("INFINIPIPE_EXPECT_TWO_HOSTNAMES")) EXPECT_NE(rank_host(0), rank_host(1));
   }
   RankLayout pair = RankLayout::make(2, me, 2, 1);  // the two ranks as a 2-stage pipeline
   P2p p2p(comm.world(), pair, 20.0);
