@@ -23,7 +23,6 @@ TEST(JobMultiHost, TwoNetworkNamespacesOverTcp) {
   if (r.exit_code == 77) GTEST_SKIP() << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
-  EXPECT_LT(r.seconds, 60) << r.output;
 }
 
 }  // namespace
