@@ -32,7 +32,7 @@ RunTokenizer run_tokenizer(const TrainingConfig& tc) {
     const std::string folder = start_folder(dir);
     if (folder.empty()) continue;
     namespace fs = std::filesystem;
-    // A folder without any tokenizer file (weights only) says nothing: the flags stand.
+    // A folder without any tokenizer file (weights only) says nothing: the default stands.
     if (!fs::exists(fs::path(folder) / data::kTokenizerConfigFile) &&
         !fs::exists(fs::path(folder) / data::kTokenizerJsonFile)) {
       continue;
