@@ -13,6 +13,7 @@
 #include "options/options.h"
 #include "plan/schedule_table.h"
 #include "plan/stage_layout.h"
+#include "runtime/checkpoint_meta.h"
 
 namespace py = pybind11;
 
@@ -82,6 +83,10 @@ void bind_config(py::module_& m) {
           "schedule, ...).")
       .def("to_yaml", &options::config_to_yaml,
            "Every option with its value, as YAML that from_yaml() and --config accept back.")
+      .def("with_run_tokenizer", &runtime::config_with_run_tokenizer,
+           "This configuration with the tokenizer a run uses written in (--tokenizer-type / "
+           "--tokenizer-model, else the one of the --load / --pretrained-checkpoint folder, "
+           "else ByteTokenizer): what `infinipipe config show` prints and a run records.")
       .def("get", &options::option_value, py::arg("key"),
            "The value of option `key` as `infinipipe config show` prints it.")
       .def_static("keys", &options::config_keys, "Every option `get` and to_yaml() know.")

@@ -4,6 +4,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +15,7 @@
 #include "data/run_datasets.h"
 #include "data/training_batches.h"
 #include "plan/replica_price.h"
+#include "runtime/data_tokenizer_check.h"
 
 namespace py = pybind11;
 
@@ -80,6 +83,15 @@ void bind_data(py::module_& m) {
         "tokens truncation drops and how to keep them, or with --long-documents split how many "
         "samples the documents became; '' when nothing.");
 
+  m.def(
+      "data_tokenizer_check",
+      [](const Config& cfg, const std::vector<std::string>& prefixes) {
+        runtime::data_tokenizer_check(cfg.training, prefixes);
+      },
+      py::arg("config"), py::arg("prefixes"),
+      "Raises ConfigError, with `infinipipe train`'s message, when a dataset `data prepare` "
+      "wrote (PREFIX.tokenizer_info.json) was tokenized by another tokenizer than the run's.");
+
   py::class_<EvalBatches>(m, "EvalBatches",
                           "The global batches `train` evaluates on, with their tokens.")
       .def(py::init<const Config&>(), py::arg("config"))
@@ -110,6 +122,8 @@ void bind_data(py::module_& m) {
           },
           "The next global batch: a list of token lists.")
       .def_property_readonly("consumed_samples", &data::TrainingBatches::consumed_samples)
+      .def_property_readonly("prefixes", &data::TrainingBatches::prefixes,
+                             "Every dataset prefix the run's data flags name, each once.")
       .def_property_readonly("delay_state",
                              [](const data::TrainingBatches& b) { return b.delay_state().dump(); });
 }

@@ -1,7 +1,8 @@
 """`python3 -m infinipipe.torch.train`: it trains (the loss falls) at pp 2 x dp 2, resumes
 `infinipipe train`'s checkpoints and leaves checkpoints `infinipipe train` resumes, to the loss
 of a run that never stopped; bf16 trains within a stated distance of fp32; a rank killed
-mid-run ends the job naming it; bad flags get the `infinipipe` command's messages."""
+mid-run ends the job naming it; bad flags, and data prepared with another tokenizer, get the
+`infinipipe` command's messages."""
 
 import json
 import os
@@ -210,6 +211,41 @@ class TorchTrain(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertLess(time.time() - start, 90)
         self.assertRegex(out, r"rank \d+ with PID \d+ .*(signal 9|Killed)")
+
+    def test_data_of_another_tokenizer_is_refused_with_trains_message(self):
+        docs = os.path.join(self.dir, "docs.jsonl")
+        with open(docs, "w") as f:
+            for i in range(40):
+                f.write(json.dumps({"text": f"the pipe {i} plans the pipes. " * 10}) + "\n")
+        prefix = os.path.join(self.dir, "prepared")
+        subprocess.run([binary(), "data", "prepare", "--input", docs, "--output-prefix", prefix],
+                       check=True, capture_output=True)
+        data = prefix + "_text_document"
+        words = MODEL + ["--data-path", data, "--train-iters", "1"]
+        # Data `data prepare` wrote with the run's tokenizer (the byte tokenizer) trains.
+        r = subprocess.run(TRAIN + words, env=python_env(), capture_output=True, text=True,
+                           timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # Its record now names another tokenizer, as `data prepare --tokenizer-type
+        # HuggingFaceTokenizer` writes it: both trainers refuse it, with one message.
+        info = data + ".tokenizer_info.json"
+        with open(info) as f:
+            record = json.load(f)
+        record.update(tokenizer_type="HuggingFaceTokenizer", tokenizer_model="llama3",
+                      vocab_size=128256)
+        with open(info, "w") as f:
+            json.dump(record, f)
+        cpp = subprocess.run([binary(), "train"] + words, capture_output=True, text=True,
+                             timeout=240)
+        self.assertEqual(cpp.returncode, 2, cpp.stdout + cpp.stderr)
+        message = next(line.split("error: ", 1)[1] for line in cpp.stderr.splitlines()
+                       if "error: " in line)
+        self.assertIn("was prepared with HuggingFaceTokenizer llama3 (vocabulary 128256), but "
+                      "this run's tokenizer is ByteTokenizer (vocabulary 257)", message)
+        r = subprocess.run(TRAIN + words, env=python_env(), capture_output=True, text=True,
+                           timeout=240)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(f"infinipipe: error: {message}", r.stderr)
 
     def test_bad_flags_get_the_commands_messages(self):
         r = subprocess.run(TRAIN + ["--num-layer", "4"], env=python_env(), capture_output=True,

@@ -14,6 +14,7 @@
 #include "options/megatron_defaults.h"
 #include "options/options.h"
 #include "plan/schedule_table.h"
+#include "runtime/checkpoint_meta.h"
 
 namespace infinipipe::cli {
 
@@ -48,7 +49,8 @@ void add_config_command(CLI::App& app) {
                  options::format_default_differences(options::megatron_default_differences(cfg)),
                  options::format_semantic_differences(options::megatron_semantic_differences(cfg)));
     else
-      fmt::print("{}", options::config_to_yaml(cfg));
+      // The tokenizer the run will use, taken from the --load folder when no flag names one.
+      fmt::print("{}", options::config_to_yaml(runtime::config_with_run_tokenizer(cfg)));
   });
 
   CLI::App* check = config->add_subcommand(

@@ -25,6 +25,7 @@
 #include "obs/trace.h"
 #include "options/options.h"
 #include "plan/schedule_table.h"
+#include "runtime/checkpoint_meta.h"
 #include "runtime/train.h"
 
 namespace infinipipe::cli {
@@ -48,7 +49,8 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
   runtime::TrainOptions opts;
   opts.config = resolve_train_config(*a.config);
   runtime::train_check_config(opts.config, groups ? groups->layout().world_size() : 1);
-  opts.config_yaml = options::config_to_yaml(opts.config);
+  // Recorded with the tokenizer the run resolves (the --load folder's when no flag names one).
+  opts.config_yaml = options::config_to_yaml(runtime::config_with_run_tokenizer(opts.config));
   opts.metrics_path = runtime::train_metrics_path(a.metrics, a.log_dir, opts.config.training.save);
   opts.timings_path = a.timings;
   opts.trace_dir = a.trace;

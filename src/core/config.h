@@ -145,7 +145,9 @@ struct TrainingConfig {
   // Start from a Hugging Face folder whose weights hold tensors its config.json does not
   // describe, ignoring them (PyTorch's name for them: unexpected keys); refused otherwise.
   bool ignore_unexpected_keys = false;
-  std::string tokenizer_type = "ByteTokenizer";  // recorded in saved checkpoints
+  // "" = not given: the tokenizer of the folder the run starts from, else ByteTokenizer
+  // (runtime::run_tokenizer resolves it; checkpoints record the resolved one).
+  std::string tokenizer_type;
   std::string tensorboard_dir;  // TensorBoard event files (world rank 0); "" = none
   std::string tokenizer_model;  // the SentencePiece .model of tokenizer_type
   int64_t save_interval = 0;    // iterations between checkpoints; 0 = only at the end

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,6 +53,8 @@ class TrainingBatches {
   // documents drawn but not trained yet (outlier_delay_state.h; null without the delay).
   int64_t consumed_samples() const { return stream_.consumed_samples(); }
   nlohmann::json delay_state() const;
+  // Every dataset prefix the run's flags name, each once.
+  const std::vector<std::string>& prefixes() const { return sets_.prefixes(); }
 
  private:
   int64_t length(const DocumentRef& doc) const;  // trained tokens: truncated to seq-length

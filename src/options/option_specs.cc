@@ -340,7 +340,8 @@ const std::vector<OptionSpec>& option_specs() {
       TEXT_OPT("tokenizer-type",
                "tokenizer the data was prepared with, recorded in saved checkpoints: "
                "ByteTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | "
-               "Llama2Tokenizer | HuggingFaceTokenizer",
+               "Llama2Tokenizer | HuggingFaceTokenizer (not given: the one of the --load / "
+               "--pretrained-checkpoint folder, else ByteTokenizer)",
                training.tokenizer_type),
       TEXT_OPT("tokenizer-model",
                "the SentencePiece FILE.model of --tokenizer-type (HuggingFaceTokenizer: the "

@@ -24,13 +24,15 @@ std::string start_folder(const std::string& dir) {
 }  // namespace
 
 RunTokenizer run_tokenizer(const TrainingConfig& tc) {
-  RunTokenizer out{tc.tokenizer_type, tc.tokenizer_model, ""};
-  if (tc.tokenizer_type != "ByteTokenizer" || !tc.tokenizer_model.empty()) return out;
+  // Flags given win (a --tokenizer-model alone is opened as the default type, which names it).
+  RunTokenizer out{tc.tokenizer_type.empty() ? kDefaultTokenizerType : tc.tokenizer_type,
+                   tc.tokenizer_model, ""};
+  if (!tc.tokenizer_type.empty() || !tc.tokenizer_model.empty()) return out;
   for (const std::string& dir : {tc.load, tc.pretrained_checkpoint}) {
     const std::string folder = start_folder(dir);
     if (folder.empty()) continue;
     namespace fs = std::filesystem;
-    // A folder without any tokenizer file (weights only) says nothing: the flags stand.
+    // A folder without any tokenizer file (weights only) says nothing: the default stands.
     if (!fs::exists(fs::path(folder) / data::kTokenizerConfigFile) &&
         !fs::exists(fs::path(folder) / data::kTokenizerJsonFile)) {
       continue;
@@ -52,6 +54,14 @@ RunTokenizer run_tokenizer(const TrainingConfig& tc) {
     }
     return out;
   }
+  return out;
+}
+
+Config config_with_run_tokenizer(const Config& cfg) {
+  Config out = cfg;
+  const RunTokenizer run = run_tokenizer(cfg.training);
+  out.training.tokenizer_type = run.type;
+  out.training.tokenizer_model = run.model;
   return out;
 }
 

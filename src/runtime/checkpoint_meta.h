@@ -12,15 +12,19 @@
 
 namespace infinipipe::runtime {
 
-// The run's tokenizer: --tokenizer-type / --tokenizer-model, or, while those are the defaults
-// (ByteTokenizer, no model), the tokenizer that the folder of --load / --pretrained-checkpoint
-// records (a Hugging Face folder's tokenizer.json or tokenizer.model, a checkpoint's own record):
-// a model continues with the tokenizer it was trained with.
+// The run's tokenizer: --tokenizer-type / --tokenizer-model when either is given (in flags or
+// the --config file), else the tokenizer that the folder of --load / --pretrained-checkpoint
+// records (a Hugging Face folder's tokenizer.json or tokenizer.model, a checkpoint's own
+// record), so a model continues with the tokenizer it was trained with, else ByteTokenizer.
+inline constexpr const char* kDefaultTokenizerType = "ByteTokenizer";
 struct RunTokenizer {
   std::string type, model;
-  std::string folder;  // where it was taken from ("": the flags)
+  std::string folder;  // where it was taken from ("": the flags or the default)
 };
 RunTokenizer run_tokenizer(const TrainingConfig& tc);
+// `cfg` with the run's tokenizer written in: what `config show` prints and a run records as its
+// configuration (given again, it names the same tokenizer).
+Config config_with_run_tokenizer(const Config& cfg);
 
 // The run's tokenizer as a checkpoint records it for Hugging Face users; ConfigError when it
 // has more tokens than the model's vocabulary.

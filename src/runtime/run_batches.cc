@@ -5,11 +5,9 @@
 
 #include "core/error.h"
 #include "data/outlier_delay_state.h"
-#include "data/prepared_tokenizer.h"
-#include "data/tokenizer.h"
 #include "data/training_batches.h"
 #include "plan/replica_price.h"
-#include "runtime/checkpoint_meta.h"
+#include "runtime/data_tokenizer_check.h"
 #include "runtime/dist_step.h"
 #include "runtime/executor.h"
 
@@ -27,16 +25,7 @@ void RunBatches::position_set(const DataPosition& at) {
 void RunBatches::open() {
   const TrainingConfig& t = cfg_.training;
   datasets_.emplace(data::RunDatasets::open(data::data_flags(cfg_)));
-  // Data `data prepare` wrote names its tokenizer: it must be the run's.
-  std::unique_ptr<data::Tokenizer> tokenizer;
-  for (const std::string& prefix : datasets_->prefixes()) {
-    if (!data::prepared_tokenizer_exists(prefix)) continue;
-    if (!tokenizer) {
-      const RunTokenizer run = run_tokenizer(t);
-      tokenizer = data::tokenizer_open(run.type, run.model);
-    }
-    data::prepared_tokenizer_check(prefix, *tokenizer);
-  }
+  data_tokenizer_check(t, datasets_->prefixes());
   stream_.emplace(datasets_->stream(data::DataSplit::train, t.global_batch_size,
                                     static_cast<uint64_t>(t.seed)));
   stream_->set_consumed_samples(start_.consumed_samples);

@@ -2,7 +2,7 @@
 // byte-level BPE built here) prepares data that records its tokenizer, a run with another
 // tokenizer is refused naming both, a run with it trains and saves it, the export carries
 // tokenizer.json byte for byte and the data's end of document, a run from the export takes its
-// tokenizer unasked, and generate uses it unasked.
+// tokenizer unasked (unless a tokenizer flag is given), and generate uses it unasked.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -99,6 +99,70 @@ TEST_F(HfTokenizerCliTest, PrepareTrainExportGenerate) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("the pipe", 0), 0u) << r.output;
   EXPECT_NE(r.output.find("tokenizer HuggingFaceTokenizer"), std::string::npos) << r.output;
+}
+
+// --load of a folder with a tokenizer.json takes it only while no tokenizer flag is given: an
+// explicit --tokenizer-type ByteTokenizer (the default's name) wins, trains on byte data and
+// is what the new checkpoint records; `config show` prints the tokenizer each run uses.
+TEST_F(HfTokenizerCliTest, ExplicitByteTokenizerOverridesTheLoadFolders) {
+  const std::string tok =
+      "--tokenizer-type HuggingFaceTokenizer --tokenizer-model " + tok_.string();
+  const std::string docs = (dir_ / "docs.jsonl").string();
+  ShellResult r = run_cli(fmt::format("data prepare --input {} --output-prefix {} {}", docs,
+                                      (dir_ / "hfdata").string(), tok));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_cli(
+      fmt::format("data prepare --input {} --output-prefix {}", docs, (dir_ / "bytes").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string shape =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 320 --seq-length 32 "
+      "--global-batch-size 4 --lr 3e-3";
+  r = run_cli(fmt::format("train {} {} --data-path {} --train-iters 1 --save {}", shape, tok,
+                          (dir_ / "hfdata_text_document").string(), (dir_ / "ck").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path hf = dir_ / "hf";
+  r = run_cli(fmt::format("checkpoint export {} {}", (dir_ / "ck").string(), hf.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(fs::exists(hf / "tokenizer.json"));
+
+  const std::string bytes = (dir_ / "bytes_text_document").string();
+  const std::string from_hf =
+      fmt::format("--load {} --data-path {} --seq-length 32 --global-batch-size 4 --train-iters 1",
+                  hf.string(), bytes);
+  // No flag: the folder's tokenizer, which the byte data was not prepared with.
+  r = run_cli("train " + from_hf);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("prepared with ByteTokenizer (vocabulary 257), but this run's "
+                          "tokenizer is HuggingFaceTokenizer"),
+            std::string::npos)
+      << r.output;
+  r = run_cli("config show " + from_hf);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tokenizer-type: \"HuggingFaceTokenizer\""), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(fmt::format("tokenizer-model: \"{}\"", hf.string())), std::string::npos)
+      << r.output;
+
+  // The flag given wins: byte data trains, and the checkpoint records the byte tokenizer.
+  r = run_cli(fmt::format("train {} --tokenizer-type ByteTokenizer --save {}", from_hf,
+                          (dir_ / "ck2").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path saved = dir_ / "ck2" / "iter_0000001";
+  const nlohmann::json tc = nlohmann::json::parse(file_text(saved / "tokenizer_config.json"));
+  EXPECT_EQ(tc.at("infinipipe_tokenizer_type"), "ByteTokenizer") << tc.dump();
+  EXPECT_FALSE(fs::exists(saved / "tokenizer.json"));
+  r = run_cli("config show --tokenizer-type ByteTokenizer " + from_hf);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tokenizer-type: \"ByteTokenizer\""), std::string::npos) << r.output;
+  // The same in a --config file: given is given, wherever it is written.
+  std::ofstream(dir_ / "byte.yaml") << "tokenizer-type: ByteTokenizer\n";
+  r = run_cli(fmt::format("train {} --config {}", from_hf, (dir_ / "byte.yaml").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+
+  // Nothing anywhere: the byte tokenizer, printed by name.
+  r = run_cli("config show");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tokenizer-type: \"ByteTokenizer\""), std::string::npos) << r.output;
 }
 
 TEST_F(HfTokenizerCliTest, BadTokenizerFilesAreUsageErrors) {

@@ -178,7 +178,7 @@ def run(argv: List[str]) -> int:
         checkpoint.load_weights(pretrained, cfg, model)
     else:
         model.init()
-    config_yaml = cfg.to_yaml()
+    config_yaml = cfg.with_run_tokenizer().to_yaml()  # as train records it
     if g.rank == 0 and resumed.iteration < cfg.train_iters:
         said = ip.run_samples_message(cfg)  # what truncation drops, once per run, as train says
         if said:
@@ -200,6 +200,8 @@ def run(argv: List[str]) -> int:
     planner = None
     if iteration < train_iters:
         batches = ip.TrainingBatches(cfg, cost)
+        # Data prepared by another tokenizer is refused as `infinipipe train` refuses it.
+        ip.data_tokenizer_check(cfg, batches.prefixes)
         batches.resume(resumed.consumed_samples, resumed.delay_state)
         planner = BatchPlanner(cfg, cost, batches, g)
     consumed, delay_state = resumed.consumed_samples, resumed.delay_state

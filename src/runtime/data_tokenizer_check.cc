@@ -1,0 +1,23 @@
+#include "runtime/data_tokenizer_check.h"
+
+#include <memory>
+
+#include "data/prepared_tokenizer.h"
+#include "data/tokenizer.h"
+#include "runtime/checkpoint_meta.h"
+
+namespace infinipipe::runtime {
+
+void data_tokenizer_check(const TrainingConfig& tc, const std::vector<std::string>& prefixes) {
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  for (const std::string& prefix : prefixes) {
+    if (!data::prepared_tokenizer_exists(prefix)) continue;
+    if (!tokenizer) {
+      const RunTokenizer run = run_tokenizer(tc);
+      tokenizer = data::tokenizer_open(run.type, run.model);
+    }
+    data::prepared_tokenizer_check(prefix, *tokenizer);
+  }
+}
+
+}  // namespace infinipipe::runtime
