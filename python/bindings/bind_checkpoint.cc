@@ -64,7 +64,10 @@ void save_shard(const std::string& dir, int64_t iteration, int64_t rank, int64_t
     std::vector<int64_t> shape = shape_of(m);
     if (const auto s = shapes.find(name); s != shapes.end()) shape = s->second;
     if (const auto p = params.find(name); p != params.end()) shape = shape_of(p->second);
-    saved.push_back({name, shape, step, {m.data(), static_cast<size_t>(m.size())},
+    saved.push_back({name,
+                     shape,
+                     step,
+                     {m.data(), static_cast<size_t>(m.size())},
                      {v.data(), static_cast<size_t>(v.size())}});
   }
   if (with_optimizer) {

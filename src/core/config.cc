@@ -445,9 +445,10 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   // 1 EiB: far beyond any device, and far from int64's end (1e30GiB used to wrap negative).
   constexpr double kMaxSize = 1152921504606846976.0;  // 2^60
   if (!(v * mul <= kMaxSize))
-    fail_config("{} '{}' must be a size in [0, 1 EiB] (at most 1024 PiB); give the size in bytes "
-                "or with a unit, e.g. 2GiB",
-                what, text);
+    fail_config(
+        "{} '{}' must be a size in [0, 1 EiB] (at most 1024 PiB); give the size in bytes "
+        "or with a unit, e.g. 2GiB",
+        what, text);
   return static_cast<int64_t>(std::llround(v * mul));
 }
 

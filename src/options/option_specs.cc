@@ -412,11 +412,11 @@ const std::vector<OptionSpec>& option_specs() {
                  "stages of a pipeline on adjacent ranks) | auto (of the two, the order that "
                  "sends fewer bytes between hosts, printed with its reason)",
                  [](Config& c, const std::string& v) {
-                   c.parallel.rank_placement = pick<RankPlacement>(
-                       "rank-placement", v,
-                       {{"megatron", RankPlacement::megatron},
-                        {"pipelines", RankPlacement::pipelines},
-                        {"auto", RankPlacement::auto_}});
+                   c.parallel.rank_placement =
+                       pick<RankPlacement>("rank-placement", v,
+                                           {{"megatron", RankPlacement::megatron},
+                                            {"pipelines", RankPlacement::pipelines},
+                                            {"auto", RankPlacement::auto_}});
                  },
                  [](const Config& c) {
                    return std::string(rank_placement_name(c.parallel.rank_placement));

@@ -43,10 +43,9 @@ std::unique_ptr<obs::TraceWriter> trace_writer_open(const TrainOptions& opts) {
     who.one_process = false;
     opts.groups->comm().barrier("starting the trace clock");
   }
-  return std::make_unique<obs::TraceWriter>(opts.trace_dir, who, opts.config_yaml,
-                                            plan::schedule_name(opts.config.parallel.schedule),
-                                            obs::TraceClock::now(), opts.trace_iterations,
-                                            opts.config.cluster.calibration);
+  return std::make_unique<obs::TraceWriter>(
+      opts.trace_dir, who, opts.config_yaml, plan::schedule_name(opts.config.parallel.schedule),
+      obs::TraceClock::now(), opts.trace_iterations, opts.config.cluster.calibration);
 }
 
 // The TensorBoard writer of a `train --tensorboard-dir` run: world rank 0 only, where the global

@@ -57,8 +57,9 @@ struct PaperSetting {
 class LayoutSearchPaper : public ::testing::TestWithParam<PaperSetting> {};
 
 // EPP in its searched layout (virtual stages included) is at least as fast as every tuned
-// baseline on each of the twelve settings: 1.03x to 1.42x on 2026-12-03 16:23 UTC (docs/benchmarks.md,
-// "Against the tuned baselines on all twelve settings"). One test per setting, so each runs in seconds and ctest runs them side by side.
+// baseline on each of the twelve settings: 1.03x to 1.42x on 2026-12-03 16:23 UTC
+// (docs/benchmarks.md, "Against the tuned baselines on all twelve settings"). One test per setting,
+// so each runs in seconds and ctest runs them side by side.
 TEST_P(LayoutSearchPaper, SearchedEppAgainstEveryTunedBaseline) {
   allocator_keep_freed_memory();  // as `infinipipe plan --search-layout` runs
   allocator_huge_pages(size_t{256} << 20);

@@ -80,7 +80,6 @@ echo "CKPT=$C HIT=$K RC=$RC AFTER=$(( $(date +%s) - S ))"
         "--device cpu --data-path {} {}",
         np, INFINIPIPE_BINARY, (dir_ / "corpus").string(), args);
   }
-
 };
 
 TEST_F(DistCli, TrainsOnPpTimesDpRanksAndOneProcessResumes) {

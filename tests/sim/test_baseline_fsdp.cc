@@ -48,14 +48,13 @@ double hand_exposed(const cost::CostModel& g, const Config& cfg,
   const double b_emb = c.backward_factor * f_emb, b_layer = c.backward_factor * f_layer,
                b_head = c.lm_head_backward_factor * f_head;
   // Forward: u0's gather waits for nothing; u1's hides behind u0, u2's behind u1, u3's behind u2.
-  const double forward = g_emb + std::max(0.0, g_layer - f_emb) +
-                         std::max(0.0, g_layer - f_layer) + std::max(0.0, g_head - f_layer);
+  const double forward = g_emb + std::max(0.0, g_layer - f_emb) + std::max(0.0, g_layer - f_layer) +
+                         std::max(0.0, g_head - f_layer);
   // Backward, u3 first: its gather is exposed; while u_i computes, the next unit's gather and the
   // previous unit's reduce-scatter share the link; u0's reduce-scatter comes last, exposed.
-  const double backward = g_head + std::max(0.0, g_layer - b_head) +
-                          std::max(0.0, g_layer + g_head - b_layer) +
-                          std::max(0.0, g_emb + g_layer - b_layer) +
-                          std::max(0.0, g_layer - b_emb) + g_emb;
+  const double backward =
+      g_head + std::max(0.0, g_layer - b_head) + std::max(0.0, g_layer + g_head - b_layer) +
+      std::max(0.0, g_emb + g_layer - b_layer) + std::max(0.0, g_layer - b_emb) + g_emb;
   return forward + backward;
 }
 
@@ -77,7 +76,8 @@ TEST(BaselineFsdp, DeepSpeedChargesZero3UnitByUnit) {
   const double c_ring = 0.5 * static_cast<double>(cfg.model.params_per_layer()) * 2.0 /
                         cm.coefficients().p2p_bandwidth_intra;
   EXPECT_GT(c_ring, g.layer_seconds(small, g.coefficients()));
-  EXPECT_LT(2 * c_ring, g.coefficients().backward_factor * g.layer_seconds(large, g.coefficients()));
+  EXPECT_LT(2 * c_ring,
+            g.coefficients().backward_factor * g.layer_seconds(large, g.coefficients()));
 }
 
 // FlexSP's lock step: a micro-batch's exposed ZeRO-3 time is its slowest group's.

@@ -67,7 +67,7 @@ TEST(Megatron, DistributedOptimizerShardsTheStateOverReplicas) {
   cfg.model.seq_length = 8192;  // one sequence per micro-batch
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
   const std::vector<int64_t> batch = {8192, 8192, 8192, 8192};
-  const BaselineResult one = simulate_megatron(cm, cfg, batch, {4, 1, 0, 0});  // dp 1
+  const BaselineResult one = simulate_megatron(cm, cfg, batch, {4, 1, 0, 0});   // dp 1
   const BaselineResult four = simulate_megatron(cm, cfg, batch, {1, 1, 0, 0});  // dp 4
   const cost::Coefficients& c = cm.coefficients();
   const double params = static_cast<double>(cm.model().params_total());
@@ -187,8 +187,7 @@ TEST(FlexSp, StepIsTheSumOfEachMicroBatchsSlowestGroup) {
   double group_a = 0, group_b = 0;
   for (const auto& [slow, fast] : {std::pair{32768, 2048}, std::pair{30720, 4096}}) {
     const std::vector<cost::SliceShape> chunk = {{0, slow}};
-    want += alone(slow).first + zero3_micro_batch_exposed(cm.with_ulysses_degree(8, 0), cfg,
-                                                          chunk);
+    want += alone(slow).first + zero3_micro_batch_exposed(cm.with_ulysses_degree(8, 0), cfg, chunk);
     EXPECT_LT(alone(fast).first, alone(slow).first);
   }
   group_a = alone(32768).first + alone(4096).first;

@@ -97,8 +97,8 @@ void expect_bound_below_every_plan(const Config& base, const std::vector<int64_t
         const double bound = step_lower_bound(g, cfg, share);
         EXPECT_GT(bound, 0) << l.describe();
         EXPECT_LE(bound, st.step_time)
-            << l.describe() << ": bound " << bound << " s above the simulated step "
-            << st.step_time << " s (" << r.knobs.describe() << ")";
+            << l.describe() << ": bound " << bound << " s above the simulated step " << st.step_time
+            << " s (" << r.knobs.describe() << ")";
         Config roomy = cfg;
         roomy.training.memory_budget = int64_t{1} << 50;
         seen.forced += bound > step_lower_bound(g, roomy, share);
