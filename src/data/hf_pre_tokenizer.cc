@@ -167,7 +167,7 @@ void HfPreTokenizer::apply(std::vector<HfPiece>& pieces) const {
     for (HfPiece& p : pieces) {
       switch (s.kind) {
         case Step::byte_level: {
-          if (s.flag && (p.text.empty() || p.text[0] != ' ')) p.text.insert(0, " ");
+          if (s.flag && (p.text.empty() || p.text[0] != ' ')) p.text.insert(p.text.begin(), ' ');
           const size_t first = out.size();
           if (s.pattern) {
             split(s, p, out);
