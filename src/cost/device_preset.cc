@@ -41,8 +41,7 @@ DeviceSpec preset_cpu(bool bf16) {
   d.backward_factor = 2.0;
   d.sources = fmt::format(
       "this machine: {}, {} cores ({} logical CPUs), {}, {} of memory. Peak {:.0f} GFLOP/s {} is "
-      "an "
-      "estimate from the ISA and core count, not measured: {} cores x {:.0f} FLOP/cycle ({}) x "
+      "an estimate from the ISA and core count, not measured: {} cores x {:.0f} FLOP/cycle ({}) x "
       "{:.2f} GHz; `infinipipe profile` measures the real sgemm rate. Fixed preset values (docs/"
       "cost-model.md): memory budget 24 GiB, DRAM 20 GB/s, OpenMPI shared memory 8 GB/s (6-12 GB/s "
       "ping-pong on an idle 2-core VM), TCP 1 GB/s, efficiencies 0.8 (matmul) and 0.4 (attention)",
@@ -89,7 +88,9 @@ DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double
   // context, NCCL and the caching allocator. We hold back its smaller figure, 10 GiB.
   d.reserved_memory_bytes = static_cast<int64_t>(10 * kGiB);
   d.sources = sources;
-  d.link_sources = link_sources;
+  d.link_sources = std::string(link_sources) +
+                   "; all-to-all: 60% of NVLink one way, 80 us per call (Hetu-Galvatron's "
+                   "measured NCCL all-to-all on 8 NVLink GPUs)";
   return d;
 }
 
@@ -108,26 +109,21 @@ DeviceSpec device_preset(const std::string& name, bool bf16) {
   if (name == "a800-80gb")
     // The InfiniPipe paper's cluster: "400 Gb/s InfiniBand" between nodes, read as per node
     // (50 GB/s) shared by its 8 GPUs = 6.25 GB/s per GPU before the 80% NCCL factor.
-    return preset_gpu(
-        "a800-80gb", 312e12, 80 * kGiB, 2.039e12, 400e9, 50e9 / 8, 0.55, 0.5, 256,
-        "NVIDIA A800 datasheet (312 TFLOP/s bf16 dense, 80 GB HBM2e 2.0 TB/s, "
-        "NVLink 400 GB/s); Megatron-LM MFU 50-55% on A100",
-        "intra-node: NVLink 400 GB/s bidirectional (A800 datasheet), 200 GB/s one "
-        "way x 0.8 = 160 GB/s; inter-node: the InfiniPipe paper's 400 Gb/s "
-        "InfiniBand taken PER NODE (50 GB/s shared by 8 GPUs) x 0.8 = 5 GB/s per "
-        "GPU (--inter-node-bandwidth 40e9 for 400 Gb/s per GPU); 8 us NCCL latency; all-to-all: "
-        "60% of NVLink one way, 80 us per call (Hetu-Galvatron's measured "
-        "NCCL all-to-all on 8 NVLink GPUs)",
-        bf16);
+    return preset_gpu("a800-80gb", 312e12, 80 * kGiB, 2.039e12, 400e9, 50e9 / 8, 0.55, 0.5, 256,
+                      "NVIDIA A800 datasheet (312 TFLOP/s bf16 dense, 80 GB HBM2e 2.0 TB/s, "
+                      "NVLink 400 GB/s); Megatron-LM MFU 50-55% on A100",
+                      "intra-node: NVLink 400 GB/s bidirectional (A800 datasheet), 200 GB/s one "
+                      "way x 0.8 = 160 GB/s; inter-node: the InfiniPipe paper's 400 Gb/s "
+                      "InfiniBand taken PER NODE (50 GB/s shared by 8 GPUs) x 0.8 = 5 GB/s per "
+                      "GPU (--inter-node-bandwidth 40e9 for 400 Gb/s per GPU); 8 us NCCL latency",
+                      bf16);
   if (name == "h100-80gb")
     return preset_gpu("h100-80gb", 989e12, 80 * kGiB, 3.35e12, 900e9, 50e9, 0.45, 0.4, 384,
                       "NVIDIA H100 SXM datasheet (989 TFLOP/s bf16 dense, 80 GB HBM3 3.35 TB/s, "
                       "NVLink 900 GB/s); Megatron-LM MFU 40-47% on H100",
                       "intra-node: NVLink 900 GB/s bidirectional x 1/2 x 0.8 = 360 GB/s; "
                       "inter-node: 400 Gb/s NDR InfiniBand per GPU (DGX H100: 8 ConnectX-7 per "
-                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency; all-to-all: 60% of NVLink one "
-                      "way, 80 us per call (Hetu-Galvatron's measured "
-                      "NCCL all-to-all on 8 NVLink GPUs)",
+                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency",
                       bf16);
   if (name == "h200-141gb")
     return preset_gpu("h200-141gb", 989e12, 141e9, 4.8e12, 900e9, 50e9, 0.45, 0.4, 384,
@@ -135,9 +131,7 @@ DeviceSpec device_preset(const std::string& name, bool bf16) {
                       "NVLink 900 GB/s); efficiencies as H100",
                       "intra-node: NVLink 900 GB/s bidirectional x 1/2 x 0.8 = 360 GB/s; "
                       "inter-node: 400 Gb/s NDR InfiniBand per GPU (DGX H200: 8 ConnectX-7 per "
-                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency; all-to-all: 60% of NVLink one "
-                      "way, 80 us per call (Hetu-Galvatron's measured "
-                      "NCCL all-to-all on 8 NVLink GPUs)",
+                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency",
                       bf16);
   std::string known;
   for (const char* n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);
