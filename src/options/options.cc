@@ -327,8 +327,10 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
     apply_yaml_given(cfg, given, text, opts.config_file, &errors);
   }
   apply_extras(cfg, given, extras_of(opts), &errors);
-  for (const auto& [key, value] : opts.flags) {
+  // A named pair, not a structured binding: clang 14 cannot capture those in a lambda.
+  for (const auto& flag : opts.flags) {
     collect(&errors, [&] {
+      const auto& [key, value] = flag;
       try {
         apply_given(cfg, given, key, value, "--" + key);
       } catch (const ConfigError& e) {
@@ -387,8 +389,8 @@ Config resolve_config_lenient(const ConfigOptions& opts, const Config& base) {
     });
   }
   apply_extras(cfg, given, extras_of(opts), &ignored);
-  for (const auto& [key, value] : opts.flags)
-    collect(&ignored, [&] { apply_given(cfg, given, key, value, "--" + key); });
+  for (const auto& flag : opts.flags)
+    collect(&ignored, [&] { apply_given(cfg, given, flag.first, flag.second, "--" + flag.first); });
   return cfg;
 }
 
