@@ -259,6 +259,12 @@ class TorchTrain(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--search-iterations", r.stderr)
+        for flag in (["--rank-placement", "auto"], ["--measure-links"]):
+            r = subprocess.run(TRAIN + self.words(*flag), env=python_env(),
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--rank-placement and --measure-links are `infinipipe train`'s",
+                          r.stderr)
         r = subprocess.run(TRAIN + self.words("--trace-explain"), env=python_env(),
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)

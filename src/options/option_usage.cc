@@ -6,12 +6,17 @@
 
 namespace infinipipe::options {
 
-std::vector<std::string> unused_option_notes(const Config& cfg,
-                                             const std::set<std::string>& given) {
+std::vector<std::string> unused_option_notes(const Config& cfg, const std::set<std::string>& given,
+                                             const std::string& command) {
   std::vector<std::string> notes;
   auto note = [&](const char* key, const std::string& why) {
     if (given.count(key)) notes.push_back(fmt::format("warning: --{} is not used: {}", key, why));
   };
+  // The commands that plan, simulate or measure read the configuration but run no training.
+  if (command == "plan" || command == "simulate" || command == "cost" || command == "profile")
+    for (const char* key :
+         {"save", "load", "save-interval", "exit-interval", "rank-placement", "measure-links"})
+      note(key, fmt::format("only `infinipipe train` reads it, not `{}`", command));
   const ParallelConfig& p = cfg.parallel;
   const plan::ScheduleRow& row = plan::schedule_row(p.schedule);
   if (!row.takes_micro_batch_size)

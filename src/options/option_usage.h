@@ -10,7 +10,9 @@
 
 namespace infinipipe::options {
 
-// `given`: the option keys set by flags or the file.
-std::vector<std::string> unused_option_notes(const Config& cfg, const std::set<std::string>& given);
+// `given`: the option keys set by flags or the file; `command`: the subcommand resolving them
+// (empty where unknown), for the options only `train` reads.
+std::vector<std::string> unused_option_notes(const Config& cfg, const std::set<std::string>& given,
+                                             const std::string& command);
 
 }  // namespace infinipipe::options

@@ -363,7 +363,9 @@ Config resolve_config(const ConfigOptions& opts, const Config& base, bool valida
   megatron_extras_check(given.extras, cfg, notes, &errors);
   if (valid && opts.command_checks) opts.command_checks(cfg, world, errors);
   if (!errors.empty()) fail_all(errors);
-  for (std::string& n : unused_option_notes(cfg, given.keys)) notes.push_back(std::move(n));
+  const std::string command = opts.command ? opts.command->get_name() : "";
+  for (std::string& n : unused_option_notes(cfg, given.keys, command))
+    notes.push_back(std::move(n));
   if (notes_out) {
     *notes_out = std::move(notes);
   } else if (is_first_rank()) {

@@ -124,6 +124,25 @@ TEST_F(MegatronSemanticsTest, DiffMegatronListsTheSemantics) {
       << split.output;
 }
 
+// A command that runs no training names the train-only options it was given instead of
+// dropping them silently; config show keeps them (it describes what train would run).
+TEST_F(MegatronSemanticsTest, TrainOnlyOptionsAreNamedAsUnusedByOtherCommands) {
+  const ShellResult sim = run_cli(
+      "simulate --distribution fixed --global-batch-size 4 --num-layers 2 --hidden-size 64 "
+      "--num-attention-heads 4 --seq-length 256 --device cpu --save ckpt --rank-placement auto "
+      "--measure-links");
+  EXPECT_EQ(sim.exit_code, 0) << sim.output;
+  for (const char* key : {"save", "rank-placement", "measure-links"})
+    EXPECT_NE(
+        sim.output.find(fmt::format(
+            "warning: --{} is not used: only `infinipipe train` reads it, not `simulate`", key)),
+        std::string::npos)
+        << key << "\n"
+        << sim.output;
+  const ShellResult show = run_cli("config show --rank-placement auto");
+  EXPECT_EQ(show.output.find("is not used"), std::string::npos) << show.output;
+}
+
 TEST_F(MegatronSemanticsTest, DataParallelIsDerivedFromTheWorldAsMegatronDoes) {
   using infinipipe::options::parse_config_args;
   auto resolve = [](const std::vector<std::string>& args, int64_t world) {

@@ -115,6 +115,10 @@ def check_supported(cfg: ip.Config) -> None:
     if cfg.get("zero-stage") != "1":
         raise ip.ConfigError("the PyTorch trainer keeps a stage's weights whole (zero-stage 1); "
                              "drop --zero-stage")
+    if cfg.get("rank-placement") != "megatron" or cfg.get("measure-links") == "true":
+        raise ip.ConfigError("the PyTorch trainer places ranks in Megatron's order and times "
+                             "links by the configuration; --rank-placement and --measure-links "
+                             "are `infinipipe train`'s: drop them")
     if int(cfg.train_iters) > 0 and not cfg.has_training_data:
         raise ip.ConfigError("train needs a dataset: pass --data-path PREFIX (make one with "
                              "`infinipipe data synth --output PREFIX`)")
