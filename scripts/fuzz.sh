@@ -17,7 +17,7 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(config_yaml megatron_idx safetensors checkpoint_json plan_json calibration_json
     trace_json metrics_jsonl data_prepare cost_fit_json tokenizer_config_json hf_folder
-    hf_tokenizer)
+    hf_tokenizer prepared_tokenizer)
 fi
 jobs=${JOBS:-$(nproc)}
 for t in "${targets[@]}"; do

@@ -65,7 +65,9 @@ void prepared_tokenizer_check(const std::string& prefix, const Tokenizer& tokeni
   const std::string& type = json_string(j["tokenizer_type"], path + ": tokenizer_type");
   const int64_t vocab = json_int(j["vocab_size"], path + ": vocab_size", 0);
   if (type != tokenizer.type() || vocab != tokenizer.vocab_size()) {
-    const std::string model = j.value("tokenizer_model", "");
+    const std::string model = j.contains("tokenizer_model")
+                                  ? json_string(j["tokenizer_model"], path + ": tokenizer_model")
+                                  : std::string();
     fail_config(
         "{} was prepared with {}{} (vocabulary {}), but this run's tokenizer is {} (vocabulary "
         "{}): its ids would mean other text. Train with the data's tokenizer "
