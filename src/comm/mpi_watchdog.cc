@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -14,52 +15,44 @@ namespace infinipipe {
 
 namespace {
 
-// What the SIGTERM handler prints, pre-formatted (a handler may only write(2)). Two buffers so
-// arm() never rewrites the one a handler may be reading; -1 = nothing to say.
-char g_note[2][512];
-std::atomic<int> g_note_active{-1};
-std::atomic<int> g_note_len[2];
-
-void note_set(const std::string& text) {
-  int next = g_note_active.load() == 0 ? 1 : 0;
-  size_t n = std::min(text.size(), sizeof(g_note[next]));
-  std::memcpy(g_note[next], text.data(), n);
-  g_note_len[next].store(static_cast<int>(n));
-  g_note_active.store(next);
-}
-
-// What the rank is doing now ("forward of chunk 3 (iteration 5)"), the same way, for
-// watchdog_doing_write.
-char g_doing[2][256];
-std::atomic<int> g_doing_active{-1};
-std::atomic<int> g_doing_len[2];
-std::atomic<bool> g_doing_armed{false};
-
-void doing_set(const std::string& text) {
-  int next = g_doing_active.load() == 0 ? 1 : 0;
-  size_t n = std::min(text.size(), sizeof(g_doing[next]));
-  std::memcpy(g_doing[next], text.data(), n);
-  g_doing_len[next].store(static_cast<int>(n));
-  g_doing_active.store(next);
-}
-
-// The wait in progress, once it lasts ("the activation of chunk 7 from rank 1 ..."): the same.
-char g_wait[2][256];
-std::atomic<int> g_wait_active{-1};
-std::atomic<int> g_wait_len[2];
-std::atomic<bool> g_waiting{false};
-
 void write_text(const char* text, size_t n) {
   ssize_t rc = write(STDERR_FILENO, text, n);
   (void)rc;
 }
 
-void on_sigterm(int sig) {
-  int i = g_note_active.load();
-  if (i >= 0) {
-    ssize_t rc = write(STDERR_FILENO, g_note[i], static_cast<size_t>(g_note_len[i].load()));
-    (void)rc;
+// Text a signal handler may print (it may only write(2)), pre-formatted into two buffers so
+// set() never rewrites the one a handler may be reading.
+template <size_t Size>
+struct SignalText {
+  char buf[2][Size];
+  std::atomic<int> active{-1};  // -1: nothing to say
+  std::atomic<int> len[2];
+
+  void set(const std::string& text) {
+    const int next = active.load() == 0 ? 1 : 0;
+    const size_t n = std::min(text.size(), Size);
+    std::memcpy(buf[next], text.data(), n);
+    len[next].store(static_cast<int>(n));
+    active.store(next);
   }
+  bool has() const { return active.load() >= 0; }
+  void write_out() const {
+    const int i = active.load();
+    if (i >= 0) write_text(buf[i], static_cast<size_t>(len[i].load()));
+  }
+};
+
+// What the SIGTERM handler prints; what the rank is doing now ("forward of chunk 3 (iteration
+// 5)") and the wait in progress, once it lasts ("the activation of chunk 7 from rank 1 ..."),
+// for watchdog_doing_write.
+SignalText<512> g_note;
+SignalText<256> g_doing;
+SignalText<256> g_wait;
+std::atomic<bool> g_doing_armed{false};
+std::atomic<bool> g_waiting{false};
+
+void on_sigterm(int sig) {
+  g_note.write_out();
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -81,7 +74,7 @@ Watchdog::~Watchdog() {
   thread_.join();
   if (handle_sigterm_) {
     std::signal(SIGTERM, SIG_DFL);
-    g_note_active.store(-1);
+    g_note.active.store(-1);
   }
 }
 
@@ -97,10 +90,10 @@ void Watchdog::arm(const std::string& doing) {
     doing_ = doing;
     since_ = std::chrono::steady_clock::now();
   }
-  doing_set(doing);
+  g_doing.set(doing);
   g_doing_armed.store(true);
   if (handle_sigterm_) {
-    note_set(
+    g_note.set(
         fmt::format("infinipipe: {} was stopped during {} (another rank failed; see the "
                     "launcher's message)\n",
                     comm_rank_name(), doing));
@@ -114,11 +107,7 @@ void Watchdog::disarm() {
 }
 
 void watchdog_wait_begin(const std::string& what) {
-  int next = g_wait_active.load() == 0 ? 1 : 0;
-  size_t n = std::min(what.size(), sizeof(g_wait[next]));
-  std::memcpy(g_wait[next], what.data(), n);
-  g_wait_len[next].store(static_cast<int>(n));
-  g_wait_active.store(next);
+  g_wait.set(what);
   g_waiting.store(true);
 }
 
@@ -127,18 +116,17 @@ void watchdog_wait_end() {
 }
 
 bool watchdog_doing_write() {
-  const int i = g_doing_active.load(), w = g_wait_active.load();
-  const bool waiting = g_waiting.load() && w >= 0;
-  if (i < 0 && !waiting) return false;
-  if (i >= 0) {
+  const bool doing = g_doing.has(), waiting = g_waiting.load() && g_wait.has();
+  if (!doing && !waiting) return false;
+  if (doing) {
     const char* before = g_doing_armed.load() ? " during " : " after ";
     write_text(before, std::strlen(before));
-    write_text(g_doing[i], static_cast<size_t>(g_doing_len[i].load()));
+    g_doing.write_out();
   }
   if (waiting) {
-    const char* before = i >= 0 ? ", waiting for " : " waiting for ";
+    const char* before = doing ? ", waiting for " : " waiting for ";
     write_text(before, std::strlen(before));
-    write_text(g_wait[w], static_cast<size_t>(g_wait_len[w].load()));
+    g_wait.write_out();
   }
   return true;
 }
