@@ -21,13 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
+
 namespace infinipipe {
 
 class Comm;
-
-// Which ranks are adjacent: the replicas of a stage (Megatron's order) or the stages of a
-// pipeline.
-enum class RankOrder { megatron, pipelines };
 
 // The pure mapping (no MPI), so it can be checked and printed anywhere.
 struct RankLayout {
@@ -44,7 +42,7 @@ struct RankLayout {
 
   int world_size() const { return pp * dp; }
   int rank_of(int stage_, int replica_) const {
-    return order == RankOrder::megatron ? stage_ * dp + replica_ : replica_ * pp + stage_;
+    return static_cast<int>(rank_in_order(order, pp, dp, stage_, replica_));
   }
   int stage_of(int rank_) const { return order == RankOrder::megatron ? rank_ / dp : rank_ % pp; }
   int replica_of(int rank_) const { return order == RankOrder::megatron ? rank_ % dp : rank_ / pp; }

@@ -188,6 +188,10 @@ const char* rank_placement_name(RankPlacement p) {
   return "auto";
 }
 
+const char* rank_order_name(RankOrder o) {
+  return o == RankOrder::pipelines ? "pipelines" : "megatron";
+}
+
 const char* recompute_method_name(RecomputeMethod m) {
   return m == RecomputeMethod::uniform ? "uniform" : "block";
 }

@@ -62,6 +62,14 @@ const char* long_documents_name(LongDocuments l);
 // pipeline on adjacent ranks, or the one of the two that sends fewer bytes between hosts.
 enum class RankPlacement { megatron, pipelines, auto_ };
 const char* rank_placement_name(RankPlacement p);
+// Which ranks are adjacent: the replicas of a stage (Megatron's order) or the stages of a
+// pipeline; what `--rank-placement` resolves to.
+enum class RankOrder { megatron, pipelines };
+const char* rank_order_name(RankOrder o);
+// The world rank of (pipeline rank `stage`, replica) among pp × dp ranks in that order.
+inline int64_t rank_in_order(RankOrder o, int64_t pp, int64_t dp, int64_t stage, int64_t replica) {
+  return o == RankOrder::megatron ? stage * dp + replica : replica * pp + stage;
+}
 
 struct ParallelConfig {
   int64_t pipeline_parallel = 1;         // pp

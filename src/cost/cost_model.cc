@@ -292,6 +292,18 @@ CostModel CostModel::with_pipeline_links(PipelineLinks links) const {
   return out;
 }
 
+CostModel CostModel::with_host_links(HostLinkTable table) const {
+  table.validate();
+  CostModel out = *this;
+  out.host_links_ = std::move(table);
+  return out;
+}
+
+CostModel CostModel::with_replica_links(const RankGrid& grid, int64_t replica) const {
+  if (host_links_.empty()) return *this;
+  return with_pipeline_links(host_pipeline_links(host_links_, coeffs_, grid, replica));
+}
+
 double CostModel::p2p_time_between(int64_t bytes, int32_t from, int32_t to, bool inter_node) const {
   if (links_.empty() || from < 0 || to < 0 || from >= links_.pp || to >= links_.pp)
     return p2p_time(bytes, inter_node);

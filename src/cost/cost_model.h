@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "cost/core_sharing.h"
+#include "cost/host_link_table.h"
 #include "cost/pipeline_links.h"
 
 namespace infinipipe::cost {
@@ -167,6 +168,14 @@ class CostModel {
   // the intra- and inter-node coefficients.
   CostModel with_pipeline_links(PipelineLinks links) const;
   const PipelineLinks& pipeline_links() const { return links_; }
+  // The measured hosts of the whole job and their links (cost/host_link_table.h), from which
+  // each replica's pipeline links and each stage's all-reduce are priced; empty: the
+  // coefficients' intra- and inter-node links.
+  CostModel with_host_links(HostLinkTable table) const;
+  const HostLinkTable& host_links() const { return host_links_; }
+  // With host links: the model replica `replica` plans with, its pipeline links from the table
+  // (host_pipeline_links). Without: this model.
+  CostModel with_replica_links(const RankGrid& grid, int64_t replica) const;
   // A transfer from pipeline rank `from` to `to`: over their measured link when there is one,
   // else p2p_time(bytes, inter_node).
   double p2p_time_between(int64_t bytes, int32_t from, int32_t to, bool inter_node) const;
@@ -225,6 +234,7 @@ class CostModel {
   std::vector<Coefficients> rank_coeffs_;  // per pipeline rank; empty = coeffs_ everywhere
   std::vector<RankHost> rank_hosts_;       // per pipeline rank; empty = a core each
   PipelineLinks links_;                    // measured; empty = coefficients' links
+  HostLinkTable host_links_;               // measured; empty = coefficients' links
   int64_t ulysses_degree_ = 1;
   bool bf16_ = false;
 };

@@ -26,15 +26,19 @@ int64_t rank_grad_bytes(const plan::Plan& plan, const ModelConfig& m, int32_t ra
 }
 
 // All-reduce time of a rank's gradients over the dp × ulysses devices holding the same stages;
-// they are consecutive devices (pp outermost): a group that spans nodes holds those nodes' NICs.
+// without measured host links they are consecutive devices (pp outermost): a group that spans
+// nodes holds those nodes' NICs.
 double dp_sync_seconds(const plan::Plan& plan, const cost::CostModel& cost, const Config& cfg,
                        int32_t rank) {
   const int64_t group = cfg.parallel.data_parallel * cfg.parallel.ulysses_degree;
   // ZeRO-3 reduce-scatters every unit's gradients over this group inside the backward actions.
   if (group <= 1 || cfg.parallel.zero_stage == 3) return 0.0;
+  const double bytes = static_cast<double>(rank_grad_bytes(plan, cfg.model, rank));
+  if (!cost.host_links().empty())
+    return cost::host_allreduce_time(cost.host_links(), cost.coefficients(),
+                                     cost::config_rank_grid(cfg), rank, bytes);
   const cost::DeviceGroup devices{rank * group, group, cfg.cluster.devices_per_node};
-  return cost::group_allreduce_time(cost, devices,
-                                    static_cast<double>(rank_grad_bytes(plan, cfg.model, rank)));
+  return cost::group_allreduce_time(cost, devices, bytes);
 }
 
 }  // namespace
@@ -64,9 +68,9 @@ StepResult Simulator::execute(const plan::Plan& input) {
   const std::vector<plan::RankStepCost> step_costs = plan::replay_step_costs(plan, costs);
   // Where ranks share cores the plan's action times are wall times of its replay; the replay
   // runs each action's own time.
-  const std::vector<std::vector<double>> own =
-      cost::cores_shared(plan.rank_hosts) ? plan::plan_action_seconds(plan, costs, cfg_)
-                                          : std::vector<std::vector<double>>{};
+  const std::vector<std::vector<double>> own = cost::cores_shared(plan.rank_hosts)
+                                                   ? plan::plan_action_seconds(plan, costs, cfg_)
+                                                   : std::vector<std::vector<double>>{};
   plan::Replay replay = plan::schedule_replay(plan, transfer, own, step_costs, plan.rank_hosts);
   if (replay.deadlock)
     fail("cannot simulate the {} plan: {}", plan.schedule, replay.deadlock_reason);
