@@ -40,6 +40,9 @@ struct Calibration {
   int64_t pipeline_parallel = 0;
   int64_t data_parallel = 0;
   std::vector<CalibrationRank> ranks;
+  // Optional: the hosts `profile` (under mpirun) or `train --measure-links` measured and the
+  // links between them (host_link_table.h); empty when one host or not measured.
+  HostLinkTable host_links;
 };
 
 // Throws Error when the file is missing, not JSON, of another version, or lacks a field.

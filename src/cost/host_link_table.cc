@@ -64,6 +64,16 @@ void HostLinkTable::validate() const {
     if (h.slots < 1) fail("host links: host {} runs {} ranks; at least 1", h.name, h.slots);
   }
   const size_t n = hosts.size();
+  std::vector<int64_t> placed(n, 0);
+  for (int64_t h : host_of_rank) {
+    if (h < 0 || h >= static_cast<int64_t>(n))
+      fail("host links: a rank on host {}, but there are {} hosts", h, n);
+    ++placed[static_cast<size_t>(h)];
+  }
+  for (size_t h = 0; h < n && !host_of_rank.empty(); ++h)
+    if (placed[h] != hosts[h].slots)
+      fail("host links: {} runs {} ranks of the job, but {} slots are listed", hosts[h].name,
+           placed[h], hosts[h].slots);
   if (links.size() != n * n)
     fail("host links: {} links for {} hosts, want {} (hosts x hosts)", links.size(), n, n * n);
   for (size_t a = 0; a < n; ++a) {
@@ -85,6 +95,12 @@ void HostLinkTable::validate() const {
 }
 
 std::vector<int64_t> HostLinkTable::host_of_ranks(int64_t ranks) const {
+  if (!host_of_rank.empty()) {
+    if (static_cast<int64_t>(host_of_rank.size()) != ranks)
+      fail_config("the links were measured for a job of {} ranks, not {}", host_of_rank.size(),
+                  ranks);
+    return host_of_rank;
+  }
   if (ranks > slots())
     fail_config(
         "{} ranks do not fit the {} slots of the measured hosts ({}); measure the links of the "

@@ -27,6 +27,9 @@ struct HostLinkTable {
   // hosts × hosts, one direction, symmetric. [h][h]: between two ranks of host h; bandwidth 0
   // there means not measured (a host running one rank): the coefficients' intra-node link.
   std::vector<Link> links;
+  // A running job's host of each world rank, as measured (mpirun may place ranks round-robin);
+  // empty: the ranks fill the hosts' slots in order.
+  std::vector<int64_t> host_of_rank;
 
   bool empty() const { return hosts.empty(); }
   int64_t slots() const;
@@ -37,8 +40,9 @@ struct HostLinkTable {
   // is not hosts × hosts or asymmetric, or a link between two hosts lacks a positive finite
   // bandwidth or a finite latency >= 0.
   void validate() const;
-  // The host of each of `ranks` world ranks (hosts filled in order, as mpirun places them).
-  // ConfigError when they outnumber the slots.
+  // The host of each of `ranks` world ranks: host_of_rank when given (ConfigError unless it
+  // has `ranks` entries), else the hosts filled in order (ConfigError when the ranks outnumber
+  // the slots).
   std::vector<int64_t> host_of_ranks(int64_t ranks) const;
   // "host-a <-> host-b: 117.0 MB/s, 52 us", one line per measured pair, then one per host inside.
   std::vector<std::string> describe() const;

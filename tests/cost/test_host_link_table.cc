@@ -34,6 +34,19 @@ TEST(HostLinkTable, FillsHostsInOrderAndRefusesMoreRanksThanSlots) {
   EXPECT_THROW(t.host_of_ranks(5), ConfigError);
 }
 
+// mpirun --map-by node places ranks round-robin: a job's measured placement wins over slots.
+TEST(HostLinkTable, AJobsMeasuredPlacementWins) {
+  HostLinkTable t = two_hosts(2);
+  t.host_of_rank = {0, 1, 0, 1};
+  t.validate();
+  EXPECT_EQ(t.host_of_ranks(4), t.host_of_rank);
+  EXPECT_THROW(t.host_of_ranks(2), ConfigError);
+  const RankGrid grid{2, 2, 1, RankOrder::megatron};  // replica 0: ranks 0 and 2, on host A
+  EXPECT_DOUBLE_EQ(host_pipeline_links(t, coefficients(), grid, 0).at(0, 1).bandwidth, kInside);
+  t.host_of_rank = {0, 1, 1, 1};
+  EXPECT_THROW(t.validate(), Error);  // host-b would run 3 ranks in 2 slots
+}
+
 TEST(HostLinkTable, BadTablesAreRefused) {
   HostLinkTable t = two_hosts(2);
   t.validate();
