@@ -12,22 +12,13 @@
 #include "ckpt/checkpoint_state.h"
 #include "ckpt/hf_config.h"
 #include "ckpt/safetensors.h"
+#include "common/error_text.h"
 #include "core/error.h"
 
 namespace infinipipe {
 namespace {
 
 namespace fs = std::filesystem;
-
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 nlohmann::json hf_config() {
   ModelConfig m;
@@ -39,7 +30,8 @@ nlohmann::json hf_config() {
 }
 
 TEST(CheckpointHostile, ConfigNumbersMustBeIntegersInRange) {
-  EXPECT_EQ(error_of([] { hf_config_to_model(hf_config(), "config.json"); }), "");
+  EXPECT_EQ(infinipipe::testing::error_text([] { hf_config_to_model(hf_config(), "config.json"); }),
+            "");
   for (const auto& [key, value] : std::vector<std::pair<const char*, nlohmann::json>>{
            {"hidden_size", 32.9},
            {"num_hidden_layers", 2.5},
@@ -49,7 +41,8 @@ TEST(CheckpointHostile, ConfigNumbersMustBeIntegersInRange) {
            {"num_attention_heads", nlohmann::json::array()}}) {
     nlohmann::json j = hf_config();
     j[key] = value;
-    const std::string e = error_of([&] { hf_config_to_model(j, "config.json"); });
+    const std::string e =
+        infinipipe::testing::error_text([&] { hf_config_to_model(j, "config.json"); });
     EXPECT_NE(e.find(std::string("config.json: field ") + key), std::string::npos)
         << key << " = " << value.dump() << ": " << e;
   }
@@ -59,11 +52,14 @@ TEST(CheckpointHostile, ConfigOfAnImpossibleModelIsRefused) {
   nlohmann::json j = hf_config();
   j["hidden_size"] = int64_t{1} << 40;
   j["intermediate_size"] = int64_t{1} << 40;
-  const std::string e = error_of([&] { hf_config_to_model(j, "config.json"); });
+  const std::string e =
+      infinipipe::testing::error_text([&] { hf_config_to_model(j, "config.json"); });
   EXPECT_NE(e.find("the model it describes is invalid"), std::string::npos) << e;
   j = hf_config();
   j["tie_word_embeddings"] = "yes";
-  EXPECT_NE(error_of([&] { hf_config_to_model(j, "config.json"); }).find("tie_word"),
+  EXPECT_NE(infinipipe::testing::error_text([&] {
+              hf_config_to_model(j, "config.json");
+            }).find("tie_word"),
             std::string::npos);
 }
 
@@ -87,7 +83,7 @@ TEST(CheckpointHostile, StateFieldsAreTyped) {
   const auto with = [](const char* key, nlohmann::json v) {
     nlohmann::json j = state_json();
     j[key] = std::move(v);
-    return error_of([&] { checkpoint_state_from_json(j, "state.json"); });
+    return infinipipe::testing::error_text([&] { checkpoint_state_from_json(j, "state.json"); });
   };
   EXPECT_NE(with("iteration", 2.5).find("state.json: iteration must be an integer"),
             std::string::npos);
@@ -104,11 +100,11 @@ TEST(CheckpointHostile, IndexEntriesAreTyped) {
   const CheckpointState s = checkpoint_state_from_json(state_json(), "state.json");
   const nlohmann::json good = {{"weight_map", {{"w", "model.safetensors"}}}};
   EXPECT_EQ(checkpoint_index_from_json(good, "index.json", s.files).at("w"), "model.safetensors");
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(infinipipe::testing::error_text([&] {
               checkpoint_index_from_json({{"weight_map", {{"w", 3}}}}, "index.json", s.files);
             }).find("index.json: weight_map.w must be a string"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(infinipipe::testing::error_text([&] {
               checkpoint_index_from_json(nlohmann::json::array(), "index.json", s.files);
             }).find("index.json must be an object"),
             std::string::npos);
@@ -134,12 +130,14 @@ TEST(CheckpointHostile, DeeplyNestedSafetensorsShapeIsAnError) {
   const std::string path = dir + "/model.safetensors";
   write_safetensors(path, "{\"w\": {\"dtype\": \"F32\", \"shape\": " + std::string(200000, '[') +
                               std::string(200000, ']') + ", \"data_offsets\": [0, 0]}}");
-  const std::string e = error_of([&] { SafetensorsReader r(path); });
+  const std::string e = infinipipe::testing::error_text([&] { SafetensorsReader r(path); });
   EXPECT_NE(e.find("nests arrays or objects more than 64 levels"), std::string::npos) << e;
   write_safetensors(path,
                     "{\"w\": {\"dtype\": \"F32\", \"shape\": [[[1]]], \"data_offsets\": "
                     "[0, 4]}}");
-  EXPECT_NE(error_of([&] { SafetensorsReader r(path); }).find("not a non-negative integer"),
+  EXPECT_NE(infinipipe::testing::error_text([&] {
+              SafetensorsReader r(path);
+            }).find("not a non-negative integer"),
             std::string::npos);
   fs::remove_all(dir);
 }
@@ -148,7 +146,7 @@ TEST(CheckpointHostile, SymlinkLoopInTheDirectoryIsNotACrash) {
   const std::string dir = temp_dir("loop");
   fs::create_symlink(dir + "/iter_0000001", dir + "/iter_0000001");
   EXPECT_TRUE(checkpoint_list(dir).empty());
-  const std::string e = error_of([&] { CheckpointReader r(dir); });
+  const std::string e = infinipipe::testing::error_text([&] { CheckpointReader r(dir); });
   EXPECT_NE(e.find("no complete checkpoint there"), std::string::npos) << e;
   fs::remove_all(dir);
 }

@@ -8,6 +8,7 @@
 
 #include "ckpt/checkpoint_checksum.h"
 #include "ckpt/safetensors.h"
+#include "common/error_text.h"
 #include "core/error.h"
 
 namespace infinipipe {
@@ -43,12 +44,7 @@ class SafetensorsTest : public ::testing::Test {
 };
 
 std::string error_of(const std::string& path) {
-  try {
-    SafetensorsReader r(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return infinipipe::testing::error_text([&] { SafetensorsReader r(path); });
 }
 
 std::vector<char> slurp(const std::string& path) {

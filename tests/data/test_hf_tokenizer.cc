@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error_text.h"
 #include "core/error.h"
 #include "data/hf_regex.h"
 #include "data/hf_tokenizer.h"
@@ -33,16 +34,6 @@ std::unique_ptr<Tokenizer> fallback(const Json& j,
 }
 
 // The message of the error `f` throws (empty when it throws none).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(HfTokenizer, ByteLevelBpeWithTemplateBos) {
   const auto t = byte_level(test::hf_byte_level_json());
   EXPECT_EQ(t->type(), "HuggingFaceTokenizer");
@@ -113,7 +104,8 @@ TEST(HfTokenizer, LlamaClassConfigRebuildsTheTemplate) {
     "tokenizer_class": "LlamaTokenizerFast", "add_bos_token": false, "add_eos_token": true})");
   EXPECT_EQ(t->encode("12"), (Ids{263, 301}));
   // Without a config: no bos/eos known, and documents need an eos.
-  EXPECT_NE(error_of([&] { parse(j, ""); }).find("names no eos_token"), std::string::npos);
+  EXPECT_NE(infinipipe::testing::error_text([&] { parse(j, ""); }).find("names no eos_token"),
+            std::string::npos);
   // A ByteLevel post-processor (as Meta's first Llama 3 file) adds nothing.
   Json k = j;
   k["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}};
@@ -160,7 +152,9 @@ TEST(HfTokenizer, UnknownCharactersFuseIntoOneUnk) {
   j["model"]["fuse_unk"] = false;
   EXPECT_EQ(fallback(j)->encode("€€"), (Ids{1, 259, 0, 0}));
   j["model"]["unk_token"] = nullptr;
-  EXPECT_NE(error_of([&] { fallback(j)->encode("€"); }).find("U+20AC has no token"),
+  EXPECT_NE(infinipipe::testing::error_text([&] {
+              fallback(j)->encode("€");
+            }).find("U+20AC has no token"),
             std::string::npos);
 }
 
@@ -240,23 +234,25 @@ TEST(HfTokenizer, UnsupportedComponentsAreRefusedByName) {
   for (const Case& c : cases) {
     Json j = test::hf_byte_level_json();
     j[c.field] = c.value;
-    const std::string e = error_of([&] { byte_level(j); });
+    const std::string e = infinipipe::testing::error_text([&] { byte_level(j); });
     EXPECT_NE(e.find(c.type), std::string::npos) << e;
     EXPECT_NE(e.find("not supported"), std::string::npos) << e;
   }
   Json j = test::hf_byte_level_json();
   j["model"]["type"] = "WordPiece";
-  EXPECT_NE(error_of([&] { byte_level(j); }).find("WordPiece"), std::string::npos);
+  EXPECT_NE(infinipipe::testing::error_text([&] { byte_level(j); }).find("WordPiece"),
+            std::string::npos);
   j = test::hf_byte_level_json();
   j["model"]["dropout"] = 0.1;
-  EXPECT_NE(error_of([&] { byte_level(j); }).find("dropout"), std::string::npos);
+  EXPECT_NE(infinipipe::testing::error_text([&] { byte_level(j); }).find("dropout"),
+            std::string::npos);
 }
 
 TEST(HfTokenizer, HostileFilesAreRefusedWithTheField) {
   auto refused = [](const std::function<void(Json&)>& damage, const char* says) {
     Json j = test::hf_byte_level_json();
     damage(j);
-    const std::string e = error_of([&] { byte_level(j); });
+    const std::string e = infinipipe::testing::error_text([&] { byte_level(j); });
     EXPECT_NE(e.find(says), std::string::npos) << "message: " << e;
   };
   refused([](Json& j) { j["model"]["merges"].push_back("x \u00e9\u00e9"); },

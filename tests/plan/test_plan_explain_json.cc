@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error_text.h"
 #include "core/error.h"
 #include "explain_test_util.h"
 #include "plan/plan_explain.h"
@@ -37,12 +38,7 @@ TEST(PlanExplainJson, ReadsBackWhatItWrites) {
 }
 
 std::string error_of(const json& j) {
-  try {
-    (void)explain_from_json(j, "plan.json: explain");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return infinipipe::testing::error_text([&] { (void)explain_from_json(j, "plan.json: explain"); });
 }
 
 TEST(PlanExplainJson, DamagedFieldsAreErrorsNamingThem) {
