@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,7 @@ LayoutSpace pp2_dp2() {
   s.devices_per_node = 4;
   s.pp = 2;
   s.dp = 2;
+  s.vpp = 1;
   s.ulysses = 1;
   s.schedules = {Schedule::epp};
   s.exhaustive = true;
@@ -84,7 +86,7 @@ const LayoutResult* find(const LayoutSearchResult& r, RankOrder order) {
 TEST(LayoutPlacement, WithoutHostLinksTheCandidatesAreThoseOfBefore) {
   const Config cfg = activations_heavy();
   LayoutSpace space = pp2_dp2();
-  space.pp = space.dp = space.ulysses = 0;
+  space.pp = space.dp = space.ulysses = space.vpp = 0;
   const std::vector<Layout> plain = layout_candidates(cfg, space);
   ASSERT_FALSE(plain.empty());
   for (const Layout& l : plain) {
@@ -146,6 +148,7 @@ TEST(LayoutPlacement, BigActivationsPutEachPipelineInsideAHost) {
   EXPECT_EQ(r.link_hosts, 2);
 
   const std::string text = layout_search_markdown(r, pp2_dp2());
+  std::printf("%s\n%s\n", text.c_str(), layout_search_order_reason(r).c_str());
   EXPECT_NE(text.find("| rank order |"), std::string::npos) << text;
   EXPECT_NE(text.find("links between 2 hosts"), std::string::npos) << text;
   EXPECT_NE(layout_search_choice(r).find("pipelines on adjacent ranks"), std::string::npos);
@@ -235,7 +238,7 @@ TEST(LayoutPlacement, PrunedSearchKeepsTheBestOverBothOrders) {
     const auto& batches = heavy_activations ? kLong : kShort;
     const cost::CostModel cm = cost::CostModel::from_config(cfg).with_host_links(two_hosts());
     LayoutSpace all = pp2_dp2();
-    all.pp = all.dp = all.ulysses = 0;
+    all.pp = all.dp = all.ulysses = all.vpp = 0;
     all.schedules = {Schedule::epp, Schedule::one_f_one_b};
     const LayoutSearchResult full = layout_search(cfg, cm, all, batches);
     LayoutSpace pruned_space = all;
