@@ -28,11 +28,13 @@
 #
 #   placement
 #          the same shaped link, mpirun's usual order (ranks 0-1 on host A, 2-3 on host B):
-#          `train --rank-placement auto` must print its reason and choose pipelines on adjacent
-#          ranks for this small model (its activations outweigh its gradients), and train with
-#          the losses of Megatron's order (to 1e-6: the plans differ, as the ranks share the
-#          hosts' cores differently); it prints both runs' tokens/s (docs/benchmarks.md).
-#          PLACEMENT_ITERS (default 6) iterations each.
+#          `train --rank-placement auto --measure-links` measures the links before the groups,
+#          ranks both orders by predicted tokens/s with them and must print its reason naming
+#          both predictions and the measured link between the hosts, choose pipelines on
+#          adjacent ranks for this small model (its activations outweigh its gradients), and
+#          train with the losses of Megatron's order (also --measure-links; to 1e-6: the plans
+#          differ, as the ranks share the hosts' cores differently); it prints both runs'
+#          tokens/s (docs/benchmarks.md). PLACEMENT_ITERS (default 6) iterations each.
 #
 # Usage: scripts/multihost-check.sh [BUILD_DIR]
 #          [comm|train|link-down|host-dies|links|placement]
@@ -275,15 +277,27 @@ check_placement() {
   for pl in auto megatron; do
     mh_mpirun 300 -np 4 --map-by slot env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
       "$BIN" "${args[@]}" --train-iters "$iters" --data-path "$corpus" \
-      --rank-placement $pl --log-dir "$MH_TMP/$pl" >"$MH_TMP/$pl.out" 2>&1 || {
+      --rank-placement $pl --measure-links --log-dir "$MH_TMP/$pl" >"$MH_TMP/$pl.out" 2>&1 || {
       cat "$MH_TMP/$pl.out"
       echo "multihost-check: FAILED: the run with --rank-placement $pl failed" >&2
       return 1
     }
   done
-  grep "rank placement" "$MH_TMP/auto.out"
-  grep -q "rank placement auto: pipelines on adjacent ranks" "$MH_TMP/auto.out" || {
-    echo "multihost-check: FAILED: auto did not choose pipelines on adjacent ranks" >&2
+  grep -E "^link |rank placement" "$MH_TMP/auto.out"
+  # The reason names the chosen order, both orders' predicted tokens/s and the link measured
+  # between the hosts (as the run's "link" line printed it).
+  local link
+  link=$(grep -oE "^link $MH_HOST_A <-> $MH_HOST_B: [0-9.]+ MB/s, [0-9]+ us" "$MH_TMP/auto.out" |
+    head -1)
+  link=${link#link }
+  [[ -n $link ]] || {
+    echo "multihost-check: FAILED: no link measured between $MH_HOST_A and $MH_HOST_B" >&2
+    return 1
+  }
+  grep -qE "rank placement auto: pipelines on adjacent ranks \(rank = replica x pp \+ stage\): predicted [0-9]+ tokens/s, against [0-9]+ tokens/s in Megatron's order .*measured links \($link\)" \
+    "$MH_TMP/auto.out" || {
+    echo "multihost-check: FAILED: auto did not choose pipelines on adjacent ranks by" \
+      "predicted time, naming both predictions and the measured link ($link)" >&2
     return 1
   }
   # The two orders make different plans here (their ranks share the hosts' cores differently),
@@ -303,8 +317,8 @@ tok, sec = sum(r["tokens"] for r in recs), sum(r["seconds"] for r in recs)
 print(f"placement {sys.argv[2]}: {tok / sec:.0f} tokens/s over iterations 2-{len(recs) + 1}")
 PY
   done
-  echo "multihost-check: passed (placement: auto chose pipelines inside hosts, same losses;" \
-    "$((SECONDS - t0)) s)"
+  echo "multihost-check: passed (placement: auto chose pipelines inside hosts by predicted" \
+    "time with the measured link, same losses; $((SECONDS - t0)) s)"
 }
 
 check_link-down() { check_fault; }

@@ -58,11 +58,17 @@ std::vector<RankOrder> searched_orders(RankPlacement p) {
   return {p == RankPlacement::pipelines ? RankOrder::pipelines : RankOrder::megatron};
 }
 
-// "a <-> b: 117.0 MB/s, 52 us; ...": the measured links between hosts.
+// "a <-> b: 117 MB/s, 52 us; ...": the measured links between hosts, as the run's "link" lines
+// print them (comm/mpi_links.h).
 std::string links_between_hosts(const cost::HostLinkTable& links) {
   std::string out;
-  for (const std::string& line : links.describe())
-    if (line.find(" <-> ") != std::string::npos) out += (out.empty() ? "" : "; ") + line;
+  for (size_t a = 0; a < links.hosts.size(); ++a)
+    for (size_t b = a + 1; b < links.hosts.size(); ++b) {
+      const cost::Link& l = links.between(static_cast<int64_t>(a), static_cast<int64_t>(b));
+      out += fmt::format("{}{} <-> {}: {:.0f} MB/s, {:.0f} us", out.empty() ? "" : "; ",
+                         links.hosts[a].name, links.hosts[b].name, l.bandwidth / 1e6,
+                         l.latency_s * 1e6);
+    }
   return out;
 }
 
