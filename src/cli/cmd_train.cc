@@ -201,9 +201,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--quiet,-q", args->quiet, "no per-iteration lines and no progress line");
   args->search_iterations_option =
       cmd->add_option("--search-iterations", args->search_iterations,
-                      "with --pp / --dp / --vpp / --ulysses-degree auto: the run's first training "
-                      "batches the layout search samples (at most the iterations it trains; from "
-                      "the checkpoint's position with --load)")
+                      "with --pp / --dp / --vpp / --ulysses-degree auto, or --rank-placement "
+                      "auto with --measure-links: the run's first training batches the layout "
+                      "search samples (at most the iterations it trains; from the checkpoint's "
+                      "position with --load)")
           ->capture_default_str();
   cmd->callback([args] { run_train(*args); });
 }
