@@ -34,7 +34,9 @@
 #          adjacent ranks for this small model (its activations outweigh its gradients), and
 #          train with the losses of Megatron's order (also --measure-links; to 1e-6: the plans
 #          differ, as the ranks share the hosts' cores differently); it prints both runs'
-#          tokens/s (docs/benchmarks.md). PLACEMENT_ITERS (default 6) iterations each.
+#          tokens/s (docs/benchmarks.md). PLACEMENT_ITERS (default 6) iterations each. Then
+#          `--pp auto --rank-placement auto --measure-links` (2 iterations) must name the order
+#          of the layout the search ranked first, and train it.
 #
 # Usage: scripts/multihost-check.sh [BUILD_DIR]
 #          [comm|train|link-down|host-dies|links|placement]
@@ -294,10 +296,40 @@ check_placement() {
     echo "multihost-check: FAILED: no link measured between $MH_HOST_A and $MH_HOST_B" >&2
     return 1
   }
-  grep -qE "rank placement auto: pipelines on adjacent ranks \(rank = replica x pp \+ stage\): predicted [0-9]+ tokens/s, against [0-9]+ tokens/s in Megatron's order .*measured links \($link\)" \
+  grep -qE "rank placement auto: pipelines on adjacent ranks \(rank = replica x pp \+ stage\) for pp 2 x vpp 1 x ulysses 1 x dp 2, epp: predicted [0-9]+ tokens/s, against [0-9]+ tokens/s in Megatron's order; ranked by predicted time with the measured links \($link\)" \
     "$MH_TMP/auto.out" || {
     echo "multihost-check: FAILED: auto did not choose pipelines on adjacent ranks by" \
       "predicted time, naming both predictions and the measured link ($link)" >&2
+    return 1
+  }
+  # --pp auto (dp searched along) with measured links: the layout search ranks every layout in
+  # both orders, names the order of the one it ranked first, and the run trains it.
+  local search=() skip=
+  for x in "${args[@]}"; do
+    if [[ -n $skip ]]; then
+      [[ $skip == pp ]] && search+=(auto)
+      skip=
+      continue
+    fi
+    case $x in
+      --pp) search+=(--pp) skip=pp ;;
+      --dp) skip=dp ;;
+      *) search+=("$x") ;;
+    esac
+  done
+  mh_mpirun 300 -np 4 --map-by slot env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+    "$BIN" "${search[@]}" --train-iters 2 --data-path "$corpus" --rank-placement auto \
+    --measure-links --log-dir "$MH_TMP/search" >"$MH_TMP/search.out" 2>&1 || {
+    cat "$MH_TMP/search.out"
+    echo "multihost-check: FAILED: the run with --pp auto --rank-placement auto failed" >&2
+    return 1
+  }
+  grep -E "layout search over|rank placement" "$MH_TMP/search.out"
+  grep -qE "layout search over 4 ranks .*: pp [0-9]+ x vpp [0-9-]+ x ulysses 1 x dp [0-9]+, epp, (pipelines on adjacent ranks|Megatron's order): predicted" \
+    "$MH_TMP/search.out" && grep -q "^done: 2 iterations" "$MH_TMP/search.out" || {
+    cat "$MH_TMP/search.out"
+    echo "multihost-check: FAILED: --pp auto did not name the order of the layout it chose" \
+      "and train it" >&2
     return 1
   }
   # The two orders make different plans here (their ranks share the hosts' cores differently),

@@ -149,13 +149,13 @@ std::string layout_search_order_reason(const LayoutSearchResult& r) {
     against = fmt::format("against {:.0f} tokens/s in {}", other->tokens_per_s,
                           rank_order_text(other->layout.order));
   else if (other && !other->evaluated)
-    against = fmt::format("against at most {:.0f} tokens/s in {} (its bound, not evaluated)",
+    against = fmt::format("against at most {:.0f} tokens/s in {} (its bound; not planned further)",
                           other->stop_bound_tokens_per_s, rank_order_text(other->layout.order));
   else if (other)
     against =
         fmt::format("{} cannot run it: {}", rank_order_text(other->layout.order), other->reason);
-  return fmt::format("{} ({}): predicted {:.0f} tokens/s, {} ({})", rank_order_text(l.order),
-                     formula(l.order), best->tokens_per_s, against, plain.describe());
+  return fmt::format("{} ({}) for {}: predicted {:.0f} tokens/s, {}", rank_order_text(l.order),
+                     formula(l.order), plain.describe(), best->tokens_per_s, against);
 }
 
 nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace& space) {

@@ -21,9 +21,9 @@ std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpac
 // feasible.
 std::string layout_search_choice(const LayoutSearchResult& r);
 // Where the search ranked rank orders: why the best layout runs in its order, against the same
-// layout in the other order — "pipelines on adjacent ranks (rank = replica x pp + stage):
-// predicted 41234 tokens/s against 37012 tokens/s in Megatron's order (pp 2 x vpp 1 x ulysses 1
-// x dp 2, epp)", the other's bound when it was not evaluated, its reason when it cannot run.
+// layout in the other order — "pipelines on adjacent ranks (rank = replica x pp + stage) for pp 2
+// x vpp 1 x ulysses 1 x dp 2, epp: predicted 41234 tokens/s, against 37012 tokens/s in
+// Megatron's order", the other's bound when it was not evaluated, its reason when it cannot run.
 // "" when no order was ranked or none is feasible.
 std::string layout_search_order_reason(const LayoutSearchResult& r);
 nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace& space);

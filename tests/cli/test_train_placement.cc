@@ -111,7 +111,7 @@ TEST_F(TrainPlacement, MeasuredLinksRankBothOrdersAtTheRunsLayout) {
   EXPECT_EQ(r.appended[0].first, "rank-placement");
   EXPECT_EQ(r.appended[0].second, "pipelines") << r.printed;
   EXPECT_NE(r.printed.find("rank placement auto: pipelines on adjacent ranks (rank = replica x "
-                           "pp + stage): predicted "),
+                           "pp + stage) for pp 2 x vpp 1 x ulysses 1 x dp 2, epp: predicted "),
             std::string::npos)
       << r.printed;
   EXPECT_NE(r.printed.find("tokens/s in Megatron's order"), std::string::npos) << r.printed;

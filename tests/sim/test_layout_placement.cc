@@ -157,7 +157,9 @@ TEST(LayoutPlacement, BigActivationsPutEachPipelineInsideAHost) {
   EXPECT_EQ(j.at("layouts").at(0).at("rank_order"), "pipelines");
   EXPECT_EQ(j.at("layouts").at(1).at("rank_order"), "megatron");
   const std::string why = layout_search_order_reason(r);
-  EXPECT_EQ(why.rfind("pipelines on adjacent ranks (rank = replica x pp + stage): predicted ", 0),
+  EXPECT_EQ(why.rfind("pipelines on adjacent ranks (rank = replica x pp + stage) for pp 2 x vpp "
+                      "1 x ulysses 1 x dp 2, epp: predicted ",
+                      0),
             0u)
       << why;
   EXPECT_NE(why.find("tokens/s in Megatron's order"), std::string::npos) << why;
