@@ -162,9 +162,27 @@ Config layout_config(const Config& base, const LayoutSpace& space, const Layout&
 
 namespace {
 
+// With host links: a Ulysses group whose devices lie on two hosts, named ("" when none). Its
+// all-to-alls are priced inside a node, so like Config::validate's node rule the group stays
+// inside a host (its devices are consecutive: the same in either rank order).
+std::string ulysses_across_hosts(const cost::HostLinkTable& links, const LayoutSpace& space,
+                                 const Layout& l) {
+  if (links.empty() || l.ulysses < 2) return "";
+  const std::vector<int64_t> host = links.host_of_ranks(space.num_devices);
+  for (size_t d = 0; d < host.size(); ++d)
+    if (d % static_cast<size_t>(l.ulysses) != 0 && host[d] != host[d - 1])
+      return fmt::format(
+          "ulysses {} puts devices {} and {} of one sequence-parallel group on hosts {} and {} "
+          "(a group's all-to-alls stay inside a host)",
+          l.ulysses, d - 1, d, links.hosts[static_cast<size_t>(host[d - 1])].name,
+          links.hosts[static_cast<size_t>(host[d])].name);
+  return "";
+}
+
 StagedLayout stage(const Config& base, const cost::CostModel& cm, const LayoutSpace& space,
                    const Layout& layout, std::span<const std::vector<int64_t>> batches) {
-  const std::string refusal = static_reason(base, space, layout);
+  std::string refusal = static_reason(base, space, layout);
+  if (refusal.empty()) refusal = ulysses_across_hosts(cm.host_links(), space, layout);
   Config cfg = layout_config(base, space, layout);
   if (refusal.empty()) cfg.validate();
   return StagedLayout(cfg, cm, space, layout, batches, refusal);

@@ -259,6 +259,37 @@ TEST(LayoutPlacement, PrunedSearchKeepsTheBestOverBothOrders) {
   }
 }
 
+// Ulysses groups are consecutive devices; one that would span the two hosts cannot run (its
+// all-to-alls are priced inside a node), one inside a host can, in either order.
+TEST(LayoutPlacement, UlyssesGroupsStayInsideAHost) {
+  Config cfg = activations_heavy();
+  cfg.model.num_attention_heads = cfg.model.num_query_groups = 8;
+  cfg.cluster.num_devices = 8;
+  cfg.cluster.devices_per_node = 8;
+  cost::HostLinkTable t;
+  t.hosts = {{"host-a", 4}, {"host-b", 4}};
+  t.links = {{5e9, 2e-6}, {5e7, 50e-6}, {5e7, 50e-6}, {5e9, 2e-6}};
+  const cost::CostModel cm = cost::CostModel::from_config(cfg).with_host_links(t);
+  LayoutSpace space = pp2_dp2();
+  space.num_devices = space.devices_per_node = 8;
+  space.pp = 1;
+  space.dp = 0;
+  space.ulysses = 0;
+  const LayoutSearchResult r = layout_search(cfg, cm, space, kLong);
+  int inside = 0;
+  for (const LayoutResult& x : r.ranked) {
+    const std::string what = x.layout.describe() + ": " + x.reason;
+    if (x.layout.ulysses == 8) {
+      EXPECT_FALSE(x.feasible) << what;
+      EXPECT_NE(x.reason.find("on hosts host-a and host-b"), std::string::npos) << what;
+    } else if (x.layout.ulysses > 1) {
+      EXPECT_EQ(x.reason.find("on hosts"), std::string::npos) << what;
+      inside += x.feasible;
+    }
+  }
+  EXPECT_GT(inside, 0);
+}
+
 TEST(LayoutPlacement, ATableTooSmallForTheDevicesIsAClearError) {
   const Config cfg = activations_heavy();
   LayoutSpace space = pp2_dp2();
