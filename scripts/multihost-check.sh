@@ -296,6 +296,11 @@ check_placement() {
     echo "multihost-check: FAILED: no link measured between $MH_HOST_A and $MH_HOST_B" >&2
     return 1
   }
+  # One measurement, before the groups, serves the choice and the plans: measured once.
+  [[ $(grep -c "^link $MH_HOST_A <-> $MH_HOST_B" "$MH_TMP/auto.out") -eq 1 ]] || {
+    echo "multihost-check: FAILED: the links were measured more than once" >&2
+    return 1
+  }
   grep -qE "rank placement auto: pipelines on adjacent ranks \(rank = replica x pp \+ stage\) for pp 2 x vpp 1 x ulysses 1 x dp 2, epp: predicted [0-9]+ tokens/s, against [0-9]+ tokens/s in Megatron's order; ranked by predicted time with the measured links \($link\)" \
     "$MH_TMP/auto.out" || {
     echo "multihost-check: FAILED: auto did not choose pipelines on adjacent ranks by" \
