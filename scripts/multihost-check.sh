@@ -330,13 +330,13 @@ check_placement() {
     return 1
   }
   grep -E "layout search over|rank placement" "$MH_TMP/search.out"
-  grep -qE "layout search over 4 ranks .*: pp [0-9]+ x vpp [0-9-]+ x ulysses 1 x dp [0-9]+, epp, (pipelines on adjacent ranks|Megatron's order): predicted" \
-    "$MH_TMP/search.out" && grep -q "^done: 2 iterations" "$MH_TMP/search.out" || {
+  if ! grep -qE "layout search over 4 ranks .*: pp [0-9]+ x vpp [0-9-]+ x ulysses 1 x dp [0-9]+, epp, (pipelines on adjacent ranks|Megatron's order): predicted" \
+    "$MH_TMP/search.out" || ! grep -q "^done: 2 iterations" "$MH_TMP/search.out"; then
     cat "$MH_TMP/search.out"
     echo "multihost-check: FAILED: --pp auto did not name the order of the layout it chose" \
       "and train it" >&2
     return 1
-  }
+  fi
   # The two orders make different plans here (their ranks share the hosts' cores differently),
   # so the losses agree to rounding, not bit for bit (on one host they are bit-identical).
   /usr/bin/python3 - "$MH_TMP/megatron/metrics.jsonl" "$MH_TMP/auto/metrics.jsonl" <<'PY' || return 1
