@@ -28,11 +28,15 @@
 #
 #   placement
 #          the same shaped link, mpirun's usual order (ranks 0-1 on host A, 2-3 on host B):
-#          `train --rank-placement auto` must print its reason and choose pipelines on adjacent
-#          ranks for this small model (its activations outweigh its gradients), and train with
-#          the losses of Megatron's order (to 1e-6: the plans differ, as the ranks share the
-#          hosts' cores differently); it prints both runs' tokens/s (docs/benchmarks.md).
-#          PLACEMENT_ITERS (default 6) iterations each.
+#          `train --rank-placement auto --measure-links` measures the links before the groups,
+#          ranks both orders by predicted tokens/s with them and must print its reason naming
+#          both predictions and the measured link between the hosts, choose pipelines on
+#          adjacent ranks for this small model (its activations outweigh its gradients), and
+#          train with the losses of Megatron's order (also --measure-links; to 1e-6: the plans
+#          differ, as the ranks share the hosts' cores differently); it prints both runs'
+#          tokens/s (docs/benchmarks.md). PLACEMENT_ITERS (default 6) iterations each. Then
+#          `--pp auto --rank-placement auto --measure-links` (2 iterations) must name the order
+#          of the layout the search ranked first, and train it.
 #
 # Usage: scripts/multihost-check.sh [BUILD_DIR]
 #          [comm|train|link-down|host-dies|links|placement]
@@ -275,17 +279,64 @@ check_placement() {
   for pl in auto megatron; do
     mh_mpirun 300 -np 4 --map-by slot env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
       "$BIN" "${args[@]}" --train-iters "$iters" --data-path "$corpus" \
-      --rank-placement $pl --log-dir "$MH_TMP/$pl" >"$MH_TMP/$pl.out" 2>&1 || {
+      --rank-placement $pl --measure-links --log-dir "$MH_TMP/$pl" >"$MH_TMP/$pl.out" 2>&1 || {
       cat "$MH_TMP/$pl.out"
       echo "multihost-check: FAILED: the run with --rank-placement $pl failed" >&2
       return 1
     }
   done
-  grep "rank placement" "$MH_TMP/auto.out"
-  grep -q "rank placement auto: pipelines on adjacent ranks" "$MH_TMP/auto.out" || {
-    echo "multihost-check: FAILED: auto did not choose pipelines on adjacent ranks" >&2
+  grep -E "^link |rank placement" "$MH_TMP/auto.out"
+  # The reason names the chosen order, both orders' predicted tokens/s and the link measured
+  # between the hosts (as the run's "link" line printed it).
+  local link
+  link=$(grep -oE "^link $MH_HOST_A <-> $MH_HOST_B: [0-9.]+ MB/s, [0-9]+ us" "$MH_TMP/auto.out" |
+    head -1)
+  link=${link#link }
+  [[ -n $link ]] || {
+    echo "multihost-check: FAILED: no link measured between $MH_HOST_A and $MH_HOST_B" >&2
     return 1
   }
+  # One measurement, before the groups, serves the choice and the plans: measured once.
+  [[ $(grep -c "^link $MH_HOST_A <-> $MH_HOST_B" "$MH_TMP/auto.out") -eq 1 ]] || {
+    echo "multihost-check: FAILED: the links were measured more than once" >&2
+    return 1
+  }
+  grep -qE "rank placement auto: pipelines on adjacent ranks \(rank = replica x pp \+ stage\) for pp 2 x vpp 1 x ulysses 1 x dp 2, epp: predicted [0-9]+ tokens/s, against [0-9]+ tokens/s in Megatron's order; ranked by predicted time with the measured links \($link\)" \
+    "$MH_TMP/auto.out" || {
+    echo "multihost-check: FAILED: auto did not choose pipelines on adjacent ranks by" \
+      "predicted time, naming both predictions and the measured link ($link)" >&2
+    return 1
+  }
+  # --pp auto (dp searched along) with measured links: the layout search ranks every layout in
+  # both orders, names the order of the one it ranked first, and the run trains it.
+  local search=() skip=
+  for x in "${args[@]}"; do
+    if [[ -n $skip ]]; then
+      [[ $skip == pp ]] && search+=(auto)
+      skip=
+      continue
+    fi
+    case $x in
+      --pp) search+=(--pp) skip=pp ;;
+      --dp) skip=dp ;;
+      *) search+=("$x") ;;
+    esac
+  done
+  mh_mpirun 300 -np 4 --map-by slot env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+    "$BIN" "${search[@]}" --train-iters 2 --data-path "$corpus" --rank-placement auto \
+    --measure-links --log-dir "$MH_TMP/search" >"$MH_TMP/search.out" 2>&1 || {
+    cat "$MH_TMP/search.out"
+    echo "multihost-check: FAILED: the run with --pp auto --rank-placement auto failed" >&2
+    return 1
+  }
+  grep -E "layout search over|rank placement" "$MH_TMP/search.out"
+  if ! grep -qE "layout search over 4 ranks .*: pp [0-9]+ x vpp [0-9-]+ x ulysses 1 x dp [0-9]+, epp, (pipelines on adjacent ranks|Megatron's order): predicted" \
+    "$MH_TMP/search.out" || ! grep -q "^done: 2 iterations" "$MH_TMP/search.out"; then
+    cat "$MH_TMP/search.out"
+    echo "multihost-check: FAILED: --pp auto did not name the order of the layout it chose" \
+      "and train it" >&2
+    return 1
+  fi
   # The two orders make different plans here (their ranks share the hosts' cores differently),
   # so the losses agree to rounding, not bit for bit (on one host they are bit-identical).
   /usr/bin/python3 - "$MH_TMP/megatron/metrics.jsonl" "$MH_TMP/auto/metrics.jsonl" <<'PY' || return 1
@@ -303,8 +354,8 @@ tok, sec = sum(r["tokens"] for r in recs), sum(r["seconds"] for r in recs)
 print(f"placement {sys.argv[2]}: {tok / sec:.0f} tokens/s over iterations 2-{len(recs) + 1}")
 PY
   done
-  echo "multihost-check: passed (placement: auto chose pipelines inside hosts, same losses;" \
-    "$((SECONDS - t0)) s)"
+  echo "multihost-check: passed (placement: auto chose pipelines inside hosts by predicted" \
+    "time with the measured link, same losses; $((SECONDS - t0)) s)"
 }
 
 check_link-down() { check_fault; }

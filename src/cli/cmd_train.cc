@@ -27,6 +27,7 @@
 #include "plan/schedule_table.h"
 #include "runtime/checkpoint_meta.h"
 #include "runtime/train.h"
+#include "runtime/train_links.h"
 
 namespace infinipipe::cli {
 
@@ -45,8 +46,10 @@ struct TrainArgs {
   CLI::Option* search_iterations_option = nullptr;
 };
 
-void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* watchdog) {
+void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* watchdog,
+                    const cost::HostLinkTable& links = {}) {
   runtime::TrainOptions opts;
+  opts.host_links = links;
   opts.config = resolve_train_config(*a.config);
   runtime::train_check_config(opts.config, groups ? groups->layout().world_size() : 1);
   // Recorded with the tokenizer the run resolves (the --load folder's when no flag names one).
@@ -98,9 +101,12 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
 // on the models CPU trains, so a wait this long means rank 0 died or hung.
 constexpr double kLayoutSearchWaitSeconds = 900;
 
-// The run's arguments with auto parallel degrees resolved (unchanged without auto).
-TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm) {
+// The run's arguments with auto parallel degrees (and a rank order chosen with measured links)
+// resolved; unchanged without.
+TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm,
+                              const cost::HostLinkTable& links = {}) {
   TrainAutoLayout how;
+  how.links = links;
   how.world = comm ? comm->size() : 1;
   how.searcher = !comm || comm->rank() == 0;
   how.print = how.searcher && !a.quiet;
@@ -130,6 +136,16 @@ TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm) {
   return out;
 }
 
+// --measure-links: the links between the hosts, measured on every rank before the groups are
+// made (their order may be chosen with them); empty without the option.
+cost::HostLinkTable train_links_before_groups(const TrainArgs& a, const Comm& comm) {
+  std::string folder;
+  const Config lenient =
+      options::resolve_config_lenient(*a.config, train_defaults(*a.config, folder));
+  if (!lenient.cluster.measure_links) return {};
+  return runtime::train_links_measure(comm.world(), comm.options().p2p_timeout_s, comm.rank() == 0);
+}
+
 void run_train(const TrainArgs& given) {
   if (!mpi_launched()) {
     given.config->world_size = 1;
@@ -140,14 +156,15 @@ void run_train(const TrainArgs& given) {
   Comm comm;
   given.config->world_size = comm.size();
   const int rc = comm_run_guarded([&] {
-    const TrainArgs a = train_args_resolved(given, &comm);
+    const cost::HostLinkTable links = train_links_before_groups(given, comm);
+    const TrainArgs a = train_args_resolved(given, &comm, links);
     const Config cfg = resolve_train_config(*a.config);
     ProcessGroups groups(comm, cfg.parallel.pipeline_parallel, cfg.parallel.data_parallel,
                          train_rank_order(cfg, comm, comm.rank() == 0 && !a.quiet));
     // With the exit signal handler a SIGTERM is a request to stop (runtime/train_stop.h), not
     // the launcher ending the job, so the watchdog leaves it alone.
     Watchdog watchdog(comm.options().watchdog_timeout(), !cfg.training.exit_signal_handler);
-    run_train_rank(a, &groups, &watchdog);
+    run_train_rank(a, &groups, &watchdog, links);
     comm.barrier("the end of training");
     return 0;
   });
@@ -184,9 +201,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--quiet,-q", args->quiet, "no per-iteration lines and no progress line");
   args->search_iterations_option =
       cmd->add_option("--search-iterations", args->search_iterations,
-                      "with --pp / --dp / --vpp / --ulysses-degree auto: the run's first training "
-                      "batches the layout search samples (at most the iterations it trains; from "
-                      "the checkpoint's position with --load)")
+                      "with --pp / --dp / --vpp / --ulysses-degree auto, or --rank-placement "
+                      "auto with --measure-links: the run's first training batches the layout "
+                      "search samples (at most the iterations it trains; from the checkpoint's "
+                      "position with --load)")
           ->capture_default_str();
   cmd->callback([args] { run_train(*args); });
 }

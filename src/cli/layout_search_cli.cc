@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "core/parallel_auto.h"
+#include "cost/calibration.h"
 #include "obs/profile.h"
 #include "sim/layout_search_report.h"
 
@@ -156,7 +157,13 @@ void layout_search_run(const SearchLayoutArgs& args, const options::ConfigOption
   const Config base = layout_search_base(options, Config{}, 0, space);
   space.threads = search_threads(args.threads);
   space.exhaustive = args.exhaustive;
-  const cost::CostModel cm = obs::planning_cost_model(base);
+  cost::CostModel cm = obs::planning_cost_model(base);
+  // A calibration's measured hosts and links (`profile` under mpirun): the search prices each
+  // transfer by the link it crosses and ranks both rank orders.
+  if (cm.host_links().empty() && !base.cluster.calibration.empty()) {
+    const cost::Calibration cal = cost::load_calibration(base.cluster.calibration);
+    if (!cal.host_links.empty()) cm = cm.with_host_links(cal.host_links);
+  }
   const auto batches = load.batches(base, args.iterations);
   const auto t0 = std::chrono::steady_clock::now();
   const sim::LayoutSearchResult r = sim::layout_search(base, cm, space, batches);

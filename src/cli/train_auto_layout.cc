@@ -43,10 +43,40 @@ int64_t searched(int64_t degree) {
   return degree == kAutoDegree ? 0 : degree;
 }
 
+// Whether the measured links put the world's ranks on two hosts or more: then the rank order
+// decides what crosses them, and auto placement is chosen by the search.
+bool links_span_hosts(const TrainAutoLayout& how) {
+  sim::LayoutSpace world;
+  world.num_devices = how.world;
+  return sim::layout_links_span_hosts(how.links, world);
+}
+
+// The orders the search ranks: both for --rank-placement auto (the search keeps Megatron's
+// alone where the links do not span two hosts), else the one given.
+std::vector<RankOrder> searched_orders(RankPlacement p) {
+  if (p == RankPlacement::auto_) return {};
+  return {p == RankPlacement::pipelines ? RankOrder::pipelines : RankOrder::megatron};
+}
+
+// "a <-> b: 117 MB/s, 52 us; ...": the measured links between hosts, as the run's "link" lines
+// print them (comm/mpi_links.h).
+std::string links_between_hosts(const cost::HostLinkTable& links) {
+  std::string out;
+  for (size_t a = 0; a < links.hosts.size(); ++a)
+    for (size_t b = a + 1; b < links.hosts.size(); ++b) {
+      const cost::Link& l = links.between(static_cast<int64_t>(a), static_cast<int64_t>(b));
+      out += fmt::format("{}{} <-> {}: {:.0f} MB/s, {:.0f} us", out.empty() ? "" : "; ",
+                         links.hosts[a].name, links.hosts[b].name, l.bandwidth / 1e6,
+                         l.latency_s * 1e6);
+    }
+  return out;
+}
+
+// `p`: the degrees, auto ones as kAutoDegree; `place`: rank the orders (auto placement, links
+// across hosts).
 ChosenLayout search(const std::shared_ptr<options::ConfigOptions>& options, const Config& defaults,
-                    const Config& raw, const TrainAutoLayout& how,
-                    std::vector<cost::RankHost> hosts) {
-  const ParallelConfig& p = raw.parallel;
+                    const Config& raw, const ParallelConfig& p, bool place,
+                    const TrainAutoLayout& how, std::vector<cost::RankHost> hosts) {
   if (p.layers_per_virtual_stage > 0)
     fail_config(
         "--num-layers-per-virtual-pipeline-stage fixes the virtual stages by the pipeline size, "
@@ -69,19 +99,35 @@ ChosenLayout search(const std::shared_ptr<options::ConfigOptions>& options, cons
   space.schedules = {p.schedule};
   space.threads = search_threads(0);
   space.rank_hosts = std::move(hosts);
-  const cost::CostModel cm = obs::planning_cost_model(base);
-  outlier_delay_check_before_search(raw);
+  space.orders = searched_orders(raw.parallel.rank_placement);
+  // At the run's own degrees only the two orders are left: plan both, so both are printed.
+  const bool degrees_auto = parallel_has_auto(p);
+  space.exhaustive = !degrees_auto;
+  cost::CostModel cm = obs::planning_cost_model(base);
+  if (!how.links.empty()) cm = cm.with_host_links(how.links);
+  if (degrees_auto) outlier_delay_check_before_search(raw);
   const auto batches = train_search_batches(base, how.search_iterations);
   const sim::LayoutSearchResult r = sim::layout_search(base, cm, space, batches);
   const std::string choice = sim::layout_search_choice(r);  // ConfigError when none fits
   if (how.print) {
-    fmt::print(
-        "layout search over {} ranks (what train runs: pp x dp, ulysses 1, schedule {}): {}\n",
-        how.world, plan::schedule_name(p.schedule), choice);
+    if (degrees_auto)
+      fmt::print(
+          "layout search over {} ranks (what train runs: pp x dp, ulysses 1, schedule {}): {}\n",
+          how.world, plan::schedule_name(p.schedule), choice);
+    if (place)
+      fmt::print(
+          "rank placement auto: {}; ranked by predicted time with the measured links ({}) on {} "
+          "sampled batch(es)\n",
+          sim::layout_search_order_reason(r), links_between_hosts(how.links), r.batches);
     std::fflush(stdout);
   }
   const sim::Layout& l = r.best()->layout;
-  return {l.pp, l.vpp, l.ulysses, l.dp, static_cast<int64_t>(l.schedule)};
+  return {l.pp,
+          l.vpp,
+          l.ulysses,
+          l.dp,
+          static_cast<int64_t>(l.schedule),
+          static_cast<int64_t>(l.order)};
 }
 
 }  // namespace
@@ -130,20 +176,27 @@ std::shared_ptr<options::ConfigOptions> train_resolve_auto_layout(
     if (options::resolve_config_lenient(*options, probe).parallel.*pair[1 - k] == kAutoDegree)
       raw.parallel.*pair[1 - k] = kAutoDegree;
   }
-  if (!parallel_has_auto(raw.parallel)) {
-    if (how.search_iterations_given)
-      fail_config(
-          "--search-iterations sizes the layout search of auto degrees: add --pp auto (or "
-          "--dp / --vpp / --ulysses-degree auto) or drop it");
-    return options;
-  }
-  options::resolve_config(*options, defaults, false);  // the search reads only valid options
+  const bool placement_auto = raw.parallel.rank_placement == RankPlacement::auto_;
+  if (how.search_iterations_given && !parallel_has_auto(raw.parallel) &&
+      !(placement_auto && raw.cluster.measure_links))
+    fail_config(
+        "--search-iterations sizes the layout search of auto degrees, and with --measure-links "
+        "that of --rank-placement auto: add --pp auto (or --dp / --vpp / --ulysses-degree "
+        "auto), or --rank-placement auto --measure-links, or drop it");
+  const bool place = placement_auto && links_span_hosts(how);
+  if (!parallel_has_auto(raw.parallel) && !place) return options;
+  // The search reads only valid options; at the run's own degrees, those options give them
+  // (dp derived from the world as Megatron-LM does).
+  Config resolved = options::resolve_config(*options, defaults, false);
+  if (!parallel_has_auto(raw.parallel)) resolved.validate();  // vpp from layers per stage, say
+  const ParallelConfig& p = parallel_has_auto(raw.parallel) ? raw.parallel : resolved.parallel;
   ChosenLayout chosen{};
   std::vector<cost::RankHost> hosts = how.hosts ? how.hosts() : std::vector<cost::RankHost>{};
-  if (how.searcher) chosen = search(options, defaults, raw, how, std::move(hosts));
+  if (how.searcher) chosen = search(options, defaults, raw, p, place, how, std::move(hosts));
   if (how.share) how.share(chosen);
   auto out = std::make_shared<options::ConfigOptions>(*options);
-  const ParallelConfig& p = raw.parallel;
+  if (place)
+    out->flags.emplace_back("rank-placement", rank_order_name(static_cast<RankOrder>(chosen[5])));
   const std::pair<int64_t, const char*> degrees[] = {
       {p.pipeline_parallel, "pipeline-model-parallel-size"},
       {p.virtual_stages, "virtual-pipeline-model-parallel-size"},

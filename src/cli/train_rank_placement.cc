@@ -35,7 +35,13 @@ RankOrder train_rank_order(const Config& cfg, const Comm& comm, bool print) {
       2.0 * tokens * cost::CostModel::from_config(cfg).coefficients().p2p_bytes_per_token;
   const PlacementChoice c = rank_placement_choose(host_of_rank, pp, dp, allreduce_bytes, hop_bytes);
   if (print) {
-    fmt::print("rank placement auto: {}\n", c.reason);
+    // Measured links on two hosts or more were ranked by the layout search before the groups
+    // (train_auto_layout.h); here the ranks are on one host, or nothing was measured.
+    fmt::print("rank placement auto: {}{}\n", c.reason,
+               cfg.cluster.measure_links
+                   ? ""
+                   : "; ranked by the bytes that cross hosts, as no link was measured "
+                     "(--measure-links ranks the orders by predicted time)");
     std::fflush(stdout);
   }
   return c.order;

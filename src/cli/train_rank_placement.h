@@ -1,6 +1,8 @@
 // `train --rank-placement`: the rank order of a distributed run, decided before its groups are
-// made; with auto, by the bytes each order would send between the job's hosts (comm/
-// rank_placement.h), printed by rank 0 with its reason.
+// made. With auto and links measured between two hosts or more, the layout search has chosen
+// it already (train_auto_layout.h) and the options name it; otherwise by the bytes each order
+// would send between the job's hosts (comm/rank_placement.h), printed by rank 0 with its reason
+// and the rule that chose.
 #pragma once
 
 #include "comm/mpi_comm.h"

@@ -409,8 +409,9 @@ const std::vector<OptionSpec>& option_specs() {
                  {},
                  Kind::choice,
                  "train: megatron (the replicas of a stage on adjacent ranks) | pipelines (the "
-                 "stages of a pipeline on adjacent ranks) | auto (of the two, the order that "
-                 "sends fewer bytes between hosts, printed with its reason)",
+                 "stages of a pipeline on adjacent ranks) | auto (of the two, the faster by "
+                 "predicted time with the links --measure-links measured, else the one that "
+                 "sends fewer bytes between hosts; printed with its reason)",
                  [](Config& c, const std::string& v) {
                    c.parallel.rank_placement =
                        pick<RankPlacement>("rank-placement", v,
@@ -453,8 +454,9 @@ const std::vector<OptionSpec>& option_specs() {
       REAL_OPT("inter-node-latency", "seconds per message between nodes (0 = the preset's)",
                cluster.inter_node_latency),
       FLAG_OPT("measure-links",
-               "train: measure bandwidth and latency between every pair of hosts at start and "
-               "plan the pipeline's transfers with them instead of the intra/inter-node numbers",
+               "train: measure bandwidth and latency between every pair of hosts at start, "
+               "before the rank groups (--rank-placement auto and auto degrees are chosen with "
+               "them), and plan the transfers with them instead of the intra/inter-node numbers",
                cluster.measure_links),
   };
   return specs;

@@ -59,6 +59,9 @@ struct TrainOptions {
   const ProcessGroups* groups = nullptr;
   // Distributed: armed with each action and reduction, so a hang or a killed job names them.
   Watchdog* watchdog = nullptr;
+  // --measure-links: the links the caller measured before making the groups (train_links.h),
+  // which the plans use too; empty: measured at start.
+  cost::HostLinkTable host_links;
   // Tests only (empty in production): every executor of the run calls it after each action's
   // compute (executor.h), e.g. to make one rank slower (tests/common/slow_rank.h).
   ActionHook action_hook;

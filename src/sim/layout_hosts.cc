@@ -18,14 +18,20 @@ std::vector<cost::RankHost> layout_replica_hosts(std::span<const cost::RankHost>
     fail("internal: replica {} of {}", replica, layout.describe());
   std::vector<cost::RankHost> out;
   for (int64_t stage = 0; stage < layout.pp; ++stage)
-    out.push_back(devices[static_cast<size_t>(stage * layout.dp + replica)]);
+    out.push_back(devices[static_cast<size_t>(
+        rank_in_order(layout.order, layout.pp, layout.dp, stage, replica))]);
   return out;
+}
+
+cost::RankGrid layout_rank_grid(const Layout& layout) {
+  return {layout.pp, layout.dp, layout.ulysses, layout.order};
 }
 
 cost::CostModel layout_replica_cost_model(const cost::CostModel& cm, const LayoutSpace& space,
                                           const Layout& layout, int64_t replica) {
-  if (space.rank_hosts.empty()) return cm;
-  return cm.with_rank_hosts(layout_replica_hosts(space.rank_hosts, layout, replica));
+  const cost::CostModel linked = cm.with_replica_links(layout_rank_grid(layout), replica);
+  if (space.rank_hosts.empty()) return linked;
+  return linked.with_rank_hosts(layout_replica_hosts(space.rank_hosts, layout, replica));
 }
 
 }  // namespace infinipipe::sim

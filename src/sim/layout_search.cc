@@ -5,6 +5,7 @@
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -82,19 +83,40 @@ std::string static_reason(const Config& base, const LayoutSpace& space, const La
 
 }  // namespace
 
+const char* rank_order_text(RankOrder o) {
+  return o == RankOrder::pipelines ? "pipelines on adjacent ranks" : "Megatron's order";
+}
+
 std::string Layout::describe() const {
-  return fmt::format("pp {} x vpp {} x ulysses {} x dp {}, {}", pp,
+  return fmt::format("pp {} x vpp {} x ulysses {} x dp {}, {}{}", pp,
                      vpp > 0 ? fmt::format("{}", vpp) : std::string("-"), ulysses, dp,
-                     plan::schedule_name(schedule));
+                     plan::schedule_name(schedule),
+                     names_order() ? fmt::format(", {}", rank_order_text(order)) : "");
+}
+
+bool layout_links_span_hosts(const cost::HostLinkTable& links, const LayoutSpace& space) {
+  if (links.empty()) return false;
+  const std::vector<int64_t> host = links.host_of_ranks(space.num_devices);
+  return std::any_of(host.begin(), host.end(), [&](int64_t h) { return h != host.front(); });
+}
+
+std::vector<RankOrder> layout_search_orders(const LayoutSpace& space,
+                                            const cost::HostLinkTable& links) {
+  if (!space.orders.empty()) return space.orders;
+  if (layout_links_span_hosts(links, space)) return {RankOrder::megatron, RankOrder::pipelines};
+  return {RankOrder::megatron};
 }
 
 const LayoutResult* LayoutSearchResult::best() const {
   return !ranked.empty() && ranked.front().feasible ? &ranked.front() : nullptr;
 }
 
-std::vector<Layout> layout_candidates(const Config& base, const LayoutSpace& space) {
+std::vector<Layout> layout_candidates(const Config& base, const LayoutSpace& space,
+                                      const cost::HostLinkTable& links) {
   const int64_t n = space.num_devices;
   if (n < 1) fail_config("the layout search needs a device count >= 1, got {}", n);
+  const std::vector<RankOrder> orders = layout_search_orders(space, links);
+  const bool placed = layout_links_span_hosts(links, space);
   const int64_t per_node = space.devices_per_node > 0 ? space.devices_per_node : n;
   std::vector<Schedule> schedules = space.schedules;
   if (schedules.empty())
@@ -107,7 +129,7 @@ std::vector<Layout> layout_candidates(const Config& base, const LayoutSpace& spa
       if (!fixed_or_equal(space.pp, pp) || !fixed_or_equal(space.dp, dp)) continue;
       for (Schedule s : schedules)
         for (int64_t v : vpp_choices(s, pp, base.model.num_layers, space.vpp))
-          out.push_back({pp, v, u, dp, s});
+          for (RankOrder o : orders) out.push_back({pp, v, u, dp, s, o, placed});
     }
   }
   if (out.empty())
@@ -130,6 +152,8 @@ Config layout_config(const Config& base, const LayoutSpace& space, const Layout&
   c.parallel.schedule = l.schedule;
   c.parallel.stage_layers.clear();
   c.parallel.epp_exact_vpp = true;  // each vpp is a layout of its own, ranked as train runs it
+  c.parallel.rank_placement =
+      l.order == RankOrder::pipelines ? RankPlacement::pipelines : RankPlacement::megatron;
   c.cluster.num_devices = space.num_devices;
   c.cluster.devices_per_node =
       space.devices_per_node > 0 ? space.devices_per_node : space.num_devices;
@@ -138,9 +162,27 @@ Config layout_config(const Config& base, const LayoutSpace& space, const Layout&
 
 namespace {
 
+// With host links: a Ulysses group whose devices lie on two hosts, named ("" when none). Its
+// all-to-alls are priced inside a node, so like Config::validate's node rule the group stays
+// inside a host (its devices are consecutive: the same in either rank order).
+std::string ulysses_across_hosts(const cost::HostLinkTable& links, const LayoutSpace& space,
+                                 const Layout& l) {
+  if (links.empty() || l.ulysses < 2) return "";
+  const std::vector<int64_t> host = links.host_of_ranks(space.num_devices);
+  for (size_t d = 0; d < host.size(); ++d)
+    if (d % static_cast<size_t>(l.ulysses) != 0 && host[d] != host[d - 1])
+      return fmt::format(
+          "ulysses {} puts devices {} and {} of one sequence-parallel group on hosts {} and {} "
+          "(a group's all-to-alls stay inside a host)",
+          l.ulysses, d - 1, d, links.hosts[static_cast<size_t>(host[d - 1])].name,
+          links.hosts[static_cast<size_t>(host[d])].name);
+  return "";
+}
+
 StagedLayout stage(const Config& base, const cost::CostModel& cm, const LayoutSpace& space,
                    const Layout& layout, std::span<const std::vector<int64_t>> batches) {
-  const std::string refusal = static_reason(base, space, layout);
+  std::string refusal = static_reason(base, space, layout);
+  if (refusal.empty()) refusal = ulysses_across_hosts(cm.host_links(), space, layout);
   Config cfg = layout_config(base, space, layout);
   if (refusal.empty()) cfg.validate();
   return StagedLayout(cfg, cm, space, layout, batches, refusal);
@@ -170,7 +212,7 @@ LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
   if (batches.empty()) fail_config("the layout search needs at least one sampled batch");
   for (const auto& b : batches)
     if (b.empty()) fail_config("the layout search got an empty batch: sample non-empty batches");
-  const std::vector<Layout> layouts = layout_candidates(base, space);
+  const std::vector<Layout> layouts = layout_candidates(base, space, cm.host_links());
   const size_t n = layouts.size();
   std::vector<StagedLayout> staged;
   staged.reserve(n);
@@ -277,6 +319,10 @@ LayoutSearchResult layout_search(const Config& base, const cost::CostModel& cm,
   });
   LayoutSearchResult out;
   out.batches = static_cast<int64_t>(batches.size());
+  if (!cm.host_links().empty()) {
+    const std::vector<int64_t> host = cm.host_links().host_of_ranks(space.num_devices);
+    out.link_hosts = static_cast<int64_t>(std::set<int64_t>(host.begin(), host.end()).size());
+  }
   for (const auto& b : batches)
     for (int64_t len : b) out.tokens += std::min(len, base.model.seq_length);
   for (size_t i : ranking) out.ranked.push_back(std::move(results[i]));

@@ -1,4 +1,5 @@
-// The parallel layout search: every (pp, vpp, Ulysses degree, dp, schedule) of a cluster, each
+// The parallel layout search: every (pp, vpp, Ulysses degree, dp, schedule) of a cluster, and
+// with measured links between hosts every rank order too (which ranks form a pipeline), each
 // planned and simulated on a sample of the user's global batches (each batch split over the dp
 // replicas as training splits it, plan::balance_replicas), ranked by predicted tokens/s, with
 // each layout's peak memory per stage; a layout that cannot run says why, one whose bound cannot
@@ -21,9 +22,22 @@ struct Layout {
   int64_t ulysses = 1;
   int64_t dp = 1;
   Schedule schedule = Schedule::epp;
+  // Which ranks form a pipeline (core/config.h). It matters where the cost model has links
+  // between hosts (cost/host_link_table.h: they decide which transfers cross the slow link) and
+  // where the ranks' hosts share cores (LayoutSpace::rank_hosts).
+  RankOrder order = RankOrder::megatron;
+  // The order was weighed with links between two hosts or more: describe() and the report name
+  // it even when it is Megatron's.
+  bool placed = false;
   bool operator==(const Layout&) const = default;
-  std::string describe() const;  // "pp 4 x vpp 1 x ulysses 8 x dp 1, epp"
+  // "pp 4 x vpp 1 x ulysses 8 x dp 1, epp", then ", Megatron's order" or ", pipelines on
+  // adjacent ranks" when placed or not Megatron's.
+  std::string describe() const;
+  bool names_order() const { return placed || order != RankOrder::megatron; }
 };
+
+// "Megatron's order" or "pipelines on adjacent ranks".
+const char* rank_order_text(RankOrder o);
 
 // What the search may choose. A degree > 0 is fixed, 0 is searched.
 struct LayoutSpace {
@@ -39,6 +53,9 @@ struct LayoutSpace {
   // Where each device's rank runs, in MPI rank order (sim/layout_hosts.h): each replica is
   // planned with its pipeline's hosts, as train plans it. Empty: a core per rank.
   std::vector<cost::RankHost> rank_hosts;
+  // The rank orders to rank. Empty: searched, both where the cost model's host links put the
+  // devices on two hosts or more (layout_search_orders), else Megatron's alone, as before.
+  std::vector<RankOrder> orders;
 };
 
 struct LayoutResult {
@@ -70,16 +87,30 @@ struct LayoutSearchResult {
   // (highest bound first), then the infeasible ones in enumeration order.
   std::vector<LayoutResult> ranked;
   int64_t batches = 0;
-  int64_t tokens = 0;                // over the sampled batches
+  int64_t tokens = 0;  // over the sampled batches
+  // Hosts the cost model's host links place the devices on (0 without host links).
+  int64_t link_hosts = 0;
   const LayoutResult* best() const;  // nullptr when none is feasible
 };
 
-// Every layout of the space, in a fixed order (Ulysses degree, pp, schedule, vpp ascending; dp
-// follows), the impossible ones included so the search can say why. ConfigError when the fixed
-// degrees leave no product equal to the device count.
-std::vector<Layout> layout_candidates(const Config& base, const LayoutSpace& space);
+// Whether `links` place the space's devices on two hosts or more (ConfigError when the table has
+// fewer slots than devices and no measured placement covering them).
+bool layout_links_span_hosts(const cost::HostLinkTable& links, const LayoutSpace& space);
 
-// The configuration `base` becomes under a layout on the space's cluster (not validated).
+// The rank orders the search ranks: space.orders when given, else both (Megatron's first) when
+// the links span two hosts or more, else Megatron's alone.
+std::vector<RankOrder> layout_search_orders(const LayoutSpace& space,
+                                            const cost::HostLinkTable& links);
+
+// Every layout of the space, in a fixed order (Ulysses degree, pp, schedule, vpp, rank order
+// ascending; dp follows), the impossible ones included so the search can say why. `links`: the
+// cost model's host links (empty: Megatron's order alone, unless space.orders says otherwise).
+// ConfigError when the fixed degrees leave no product equal to the device count.
+std::vector<Layout> layout_candidates(const Config& base, const LayoutSpace& space,
+                                      const cost::HostLinkTable& links = {});
+
+// The configuration `base` becomes under a layout on the space's cluster (not validated); its
+// rank placement is the layout's order (what the simulator prices the all-reduce with).
 Config layout_config(const Config& base, const LayoutSpace& space, const Layout& layout);
 
 // Plans and simulates one layout on every batch. `cm` is the cost model of `base` (its Ulysses

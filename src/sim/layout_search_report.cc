@@ -21,6 +21,22 @@ std::string vpp_text(const Layout& l) {
   return l.vpp > 0 ? fmt::format("{}", l.vpp) : "–";
 }
 
+// Whether the layouts name their rank order (the search weighed it): then a column says it.
+bool names_orders(const LayoutSearchResult& r) {
+  for (const LayoutResult& x : r.ranked)
+    if (x.layout.names_order()) return true;
+  return false;
+}
+
+// "| pipelines" (with the leading separator) where orders are named, else nothing.
+std::string order_cell(const LayoutSearchResult& r, const Layout& l) {
+  return names_orders(r) ? fmt::format(" {} |", rank_order_name(l.order)) : "";
+}
+
+std::string order_head(const LayoutSearchResult& r) {
+  return names_orders(r) ? " rank order |" : "";
+}
+
 size_t feasible_count(const LayoutSearchResult& r) {
   size_t n = 0;
   for (const LayoutResult& x : r.ranked) n += x.feasible;
@@ -43,45 +59,51 @@ size_t layout_search_skipped(const LayoutSearchResult& r) {
 std::string layout_search_markdown(const LayoutSearchResult& r, const LayoutSpace& space) {
   std::string out = fmt::format(
       "layout search: {} devices ({} per node), {} sampled batch(es), {} tokens; {} layouts, {} "
-      "feasible{}\n\n",
+      "feasible{}{}\n\n",
       space.num_devices, space.devices_per_node > 0 ? space.devices_per_node : space.num_devices,
-      r.batches, r.tokens, r.ranked.size(), feasible_count(r), skipped_note(r));
-  out +=
-      "| rank | pp | vpp | ulysses | dp | schedule | tokens/s | step (mean) | peak memory per "
-      "stage | budget | setting (first batch) |\n|---:|---:|---:|---:|---:|---|---:|---:|---|---:|"
-      "---|\n";
+      r.batches, r.tokens, r.ranked.size(), feasible_count(r), skipped_note(r),
+      r.link_hosts > 1
+          ? fmt::format("; transfers priced by the measured links between {} hosts", r.link_hosts)
+          : "");
+  out += fmt::format(
+      "| rank | pp | vpp | ulysses | dp | schedule |{} tokens/s | step (mean) | peak memory per "
+      "stage | budget | setting (first batch) |\n|---:|---:|---:|---:|---:|---|{}---:|---:|---|---:"
+      "|---|\n",
+      order_head(r), names_orders(r) ? "---|" : "");
   int rank = 0;
   for (const LayoutResult& x : r.ranked) {
     if (!x.feasible) continue;
     const Layout& l = x.layout;
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.0f} | {:.3f} s | {} | {} | {} |\n",
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |{} {:.0f} | {:.3f} s | {} | {} | {} |\n",
                        ++rank, l.pp, vpp_text(l), l.ulysses, l.dp, plan::schedule_name(l.schedule),
-                       x.tokens_per_s, x.mean_step_s, peaks_text(x.peak_bytes),
+                       order_cell(r, l), x.tokens_per_s, x.mean_step_s, peaks_text(x.peak_bytes),
                        format_bytes(x.budget_bytes), x.setting);
   }
   if (layout_search_skipped(r) > 0) {
-    out +=
+    out += fmt::format(
         "\nnot evaluated (their bound on tokens/s is below the best; --search-layout-exhaustive "
-        "plans them):\n\n| pp | vpp | ulysses | dp | schedule | at most tokens/s | after "
-        "replica plans | bound before planning |\n|---:|---:|---:|---:|---|---:|---:|---:|\n";
+        "plans them):\n\n| pp | vpp | ulysses | dp | schedule |{} at most tokens/s | after "
+        "replica plans | bound before planning |\n|---:|---:|---:|---:|---|{}---:|---:|---:|\n",
+        order_head(r), names_orders(r) ? "---|" : "");
     for (const LayoutResult& x : r.ranked) {
       if (x.evaluated) continue;
       const Layout& l = x.layout;
-      out += fmt::format("| {} | {} | {} | {} | {} | {:.0f} | {} of {} | {:.0f} |\n", l.pp,
+      out += fmt::format("| {} | {} | {} | {} | {} |{} {:.0f} | {} of {} | {:.0f} |\n", l.pp,
                          vpp_text(l), l.ulysses, l.dp, plan::schedule_name(l.schedule),
-                         x.stop_bound_tokens_per_s, x.plans_made, x.replica_plans,
+                         order_cell(r, l), x.stop_bound_tokens_per_s, x.plans_made, x.replica_plans,
                          x.bound_tokens_per_s);
     }
   }
   if (feasible_count(r) + layout_search_skipped(r) == r.ranked.size()) return out;
-  out +=
-      "\ninfeasible:\n\n| pp | vpp | ulysses | dp | schedule | reason "
-      "|\n|---:|---:|---:|---:|---|---|\n";
+  out += fmt::format(
+      "\ninfeasible:\n\n| pp | vpp | ulysses | dp | schedule |{} reason "
+      "|\n|---:|---:|---:|---:|---|{}---|\n",
+      order_head(r), names_orders(r) ? "---|" : "");
   for (const LayoutResult& x : r.ranked) {
     if (x.feasible || !x.evaluated) continue;
     const Layout& l = x.layout;
-    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", l.pp, vpp_text(l), l.ulysses, l.dp,
-                       plan::schedule_name(l.schedule), x.reason);
+    out += fmt::format("| {} | {} | {} | {} | {} |{} {} |\n", l.pp, vpp_text(l), l.ulysses, l.dp,
+                       plan::schedule_name(l.schedule), order_cell(r, l), x.reason);
   }
   return out;
 }
@@ -105,6 +127,37 @@ std::string layout_search_choice(const LayoutSearchResult& r) {
           : std::string());
 }
 
+std::string layout_search_order_reason(const LayoutSearchResult& r) {
+  const LayoutResult* best = r.best();
+  if (!best || !best->layout.placed) return "";
+  const Layout& l = best->layout;
+  const LayoutResult* other = nullptr;
+  for (const LayoutResult& x : r.ranked) {
+    Layout same = x.layout;
+    same.order = l.order;
+    if (same == l && x.layout.order != l.order) other = &x;
+  }
+  const auto formula = [](RankOrder o) {
+    return o == RankOrder::pipelines ? "rank = replica x pp + stage"
+                                     : "rank = stage x dp + replica";
+  };
+  Layout plain = l;
+  plain.placed = false;
+  plain.order = RankOrder::megatron;
+  std::string against = "the only order searched";
+  if (other && other->feasible)
+    against = fmt::format("against {:.0f} tokens/s in {}", other->tokens_per_s,
+                          rank_order_text(other->layout.order));
+  else if (other && !other->evaluated)
+    against = fmt::format("against at most {:.0f} tokens/s in {} (its bound; not planned further)",
+                          other->stop_bound_tokens_per_s, rank_order_text(other->layout.order));
+  else if (other)
+    against =
+        fmt::format("{} cannot run it: {}", rank_order_text(other->layout.order), other->reason);
+  return fmt::format("{} ({}) for {}: predicted {:.0f} tokens/s, {}", rank_order_text(l.order),
+                     formula(l.order), plain.describe(), best->tokens_per_s, against);
+}
+
 nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace& space) {
   nlohmann::json layouts = nlohmann::json::array();
   int rank = 0;
@@ -117,6 +170,7 @@ nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace
                         {"schedule", plan::schedule_name(l.schedule)},
                         {"feasible", x.feasible},
                         {"evaluated", x.evaluated}};
+    if (l.names_order()) j["rank_order"] = rank_order_name(l.order);
     if (x.bound_tokens_per_s > 0 && std::isfinite(x.bound_tokens_per_s))
       j["bound_tokens_per_s"] = x.bound_tokens_per_s;
     if (x.feasible) {
@@ -136,12 +190,14 @@ nlohmann::json layout_search_json(const LayoutSearchResult& r, const LayoutSpace
     }
     layouts.push_back(std::move(j));
   }
-  return {
+  nlohmann::json out = {
       {"num_devices", space.num_devices},
       {"devices_per_node", space.devices_per_node > 0 ? space.devices_per_node : space.num_devices},
       {"batches", r.batches},
       {"tokens", r.tokens},
       {"layouts", std::move(layouts)}};
+  if (r.link_hosts > 0) out["link_hosts"] = r.link_hosts;
+  return out;
 }
 
 }  // namespace infinipipe::sim

@@ -18,8 +18,9 @@ namespace infinipipe::sim {
 class StagedLayout {
  public:
   // `refusal` non-empty: the layout cannot run for that reason, seen before planning; it is
-  // finished at once. Otherwise `cfg` is the layout's validated configuration. Each replica is
-  // planned with the hosts of its ranks when `space` knows them (layout_hosts.h).
+  // finished at once. Otherwise `cfg` is the layout's validated configuration (its rank
+  // placement the layout's order). Each replica is planned with the hosts of its ranks when
+  // `space` knows them, and with its pipeline's links when `cm` has host links (layout_hosts.h).
   StagedLayout(const Config& cfg, const cost::CostModel& cm, const LayoutSpace& space,
                const Layout& layout, std::span<const std::vector<int64_t>> batches,
                const std::string& refusal);
@@ -44,10 +45,10 @@ class StagedLayout {
     double bound = 0;
   };
   std::optional<Config> cfg_;
-  std::optional<cost::CostModel> cost_;     // the layout's: the split and the step bounds
-  std::vector<cost::CostModel> replica_cost_;  // each replica's plans (with its ranks' hosts)
-  std::vector<Unit> units_;    // in planning order
-  std::vector<double> steps_;  // the planned units' steps, in that order
+  std::optional<cost::CostModel> cost_;        // the layout's: the split and the step bounds
+  std::vector<cost::CostModel> replica_cost_;  // each replica's plans (its hosts and links)
+  std::vector<Unit> units_;                    // in planning order
+  std::vector<double> steps_;                  // the planned units' steps, in that order
   size_t batches_ = 0;
   int64_t tokens_ = 0;
   bool finished_ = false;

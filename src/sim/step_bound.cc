@@ -83,7 +83,9 @@ double forced_recompute_seconds(const cost::CostModel& least, const cost::Coeffi
 // So step >= max((W + R) / pp, W_ceil), W the whole model's forward + backward of that one chunk
 // plus the other ranks' β1, R the forced recompute, W_ceil the forward + backward of
 // ceil(L / pp) layers alone. Not counted (each >= 0, so leaving it out keeps the bound): bubbles,
-// point-to-point transfers, other recompute, the data-parallel all-reduce, per-action gaps.
+// point-to-point transfers, other recompute, the data-parallel all-reduce, per-action gaps. So
+// measured links (a replica's pipeline links, the host links pricing the all-reduce) change
+// only terms left out: one bound, made without them, holds for every rank order.
 double step_lower_bound(const cost::CostModel& cm, const Config& cfg,
                         std::span<const int64_t> lengths) {
   const int64_t pp = cfg.parallel.pipeline_parallel;

@@ -40,8 +40,9 @@ TEST(DistMultiHost, MeasuresTheShapedLinkBetweenTheHosts) {
 }
 
 // The same shaped link with mpirun's usual order (ranks 0-1 on host A): --rank-placement auto
-// says why it puts each pipeline inside a host for this small model, and trains as Megatron's
-// order does.
+// --measure-links ranks both orders by predicted time with the measured link, says why it puts
+// each pipeline inside a host for this small model, and trains as Megatron's order does; with
+// --pp auto it names the order of the layout it chose and trains it.
 TEST(DistMultiHost, AutoPlacementKeepsPipelinesInsideHosts) {
   if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
   const testing::ShellResult r = multihost_check("placement");

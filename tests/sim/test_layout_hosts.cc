@@ -54,6 +54,13 @@ TEST(LayoutHosts, EachReplicaTakesItsRanksInTheRuntimesOrder) {
   EXPECT_EQ(r1[0].node, 0);
   EXPECT_EQ(r1[1].node, 2);
   EXPECT_EQ(r1[1].cores, 1);
+  // With pipelines on adjacent ranks (rank = replica x pp + stage) replica 1 holds ranks 2, 3.
+  Layout pipelines = l;
+  pipelines.order = RankOrder::pipelines;
+  const std::vector<cost::RankHost> p1 = layout_replica_hosts(devices, pipelines, 1);
+  ASSERT_EQ(p1.size(), 2u);
+  EXPECT_EQ(p1[0].node, 2);
+  EXPECT_EQ(p1[1].node, 2);
   EXPECT_TRUE(layout_replica_hosts({}, l, 0).empty());
   EXPECT_THROW(layout_replica_hosts(std::span(devices).first(3), l, 0), ConfigError);
   EXPECT_THROW(layout_replica_hosts(devices, Layout{1, 1, 2, 2, Schedule::epp}, 0), ConfigError);
