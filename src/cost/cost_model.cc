@@ -142,7 +142,9 @@ CostModel CostModel::with_ulysses_degree(int64_t degree, int64_t devices_per_nod
         (u - 1) / std::max((g - 1) / c.alltoall_bandwidth, (u - g) / c.p2p_bandwidth_inter);
     c.alltoall_latency_s = std::max(c.alltoall_latency_s, c.p2p_latency_inter_s);
   }
-  return CostModel(model_, device_, c, degree, bf16_);
+  CostModel out(model_, device_, c, degree, bf16_);
+  out.host_links_ = host_links_;  // the cluster's hosts do not depend on the degree
+  return out;
 }
 
 namespace {

@@ -137,6 +137,8 @@ class CostModel {
   // nodes); 0, or at least the degree, keeps the group inside one node. A group across nodes
   // sends part of each all-to-all over the inter-node link (docs/cost-model.md, "Ulysses
   // all-to-all").
+  // Per-rank coefficients, hosts and pipeline links are not kept (they were measured at this
+  // degree); the host links are.
   CostModel with_ulysses_degree(int64_t degree, int64_t devices_per_node) const;
 
   const DeviceSpec& device() const { return device_; }

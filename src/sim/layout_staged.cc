@@ -36,7 +36,6 @@ StagedLayout::StagedLayout(const Config& cfg, const cost::CostModel& cm, const L
   cfg_ = cfg;
   // Ulysses groups stay inside a node (the refusal covers the rest through Config::validate).
   cost_ = cm.with_ulysses_degree(layout.ulysses, 0);
-  if (!cm.host_links().empty()) cost_ = cost_->with_host_links(cm.host_links());
   result_.budget_bytes = plan::planner_budget(*cfg_, *cost_);
   // A bound made without the hosts or the pipeline's links stays a bound: sharing cores only
   // slows ranks down, and the bound counts no transfer (step_bound.h).
