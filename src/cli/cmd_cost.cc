@@ -65,7 +65,8 @@ void run_cost(const Config& cfg, const CostOptions& o) {
     const cost::HostLinkTable& t = cm.host_links();
     std::string hosts;
     for (const cost::ClusterHost& h : t.hosts)
-      hosts += fmt::format("{}{} ({} slots)", hosts.empty() ? "" : ", ", h.name, h.slots);
+      hosts += fmt::format("{}{} ({} slot{})", hosts.empty() ? "" : ", ", h.name, h.slots,
+                           h.slots == 1 ? "" : "s");
     fmt::print("measured hosts: {}{}\n", hosts,
                t.host_of_rank.empty() ? "" : "; the measured job's placement of its ranks kept");
     for (const std::string& line : t.describe()) fmt::print("  link {}\n", line);
