@@ -46,8 +46,12 @@ std::string replica_links_line(const Config& cfg, const cost::CostModel& cm, int
   return out;
 }
 
-cost::CostModel run_host_links(const Config& cfg, const cost::CostModel& cm, std::string& note) {
+cost::CostModel run_host_links(Config& cfg, const cost::CostModel& cm, std::string& note) {
   if (cm.host_links().empty()) return cm;
+  // With one stage or one replica both orders place the ranks alike.
+  if (cfg.parallel.rank_placement == RankPlacement::auto_ &&
+      (cfg.parallel.pipeline_parallel == 1 || cfg.parallel.data_parallel == 1))
+    cfg = sim::config_with_rank_order(cfg, RankOrder::megatron);
   std::string why;
   if (cfg.parallel.rank_placement == RankPlacement::auto_) {
     why = "the run chose its rank order itself (--rank-placement auto)";

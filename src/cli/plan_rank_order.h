@@ -23,8 +23,8 @@ Config plan_rank_placement(const Config& cfg, const cost::CostModel& cm, const W
 std::string replica_links_line(const Config& cfg, const cost::CostModel& cm, int64_t replica);
 
 // `report` replays a trained run: the calibration's host links when they can price it (the run's
-// rank order named, its ranks within the measured hosts), else `cm` without them and, in
-// `note`, why.
-cost::CostModel run_host_links(const Config& cfg, const cost::CostModel& cm, std::string& note);
+// rank order named, or pp or dp 1 where the orders are one, which `cfg` then names; its ranks
+// within the measured hosts), else `cm` without them and, in `note`, why.
+cost::CostModel run_host_links(Config& cfg, const cost::CostModel& cm, std::string& note);
 
 }  // namespace infinipipe::cli
