@@ -38,8 +38,17 @@
 #          `--pp auto --rank-placement auto --measure-links` (2 iterations) must name the order
 #          of the layout the search ranked first, and train it.
 #
+#   profile
+#          the same shaped link: `infinipipe profile --quick` with one rank per host, then two
+#          per host dealt out in turn (--map-by node), must write the links between the hosts
+#          into its calibration file: two hosts of one (two) slots, the rate between them within
+#          [0.5, 1.1] x LINK_RATE, nothing inside a host of one rank (each host's link inside
+#          faster than the shaped one), and the job's placement of its ranks where it is not
+#          mpirun's filling in order. `simulate --calibration` with the second file must plan on
+#          the links (--rank-placement auto).
+#
 # Usage: scripts/multihost-check.sh [BUILD_DIR]
-#          [comm|train|link-down|host-dies|links|placement]
+#          [comm|train|link-down|host-dies|links|placement|profile]
 #        (default: build comm)
 # Needs root, iproute2 (ip, tc), util-linux (unshare, taskset) and 2 CPUs; python3 for the
 # checks that train.
@@ -53,8 +62,9 @@ HERE=$(dirname "$(readlink -f "$0")")
 case $CHECK in
   comm) need=test_comm ;;
   train | link-down | host-dies | links | placement) need=infinipipe ;;
+  profile) need=infinipipe ;;
   *)
-    echo "multihost-check: unknown check '$CHECK'; choose comm, train, link-down, host-dies, links or placement" >&2
+    echo "multihost-check: unknown check '$CHECK'; choose comm, train, link-down, host-dies, links, placement or profile" >&2
     exit 2
     ;;
 esac
@@ -356,6 +366,78 @@ PY
   done
   echo "multihost-check: passed (placement: auto chose pipelines inside hosts by predicted" \
     "time with the measured link, same losses; $((SECONDS - t0)) s)"
+}
+
+PROFILE_MODEL=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --group-query-attention
+  --num-query-groups 2 --seq-length 2048 --device cpu)
+# profile_job RANKS OUT: `profile --quick` over both hosts, the ranks dealt out in turn.
+profile_job() {
+  mh_mpirun 300 -np "$1" --map-by node env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+    "$BIN" profile --quick "${PROFILE_MODEL[@]}" --out "$2" >"$2.out" 2>&1 || {
+    cat "$2.out"
+    echo "multihost-check: FAILED: the profile job of $1 ranks failed" >&2
+    return 1
+  }
+  echo "multihost-check: profile over $1 ranks:"
+  grep -E "^links|^  link |^  ring|^  p2p fit|^wrote" "$2.out"
+}
+
+# check_profile_table FILE SLOTS HOST_OF_RANK: the host links FILE holds (HOST_OF_RANK: JSON).
+check_profile_table() {
+  /usr/bin/python3 - "$1" "$2" "$3" $LINK_RATE_BITS $MH_HOST_A $MH_HOST_B <<'PY'
+import json, sys
+cal, slots, placement = json.load(open(sys.argv[1])), int(sys.argv[2]), json.loads(sys.argv[3])
+rate, a, b = int(sys.argv[4]) / 8, sys.argv[5], sys.argv[6]
+t = cal.get("host_links")
+bad = []
+if t is None:
+    bad.append("the calibration file has no host_links section")
+else:
+    hosts = [(h["name"], h["slots"]) for h in t["hosts"]]
+    links = {tuple(l["between"]): l for l in t["links"]}
+    if hosts != [(a, slots), (b, slots)]:
+        bad.append(f"hosts {hosts}, want [({a}, {slots}), ({b}, {slots})]")
+    if t.get("host_of_rank") != placement:
+        bad.append(f"host_of_rank {t.get('host_of_rank')}, want {placement}")
+    cross = links.get((a, b), {}).get("bandwidth", 0)
+    if not 0.5 * rate <= cross <= 1.1 * rate:
+        bad.append(f"{a} <-> {b}: {cross / 1e6:.0f} MB/s written, the link is shaped to "
+                   f"{rate / 1e6:.0f} MB/s")
+    for h in (a, b):
+        inside = links.get((h, h), {}).get("bandwidth", 0)
+        # One rank on a host: nothing to measure inside it (0); two: faster than the link.
+        if (slots == 1 and inside != 0) or (slots > 1 and inside <= cross):
+            bad.append(f"inside {h}: {inside / 1e6:.0f} MB/s written, with {slots} rank(s) there")
+for line in bad:
+    print("multihost-check: " + line, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
+
+check_profile() {
+  local t0=$SECONDS one=$MH_TMP/one-per-host.json two=$MH_TMP/two-per-host.json
+  mh_shape ${LINK_RATE_BITS}bit || {
+    echo "multihost-check: FAILED: tc tbf could not shape the link" >&2
+    return 1
+  }
+  # One rank per host: the ranks fill the hosts in order, so no placement is written.
+  profile_job 2 "$one" && check_profile_table "$one" 1 null || return 1
+  # Two per host, dealt out in turn: ranks 0 and 2 on host A, the job's placement kept.
+  profile_job 4 "$two" && check_profile_table "$two" 2 "[0, 1, 0, 1]" || return 1
+  # plan and simulate price each replica's pipeline by the written links.
+  "$BIN" simulate "${PROFILE_MODEL[@]}" --calibration "$two" --pp 2 --dp 2 --global-batch-size 8 \
+    --distribution fixed --rank-placement auto >"$MH_TMP/simulate.out" 2>&1 || {
+    cat "$MH_TMP/simulate.out"
+    echo "multihost-check: FAILED: simulate with the written calibration failed" >&2
+    return 1
+  }
+  grep -E "^rank placement auto: |^links " "$MH_TMP/simulate.out" || {
+    cat "$MH_TMP/simulate.out"
+    echo "multihost-check: FAILED: simulate did not plan on the measured links" >&2
+    return 1
+  }
+  echo "multihost-check: passed (profile: the links between the hosts written as measured," \
+    "one and two ranks per host; $((SECONDS - t0)) s)"
 }
 
 check_link-down() { check_fault; }

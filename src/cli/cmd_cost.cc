@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
+#include "cost/host_link_table.h"
 #include "obs/profile.h"
 #include "options/options.h"
 #include "plan/model_states.h"
@@ -59,6 +60,17 @@ void run_cost(const Config& cfg, const CostOptions& o) {
       cfg.cluster.devices_per_node);
   fmt::print("link sources: {}\n",
              d.link_sources.empty() ? "the calibration file" : d.link_sources);
+  if (!cm.host_links().empty()) {
+    // plan and simulate price each transfer by these (docs/cost-model.md, "Links between hosts").
+    const cost::HostLinkTable& t = cm.host_links();
+    std::string hosts;
+    for (const cost::ClusterHost& h : t.hosts)
+      hosts += fmt::format("{}{} ({} slot{})", hosts.empty() ? "" : ", ", h.name, h.slots,
+                           h.slots == 1 ? "" : "s");
+    fmt::print("measured hosts: {}{}\n", hosts,
+               t.host_of_rank.empty() ? "" : "; the measured job's placement of its ranks kept");
+    for (const std::string& line : t.describe()) fmt::print("  link {}\n", line);
+  }
   fmt::print(
       "alpha1 {:.4g} s/token^2/layer, alpha2 {:.4g} s/token/layer, beta1 {:.4g} s, t_half {:.4g} "
       "tokens, backward x{:.3g}\n",
@@ -111,6 +123,7 @@ void run_cost(const Config& cfg, const CostOptions& o) {
     cal.bf16 = cm.bf16();
     cal.device = d;
     cal.coeffs = c;
+    cal.host_links = cm.host_links();
     cost::save_calibration(cal, o.write_calibration);
     fmt::print("wrote {}\n", o.write_calibration);
   }

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
+#include "cli/plan_rank_order.h"
 #include "cli/workload.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
@@ -21,6 +22,7 @@
 #include "plan/plan_json.h"
 #include "plan/planner.h"
 #include "report/gantt_svg.h"
+#include "sim/rank_order_choice.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::cli {
@@ -110,10 +112,11 @@ void add_plan_command(CLI::App& app) {
       layout_search_run(*search, *config, load, out_option->count() > 0 ? *out : "");
       return;
     }
-    const Config cfg = options::resolve_config(*config);
-    const cost::CostModel cm = obs::planning_cost_model(cfg);
-    const Workload w = load.share(cfg, cm);
+    const Config given = options::resolve_config(*config);
+    const cost::CostModel cm = obs::planning_cost_model(given);
+    const Workload w = load.share(given, cm);
     if (!w.delay_note.empty()) fmt::print("{}\n", w.delay_note);
+    const Config cfg = plan_rank_placement(given, cm, w, given.parallel.schedule, *threads);
     if (w.replica < 0) {
       if (*explain || !svg->empty())
         fail_config("--explain and --svg show one plan: give --replica N instead of 'all'");
@@ -128,15 +131,18 @@ void add_plan_command(CLI::App& app) {
       return;
     }
     const auto& lengths = w.share();
+    const cost::CostModel mine = sim::replica_cost_model(cm, cfg, w.replica);
     const auto t0 = std::chrono::steady_clock::now();
     plan::PlanResult r =
-        plan::make_plan_detailed(cfg, cm, lengths, cfg.parallel.schedule, *threads);
+        plan::make_plan_detailed(cfg, mine, lengths, cfg.parallel.schedule, *threads);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const sim::StepResult s = sim::simulate(r.plan, cm, cfg);
+    const sim::StepResult s = sim::simulate(r.plan, mine, cfg);
     print_summary(cfg, r, s, secs);
+    const std::string links = replica_links_line(cfg, cm, w.replica);
+    if (!links.empty()) fmt::print("  {}\n", links);
     if (*explain) {
-      plan::explain_chosen_plan(r.explain, r.plan, cfg, cm);
+      plan::explain_chosen_plan(r.explain, r.plan, cfg, mine);
       fmt::print("{}", plan::explain_text(r.explain));
     }
     if (!out->empty()) {

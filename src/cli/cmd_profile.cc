@@ -1,7 +1,8 @@
 // `infinipipe profile`: times the CPU engine's kernels for the configured model on this machine,
 // fits the cost model to them, prints the fit's residuals and the error on held-out points, and
 // writes the calibration file that plan, simulate and train read with --calibration.
-// Under mpirun with >= 2 ranks it also measures point-to-point and all-reduce.
+// Under mpirun with >= 2 ranks it also measures point-to-point and all-reduce, and across hosts
+// the links between every pair of hosts, which the file keeps for plan and simulate.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -69,14 +70,21 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
     for (const obs::LinkSample& s : links.samples)
       fmt::print("  {:<9} {:>10} bytes  {:>9.1f} us  {:>7.2f} GB/s\n", s.kind, s.bytes,
                  s.seconds * 1e6, static_cast<double>(s.bytes) / s.seconds / 1e9);
-    fmt::print(
-        "  p2p fit: {:.2f} GB/s, latency {:.1f} us; ring all-reduce predicted with it: error "
-        "median {:.1f}%, max {:.1f}%\n",
-        links.bandwidth / 1e9, links.latency_s * 1e6, links.allreduce_median_error * 100,
-        links.allreduce_max_error * 100);
+    if (links.bandwidth > 0)
+      fmt::print("  p2p fit: {:.2f} GB/s, latency {:.1f} us\n", links.bandwidth / 1e9,
+                 links.latency_s * 1e6);
+    if (links.bandwidth > 0 || !links.host_links.empty())
+      fmt::print("  ring all-reduce predicted with {}: error median {:.1f}%, max {:.1f}%\n",
+                 links.host_links.empty() ? "the fit" : "the links between hosts",
+                 links.allreduce_median_error * 100, links.allreduce_max_error * 100);
   } else {
     fmt::print("links: {}\n", links.note);
   }
+  // What plan and simulate price each transfer by (docs/cost-model.md, "Links between hosts").
+  fmt::print("links between hosts: {}{}\n", links.host_links_note,
+             links.host_links.empty() ? "" : "; the calibration file keeps them (host_links):");
+  for (const std::string& line : links.host_links.describe()) fmt::print("  link {}\n", line);
+  std::fflush(stdout);
 
   obs::ProfileGrid grid = obs::profile_grid_default(o.quick);
   if (o.repeats > 0) grid.repeats = o.repeats;
@@ -89,16 +97,19 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
     std::fflush(stdout);
   });
   obs::apply_link_profile(links, rep.calibration.coeffs);
+  rep.calibration.host_links = links.host_links;
   rep.calibration.device.sources = fmt::format(
       "measured by infinipipe profile on {} at {}: time coefficients fitted to the engine, sgemm "
       "{:.1f} GFLOP/s on {} thread(s) (sgemm_flops); links: {}; other device fields, peak_flops "
       "included, from the '{}' preset",
       rep.calibration.machine, rep.calibration.date, rep.calibration.device.sgemm_flops / 1e9,
       rep.threads, links.note, cfg.cluster.device);
-  if (links.measured) {
+  if (links.measured && links.bandwidth > 0) {
     rep.calibration.device.intra_node_bandwidth = rep.calibration.coeffs.p2p_bandwidth_intra;
     rep.calibration.device.latency_s = rep.calibration.coeffs.p2p_latency_s;
   }
+  if (!links.host_links.empty())
+    rep.calibration.device.inter_node_bandwidth = rep.calibration.coeffs.p2p_bandwidth_inter;
   print_residuals(rep);
 
   const cost::Coefficients& c = rep.calibration.coeffs;

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_rank_order.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/output_file.h"
@@ -91,7 +92,9 @@ void run_report(const ReportArgs& a) {
   cfg.cluster.calibration = run_calibration(a.dir, cfg.cluster.calibration);
   cfg.validate();
   // The cost model train planned with (the engine's memory terms), so predictions are the plan's.
-  const cost::CostModel cost = obs::engine_cost_model(cfg);
+  std::string links_note;
+  const cost::CostModel cost = run_host_links(cfg, obs::engine_cost_model(cfg), links_note);
+  if (!links_note.empty()) fmt::print("{}\n", links_note);
   const report::RunCompare c = report::run_compare(trace, cost, cfg);
   fmt::print("{}", report::run_compare_tables(c));
   fmt::print("{}", report::run_rank_terms_table(trace));

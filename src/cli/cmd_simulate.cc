@@ -18,6 +18,8 @@
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
+#include "cli/plan_rank_order.h"
+#include "cli/workload.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
 #include "obs/profile.h"
@@ -29,6 +31,7 @@
 #include "sim/baseline_deepspeed.h"
 #include "sim/baseline_flexsp.h"
 #include "sim/baseline_megatron.h"
+#include "sim/rank_order_choice.h"
 #include "sim/simulator.h"
 #include "sim/ulysses.h"
 
@@ -43,7 +46,7 @@ struct Row {
   double step = 0, tokens_per_s = 0, bubble = 0, mfu = 0, plan_s = 0;
   int64_t peak = 0;
   std::string setting;
-  std::string breakdown;  // pipeline rows: where the slowest rank's step goes
+  std::string breakdown;     // pipeline rows: where the slowest rank's step goes
   sim::TimeBreakdown parts;  // the paper's four parts of `step`
 };
 
@@ -297,17 +300,19 @@ std::shared_ptr<PaperFlags> add_paper_flags(CLI::App* cmd) {
   return f;
 }
 
+// `mine`: the model the replica's pipeline plans with (its own links on measured host links);
+// the other systems' rows use `cm`, their own layouts.
 std::vector<Row> paper_rows(const Config& cfg, const cost::CostModel& cm,
-                            const std::vector<int64_t>& global, const std::vector<int64_t>& lengths,
-                            const PaperFlags& f) {
+                            const cost::CostModel& mine, const std::vector<int64_t>& global,
+                            const std::vector<int64_t>& lengths, const PaperFlags& f) {
   std::vector<Row> rows;
-  rows.push_back(pipeline_row(cfg, cm, lengths, Schedule::epp));
+  rows.push_back(pipeline_row(cfg, mine, lengths, Schedule::epp));
   // Seq1F1B as its paper runs it: micro-batches packed to the longest sequence, each cut into a
   // fixed number of equal-cost chunks (the paper's segments).
   Config seq = cfg;
   seq.parallel.seq1f1b_slices = f.seq1f1b_chunks;
   seq.parallel.micro_batch_size = 1;
-  rows.push_back(pipeline_row(seq, cm, lengths, Schedule::seq1f1b));
+  rows.push_back(pipeline_row(seq, mine, lengths, Schedule::seq1f1b));
   sim::MegatronSetting mg = sim::megatron_paper_setting(cfg.model);
   if (f.megatron_tp > 0) mg.tp = f.megatron_tp;
   if (f.megatron_cp > 0) mg.cp = f.megatron_cp;
@@ -321,10 +326,9 @@ std::vector<Row> paper_rows(const Config& cfg, const cost::CostModel& cm,
   rows.push_back(baseline_row(
       "deepspeed", [&] { return sim::simulate_deepspeed(cm, cfg, global, ds); },
       f.deepspeed_sp > 0 || f.deepspeed_recompute >= 0));
-  rows.push_back(
-      baseline_row("flexsp", [&] {
-        return sim::simulate_flexsp(cm, cfg, global, sim::flexsp_paper_setting(cfg.model)).result;
-      }));
+  rows.push_back(baseline_row("flexsp", [&] {
+    return sim::simulate_flexsp(cm, cfg, global, sim::flexsp_paper_setting(cfg.model)).result;
+  }));
   return rows;
 }
 
@@ -370,8 +374,8 @@ void add_simulate_command(CLI::App& app) {
     }
     if (search_out_option->count() > 0)
       fail_config("simulate --out writes the --search-layout ranking: add --search-layout");
-    const Config cfg = options::resolve_config(*config);
-    const cost::CostModel cm = obs::planning_cost_model(cfg);
+    const Config given = options::resolve_config(*config);
+    const cost::CostModel cm = obs::planning_cost_model(given);
     const bool paper_flags = std::any_of(paper->options.begin(), paper->options.end(),
                                          [](const CLI::Option* o) { return o->count() > 0; });
     if (paper_flags && (paper->baselines != "paper" || !*compare))
@@ -380,8 +384,16 @@ void add_simulate_command(CLI::App& app) {
           "paper` only: add those two flags or drop these");
     if (!plan_file->empty()) {
       if (*compare) fail_config("--plan and --compare exclude each other");
+      const Config& cfg = given;
+      const int64_t replica = load.replica(cfg);
+      if (!cm.host_links().empty() &&
+          (replica < 0 || cfg.parallel.rank_placement == RankPlacement::auto_))
+        fail_config(
+            "--plan on measured host links is one replica's plan in one rank order: give "
+            "--replica N and --rank-placement megatron or pipelines");
+      const cost::CostModel mine = sim::replica_cost_model(cm, cfg, std::max<int64_t>(replica, 0));
       const plan::Plan p = plan::plan_load(*plan_file);
-      const sim::StepResult s = sim::simulate(p, cm, cfg, sim::SimOptions{false, true});
+      const sim::StepResult s = sim::simulate(p, mine, cfg, sim::SimOptions{false, true});
       fmt::print("{} plan {}: step {:.3f} s, {:.0f} tokens/s, bubble {:.1f}%, MFU {:.1f}%{}\n",
                  p.schedule, *plan_file, s.step_time, s.tokens_per_second,
                  100 * s.bubble_ratio_mean, 100 * s.mfu, s.oom ? ", OUT OF MEMORY" : "");
@@ -390,8 +402,9 @@ void add_simulate_command(CLI::App& app) {
                              pipeline_parts(s)}});
       return;
     }
-    const Workload w = load.share(cfg, cm);
+    const Workload w = load.share(given, cm);
     if (!w.delay_note.empty()) fmt::print("{}\n", w.delay_note);
+    const Config cfg = plan_rank_placement(given, cm, w, given.parallel.schedule);
     if (w.replica < 0) {
       if (*compare || *breakdown)
         fail_config(
@@ -401,6 +414,9 @@ void add_simulate_command(CLI::App& app) {
     }
     const std::vector<int64_t>& global = w.global;
     const std::vector<int64_t>& lengths = w.share();
+    const cost::CostModel mine = sim::replica_cost_model(cm, cfg, w.replica);
+    const std::string links = replica_links_line(cfg, cm, w.replica);
+    if (!links.empty()) fmt::print("{}\n", links);
     auto show = [&](const std::vector<Row>& rows) {
       print_compare(cfg, cm, lengths, rows);
       if (*compare) print_parts(rows);
@@ -408,16 +424,16 @@ void add_simulate_command(CLI::App& app) {
       if (!json_out->empty()) write_compare_json(*json_out, lengths, rows);
     };
     if (!*compare) {
-      show({pipeline_row(cfg, cm, lengths, cfg.parallel.schedule)});
+      show({pipeline_row(cfg, mine, lengths, cfg.parallel.schedule)});
       return;
     }
     if (paper->baselines == "paper") {
-      show(paper_rows(cfg, cm, global, lengths, *paper));
+      show(paper_rows(cfg, cm, mine, global, lengths, *paper));
       return;
     }
     std::vector<Row> rows;
     for (const plan::ScheduleRow& s : plan::schedule_table())
-      rows.push_back(pipeline_row(cfg, cm, lengths, s.id));
+      rows.push_back(pipeline_row(cfg, mine, lengths, s.id));
     rows.push_back(ulysses_row(cfg, cm, global));
     show(rows);
   });

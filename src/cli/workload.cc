@@ -17,6 +17,7 @@
 #include "data/outlier_delay.h"
 #include "data/training_batches.h"
 #include "plan/replica_balance.h"
+#include "sim/rank_order_choice.h"
 #include "sim/simulator.h"
 
 namespace infinipipe::cli {
@@ -190,23 +191,26 @@ WorkloadLoader add_workload_options(CLI::App* cmd) {
           "reorders them by dp, which the search varies: drop one of them");
     return workload_batches(*a, cfg, count);
   };
-  loader.share = [a](const Config& cfg, const cost::CostModel& cm) {
+  loader.replica = [a](const Config& cfg) -> int64_t {
+    if (a->replica == "all") return -1;
+    const int64_t dp = cfg.parallel.data_parallel;
+    int64_t replica = 0;
+    size_t used = 0;
+    try {
+      replica = std::stoll(a->replica, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != a->replica.size())
+      fail_config("--replica takes a replica index or 'all', got '{}'", a->replica);
+    if (replica < 0 || replica >= dp)
+      fail_config("--replica {} is outside the {} data-parallel replicas", replica, dp);
+    return replica;
+  };
+  loader.share = [a, replica = loader.replica](const Config& cfg, const cost::CostModel& cm) {
     Workload w;
     const int64_t dp = cfg.parallel.data_parallel;
-    if (a->replica == "all") {
-      w.replica = -1;
-    } else {
-      size_t used = 0;
-      try {
-        w.replica = std::stoll(a->replica, &used);
-      } catch (...) {
-        used = 0;
-      }
-      if (used == 0 || used != a->replica.size())
-        fail_config("--replica takes a replica index or 'all', got '{}'", a->replica);
-      if (w.replica < 0 || w.replica >= dp)
-        fail_config("--replica {} is outside the {} data-parallel replicas", w.replica, dp);
-    }
+    w.replica = replica(cfg);
     std::tie(w.global, w.delay_note) = workload_lengths(*a, cfg, cm);
     w.shares = dp == 1 ? std::vector<std::vector<int64_t>>{w.global}
                        : plan::balance_replicas(w.global, dp, cm, cfg);
@@ -223,11 +227,12 @@ std::vector<plan::PlanResult> plan_every_replica(const Config& cfg, const cost::
   std::vector<plan::PlanResult> out;
   std::vector<double> steps;
   for (size_t r = 0; r < w.shares.size(); ++r) {
+    const cost::CostModel mine = sim::replica_cost_model(cm, cfg, static_cast<int64_t>(r));
     const auto t0 = std::chrono::steady_clock::now();
-    out.push_back(plan::make_plan_detailed(cfg, cm, w.shares[r], schedule, threads));
+    out.push_back(plan::make_plan_detailed(cfg, mine, w.shares[r], schedule, threads));
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const sim::StepResult s = sim::simulate(out.back().plan, cm, cfg);
+    const sim::StepResult s = sim::simulate(out.back().plan, mine, cfg);
     int64_t tokens = 0, longest = 0;
     for (int64_t l : w.shares[r]) {
       tokens += l;

@@ -28,6 +28,8 @@ struct Workload {
 struct WorkloadLoader {
   // The global batch of --iteration and every replica's share of it (balanced by cost over dp).
   std::function<Workload(const Config&, const cost::CostModel&)> share;
+  // --replica: the replica index, -1 for 'all' (ConfigError outside the dp replicas).
+  std::function<int64_t(const Config&)> replica;
   // `count` consecutive global batches from --iteration on (the layout search's sample).
   std::function<std::vector<std::vector<int64_t>>(const Config&, int64_t count)> batches;
 };
@@ -35,7 +37,8 @@ struct WorkloadLoader {
 // Adds --lengths / --distribution / --iteration / --replica to `cmd`.
 WorkloadLoader add_workload_options(CLI::App* cmd);
 
-// Plans and simulates every replica's share with `schedule`; prints one line per replica, then
+// Plans and simulates every replica's share with `schedule`, each on its own pipeline's links
+// when `cm` has host links (sim/rank_order_choice.h); prints one line per replica, then
 // "replicas: slowest X s, mean Y s, slowest/mean Z". Returns the plans, replica order.
 std::vector<plan::PlanResult> plan_every_replica(const Config& cfg, const cost::CostModel& cm,
                                                  const Workload& w, Schedule schedule,

@@ -1,8 +1,8 @@
 // Calibration JSON: {"format": "infinipipe-calibration", "version": 2, "metadata": {...},
-// "model": {...}, "device": {...}, "coefficients": {...}}, and from `train` optionally "ranks"
-// (calibration_ranks.h). Every field is required on load so a
-// file from another tool or version fails loudly instead of planning with zeros. Version 1 differs
-// only in one key's name (see coeff_key) and still loads.
+// "model": {...}, "device": {...}, "coefficients": {...}}, and optionally "ranks" from `train`
+// (calibration_ranks.h) and "host_links" from `profile` across hosts (calibration_host_links.h).
+// Every field is required on load so a file from another tool or version fails loudly instead of
+// planning with zeros. Version 1 differs only in one key's name (see coeff_key) and still loads.
 #include "cost/calibration.h"
 
 #include <cmath>
@@ -19,6 +19,7 @@
 #include "core/input_file.h"
 #include "core/json_read.h"
 #include "core/output_file.h"
+#include "cost/calibration_host_links.h"
 #include "cost/calibration_ranks.h"
 
 namespace infinipipe::cost {
@@ -279,6 +280,7 @@ std::string calibration_to_json(const Calibration& cal) {
       {"coefficients", coeffs},
   };
   if (!cal.ranks.empty()) j["ranks"] = calibration_ranks_to_json(cal);
+  if (!cal.host_links.empty()) j["host_links"] = calibration_host_links_to_json(cal.host_links);
   return j.dump(2) + "\n";
 }
 
@@ -302,6 +304,7 @@ Calibration calibration_from_json(const std::string& text, const std::string& wh
   device_read(j, where, c);
   coefficients_read(j, where, file_version, c);
   calibration_ranks_read(j, where, c);
+  calibration_host_links_read(j, where, c);
   return c;
 }
 

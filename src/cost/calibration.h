@@ -40,8 +40,8 @@ struct Calibration {
   int64_t pipeline_parallel = 0;
   int64_t data_parallel = 0;
   std::vector<CalibrationRank> ranks;
-  // Optional: the hosts `profile` (under mpirun) or `train --measure-links` measured and the
-  // links between them (host_link_table.h); empty when one host or not measured.
+  // Optional (calibration_host_links.h): the hosts `profile` under mpirun measured and the links
+  // between them (host_link_table.h); empty when one host or not measured.
   HostLinkTable host_links;
 };
 

@@ -206,7 +206,8 @@ CostModel CostModel::from_config(const Config& cfg) {
         bf16 ? "bf16" : "fp32");
   if (cfg.cluster.device_memory > 0) cal.device.memory_bytes = cfg.cluster.device_memory;
   apply_cluster_links(cfg.cluster, cal.device, &cal.coeffs);
-  return CostModel(cfg.model, cal.device, cal.coeffs, u, bf16);
+  const CostModel out(cfg.model, cal.device, cal.coeffs, u, bf16);
+  return cal.host_links.empty() ? out : out.with_host_links(std::move(cal.host_links));
 }
 
 // One layer's compute, forward, seconds (all-to-alls excluded): linear work pays the efficiency

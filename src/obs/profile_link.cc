@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "comm/mpi_comm.h"
+#include "comm/mpi_hosts.h"
+#include "comm/mpi_links.h"
 #include "comm/mpi_watchdog.h"
 #include "core/error.h"
 #include "cost/fit.h"
+#include "cost/host_link_table.h"
+#include "obs/host_link_table_measured.h"
 
 namespace infinipipe::obs {
 namespace {
@@ -19,8 +24,8 @@ double median_of(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Rank 0 and 1 bounce `bytes` back and forth; one way is half a round trip.
-double ping_pong(MPI_Comm comm, int rank, int64_t bytes, int64_t repeats) {
+// Rank 0 and `peer` bounce `bytes` back and forth; one way is half a round trip.
+double ping_pong(MPI_Comm comm, int rank, int peer, int64_t bytes, int64_t repeats) {
   std::vector<char> buf(static_cast<size_t>(bytes), 1);
   const int n = mpi_count(bytes, "profile ping-pong");
   std::vector<double> t;
@@ -28,9 +33,10 @@ double ping_pong(MPI_Comm comm, int rank, int64_t bytes, int64_t repeats) {
     mpi_check(MPI_Barrier(comm), "profile barrier");
     const double t0 = MPI_Wtime();
     if (rank == 0) {
-      mpi_check(MPI_Send(buf.data(), n, MPI_BYTE, 1, 71, comm), "profile send");
-      mpi_check(MPI_Recv(buf.data(), n, MPI_BYTE, 1, 72, comm, MPI_STATUS_IGNORE), "profile recv");
-    } else if (rank == 1) {
+      mpi_check(MPI_Send(buf.data(), n, MPI_BYTE, peer, 71, comm), "profile send");
+      mpi_check(MPI_Recv(buf.data(), n, MPI_BYTE, peer, 72, comm, MPI_STATUS_IGNORE),
+                "profile recv");
+    } else if (rank == peer) {
       mpi_check(MPI_Recv(buf.data(), n, MPI_BYTE, 0, 71, comm, MPI_STATUS_IGNORE), "profile recv");
       mpi_check(MPI_Send(buf.data(), n, MPI_BYTE, 0, 72, comm), "profile send");
     }
@@ -57,12 +63,51 @@ double allreduce(MPI_Comm comm, int64_t bytes, int64_t repeats) {
   return median_of(t);
 }
 
+// The hosts of the world's ranks (by first rank on each) and each rank's host index.
+struct WorldHosts {
+  std::vector<std::string> names;
+  std::vector<int64_t> of_rank;
+};
+
+WorldHosts world_hosts(int world) {
+  WorldHosts h;
+  for (int r = 0; r < world; ++r) {
+    const std::string name = rank_host(r);
+    auto it = std::find(h.names.begin(), h.names.end(), name);
+    if (it == h.names.end()) it = h.names.insert(h.names.end(), name);
+    h.of_rank.push_back(static_cast<int64_t>(it - h.names.begin()));
+  }
+  return h;
+}
+
+// The placement is dropped when mpirun filled each host's slots in order: the table then says
+// just that, and holds any job of up to its slots, not only one of exactly this many ranks.
+cost::HostLinkTable table_for_plans(cost::HostLinkTable t) {
+  if (t.host_of_rank == cost::HostLinkTable{t.hosts, t.links, {}}.host_of_ranks(t.slots()))
+    t.host_of_rank.clear();
+  return t;
+}
+
+// The ring all-reduce over the world's ranks in rank order as the cost model prices it: with
+// the fitted link on one host, on the measured links across hosts.
+double allreduce_predicted(const LinkProfile& p, int64_t bytes) {
+  const double n = p.world;
+  if (p.host_links.empty())
+    return 2 * (n - 1) / n * static_cast<double>(bytes) / p.bandwidth + 2 * (n - 1) * p.latency_s;
+  cost::Coefficients c;  // inside a host the ring only crosses measured links
+  c.p2p_bandwidth_intra = p.bandwidth > 0 ? p.bandwidth : 1e15;
+  c.p2p_latency_s = p.latency_s;
+  const cost::RankGrid ring{1, p.world, 1, RankOrder::megatron};
+  return cost::host_allreduce_time(p.host_links, c, ring, 0, static_cast<double>(bytes));
+}
+
 }  // namespace
 
 LinkProfile profile_links(int64_t max_bytes, int64_t repeats) {
   LinkProfile p;
   if (!mpi_launched()) {
     p.note = "not started by mpirun: the preset's link numbers are kept";
+    p.host_links_note = "not started by mpirun across hosts: none measured";
     return p;
   }
   static Comm comm;  // lives to the end of the process: MPI is initialised once
@@ -70,16 +115,24 @@ LinkProfile profile_links(int64_t max_bytes, int64_t repeats) {
   p.world = comm.size();
   if (p.world < 2) {
     p.note = "one MPI rank: the preset's link numbers are kept";
+    p.host_links_note = "one MPI rank: none measured";
     return p;
   }
+  const WorldHosts hosts = world_hosts(p.world);
+  p.hosts = static_cast<int64_t>(hosts.names.size());
+  // The point-to-point fit is the link inside a host: rank 0 and the next rank on its host.
+  int peer = -1;
+  for (int r = 1; r < p.world && peer < 0; ++r)
+    if (hosts.of_rank[static_cast<size_t>(r)] == 0) peer = r;
   // Blocking calls, so the times are MPI's own (not our polling's); the watchdog ends the job,
   // naming the measurement, should a rank die or hang in one.
   Watchdog watchdog(comm.options().watchdog_timeout());
   std::vector<int64_t> sizes;
   for (int64_t b = 4096; b <= std::max<int64_t>(max_bytes, 4096); b *= 4) sizes.push_back(b);
   for (int64_t b : sizes) {
+    if (peer < 0) break;
     Watchdog::Scope armed(watchdog, fmt::format("the link profile's ping-pong of {} bytes", b));
-    const double s = ping_pong(comm.world(), p.rank, b, repeats);
+    const double s = ping_pong(comm.world(), p.rank, peer, b, repeats);
     if (p.rank == 0) p.samples.push_back({"p2p", b, 2, s});
   }
   std::vector<int64_t> ar_bytes;
@@ -91,6 +144,20 @@ LinkProfile profile_links(int64_t max_bytes, int64_t repeats) {
     ar_bytes.push_back(b);
     ar_seconds.push_back(s);
   }
+  if (p.hosts > 1) {
+    // Every pair of hosts, each wait with its own deadline naming the silent peer.
+    const HostLinks measured = links_measure(comm.world(), comm.options().p2p_timeout_s);
+    if (p.rank == 0) p.host_links = table_for_plans(host_link_table(measured));
+    p.host_links_note = fmt::format(
+        "measured between every pair of the {} hosts and inside each host running "
+        "two ranks or more",
+        p.hosts);
+  } else {
+    p.host_links_note = fmt::format(
+        "all {} ranks run on one host ({}): nothing to measure between hosts, so the file has "
+        "no host links; run profile under mpirun across the hosts to measure them",
+        p.world, hosts.names[0]);
+  }
   p.measured = true;
   if (p.rank != 0) return p;
   std::vector<int64_t> bytes;
@@ -100,30 +167,56 @@ LinkProfile profile_links(int64_t max_bytes, int64_t repeats) {
       bytes.push_back(s.bytes);
       secs.push_back(s.seconds);
     }
-  const cost::LinkFit fit = cost::fit_link(bytes, secs);
-  p.bandwidth = fit.bandwidth;
-  p.latency_s = fit.latency_s;
+  if (!bytes.empty()) {
+    const cost::LinkFit fit = cost::fit_link(bytes, secs);
+    p.bandwidth = fit.bandwidth;
+    p.latency_s = fit.latency_s;
+  }
   // The cost model's ring all-reduce with the fitted p2p link, against what MPI took.
   std::vector<double> err;
-  const double n = p.world;
-  for (size_t i = 0; i < ar_bytes.size(); ++i) {
-    const double pred = 2 * (n - 1) / n * static_cast<double>(ar_bytes[i]) / p.bandwidth +
-                        2 * (n - 1) * p.latency_s;
-    err.push_back(std::abs(pred - ar_seconds[i]) / ar_seconds[i]);
-  }
+  if (p.bandwidth > 0 || !p.host_links.empty())
+    for (size_t i = 0; i < ar_bytes.size(); ++i) {
+      const double pred = allreduce_predicted(p, ar_bytes[i]);
+      err.push_back(std::abs(pred - ar_seconds[i]) / ar_seconds[i]);
+    }
   p.allreduce_median_error = median_of(err);
   p.allreduce_max_error = err.empty() ? 0 : *std::max_element(err.begin(), err.end());
-  p.note = fmt::format("measured over MPI between {} ranks on this host", p.world);
+  if (p.hosts == 1)
+    p.note = fmt::format("measured over MPI between {} ranks on this host", p.world);
+  else if (peer < 0)
+    p.note = fmt::format(
+        "all-reduce measured over MPI between {} ranks on {} hosts; rank 0 runs alone on {}, so "
+        "the preset's link inside a host is kept",
+        p.world, p.hosts, hosts.names[0]);
+  else
+    p.note = fmt::format(
+        "point-to-point between ranks 0 and {} on {}, all-reduce between {} ranks on {} hosts",
+        peer, hosts.names[0], p.world, p.hosts);
   return p;
 }
 
 void apply_link_profile(const LinkProfile& p, cost::Coefficients& c) {
-  if (!p.measured || p.bandwidth <= 0) return;
-  c.p2p_bandwidth_intra = p.bandwidth;
-  c.alltoall_bandwidth = p.bandwidth;
-  c.p2p_latency_s = p.latency_s;
-  c.alltoall_latency_s = p.latency_s;  // MPI's all-to-all here costs what its messages do
-  c.p2p_bandwidth_inter = std::min(c.p2p_bandwidth_inter, p.bandwidth);
+  if (!p.measured) return;
+  if (p.bandwidth > 0) {
+    c.p2p_bandwidth_intra = p.bandwidth;
+    c.alltoall_bandwidth = p.bandwidth;
+    c.p2p_latency_s = p.latency_s;
+    c.alltoall_latency_s = p.latency_s;  // MPI's all-to-all here costs what its messages do
+    c.p2p_bandwidth_inter = std::min(c.p2p_bandwidth_inter, p.bandwidth);
+  }
+  // What prices a transfer between hosts without the table (the baselines, the layout search).
+  const cost::HostLinkTable& t = p.host_links;
+  double slowest = 0, latency = 0;
+  for (size_t a = 0; a < t.hosts.size(); ++a)
+    for (size_t b = a + 1; b < t.hosts.size(); ++b) {
+      const cost::Link& l = t.between(static_cast<int64_t>(a), static_cast<int64_t>(b));
+      slowest = slowest > 0 ? std::min(slowest, l.bandwidth) : l.bandwidth;
+      latency = std::max(latency, l.latency_s);
+    }
+  if (slowest > 0) {
+    c.p2p_bandwidth_inter = slowest;
+    c.p2p_latency_inter_s = latency;
+  }
 }
 
 }  // namespace infinipipe::obs

@@ -50,9 +50,11 @@ cost::CostModel engine_cost_model(const Config& cfg) {
     c.lm_head_per_token *= 1.0 + c.lm_head_backward_factor;
     c.lm_head_backward_factor = 0.0;
   }
-  return cost::CostModel(cfg.model, base.device(),
-                         profile_memory_coefficients(cfg.model, cfg.training.optimizer, c),
-                         base.ulysses_degree(), base.bf16());
+  const cost::CostModel out(cfg.model, base.device(),
+                            profile_memory_coefficients(cfg.model, cfg.training.optimizer, c),
+                            base.ulysses_degree(), base.bf16());
+  // The calibration's measured hosts stay with it.
+  return base.host_links().empty() ? out : out.with_host_links(base.host_links());
 }
 
 cost::CostModel planning_cost_model(const Config& cfg) {

@@ -2,9 +2,25 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+#include "cost/calibration.h"
 #include "plan/schedule_table.h"
 
 namespace infinipipe::options {
+namespace {
+
+// Whether plan and simulate have links between hosts to order ranks by. A file that does not
+// load counts as having them: the command itself reports what is wrong with it.
+bool calibration_has_host_links(const std::string& path) {
+  if (path.empty()) return false;
+  try {
+    return !cost::load_calibration(path).host_links.empty();
+  } catch (const Error&) {
+    return true;
+  }
+}
+
+}  // namespace
 
 std::vector<std::string> unused_option_notes(const Config& cfg, const std::set<std::string>& given,
                                              const std::string& command) {
@@ -14,9 +30,25 @@ std::vector<std::string> unused_option_notes(const Config& cfg, const std::set<s
   };
   // The commands that plan, simulate or measure read the configuration but run no training.
   if (command == "plan" || command == "simulate" || command == "cost" || command == "profile")
-    for (const char* key :
-         {"save", "load", "save-interval", "exit-interval", "rank-placement", "measure-links"})
+    for (const char* key : {"save", "load", "save-interval", "exit-interval", "measure-links"})
       note(key, fmt::format("only `infinipipe train` reads it, not `{}`", command));
+  if (command == "cost" || command == "profile")
+    note("rank-placement", fmt::format("`infinipipe train` reads it, and plan and simulate on "
+                                       "measured links between hosts; not `{}`",
+                                       command));
+  if ((command == "plan" || command == "simulate") && given.count("rank-placement") &&
+      !calibration_has_host_links(cfg.cluster.calibration))
+    note("rank-placement",
+         fmt::format("{} orders the ranks by the measured links between hosts, and {}: every order "
+                     "crosses the same two global links here{}. Measure them with `mpirun ... "
+                     "infinipipe profile` across the hosts and give its file to --calibration",
+                     command,
+                     cfg.cluster.calibration.empty()
+                         ? std::string("there is no --calibration")
+                         : fmt::format("calibration '{}' has none", cfg.cluster.calibration),
+                     cfg.parallel.rank_placement == RankPlacement::auto_
+                         ? " (auto has nothing to choose by: Megatron's order is priced)"
+                         : ""));
   const ParallelConfig& p = cfg.parallel;
   const plan::ScheduleRow& row = plan::schedule_row(p.schedule);
   if (!row.takes_micro_batch_size)

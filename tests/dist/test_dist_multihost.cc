@@ -51,6 +51,18 @@ TEST(DistMultiHost, AutoPlacementKeepsPipelinesInsideHosts) {
   EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
 }
 
+// The same shaped link: `infinipipe profile` with one rank per host, then two per host dealt out
+// in turn, writes the links between the hosts into its calibration file as measured (the rate
+// between them 0.5-1.1 Gbit/s, the job's placement where mpirun did not fill the hosts in order),
+// and `simulate --calibration` plans on them.
+TEST(DistMultiHost, ProfileWritesTheLinksBetweenTheHosts) {
+  if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
+  const testing::ShellResult r = multihost_check("profile");
+  if (r.exit_code == 77) GTEST_SKIP() << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
+}
+
 // Host B's link set down once a checkpoint exists: host A's ranks end with an error naming the
 // wait, the silent ranks and host B (within --p2p-timeout 3 + the 2 s question + a margin), and
 // a relaunch from the last checkpoint continues with the losses of an uninterrupted run.
