@@ -22,7 +22,7 @@ namespace {
 
 constexpr double kInside = 5e9, kBetween = 2e7;  // bytes/s: a fast host, a slow link between
 
-cost::HostLinkTable two_hosts() {
+cost::HostLinkTable two_hosts_slow_between() {
   cost::HostLinkTable t;
   t.hosts = {{"host-a", 2}, {"host-b", 2}};
   t.links = {{kInside, 2e-6}, {kBetween, 100e-6}, {kBetween, 100e-6}, {kInside, 2e-6}};
@@ -44,7 +44,7 @@ Config two_by_two(int64_t hidden, int64_t heads, int64_t seq) {
 }
 
 cost::CostModel linked_model(const Config& cfg) {
-  return cost::CostModel::from_config(cfg).with_host_links(two_hosts());
+  return cost::CostModel::from_config(cfg).with_host_links(two_hosts_slow_between());
 }
 
 // What crosses the slow link in each order, priced by the formulas of cost/host_link_table.h:
