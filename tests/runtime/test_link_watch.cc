@@ -64,7 +64,7 @@ TEST(LinkWatch, NoisyStepsRaiseTheThreshold) {
   EXPECT_FALSE(w.step_slow(1.9, 1.0));
 }
 
-cost::HostLinkTable two_hosts(double cross_bw, double cross_lat, double inside_bw) {
+cost::HostLinkTable slowed_two_hosts(double cross_bw, double cross_lat, double inside_bw) {
   cost::HostLinkTable t;
   t.hosts = {{"host-a", 2}, {"host-b", 1}};
   // host-b's inside: not measured (one rank there).
@@ -73,20 +73,20 @@ cost::HostLinkTable two_hosts(double cross_bw, double cross_lat, double inside_b
 }
 
 TEST(LinkWatch, ChangesBeyondTheMeasurementNoise) {
-  const cost::HostLinkTable before = two_hosts(117e6, 10e-6, 2000e6);
-  EXPECT_TRUE(link_changes(before, two_hosts(100e6, 30e-6, 2400e6)).empty())
+  const cost::HostLinkTable before = slowed_two_hosts(117e6, 10e-6, 2000e6);
+  EXPECT_TRUE(link_changes(before, slowed_two_hosts(100e6, 30e-6, 2400e6)).empty())
       << "within 25 % and 100 us";
-  const std::vector<LinkChange> c = link_changes(before, two_hosts(5.9e6, 14e-6, 2000e6));
+  const std::vector<LinkChange> c = link_changes(before, slowed_two_hosts(5.9e6, 14e-6, 2000e6));
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].a, 0u);
   EXPECT_EQ(c[0].b, 1u);
   EXPECT_EQ(link_change_text(before, c[0]),
             "host-a <-> host-b: 117 MB/s, 10 us -> 5.9 MB/s, 14 us");
-  const std::vector<LinkChange> lat = link_changes(before, two_hosts(117e6, 400e-6, 2000e6));
+  const std::vector<LinkChange> lat = link_changes(before, slowed_two_hosts(117e6, 400e-6, 2000e6));
   ASSERT_EQ(lat.size(), 1u) << "latency 40x and 390 us more";
 }
 
-Config links_config() {
+Config slowed_links_config() {
   Config c;
   c.model = testing::tiny_train_model(4);
   c.parallel.pipeline_parallel = 2;
@@ -98,9 +98,9 @@ Config links_config() {
 }
 
 TEST(LinkWatch, TheCostLoopPlansWithTheNewLinks) {
-  const Config cfg = links_config();
+  const Config cfg = slowed_links_config();
   const cost::RankGrid grid{2, 1, 1, RankOrder::megatron};  // rank 0 on host-a, 1 on host-b
-  cost::HostLinkTable table = two_hosts(1e9, 1e-5, 1e10);
+  cost::HostLinkTable table = slowed_two_hosts(1e9, 1e-5, 1e10);
   table.hosts[0].slots = 1;
   table.links[0] = {};  // one rank on host-a too: nothing measured inside
   table.host_of_rank = {0, 1};
