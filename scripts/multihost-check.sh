@@ -26,6 +26,15 @@
 #          measures every pair of hosts; the measured rate between the hosts must be within
 #          [0.5, 1.1] x LINK_RATE and the link inside host A at least 3 times faster.
 #
+#   link-slowed
+#          the shaped link (LINK_RATE), pp 2 x dp 1 with stage 0 on host A and stage 1 on host B,
+#          `train --measure-links --measure-links-interval 0` (online fit): once SLOW_AFTER (8)
+#          iterations ran, the link is reshaped to SLOW_RATE (20 Mbit/s, 50x slower). The fit must
+#          notice a slow step and the links be measured again: one line for the pair, its new rate
+#          within [0.5, 1.1] x SLOW_RATE. Every traced plan's predicted step time must be the
+#          replay of its actions with the link it was planned with: the first one measured up to
+#          the iteration that noticed, the new one after it (and not the old one; 2 %).
+#
 #   placement
 #          the same shaped link, mpirun's usual order (ranks 0-1 on host A, 2-3 on host B):
 #          `train --rank-placement auto --measure-links` measures the links before the groups,
@@ -48,7 +57,7 @@
 #          the links (--rank-placement auto).
 #
 # Usage: scripts/multihost-check.sh [BUILD_DIR]
-#          [comm|train|link-down|host-dies|links|placement|profile]
+#          [comm|train|link-down|host-dies|links|link-slowed|placement|profile]
 #        (default: build comm)
 # Needs root, iproute2 (ip, tc), util-linux (unshare, taskset) and 2 CPUs; python3 for the
 # checks that train.
@@ -61,10 +70,10 @@ HERE=$(dirname "$(readlink -f "$0")")
 
 case $CHECK in
   comm) need=test_comm ;;
-  train | link-down | host-dies | links | placement) need=infinipipe ;;
+  train | link-down | host-dies | links | link-slowed | placement) need=infinipipe ;;
   profile) need=infinipipe ;;
   *)
-    echo "multihost-check: unknown check '$CHECK'; choose comm, train, link-down, host-dies, links, placement or profile" >&2
+    echo "multihost-check: unknown check '$CHECK'; choose comm, train, link-down, host-dies, links, link-slowed, placement or profile" >&2
     exit 2
     ;;
 esac
@@ -279,6 +288,127 @@ for line in bad:
 sys.exit(1 if bad else 0)
 PY
   echo "multihost-check: passed (links: the shaped link measured as it is; $((SECONDS - t0)) s)"
+}
+
+SLOW_RATE_BITS=20000000
+SLOW_AFTER=8
+check_link-slowed() {
+  local corpus=$MH_TMP/corpus t0=$SECONDS iters=20 args=() x
+  for x in "${TRAIN_ARGS[@]}"; do [[ $x != --quiet ]] && args+=("$x"); done
+  "$BIN" data synth --output "$corpus" --seq-length 2048 --num-documents 400 >/dev/null || return 1
+  mh_shape ${LINK_RATE_BITS}bit || {
+    echo "multihost-check: FAILED: tc tbf could not shape the link" >&2
+    return 1
+  }
+  # One rank per host (--map-by node), each pipeline hop across the link.
+  mh_mpirun 300 -np 2 --map-by node env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+    "$BIN" "${args[@]}" --pp 2 --dp 1 --train-iters $iters --data-path "$corpus" \
+    --cost-model-update online --measure-links --measure-links-interval 0 \
+    --log-dir "$MH_TMP/log" --trace "$MH_TMP/trace" >"$MH_TMP/slowed.out" 2>&1 &
+  local job=$! slowed= n
+  while kill -0 $job 2>/dev/null; do
+    n=$(cat "$MH_TMP/log/metrics.jsonl" 2>/dev/null | grep -c '"iteration"')
+    if [[ -z $slowed ]] && ((n >= SLOW_AFTER)); then
+      mh_shape ${SLOW_RATE_BITS}bit || return 1
+      slowed=1
+      echo "multihost-check: link reshaped to $((SLOW_RATE_BITS / 1000000)) Mbit/s after iteration $SLOW_AFTER"
+    fi
+    sleep 0.1
+  done
+  wait $job || {
+    cat "$MH_TMP/slowed.out"
+    echo "multihost-check: FAILED: the training job failed" >&2
+    return 1
+  }
+  grep -v '^\[' "$MH_TMP/slowed.out" | grep -v '^ iter '
+  [[ -n $slowed ]] || {
+    echo "multihost-check: FAILED: the run ended before the link was reshaped" >&2
+    return 1
+  }
+  /usr/bin/python3 - "$MH_TMP/slowed.out" "$MH_TMP/trace/plans" $SLOW_RATE_BITS $MH_HOST_A \
+    $MH_HOST_B <<'PY' || return 1
+import glob, json, math, re, sys
+out, plans, rate, a, b = sys.argv[1], sys.argv[2], int(sys.argv[3]) / 8, sys.argv[4], sys.argv[5]
+text = open(out).read()
+num = r"([0-9.]+) (k|M|G)?B/s, ([0-9.]+) us"
+unit = {"k": 1e3, "M": 1e6, "G": 1e9}
+def link(m, at):
+    return (float(m[at]) * unit.get(m[at + 1], 1), float(m[at + 2]) * 1e-6)
+bad = []
+first = re.search(rf"^link {a} <-> {b}: ([0-9.]+) MB/s, ([0-9.]+) us$", text, re.M)
+changes = [(int(m[7]), link(m, 1), link(m, 4)) for m in re.finditer(
+    rf"^link {a} <-> {b}: {num} -> {num} \(iteration ([0-9]+): step .* measured, .* predicted",
+    text, re.M)]
+slow = [c for c in changes if 0.5 * rate <= c[2][0] <= 1.1 * rate]
+if first is None:
+    bad.append(f"no first measurement of {a} <-> {b}")
+if not slow:
+    bad.append(f"no change of {a} <-> {b} to {rate / 1e6:.2f} MB/s noticed by the fit: {changes}")
+if bad:
+    print("\n".join("multihost-check: " + x for x in bad), file=sys.stderr)
+    sys.exit(1)
+# Each plan replayed with a link (its actions' predicted times, step terms, transfers; the plan
+# validator's replay when no ranks share cores), against the step time it predicted.
+def replay(p, bw, lat):
+    ns, m = len(p["stages"]), len(p["chunks"])
+    tokens = [sum(s[2] for s in c["slices"]) for c in p["chunks"]]
+    xfer = lambda c: 0.0 if tokens[c] == 0 else math.ceil(256.0 * tokens[c]) / bw + lat
+    fdone, bdone = {}, {}
+    clock, nxt = [0.0] * p["pp"], [0] * p["pp"]
+    gap = [t[0] for t in p["rank_step_terms"]]
+    tail = [t[1] for t in p["rank_step_terms"]]
+    progress = True
+    while progress:
+        progress = False
+        for k, acts in enumerate(p["actions"]):
+            while nxt[k] < len(acts):
+                kind, c, s, _, dur = acts[nxt[k]]
+                if kind == "F":
+                    ready = 0.0 if s == 0 else (fdone[(s - 1, c)] + xfer(c) if (s - 1, c) in fdone else None)
+                elif (s, c) not in fdone:
+                    ready = None
+                else:
+                    ready = 0.0 if s + 1 >= ns else (bdone[(s + 1, c)] + xfer(c) if (s + 1, c) in bdone else None)
+                if ready is None:
+                    break
+                start = max(clock[k], ready) + gap[k]
+                clock[k] = start + dur
+                (fdone if kind == "F" else bdone)[(s, c)] = clock[k]
+                nxt[k] += 1
+                progress = True
+    return max(clock[k] + tail[k] for k in range(p["pp"]))
+# The link each plan was made with: the first measurement, then each change after its iteration.
+used = [(0, (float(first[1]) * 1e6, float(first[2]) * 1e-6))] + [(c[0], c[2]) for c in changes]
+noticed = slow[0][0]
+before_slow = [l for i, l in used if i < noticed][-1]
+rows = []
+for path in sorted(glob.glob(plans + "/iter-*-replica0.json")):
+    it = int(re.search(r"iter-([0-9]+)", path)[1])
+    p = json.load(open(path))
+    if "rank_step_terms" not in p:  # planned before the first refit: the prior's step costs
+        continue
+    pred = p["predicted_step_time"]
+    want = replay(p, *[l for i, l in used if i < it][-1])
+    other = replay(p, *before_slow)
+    rows.append(f"iteration {it}: predicted {pred:.3f} s; replayed with the link it was planned "
+                f"with {want:.3f} s, with the link before the slowing {other:.3f} s")
+    if abs(want - pred) > 0.02 * pred:
+        bad.append(f"iteration {it}: the plan's predicted step {pred:.3f} s is not the replay "
+                   f"with the link it should have been planned with ({want:.3f} s)")
+    elif it > noticed and abs(other - pred) <= 0.02 * pred:
+        bad.append(f"iteration {it}: the link before and after the slowing predict the same "
+                   f"step; the check cannot tell which one the plan used")
+print("\n".join(rows))
+after = [r for r in rows if int(re.search(r"iteration ([0-9]+)", r)[1]) > noticed]
+if not after:
+    bad.append(f"no plan after iteration {noticed}, where the change was noticed")
+print(f"link {a} <-> {b}: {used[0][1][0] / 1e6:.0f} MB/s at start, {slow[0][2][0] / 1e6:.2f} "
+      f"MB/s noticed at iteration {noticed} (shaped to {rate / 1e6:.2f} MB/s)")
+print("\n".join("multihost-check: " + x for x in bad), file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+  echo "multihost-check: passed (link-slowed: the fit noticed the slowed link, the links were" \
+    "measured again and the next plans timed its hops by it; $((SECONDS - t0)) s)"
 }
 
 check_placement() {

@@ -259,12 +259,15 @@ class TorchTrain(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--search-iterations", r.stderr)
-        for flag in (["--rank-placement", "auto"], ["--measure-links"]):
+        # --measure-links-interval at its default too: given, it is refused, never ignored.
+        for flag in (["--rank-placement", "auto"], ["--measure-links"],
+                     ["--measure-links-interval", "5"], ["--measure-links-interval", "100"],
+                     ["--measure-links-interval=0"]):
             r = subprocess.run(TRAIN + self.words(*flag), env=python_env(),
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 2, r.stderr)
-            self.assertIn("--rank-placement and --measure-links are `infinipipe train`'s",
-                          r.stderr)
+            self.assertIn("--rank-placement, --measure-links and --measure-links-interval are "
+                          "`infinipipe train`'s", r.stderr)
         r = subprocess.run(TRAIN + self.words("--trace-explain"), env=python_env(),
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)

@@ -211,6 +211,9 @@ struct ClusterConfig {
   // train: measure bandwidth and latency between every pair of hosts at start and time the
   // pipeline's transfers by the links they cross (comm/mpi_links.h, cost/pipeline_links.h).
   bool measure_links = false;
+  // With measure_links and the online fit: also measure them again every this many iterations
+  // (0 = only at start and when the fit notices a slow step; runtime/link_watch.h).
+  int64_t measure_links_interval = 100;
   // Device presets the cost model knows (src/cost owns their numbers).
   static constexpr const char* kPresets[] = {"cpu", "a800-80gb", "h100-80gb", "h200-141gb"};
 

@@ -458,6 +458,11 @@ const std::vector<OptionSpec>& option_specs() {
                "before the rank groups (--rank-placement auto and auto degrees are chosen with "
                "them), and plan the transfers with them instead of the intra/inter-node numbers",
                cluster.measure_links),
+      INT_OPT("measure-links-interval", {},
+              "train --measure-links with --cost-model-update online: also measure the links "
+              "again every this many iterations (0 = only at start and when the online fit "
+              "sees a step slower than predicted beyond its noise)",
+              cluster.measure_links_interval, 0, kMaxCount),
   };
   return specs;
 }

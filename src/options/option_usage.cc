@@ -30,7 +30,8 @@ std::vector<std::string> unused_option_notes(const Config& cfg, const std::set<s
   };
   // The commands that plan, simulate or measure read the configuration but run no training.
   if (command == "plan" || command == "simulate" || command == "cost" || command == "profile")
-    for (const char* key : {"save", "load", "save-interval", "exit-interval", "measure-links"})
+    for (const char* key : {"save", "load", "save-interval", "exit-interval", "measure-links",
+                            "measure-links-interval"})
       note(key, fmt::format("only `infinipipe train` reads it, not `{}`", command));
   if (command == "cost" || command == "profile")
     note("rank-placement", fmt::format("`infinipipe train` reads it, and plan and simulate on "
@@ -49,6 +50,14 @@ std::vector<std::string> unused_option_notes(const Config& cfg, const std::set<s
                      cfg.parallel.rank_placement == RankPlacement::auto_
                          ? " (auto has nothing to choose by: Megatron's order is priced)"
                          : ""));
+  // The links are measured again only by a train run that measures them and refits its costs.
+  if (command == "train" && !cfg.cluster.measure_links)
+    note("measure-links-interval",
+         "it sets how often --measure-links measures the links again; add --measure-links");
+  else if (command == "train" && cfg.training.cost_model_update == CostModelUpdate::off)
+    note("measure-links-interval",
+         "with --cost-model-update off the cost model keeps the links measured at start; use "
+         "--cost-model-update online");
   const ParallelConfig& p = cfg.parallel;
   const plan::ScheduleRow& row = plan::schedule_row(p.schedule);
   if (!row.takes_micro_batch_size)

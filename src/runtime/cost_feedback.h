@@ -44,6 +44,9 @@ class CostFeedback {
   // the pooled time terms.
   cost::CostModel next_cost_model(const cost::OnlinePooled& pooled) const;
 
+  // The links the next cost models time the pipeline's hops by (measured again while training).
+  void links_set(const cost::PipelineLinks& links) { prior_ = prior_.with_pipeline_links(links); }
+
   cost::OnlineFit& fit() { return fit_; }
   const cost::OnlineFit& fit() const { return fit_; }
   cost::LengthShiftDetector& lengths_seen() { return length_shift_; }

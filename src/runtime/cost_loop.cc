@@ -20,10 +20,11 @@ namespace infinipipe::runtime {
 
 namespace {
 
-// The prior's model, device and memory terms with `coeffs` as its time terms.
+// The prior's model, device, memory terms and links with `coeffs` as its time terms.
 cost::CostModel prior_with(const cost::CostModel& prior, const cost::Coefficients& coeffs) {
   return cost::CostModel(prior.model(), prior.device(), coeffs, prior.ulysses_degree(),
-                         prior.bf16());
+                         prior.bf16())
+      .with_pipeline_links(prior.pipeline_links());
 }
 
 // A rank's time terms, action gap and tail: the slot it fills in the summed vectors below.
@@ -149,6 +150,15 @@ const cost::CostModel& CostLoop::observe(const plan::Plan& plan, const cost::Cos
 void CostLoop::step_end() {
   if (step_fit_ && step_sample_.actions > 0) step_fit_->update(step_sample_);
   step_sample_ = {};
+}
+
+void CostLoop::links_set(const cost::HostLinkTable& table, const cost::RankGrid& grid) {
+  prior_ = prior_.with_host_links(table).with_replica_links(grid, rank_.replica);
+  const cost::PipelineLinks& links = prior_.pipeline_links();
+  next_ = next_.with_pipeline_links(links);
+  next_before_refit_ = next_before_refit_.with_pipeline_links(links);
+  if (resumed_plan_) resumed_plan_ = resumed_plan_->with_pipeline_links(links);
+  if (feedback_) feedback_->links_set(links);
 }
 
 // Every rank of the pipeline learns each rank's own time terms and step costs (its slot of one

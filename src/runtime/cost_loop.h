@@ -83,6 +83,10 @@ class CostLoop {
                                  int64_t iteration);
   // (4) after the optimizer: the iteration's step costs into their fit.
   void step_end();
+  // The links measured again (runtime/link_watch.h): the prior and every cost model the next
+  // plans are made with time this rank's pipeline's hops (its replica of `grid`) by `table` from
+  // now on. Every rank calls it after the same iteration.
+  void links_set(const cost::HostLinkTable& table, const cost::RankGrid& grid);
 
   // What the run learned so far, as a calibration file (docs/cost-model.md, "Online refit"):
   // distributed, the mean of the replicas' pooled terms and every rank's own terms

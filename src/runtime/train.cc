@@ -14,7 +14,6 @@
 #include "plan/plan_explain.h"
 #include "runtime/checkpoint_meta.h"
 #include "runtime/cost_loop_mpi.h"
-#include "runtime/train_links.h"
 
 namespace infinipipe::runtime {
 
@@ -85,7 +84,7 @@ std::unique_ptr<P2p> p2p_open(const ProcessGroups* groups) {
 // where each rank of the pipeline runs (whether ranks share cores) and with --measure-links the
 // links between the hosts, this rank's pipeline priced by those it crosses in the groups' order.
 cost::CostModel train_prior(const Config& cfg, const ProcessGroups* groups, const P2p* p2p,
-                            const cost::HostLinkTable& measured) {
+                            const RunLinks& links) {
   const cost::CostModel cm = obs::engine_cost_model(cfg);
   if (!groups && cfg.cluster.measure_links)
     fail_config(
@@ -93,13 +92,8 @@ cost::CostModel train_prior(const Config& cfg, const ProcessGroups* groups, cons
         "`mpirun -np N` (N = pp x dp > 1), or leave it out");
   if (!groups) return cm;
   const cost::CostModel out = cm.with_rank_hosts(pipeline_rank_hosts(*groups, p2p->timeout_s()));
-  if (!cfg.cluster.measure_links) return out;
-  const cost::HostLinkTable links =
-      !measured.empty()
-          ? measured
-          : train_links_measure(groups->world(), p2p->timeout_s(), groups->comm().rank() == 0);
-  const RankLayout& l = groups->layout();
-  return out.with_host_links(links).with_replica_links({l.pp, l.dp, 1, l.order}, l.replica);
+  if (!links.measured()) return out;
+  return out.with_host_links(links.table()).with_replica_links(links.grid(), links.replica());
 }
 
 // Plans keep the model's layout when the refitted cost model would split the layers otherwise.
@@ -120,7 +114,8 @@ Trainer::Trainer(const TrainOptions& opts)
       watchdog_(opts.watchdog),
       action_hook_(opts.action_hook),
       p2p_(p2p_open(groups_)),
-      cost_loop_(opts.config, train_prior(opts.config, groups_, p2p_.get(), opts.host_links),
+      links_(opts.config, groups_, timeout_of(p2p_.get()), opts.host_links),
+      cost_loop_(opts.config, train_prior(opts.config, groups_, p2p_.get(), links_),
                  cost_loop_rank(opts.config, groups_),
                  cost_loop_collectives(groups_, timeout_of(p2p_.get()))),
       stages_(opts.config, cost_loop_.prior(), groups_ ? groups_->layout().stage : 0,

@@ -29,6 +29,7 @@
 #include "plan/plan.h"
 #include "runtime/cost_loop.h"
 #include "runtime/executor.h"
+#include "runtime/link_watch.h"
 #include "runtime/rank_optimizer.h"
 #include "runtime/rank_stages.h"
 #include "runtime/run_batches.h"
@@ -167,6 +168,8 @@ class Trainer {
   Watchdog* watchdog_ = nullptr;
   ActionHook action_hook_;
   std::unique_ptr<P2p> p2p_;
+  // --measure-links: the links between the hosts, measured at start and again while training.
+  RunLinks links_;
   CostLoop cost_loop_;
   RankStages stages_;
   // The run's configuration, with the stages' layout (which every plan keeps when the refitted

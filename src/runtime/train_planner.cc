@@ -45,6 +45,13 @@ void TrainPlanner::ahead_start(std::vector<int64_t> lengths, const cost::CostMod
                       [this, lengths = ahead_lengths_, cm] { return plan_now(lengths, cm); });
 }
 
+void TrainPlanner::ahead_discard() {
+  if (!ahead_.valid()) return;
+  ahead_.wait();
+  ahead_ = {};
+  ahead_lengths_.clear();
+}
+
 // From the pipeline's first stage to the others, with the p2p deadline: a stage that stopped
 // between iterations is named instead of hanging the broadcast.
 std::string TrainPlanner::pipeline_share(std::string text, int64_t iteration) const {

@@ -52,6 +52,9 @@ class TrainPlanner {
   PlannedBatch plan(std::span<const int64_t> lengths, CostLoop& costs, int64_t iteration);
   // Starts planning `lengths` with `cm` on a thread, which never calls MPI (the planning rank).
   void ahead_start(std::vector<int64_t> lengths, const cost::CostModel& cm);
+  // Drops the plan made ahead (the links changed since it was started): the next batch is planned
+  // when it comes, with the cost model of then.
+  void ahead_discard();
   // A forward-only plan of `lengths` for evaluation, planned with `cm` (the last training plan's,
   // the same on every rank of the pipeline) once the background planner is done, broadcast like
   // a training plan; `iteration` names the broadcast.

@@ -110,6 +110,10 @@ obs::IterationMetrics Trainer::step() {
   cost_loop_.tail_add(seconds_since(t_optimizer));
   cost_loop_.step_end();
   ++iteration_;
+  // A step the fit did not expect may be a link that changed: the next plans follow it.
+  if (links_.iteration_end(m.iteration, m.measured_step_seconds, planned.plan.predicted_step_time,
+                           cost_loop_))
+    planner_.ahead_discard();
 
   m.consumed_samples = batches_.consumed_samples();
   step_metrics_fill(batch, predicted, planned, groups_ ? groups_->layout().stage : 0,

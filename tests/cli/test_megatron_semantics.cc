@@ -14,6 +14,7 @@
 #include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
 #include "core/error.h"
+#include "options/option_usage.h"
 #include "options/options.h"
 
 namespace {
@@ -130,9 +131,9 @@ TEST_F(MegatronSemanticsTest, TrainOnlyOptionsAreNamedAsUnusedByOtherCommands) {
   const ShellResult sim = run_cli(
       "simulate --distribution fixed --global-batch-size 4 --num-layers 2 --hidden-size 64 "
       "--num-attention-heads 4 --seq-length 256 --device cpu --save ckpt --rank-placement auto "
-      "--measure-links");
+      "--measure-links --measure-links-interval 5");
   EXPECT_EQ(sim.exit_code, 0) << sim.output;
-  for (const char* key : {"save", "measure-links"})
+  for (const char* key : {"save", "measure-links", "measure-links-interval"})
     EXPECT_NE(
         sim.output.find(fmt::format(
             "warning: --{} is not used: only `infinipipe train` reads it, not `simulate`", key)),
@@ -147,6 +148,25 @@ TEST_F(MegatronSemanticsTest, TrainOnlyOptionsAreNamedAsUnusedByOtherCommands) {
   EXPECT_NE(sim.output.find("auto has nothing to choose by"), std::string::npos) << sim.output;
   const ShellResult show = run_cli("config show --rank-placement auto");
   EXPECT_EQ(show.output.find("is not used"), std::string::npos) << show.output;
+}
+
+// train measures the links again only when it measures them and refits its costs: otherwise
+// --measure-links-interval is named as unused, with what to add.
+TEST(MeasureLinksInterval, IsNamedAsUnusedWhereTrainMeasuresNoLinksAgain) {
+  using infinipipe::options::unused_option_notes;
+  infinipipe::Config cfg;
+  const std::set<std::string> given = {"measure-links-interval"};
+  auto notes = unused_option_notes(cfg, given, "train");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("--measure-links-interval is not used"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("add --measure-links"), std::string::npos) << notes[0];
+  cfg.cluster.measure_links = true;
+  EXPECT_TRUE(unused_option_notes(cfg, given, "train").empty());
+  cfg.training.cost_model_update = infinipipe::CostModelUpdate::off;
+  notes = unused_option_notes(cfg, given, "train");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("keeps the links measured at start"), std::string::npos) << notes[0];
+  EXPECT_TRUE(unused_option_notes(cfg, {}, "train").empty()) << "the default is no request";
 }
 
 TEST_F(MegatronSemanticsTest, DataParallelIsDerivedFromTheWorldAsMegatronDoes) {

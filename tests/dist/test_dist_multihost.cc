@@ -39,6 +39,18 @@ TEST(DistMultiHost, MeasuresTheShapedLinkBetweenTheHosts) {
   EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
 }
 
+// The shaped link slowed from 1 Gbit/s to 20 Mbit/s while `train --measure-links` trains across
+// it: the online fit notices a slow step, the links are measured again (the new rate within
+// 0.5-1.1 of the shaping), and every plan after that iteration predicts its step with the new
+// link (its predicted step time is the replay of its actions with it, not with the old one).
+TEST(DistMultiHost, SlowedLinkIsNoticedAndTheNextPlansFollowIt) {
+  if (disttest::under_mpirun()) GTEST_SKIP() << "launches its own mpirun jobs";
+  const testing::ShellResult r = multihost_check("link-slowed");
+  if (r.exit_code == 77) GTEST_SKIP() << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
+}
+
 // The same shaped link with mpirun's usual order (ranks 0-1 on host A): --rank-placement auto
 // --measure-links ranks both orders by predicted time with the measured link, says why it puts
 // each pipeline inside a host for this small model, and trains as Megatron's order does; with

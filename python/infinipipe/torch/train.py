@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import infinipipe as ip
 
@@ -110,15 +110,21 @@ def _runtime_device(config_args: List[str]) -> List[str]:
     return args
 
 
-def check_supported(cfg: ip.Config) -> None:
-    """What this trainer cannot run yet, refused with what to do instead."""
+_MEASURE_LINKS_INTERVAL_DEFAULT = "100"  # src/core/config.h
+
+
+def check_supported(cfg: ip.Config, words: Sequence[str] = ()) -> None:
+    """What this trainer cannot run yet, refused with what to do instead (`words`: the
+    configuration's command-line words, where an option given at its default shows)."""
     if cfg.get("zero-stage") != "1":
         raise ip.ConfigError("the PyTorch trainer keeps a stage's weights whole (zero-stage 1); "
                              "drop --zero-stage")
-    if cfg.get("rank-placement") != "megatron" or cfg.get("measure-links") == "true":
+    if (cfg.get("rank-placement") != "megatron" or cfg.get("measure-links") == "true"
+            or cfg.get("measure-links-interval") != _MEASURE_LINKS_INTERVAL_DEFAULT
+            or any(w.split("=")[0] == "--measure-links-interval" for w in words)):
         raise ip.ConfigError("the PyTorch trainer places ranks in Megatron's order and times "
-                             "links by the configuration; --rank-placement and --measure-links "
-                             "are `infinipipe train`'s: drop them")
+                             "links by the configuration; --rank-placement, --measure-links and "
+                             "--measure-links-interval are `infinipipe train`'s: drop them")
     if int(cfg.train_iters) > 0 and not cfg.has_training_data:
         raise ip.ConfigError("train needs a dataset: pass --data-path PREFIX (make one with "
                              "`infinipipe data synth --output PREFIX`)")
@@ -161,7 +167,7 @@ def run(argv: List[str]) -> int:
 
     args = parse_command(argv)
     cfg = ip.Config.for_training(_runtime_device(args.config), launch_env().world_size)
-    check_supported(cfg)
+    check_supported(cfg, args.config)
     cost = ip.CostModel.from_config(cfg)
     cfg = cfg.with_stage_layout(cost)
     layout = cfg.stage_layout(cost)
