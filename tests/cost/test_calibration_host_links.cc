@@ -14,23 +14,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "cost/small_calibration.h"
 
 namespace infinipipe::cost {
 namespace {
 
 Calibration base_calibration() {
-  Calibration c;
-  c.machine = "test-box";
-  c.date = "2026-12-03T19:00:00Z";
-  c.notes = "unit test";
-  c.model.num_layers = 4;
-  c.model.hidden_size = 64;
-  c.model.num_attention_heads = 4;
-  c.model.vocab_size = 257;
-  c.model.seq_length = 1024;
-  c.device = device_preset("cpu", false);
-  c.coeffs = CostModel::derive_coefficients(c.model, c.device, 1, false);
-  return c;
+  return testing::small_calibration();
 }
 
 // Three hosts: a and b run two ranks each (measured inside), c one (not measured inside).

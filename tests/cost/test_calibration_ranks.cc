@@ -12,23 +12,14 @@
 
 #include "core/error.h"
 #include "cost/online_fit.h"
+#include "cost/small_calibration.h"
 
 namespace infinipipe::cost {
 namespace {
 
 // A pp 2 × dp 2 file whose ranks differ: alpha2 and the tail grow with the world rank.
 Calibration two_by_two() {
-  Calibration c;
-  c.machine = "test-box";
-  c.date = "2026-12-01T19:00:00Z";
-  c.notes = "unit test";
-  c.model.num_layers = 4;
-  c.model.hidden_size = 64;
-  c.model.num_attention_heads = 4;
-  c.model.vocab_size = 257;
-  c.model.seq_length = 1024;
-  c.device = device_preset("cpu", false);
-  c.coeffs = CostModel::derive_coefficients(c.model, c.device, 1, false);
+  Calibration c = testing::small_calibration();
   c.pipeline_parallel = 2;
   c.data_parallel = 2;
   for (int64_t s = 0; s < 2; ++s)
@@ -138,9 +129,9 @@ TEST(CalibrationRanks, DamagedSectionsAreNamedErrors) {
        [](nlohmann::json& j) { j["ranks"]["entries"][2]["time_terms"]["backward_factor"] = 0.0; },
        "backward_factor must be > 0"},
       {"a term missing",
-       [](nlohmann::json& j) { j["ranks"]["entries"][1]["time_terms"].erase("beta1"); },
-       "beta1"},
-      {"a tail of a day", [](nlohmann::json& j) { j["ranks"]["entries"][0]["step_tail_s"] = 86400; },
+       [](nlohmann::json& j) { j["ranks"]["entries"][1]["time_terms"].erase("beta1"); }, "beta1"},
+      {"a tail of a day",
+       [](nlohmann::json& j) { j["ranks"]["entries"][0]["step_tail_s"] = 86400; },
        "entries[0].step_tail_s"},
   };
   for (const Case& c : cases) {
