@@ -302,6 +302,13 @@ CostModel CostModel::with_host_links(HostLinkTable table) const {
   return out;
 }
 
+CostModel CostModel::with_coefficients(const Coefficients& coeffs) const {
+  CostModel out(model_, device_, coeffs, ulysses_degree_, bf16_);
+  out.links_ = links_;
+  out.host_links_ = host_links_;
+  return out;
+}
+
 CostModel CostModel::with_replica_links(const RankGrid& grid, int64_t replica) const {
   if (host_links_.empty()) return *this;
   return with_pipeline_links(host_pipeline_links(host_links_, coeffs_, grid, replica));

@@ -178,6 +178,9 @@ class CostModel {
   // With host links: the model replica `replica` plans with, its pipeline links from the table
   // (host_pipeline_links). Without: this model.
   CostModel with_replica_links(const RankGrid& grid, int64_t replica) const;
+  // The same model with other time and memory coefficients: its measured links (pipeline and
+  // host links) stay; per-rank coefficients and the ranks' hosts do not.
+  CostModel with_coefficients(const Coefficients& coeffs) const;
   // A transfer from pipeline rank `from` to `to`: over their measured link when there is one,
   // else p2p_time(bytes, inter_node).
   double p2p_time_between(int64_t bytes, int32_t from, int32_t to, bool inter_node) const;

@@ -50,11 +50,8 @@ cost::CostModel engine_cost_model(const Config& cfg) {
     c.lm_head_per_token *= 1.0 + c.lm_head_backward_factor;
     c.lm_head_backward_factor = 0.0;
   }
-  const cost::CostModel out(cfg.model, base.device(),
-                            profile_memory_coefficients(cfg.model, cfg.training.optimizer, c),
-                            base.ulysses_degree(), base.bf16());
   // The calibration's measured hosts stay with it.
-  return base.host_links().empty() ? out : out.with_host_links(base.host_links());
+  return base.with_coefficients(profile_memory_coefficients(cfg.model, cfg.training.optimizer, c));
 }
 
 cost::CostModel planning_cost_model(const Config& cfg) {

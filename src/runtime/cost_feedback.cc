@@ -48,10 +48,7 @@ cost::OnlinePooled CostFeedback::pool(const Share& summed) const {
 }
 
 cost::CostModel CostFeedback::next_cost_model(const cost::OnlinePooled& pooled) const {
-  return cost::CostModel(prior_.model(), prior_.device(), pooled.coeffs, prior_.ulysses_degree(),
-                         prior_.bf16())
-      .with_rank_hosts(prior_.rank_hosts())
-      .with_pipeline_links(prior_.pipeline_links());
+  return prior_.with_coefficients(pooled.coeffs).with_rank_hosts(prior_.rank_hosts());
 }
 
 }  // namespace infinipipe::runtime

@@ -20,13 +20,6 @@ namespace infinipipe::runtime {
 
 namespace {
 
-// The prior's model, device, memory terms and links with `coeffs` as its time terms.
-cost::CostModel prior_with(const cost::CostModel& prior, const cost::Coefficients& coeffs) {
-  return cost::CostModel(prior.model(), prior.device(), coeffs, prior.ulysses_degree(),
-                         prior.bf16())
-      .with_pipeline_links(prior.pipeline_links());
-}
-
 // A rank's time terms, action gap and tail: the slot it fills in the summed vectors below.
 constexpr size_t kRankSlot = cost::kNumOnlineTerms + 2;
 
@@ -89,7 +82,7 @@ cost::CostModel CostLoop::plan_cost_model(std::span<const double> terms,
                                           const plan::Plan& plan) const {
   cost::Coefficients c = prior_.coefficients();
   cost::online_terms_set(terms, c);
-  return plan::plan_cost_model(plan, prior_with(prior_, c));
+  return plan::plan_cost_model(plan, prior_.with_coefficients(c));
 }
 
 // The gap before each action: from the previous action's end (the step's start for the first)

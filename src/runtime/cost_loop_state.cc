@@ -74,10 +74,7 @@ cost::CostModel CostLoop::cost_model_from_json(const Json& j, const std::string&
   cost::json_terms_read(json_field(j, "terms", where), where + ".terms", terms);
   cost::Coefficients shared = prior_.coefficients();
   cost::online_terms_set(terms, shared);
-  cost::CostModel out = cost::CostModel(prior_.model(), prior_.device(), shared,
-                                        prior_.ulysses_degree(), prior_.bf16())
-                            .with_rank_hosts(prior_.rank_hosts())
-                            .with_pipeline_links(prior_.pipeline_links());
+  cost::CostModel out = prior_.with_coefficients(shared).with_rank_hosts(prior_.rank_hosts());
   const Json& ranks = json_field(j, "rank_terms", where);
   const size_t pp = rank_.distributed ? static_cast<size_t>(rank_.pp) : 0;
   if (!ranks.is_array() || ranks.size() != (ranks.empty() ? 0 : pp))
