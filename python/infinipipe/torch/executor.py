@@ -16,6 +16,11 @@ for later slices are kept, as in the C++ engine.
 Evaluation. A forward-only plan (``plan.forward_only``) runs without autograd and keeps nothing
 of a chunk after its forward but the K/V of a slice whose sequence has later slices, released
 when the sequence's last slice ran on the stage.
+
+No hidden synchronisation. Nothing in an action waits for the device: a chunk's index tensors
+(positions, token ids, targets) are built once on the host (pinned for CUDA) and copied without
+blocking, the loss is summed on the device, the predicted tokens are counted on the host, and
+CUDA action times come from events read once after the step (CPU: the host clock).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from infinipipe.torch.ulysses import HeadExchange, UlyssesGroup
 @dataclass
 class ActionTime:
     index: int  # in plan.actions[rank]
-    start: float  # seconds since RankStats.t0
+    start: float  # seconds since RankStats.t0 (CUDA: on the device's clock, from the first action)
     end: float
 
 
@@ -74,17 +79,72 @@ class _ChunkState:
     leaves: List[_ContextLeaf]
 
 
-def _targets(rows: Sequence[SliceRows], sequences, device) -> torch.Tensor:
+def _targets(rows: Sequence[SliceRows], sequences) -> List[int]:
     """Each token's next token; -1 where nothing is predicted (a sequence's last token). A split
     slice predicts its last token from its next slice's first."""
     out = []
     for r in rows:
         seq = sequences[r.seq]
-        t = list(seq[r.offset + 1:r.offset + r.length + 1])
+        out.extend(seq[r.offset + 1:r.offset + r.length + 1])
         if r.is_final:
-            t.append(-1)
-        out.extend(t)
-    return torch.tensor(out, dtype=torch.long, device=device)
+            out.append(-1)
+    return out
+
+
+class _ChunkIndex:
+    """A chunk's index tensors on this rank, built once and shared by its stages here: host
+    tensors (pinned when the device is CUDA) copied without blocking, cos/sin of its positions
+    on the device. `lo, hi`: this rank's rows (Ulysses), or all."""
+
+    def __init__(self, rows: Sequence[SliceRows], sequences, lo: int, hi: int,
+                 device: torch.device, rotary: Rotary):
+        self.rows, self.sequences, self.lo, self.hi, self.device = rows, sequences, lo, hi, device
+        positions = torch.cat([torch.arange(r.offset, r.offset + r.length) for r in rows])[lo:hi]
+        self.cos, self.sin = rotary.cos_sin(self._to_device(positions))
+
+    def _to_device(self, host: torch.Tensor) -> torch.Tensor:
+        if self.device.type != "cuda":
+            return host
+        return host.pin_memory().to(self.device, non_blocking=True)
+
+    def tokens(self) -> torch.Tensor:
+        ids = [t for r in self.rows for t in self.sequences[r.seq][r.offset:r.offset + r.length]]
+        return self._to_device(torch.tensor(ids[self.lo:self.hi], dtype=torch.long))
+
+    def targets(self) -> Tuple[torch.Tensor, int]:
+        """The targets on the device and how many are predicted (counted on the host)."""
+        t = _targets(self.rows, self.sequences)[self.lo:self.hi]
+        return (self._to_device(torch.tensor(t, dtype=torch.long)),
+                len(t) - t.count(-1))
+
+
+class _ActionClock:
+    """Start and end of each action: the host clock on CPU; on CUDA, events recorded on the
+    current stream around each action and read once after the step, so timing never waits."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.marks: List[Tuple[int, object, object]] = []
+
+    def now(self):
+        if not self.cuda:
+            return time.monotonic()
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def add(self, index: int, start, end) -> None:
+        self.marks.append((index, start, end))
+
+    def times(self, t0: float) -> List[ActionTime]:
+        if not self.cuda:
+            return [ActionTime(i, s - t0, e - t0) for i, s, e in self.marks]
+        if not self.marks:
+            return []
+        first = self.marks[0][1]
+        self.marks[-1][2].synchronize()  # the one wait, after the step
+        return [ActionTime(i, first.elapsed_time(s) / 1e3, first.elapsed_time(e) / 1e3)
+                for i, s, e in self.marks]
 
 
 class RankExecutor:
@@ -112,7 +172,17 @@ class RankExecutor:
         self.rotary = Rotary(cfg.head_dim, cfg.rotary_base, device)
         self._kv: Dict[Tuple[int, int, int], List[_KvPart]] = {}  # (stage, seq, layer) -> parts
         self._states: Dict[Tuple[int, int], _ChunkState] = {}
+        self._index: Dict[int, _ChunkIndex] = {}
+        self._last_use = {a.chunk: i for i, a in enumerate(self.actions)}
+        self._loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         self.stats = RankStats()
+
+    def _chunk_index(self, chunk_id: int, rows, lo: int, hi: int) -> _ChunkIndex:
+        index = self._index.get(chunk_id)
+        if index is None:
+            index = self._index[chunk_id] = _ChunkIndex(rows, self.sequences, lo, hi, self.device,
+                                                        self.rotary)
+        return index
 
     # -- forward ---------------------------------------------------------------------------------
 
@@ -124,13 +194,11 @@ class RankExecutor:
         # With Ulysses this rank runs its share [lo, hi) of the chunk's tokens.
         exchange = HeadExchange(self.ulysses, n) if self.ulysses is not None else None
         lo, hi = exchange.rows if exchange is not None else (0, n)
-        positions = torch.cat([torch.arange(r.offset, r.offset + r.length) for r in rows])
-        cos, sin = self.rotary.cos_sin(positions[lo:hi].to(self.device))
+        index = self._chunk_index(chunk_id, rows, lo, hi)
+        cos, sin = index.cos, index.sin
         x_in = None
         if stage.has_embedding:
-            tokens = [t for r in rows for t in self.sequences[r.seq][r.offset:r.offset + r.length]]
-            x = stage.model.embed_tokens(
-                torch.tensor(tokens[lo:hi], dtype=torch.long, device=self.device))
+            x = stage.model.embed_tokens(index.tokens())
         else:
             x_in = self.link.recv_activation(stage_index, chunk_id, (hi - lo, self.hidden))
             x_in.requires_grad_(True)
@@ -172,10 +240,10 @@ class RankExecutor:
                         self._kv.setdefault((stage_index, r.seq, g), []).append(part)
                         kept.append(part)
             if stage.has_lm_head:
-                targets = _targets(rows, self.sequences, self.device)[lo:hi]
+                targets, predicted = index.targets()
                 out, loss_sum = head_loss(stage, x, targets, stage.head_weight(), self.loss_scale)
-                self.stats.loss_sum += float(loss_sum)
-                self.stats.predicted_tokens += int((targets >= 0).sum())
+                self._loss_sum += loss_sum
+                self.stats.predicted_tokens += predicted
             else:
                 out = x
         if not stage.has_lm_head:
@@ -236,26 +304,38 @@ class RankExecutor:
         return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
 
     def run(self, synchronize: bool = False) -> RankStats:
-        """Every action of this rank, in order. `synchronize`: wait for the device after each
-        action, so its measured interval is its own (CUDA runs asynchronously)."""
+        """Every action of this rank, in order. `synchronize` (debugging only): also wait for
+        the device after each action; the action times never need it (CUDA events)."""
         with torch.no_grad() if self.plan.forward_only else contextlib.nullcontext():
             return self._run(synchronize)
 
+    def _act(self, i: int, a) -> None:
+        if a.kind == "forward":
+            self._forward(a.stage, a.chunk, a.recompute_layers)
+        else:
+            self._backward(a.stage, a.chunk)
+        if self._last_use[a.chunk] == i:
+            self._index.pop(a.chunk, None)
+
     def _run(self, synchronize: bool) -> RankStats:
-        t0 = self.stats.t0 = time.monotonic()
+        clock = _ActionClock(self.device)
+        self.stats.t0 = time.monotonic()
         for i, a in enumerate(self.actions):
-            start = time.monotonic() - t0
-            if a.kind == "forward":
-                self._forward(a.stage, a.chunk, a.recompute_layers)
-            else:
-                self._backward(a.stage, a.chunk)
+            start = clock.now()
+            self._act(i, a)
             if synchronize and self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
-            self.stats.times.append(ActionTime(i, start, time.monotonic() - t0))
+            clock.add(i, start, clock.now())
         self.link.finish()
         if self._states:
             raise RuntimeError(f"rank {self.rank}: chunks {sorted(self._states)} ran forward "
                                "without their backward")
+        self.stats.times = clock.times(self.stats.t0)
+        return self._read_totals()
+
+    def _read_totals(self) -> RankStats:
+        """The step's one read of the device's loss sum."""
+        self.stats.loss_sum = float(self._loss_sum)
         return self.stats
 
 
@@ -273,15 +353,11 @@ def run_plan_local(plan, stages: Dict[int, Stage], sequences, loss_scale: float,
         progressed = False
         for r, e in enumerate(execs):
             while nexts[r] < len(e.actions) and link.ready(plan, e.actions[nexts[r]]):
-                a = e.actions[nexts[r]]
-                if a.kind == "forward":
-                    e._forward(a.stage, a.chunk, a.recompute_layers)
-                else:
-                    e._backward(a.stage, a.chunk)
+                e._act(nexts[r], e.actions[nexts[r]])
                 nexts[r] += 1
                 progressed = True
         if not progressed:
             waiting = {r: repr(e.actions[nexts[r]]) for r, e in enumerate(execs)
                        if nexts[r] < len(e.actions)}
             raise RuntimeError(f"the plan cannot progress: {waiting}")
-    return [e.stats for e in execs]
+    return [e._read_totals() for e in execs]

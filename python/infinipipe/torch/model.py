@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from infinipipe.torch.attention import attend
+from infinipipe.torch.attention import chunk_attention
 
 
 @dataclass(frozen=True)
@@ -125,13 +125,7 @@ class DecoderLayer(nn.Module):
         v = a.v_proj(h).view(n, a.kv_heads, a.head_dim)
         if exchange is not None:
             q, k, v = exchange.to_heads(q), exchange.to_heads(k), exchange.to_heads(v)
-        outs = []
-        for r, ctx in zip(rows, contexts):
-            qs, ks, vs = (t[r.row:r.row + r.length] for t in (q, k, v))
-            if ctx is not None:
-                ks, vs = torch.cat([ctx[0], ks]), torch.cat([ctx[1], vs])
-            outs.append(attend(qs, ks, vs, context=r.offset if ctx is not None else 0))
-        attn = torch.cat(outs)
+        attn = chunk_attention(q, k, v, [(r.row, r.length) for r in rows], contexts)
         if exchange is not None:
             attn = exchange.to_tokens(attn)
         attn = attn.reshape(n, a.heads * a.head_dim)
@@ -204,9 +198,9 @@ def head_loss(stage: Stage, x: torch.Tensor, targets: torch.Tensor, weight: torc
     """Final norm, LM head and the loss of rows whose target is >= 0: (scaled loss for
     backward, unscaled sum of token losses)."""
     h = stage.model.norm(x)
-    keep = targets >= 0
-    logits = F.linear(h[keep], weight).float()
-    token_loss = F.cross_entropy(logits, targets[keep], reduction="sum")
+    logits = F.linear(h, weight).float()
+    # ignore_index, not a boolean gather: selecting rows would wait for the device.
+    token_loss = F.cross_entropy(logits, targets, ignore_index=-1, reduction="sum")
     return token_loss * scale, token_loss.detach()
 
 

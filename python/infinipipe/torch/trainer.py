@@ -151,7 +151,7 @@ class TrainStep:
         return LocalLink()
 
     def gradients(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
-                  synchronize: bool = True):
+                  synchronize: bool = False):
         """Executes this rank's actions and reduces: every parameter's gradient of the global
         batch's mean loss, summed over the replicas and the tied embedding's two ends. Returns
         (loss, this rank's stats)."""
@@ -193,7 +193,7 @@ class TrainStep:
         return float(totals[0]), int(totals[1])
 
     def run(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
-            lr: float, synchronize: bool = True) -> StepResult:
+            lr: float, synchronize: bool = False) -> StepResult:
         t0 = time.perf_counter()
         loss, stats = self.gradients(plan, sequences, global_predicted, synchronize)
         norm = self._clip([p for _, p in self.model.named_parameters()])
