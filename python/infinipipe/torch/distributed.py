@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -52,9 +52,73 @@ def _init_method(launch: Launch) -> str:
     return "file://" + os.path.join(tempfile.gettempdir(), f"infinipipe-torch-{job}")
 
 
+def rank_of(stage: int, replica: int, sp_rank: int, dp: int, sp: int) -> int:
+    """World rank: stage-major, then replica, then the Ulysses group (consecutive, as a node's
+    GPUs), so without Ulysses it is Megatron's stage x dp + replica."""
+    return (stage * dp + replica) * sp + sp_rank
+
+
+def place_of(rank: int, dp: int, sp: int) -> Tuple[int, int, int]:
+    """(stage, replica, sp_rank) of a world rank: rank_of's inverse."""
+    return rank // (dp * sp), (rank // sp) % dp, rank % sp
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """One process group of a layout. `role` is the RankGroups field its members keep it in;
+    `key` says which one of its role it is (for a link group: (kind, boundary), as
+    RankGroups.link_groups is keyed)."""
+
+    role: str
+    key: Tuple[int, ...]
+    ranks: Tuple[int, ...]
+
+
+def group_specs(pp: int, dp: int, sp: int, num_stages: int, tied: bool,
+                links: bool) -> List[GroupSpec]:
+    """Every process group of a pp x dp x Ulysses layout, in the order every rank must create
+    them (torch.distributed's rule). `links`: one group per (kind, stage boundary) of each
+    pipeline, for NCCL, whose point-to-point messages ignore tags; a boundary between two
+    stages of one rank (pp 1 with virtual stages) needs none."""
+    def r(s, rep, k):
+        return rank_of(s, rep, k, dp, sp)
+
+    def spec(role, key, ranks):
+        return GroupSpec(role, tuple(key), tuple(sorted(set(ranks))))
+
+    out = []
+    for rep in range(dp):
+        for k in range(sp):
+            out.append(spec("pipeline", (rep, k), [r(s, rep, k) for s in range(pp)]))
+    for s in range(pp):
+        out.append(spec("data_parallel", (s,),
+                        [r(s, rep, k) for rep in range(dp) for k in range(sp)]))
+    for s in range(pp):
+        for rep in range(dp):
+            out.append(spec("sequence", (s, rep), [r(s, rep, k) for k in range(sp)]))
+    for rep in range(dp):
+        out.append(spec("replica_group", (rep,),
+                        [r(s, rep, k) for s in range(pp) for k in range(sp)]))
+    if tied and pp > 1:
+        for rep in range(dp):
+            for k in range(sp):
+                out.append(spec("embedding", (rep, k), [r(0, rep, k), r(pp - 1, rep, k)]))
+    if links:
+        for rep in range(dp):
+            for k in range(sp):
+                for b in range(num_stages - 1):
+                    lo, hi = r(b % pp, rep, k), r((b + 1) % pp, rep, k)
+                    if lo == hi:
+                        continue
+                    for kind in (0, 1):
+                        out.append(spec("link_groups", (kind, b), [lo, hi]))
+    return out
+
+
 @dataclass
 class RankGroups:
-    """This rank's place in the pp x dp x Ulysses layout and the groups it talks over."""
+    """This rank's place in the pp x dp x Ulysses layout and the groups it talks over (None
+    where it is no member: the embedding group on a middle stage)."""
 
     rank: int
     world_size: int
@@ -71,7 +135,15 @@ class RankGroups:
     sequence: Optional[object] = None  # this stage's and replica's Ulysses group
     replica_group: Optional[object] = None  # every rank of this replica: its plans
     embedding: Optional[object] = None  # first and last stage (tied embeddings)
-    link_groups: Dict[Tuple[int, int], object] = None  # NCCL: per (kind, stage boundary)
+    link_groups: Dict[Tuple[int, int], object] = field(default_factory=dict)  # NCCL: per
+    # (kind, stage boundary) of this rank's pipeline
+
+    @classmethod
+    def at(cls, rank: int, world_size: int, pp: int, dp: int, sp: int, device: torch.device,
+           backend: str) -> "RankGroups":
+        """The place of `rank`, without groups (build_groups makes them)."""
+        stage, replica, sp_rank = place_of(rank, dp, sp)
+        return cls(rank, world_size, pp, dp, stage, replica, device, backend, sp, sp_rank)
 
     @property
     def distributed(self) -> bool:
@@ -88,9 +160,22 @@ class RankGroups:
         return self.replica * self.sp + self.sp_rank
 
     def rank_of(self, stage: int, replica: int, sp_rank: int) -> int:
-        """World rank: stage-major, then replica, then the Ulysses group (consecutive, as a
-        node's GPUs), so without Ulysses it is Megatron's stage x dp + replica."""
-        return (stage * self.dp + replica) * self.sp + sp_rank
+        return rank_of(stage, replica, sp_rank, self.dp, self.sp)
+
+
+def build_groups(g: RankGroups, num_stages: int, tied: bool,
+                 links: Optional[bool] = None) -> None:
+    """Creates every group of g's layout (on every rank, in one order) and keeps g's own.
+    `links` defaults to NCCL's need of them."""
+    links = g.backend == "nccl" if links is None else links
+    for spec in group_specs(g.pp, g.dp, g.sp, num_stages, tied, links):
+        grp = dist.new_group(list(spec.ranks))
+        if g.rank not in spec.ranks:
+            continue
+        if spec.role == "link_groups":
+            g.link_groups[spec.key] = grp
+        else:
+            setattr(g, spec.role, grp)
 
 
 def setup(pp: int, dp: int, device: str, num_stages: int, tied: bool,
@@ -114,53 +199,13 @@ def setup(pp: int, dp: int, device: str, num_stages: int, tied: bool,
         backend = "nccl"
     else:
         dev, backend = torch.device("cpu"), "gloo"
-    r = launch.rank
-    g = RankGroups(r, launch.world_size, pp, dp, r // (dp * sp), (r // sp) % dp, dev, backend,
-                   sp, r % sp)
+    g = RankGroups.at(launch.rank, launch.world_size, pp, dp, sp, dev, backend)
     if launch.world_size == 1:
         return g
     dist.init_process_group(backend, init_method=_init_method(launch), rank=launch.rank,
                             world_size=launch.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
-    # Every rank creates every group, in the same order (torch.distributed's rule).
-    def group(ranks):
-        return dist.new_group(sorted(set(ranks)))
-
-    for rep in range(dp):
-        for k in range(sp):
-            grp = group([g.rank_of(s, rep, k) for s in range(pp)])
-            if (rep, k) == (g.replica, g.sp_rank):
-                g.pipeline = grp
-    for s in range(pp):
-        grp = group([g.rank_of(s, rep, k) for rep in range(dp) for k in range(sp)])
-        if s == g.stage:
-            g.data_parallel = grp
-    for s in range(pp):
-        for rep in range(dp):
-            grp = group([g.rank_of(s, rep, k) for k in range(sp)])
-            if (s, rep) == (g.stage, g.replica):
-                g.sequence = grp
-    for rep in range(dp):
-        grp = group([g.rank_of(s, rep, k) for s in range(pp) for k in range(sp)])
-        if rep == g.replica:
-            g.replica_group = grp
-    if tied and pp > 1:
-        for rep in range(dp):
-            for k in range(sp):
-                grp = group([g.rank_of(0, rep, k), g.rank_of(pp - 1, rep, k)])
-                if (rep, k) == (g.replica, g.sp_rank):
-                    g.embedding = grp
-    g.link_groups = {}
-    if backend == "nccl":
-        # Tags do not order NCCL's point-to-point messages: one group per kind and boundary.
-        for rep in range(dp):
-            for k in range(sp):
-                for b in range(num_stages - 1):
-                    lo, hi = g.rank_of(b % pp, rep, k), g.rank_of((b + 1) % pp, rep, k)
-                    for kind in (0, 1):
-                        grp = group([lo, hi]) if lo != hi else None
-                        if (rep, k) == (g.replica, g.sp_rank):
-                            g.link_groups[(kind, b)] = grp
+    build_groups(g, num_stages, tied)
     return g
 
 

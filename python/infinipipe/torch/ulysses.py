@@ -8,8 +8,9 @@ a second all-to-all trades back. Everything else (norms, projections, MLP, loss)
 rank's tokens, and the parameters' gradients are summed over the group with the data-parallel
 ones.
 
-NCCL has all-to-all; gloo (PyTorch 1.13 on CPUs) has not, so there the exchange is point-to-point
-sends and receives with every peer, the same maths.
+Both exchanges are one all_to_all_single each, whose uneven splits (shares differing by a token)
+NCCL and gloo both take, so the CPU tests run the very call a GPU makes; the list form
+(all_to_all) is NCCL's only: gloo requires equal shapes.
 """
 
 from __future__ import annotations
@@ -33,46 +34,36 @@ def shard_bounds(n: int, u: int) -> List[Tuple[int, int]]:
 
 class UlyssesGroup:
     """The Ulysses group of one stage of one replica: world ranks in group order, this rank's
-    place, the torch.distributed group."""
+    place, the torch.distributed group. (`backend` is not needed any more: every backend runs
+    all_to_all_single.)"""
 
-    def __init__(self, ranks: Sequence[int], me: int, group, backend: str):
+    def __init__(self, ranks: Sequence[int], me: int, group, backend: str = ""):
         self.ranks, self.me, self.group = list(ranks), me, group
         self.size = len(self.ranks)
-        self.native = backend == "nccl"
 
-    def exchange(self, pieces: List[torch.Tensor], shapes: List[Tuple[int, ...]]) -> List[torch.Tensor]:
-        """pieces[j] goes to member j; returns what each member j sent here (of shapes[j])."""
-        pieces = [p.contiguous() for p in pieces]
-        out = [torch.empty(s, dtype=pieces[0].dtype, device=pieces[0].device) for s in shapes]
-        if self.native:
-            dist.all_to_all(out, pieces, group=self.group)
-            return out
-        works = []
-        for j, r in enumerate(self.ranks):
-            if j == self.me:
-                out[j].copy_(pieces[j])
-                continue
-            works.append(dist.isend(pieces[j], r, group=self.group))
-            works.append(dist.irecv(out[j], r, group=self.group))
-        for w in works:
-            w.wait()
+    def exchange(self, t: torch.Tensor, send_rows: List[int], recv_rows: List[int]) -> torch.Tensor:
+        """t's rows, split by send_rows, go to the members in order; returns what the members
+        sent here, in member order (recv_rows[j] rows from member j)."""
+        out = t.new_empty((sum(recv_rows),) + tuple(t.shape[1:]))
+        dist.all_to_all_single(out, t.contiguous(), output_split_sizes=recv_rows,
+                               input_split_sizes=send_rows, group=self.group)
         return out
 
 
 def _scatter_heads(t: torch.Tensor, sp: UlyssesGroup, bounds) -> torch.Tensor:
-    """(my rows, heads, d) -> (all rows, my heads, d)."""
-    h = t.shape[1] // sp.size
-    pieces = [t[:, j * h:(j + 1) * h] for j in range(sp.size)]
-    shapes = [(hi - lo, h, t.shape[2]) for lo, hi in bounds]
-    return torch.cat(sp.exchange(pieces, shapes))
+    """(my rows, heads, d) -> (all rows, my heads, d): member j gets heads [j h, (j + 1) h)."""
+    u, rows, heads, d = sp.size, t.shape[0], t.shape[1], t.shape[2]
+    h = heads // u
+    by_member = t.reshape(rows, u, h, d).transpose(0, 1).reshape(u * rows, h, d)
+    return sp.exchange(by_member, [rows] * u, [hi - lo for lo, hi in bounds])
 
 
 def _gather_heads(t: torch.Tensor, sp: UlyssesGroup, bounds) -> torch.Tensor:
     """(all rows, my heads, d) -> (my rows, heads, d)."""
+    u, h, d = sp.size, t.shape[1], t.shape[2]
     lo, hi = bounds[sp.me]
-    pieces = [t[a:b] for a, b in bounds]
-    shapes = [(hi - lo, t.shape[1], t.shape[2])] * sp.size
-    return torch.cat(sp.exchange(pieces, shapes), dim=1)
+    got = sp.exchange(t, [b - a for a, b in bounds], [hi - lo] * u)
+    return got.reshape(u, hi - lo, h, d).transpose(0, 1).reshape(hi - lo, u * h, d)
 
 
 class _ScatterHeads(torch.autograd.Function):
