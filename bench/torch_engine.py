@@ -1,7 +1,7 @@
 """The PyTorch executor against the C++ engine on this CPU: the same model, corpus, plans' settings
-and tokens, trained by `infinipipe train` and `python3 -m infinipipe.torch.train` in turns
-(rounds alternate which goes first), tokens/s from each run's metrics.jsonl after the warm-up
-iterations. Prints a markdown report.
+and tokens, trained by `infinipipe train` and `scripts/python -m infinipipe.torch.train` (the
+pinned PyTorch's virtual environment) in turns (rounds alternate which goes first), tokens/s
+from each run's metrics.jsonl after the warm-up iterations. Prints a markdown report.
 
     bash bench/torch_engine.sh                     # ~5 minutes on 2 cores
     ITERS=12 ROUNDS=3 LAYOUTS="1x1 2x2" bash bench/torch_engine.sh
@@ -12,10 +12,11 @@ import os
 import sys
 import tempfile
 
-from bench_common import (ROOT, LoadSampler, binary, build_dir, env_int, machine_lines, md_table,
-                          median, run)
+from bench_common import (ROOT, LoadSampler, binary, env_int, machine_lines, md_table, median,
+                          run)
 
-PYTHON = os.environ.get("INFINIPIPE_PYTHON", "/usr/bin/python3")
+# The project's Python: the pinned PyTorch with this build's module (INFINIPIPE_BUILD_DIR).
+PYTHON = os.environ.get("INFINIPIPE_PYTHON", os.path.join(ROOT, "scripts", "python"))
 MODEL = ["--num-layers", "4", "--hidden-size", "128", "--num-attention-heads", "4",
          "--group-query-attention", "--num-query-groups", "2",
          "--untie-embeddings-and-output-weights", "--seq-length", "2048", "--global-batch-size",
@@ -35,7 +36,7 @@ def launch(pp, dp, cmd):
     if n == 1:
         return cmd
     return ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(n),
-            "-x", "OMP_NUM_THREADS", "-x", "OMP_WAIT_POLICY", "-x", "PYTHONPATH"] + cmd
+            "-x", "OMP_NUM_THREADS", "-x", "OMP_WAIT_POLICY"] + cmd
 
 
 def main():
@@ -46,9 +47,11 @@ def main():
     corpus = os.path.join(work, "corpus")
     run([binary(), "data", "synth", "--distribution", "github", "--num-documents", "2000",
          "--seq-length", "2048", "--seed", "1", "--output", corpus])
-    env = {"PYTHONPATH": os.path.join(build_dir(), "python"), "OMP_WAIT_POLICY": "passive"}
+    env = {"OMP_WAIT_POLICY": "passive"}
+    torch_version = run([PYTHON, "-c", "import torch; print(torch.__version__)"])[1].strip()
     print("# The PyTorch executor against the C++ engine (bench/torch_engine.sh)\n")
     print("\n".join(machine_lines()))
+    print(f"- PyTorch {torch_version} ({PYTHON})")
     results = {}
     with LoadSampler() as load:
         for pp, dp in layouts:
