@@ -21,6 +21,13 @@ No hidden synchronisation. Nothing in an action waits for the device: a chunk's 
 (positions, token ids, targets) are built once on the host (pinned for CUDA) and copied without
 blocking, the loss is summed on the device, the predicted tokens are counted on the host, and
 CUDA action times come from events read once after the step (CPU: the host clock).
+
+Memory as planned (docs/cost-model.md, "Memory of a stage"). With a compute dtype (bf16) the
+parameters stay fp32 masters; each is cast once per step into a working copy that every chunk's
+layers use (through the cast, each chunk's weight gradients add up in the fp32 ``grad``), so the
+residual stream, the saved activations and the sends are bf16. The LM head's loss runs in blocks
+of rows (lm_loss). A stage's output is not kept after its send (its backward starts from the
+output's gradient edge), and a send's tensor is freed once the send completed (link.py).
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
+from torch.autograd.graph import get_gradient_edge
+from torch.func import functional_call
 from torch.utils import checkpoint as activation_checkpoint
 
 from infinipipe.torch.link import StageLink
@@ -74,7 +83,10 @@ class _ContextLeaf:
 @dataclass
 class _ChunkState:
     x_in: Optional[torch.Tensor]  # the received activation (a leaf), None on the first stage
-    out: torch.Tensor  # the activation sent on, or the scaled loss on the last stage
+    # Where the backward starts: the scaled loss (last stage), else the gradient edge of the
+    # activation sent on, whose tensor is not kept.
+    out: object
+    out_shape: Tuple[int, ...]
     kept: List[_KvPart]  # this chunk's split slices' K/V (per layer)
     leaves: List[_ContextLeaf]
 
@@ -152,7 +164,7 @@ class RankExecutor:
 
     def __init__(self, plan, rank: int, stages: Dict[int, Stage], link: StageLink,
                  sequences: Sequence[Sequence[int]], loss_scale: float,
-                 device: torch.device, autocast_dtype: Optional[torch.dtype] = None,
+                 device: torch.device, dtype: Optional[torch.dtype] = None,
                  ulysses: Optional[UlyssesGroup] = None):
         if len(sequences) != len(plan.seq_lengths):
             raise ValueError(f"{len(sequences)} sequences for a plan of {len(plan.seq_lengths)}")
@@ -161,7 +173,7 @@ class RankExecutor:
                 raise ValueError(f"sequence {i} has {len(s)} tokens, the plan says {n}")
         self.plan, self.rank, self.stages, self.link = plan, rank, stages, link
         self.sequences, self.loss_scale, self.device = sequences, loss_scale, device
-        self.autocast_dtype = autocast_dtype
+        self.weights = self._working_copies(dtype)
         self.ulysses = ulysses if ulysses is not None and ulysses.size > 1 else None
         self.actions = plan.actions[rank]
         self.chunks = plan.chunks
@@ -176,6 +188,29 @@ class RankExecutor:
         self._last_use = {a.chunk: i for i, a in enumerate(self.actions)}
         self._loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         self.stats = RankStats()
+
+    def _working_copies(self, dtype: Optional[torch.dtype]):
+        """{stage: {parameter name: working copy}} in `dtype`, made once for the step (with
+        autograd, so gradients reach the fp32 parameters); None where the parameters are used
+        as they are."""
+        if dtype is None:
+            return None
+        out = {}
+        with torch.set_grad_enabled(not self.plan.forward_only):
+            for index, stage in self.stages.items():
+                out[index] = {n: p if p.dtype == dtype else p.to(dtype)
+                              for n, p in stage.named_parameters()}
+        return out
+
+    def _weight(self, stage_index: int, name: str, own: torch.Tensor) -> torch.Tensor:
+        return own if self.weights is None else self.weights[stage_index][name]
+
+    def _layer_weights(self, stage_index: int, layer_index: int):
+        if self.weights is None:
+            return None
+        prefix = f"model.layers.{layer_index}."
+        return {n[len(prefix):]: w for n, w in self.weights[stage_index].items()
+                if n.startswith(prefix)}
 
     def _chunk_index(self, chunk_id: int, rows, lo: int, hi: int) -> _ChunkIndex:
         index = self._index.get(chunk_id)
@@ -198,60 +233,70 @@ class RankExecutor:
         cos, sin = index.cos, index.sin
         x_in = None
         if stage.has_embedding:
-            x = stage.model.embed_tokens(index.tokens())
+            x = torch.nn.functional.embedding(
+                index.tokens(), self._weight(stage_index, "model.embed_tokens.weight",
+                                             stage.model.embed_tokens.weight))
         else:
             x_in = self.link.recv_activation(stage_index, chunk_id, (hi - lo, self.hidden))
             x_in.requires_grad_(True)
             x = x_in
         kept: List[_KvPart] = []
         leaves: List[_ContextLeaf] = []
-        with self._autocast():
-            for li, layer in enumerate(stage.layers()):
-                g = stage.first_layer + li
-                contexts = []
-                for r in rows:
-                    if r.offset == 0:
-                        contexts.append(None)
-                        continue
-                    parts = self._kv.get((stage_index, r.seq, g), [])
-                    covered = sum(p.length for p in parts)
-                    if covered != r.offset:
-                        raise RuntimeError(
-                            f"stage {stage_index}, chunk {chunk_id}: sequence {r.seq}'s slice at "
-                            f"{r.offset} finds {covered} tokens of context on layer {g}")
-                    if self.plan.forward_only:
-                        contexts.append((torch.cat([p.k for p in parts]),
-                                         torch.cat([p.v for p in parts])))
-                        continue
-                    leaf = _ContextLeaf(
-                        torch.cat([p.k for p in parts]).detach().requires_grad_(True),
-                        torch.cat([p.v for p in parts]).detach().requires_grad_(True), list(parts))
-                    leaves.append(leaf)
-                    contexts.append((leaf.k, leaf.v))
-                if li < recompute:
-                    x, k, v = activation_checkpoint.checkpoint(layer, x, cos, sin, rows, contexts,
-                                                               exchange, use_reentrant=False)
-                else:
-                    x, k, v = layer(x, cos, sin, rows, contexts, exchange)
-                for r in rows:
-                    if not r.is_final:
-                        part = _KvPart(r.offset, r.length, k[r.row:r.row + r.length],
-                                       v[r.row:r.row + r.length])
-                        self._kv.setdefault((stage_index, r.seq, g), []).append(part)
-                        kept.append(part)
-            if stage.has_lm_head:
-                targets, predicted = index.targets()
-                out, loss_sum = head_loss(stage, x, targets, stage.head_weight(), self.loss_scale)
-                self._loss_sum += loss_sum
-                self.stats.predicted_tokens += predicted
+        for li, layer in enumerate(stage.layers()):
+            g = stage.first_layer + li
+            contexts = []
+            for r in rows:
+                if r.offset == 0:
+                    contexts.append(None)
+                    continue
+                parts = self._kv.get((stage_index, r.seq, g), [])
+                covered = sum(p.length for p in parts)
+                if covered != r.offset:
+                    raise RuntimeError(
+                        f"stage {stage_index}, chunk {chunk_id}: sequence {r.seq}'s slice at "
+                        f"{r.offset} finds {covered} tokens of context on layer {g}")
+                if self.plan.forward_only:
+                    contexts.append((torch.cat([p.k for p in parts]),
+                                     torch.cat([p.v for p in parts])))
+                    continue
+                leaf = _ContextLeaf(
+                    torch.cat([p.k for p in parts]).detach().requires_grad_(True),
+                    torch.cat([p.v for p in parts]).detach().requires_grad_(True), list(parts))
+                leaves.append(leaf)
+                contexts.append((leaf.k, leaf.v))
+            args = (layer, self._layer_weights(stage_index, g), x, cos, sin, rows, contexts,
+                    exchange)
+            if li < recompute:
+                x, k, v = activation_checkpoint.checkpoint(_call_layer, *args,
+                                                           use_reentrant=False)
             else:
-                out = x
+                x, k, v = _call_layer(*args)
+            for r in rows:
+                if not r.is_final:
+                    part = _KvPart(r.offset, r.length, k[r.row:r.row + r.length],
+                                   v[r.row:r.row + r.length])
+                    self._kv.setdefault((stage_index, r.seq, g), []).append(part)
+                    kept.append(part)
+        if stage.has_lm_head:
+            targets, predicted = index.targets()
+            head = "lm_head.weight" if hasattr(stage, "lm_head") else \
+                "model.embed_tokens.weight"
+            out, loss_sum = head_loss(
+                stage, x, targets, self._weight(stage_index, head, stage.head_weight()),
+                self.loss_scale,
+                self._weight(stage_index, "model.norm.weight", stage.model.norm.weight))
+            self._loss_sum += loss_sum
+            self.stats.predicted_tokens += predicted
+        else:
+            out = x
         if not stage.has_lm_head:
             self.link.send_activation(stage_index, chunk_id, out.detach())
         if self.plan.forward_only:
             self._release_finished(stage, stage_index, rows)
             return
-        self._states[(stage_index, chunk_id)] = _ChunkState(x_in, out, kept, leaves)
+        start = out if stage.has_lm_head else get_gradient_edge(out)
+        self._states[(stage_index, chunk_id)] = _ChunkState(x_in, start, tuple(out.shape), kept,
+                                                            leaves)
 
     def _release_finished(self, stage: Stage, stage_index: int, rows) -> None:
         """Forward-only: a sequence whose last slice ran here needs none of its K/V any more."""
@@ -270,7 +315,7 @@ class RankExecutor:
                                f"{stage_index} before its forward")
         roots, grads = [state.out], [None]
         if not stage.has_lm_head:
-            grads[0] = self.link.recv_grad(stage_index, chunk_id, tuple(state.out.shape))
+            grads[0] = self.link.recv_grad(stage_index, chunk_id, state.out_shape)
         for p in state.kept:
             if p.dk is None:
                 raise RuntimeError(f"rank {self.rank}: chunk {chunk_id}'s slice at {p.offset} "
@@ -284,8 +329,9 @@ class RankExecutor:
             at = 0
             for p in leaf.parts:
                 dk, dv = leaf.k.grad[at:at + p.length], leaf.v.grad[at:at + p.length]
-                p.dk = dk if p.dk is None else p.dk + dk
-                p.dv = dv if p.dv is None else p.dv + dv
+                # Summed in fp32, as the cost model's dkv buffer.
+                p.dk = dk.float() if p.dk is None else p.dk + dk
+                p.dv = dv.float() if p.dv is None else p.dv + dv
                 at += p.length
         # This chunk's split slices are done here: no later slice needs their K/V any more.
         for r in chunk_rows(self.chunks[chunk_id]):
@@ -297,11 +343,6 @@ class RankExecutor:
                         self._kv.pop((stage_index, r.seq, g), None)
 
     # -- the action list -------------------------------------------------------------------------
-
-    def _autocast(self):
-        if self.autocast_dtype is None:
-            return torch.autocast(device_type=self.device.type, enabled=False)
-        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
 
     def run(self, synchronize: bool = False) -> RankStats:
         """Every action of this rank, in order. `synchronize` (debugging only): also wait for
@@ -337,6 +378,11 @@ class RankExecutor:
         """The step's one read of the device's loss sum."""
         self.stats.loss_sum = float(self._loss_sum)
         return self.stats
+
+
+def _call_layer(layer, weights, *args):
+    """The layer with its working copies of the weights, or its own."""
+    return layer(*args) if weights is None else functional_call(layer, weights, args)
 
 
 def run_plan_local(plan, stages: Dict[int, Stage], sequences, loss_scale: float,

@@ -2,7 +2,8 @@
 (LocalLink), or between the ranks of a pipeline with torch.distributed point-to-point ops
 (DistLink). Shapes come from the plan (a chunk's tokens x hidden), so nothing but the tensor
 travels. Sends do not wait; a receive waits for its tensor, which the plans' blocking replay
-(the C++ validator) guarantees will come."""
+(the C++ validator) guarantees will come. A sent tensor is held only until its send completed
+(in process: until it is received), as the cost model assumes."""
 
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ class LocalLink(StageLink):
     def __init__(self):
         self._box: Dict[Tuple[int, int, int], torch.Tensor] = {}
 
+    # The sender keeps no reference (executor: a stage's output is not kept): no copy needed.
     def send_activation(self, from_stage, chunk, t):
-        self._box[(0, from_stage + 1, chunk)] = t.clone()
+        self._box[(0, from_stage + 1, chunk)] = t.detach()
 
     def send_grad(self, from_stage, chunk, t):
-        self._box[(1, from_stage - 1, chunk)] = t.clone()
+        self._box[(1, from_stage - 1, chunk)] = t.detach()
 
     def _take(self, key, shape):
         if key not in self._box:
@@ -126,12 +128,17 @@ class DistLink(StageLink):
         dst = self.world_rank(to_stage)
         if dst == self.me:
             box = self._local._box
-            box[(kind, to_stage, chunk)] = t.detach().clone()
+            box[(kind, to_stage, chunk)] = t.detach()
             return
         t = t.detach().to(self.dtype).contiguous()
         group = self.groups.get((kind, boundary))
         work = dist.isend(t, dst, group=group, tag=self._tag(kind, boundary, chunk))
+        self._reap()
         self._pending.append((work, t))
+
+    def _reap(self) -> None:
+        """Frees the tensors of the sends that completed (never waits)."""
+        self._pending = [(w, t) for w, t in self._pending if not w.is_completed()]
 
     def _recv(self, kind: int, boundary: int, from_stage: int, to_stage: int, chunk: int, shape):
         src = self.world_rank(from_stage)
@@ -140,6 +147,7 @@ class DistLink(StageLink):
         t = torch.empty(shape, dtype=self.dtype, device=self.device)
         group = self.groups.get((kind, boundary))
         dist.recv(t, src, group=group, tag=self._tag(kind, boundary, chunk))
+        self._reap()
         return t
 
     # A boundary is named by its lower stage: b connects stage b and b + 1.

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from infinipipe.torch.attention import chunk_attention
+from infinipipe.torch.lm_loss import lm_loss
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,14 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        return rms_norm(x, self.weight, self.eps)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    dtype = x.dtype
+    x = x.float()
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x.to(dtype)
 
 
 class Rotary:
@@ -194,13 +199,14 @@ class Stage(nn.Module):
 
 
 def head_loss(stage: Stage, x: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor,
-              scale: float) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Final norm, LM head and the loss of rows whose target is >= 0: (scaled loss for
-    backward, unscaled sum of token losses)."""
-    h = stage.model.norm(x)
-    logits = F.linear(h, weight).float()
-    # ignore_index, not a boolean gather: selecting rows would wait for the device.
-    token_loss = F.cross_entropy(logits, targets, ignore_index=-1, reduction="sum")
+              scale: float, norm_weight: Optional[torch.Tensor] = None
+              ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Final norm, LM head and the loss of rows whose target is >= 0 (-1: nothing predicted),
+    in blocks of rows (lm_loss): (scaled loss for backward, unscaled sum of token losses).
+    `norm_weight`: the final norm's weight to use (a working copy), else the stage's."""
+    norm = stage.model.norm
+    h = rms_norm(x, norm.weight if norm_weight is None else norm_weight, norm.eps)
+    token_loss = lm_loss(h, weight, targets)
     return token_loss * scale, token_loss.detach()
 
 

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 import infinipipe as ip
-from infinipipe.torch.distributed import RankGroups, all_reduce_sum
+from infinipipe.torch.distributed import RankGroups
 from infinipipe.torch.executor import RankExecutor, RankStats
 from infinipipe.torch.link import DistLink, LocalLink
 from infinipipe.torch.model import Stage, stage_from_spec
@@ -41,6 +41,39 @@ class StepResult:
     grad_norm: float  # before clipping
     stats: RankStats
     seconds: float
+
+
+BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket
+
+
+def sum_in_buckets(tensors: List[torch.Tensor], group, bucket_bytes: int = BUCKET_BYTES) -> None:
+    """Sums the tensors over `group` in place: one at least a bucket's size by itself, smaller
+    ones packed into a flat bucket of up to `bucket_bytes` (never a flat copy of them all)."""
+    if group is None:
+        return
+    bucket: List[torch.Tensor] = []
+    size = 0
+
+    def flush():
+        nonlocal bucket, size
+        if len(bucket) == 1:
+            dist.all_reduce(bucket[0], group=group)
+        elif bucket:
+            flat = torch.cat([t.reshape(-1) for t in bucket])
+            dist.all_reduce(flat, group=group)
+            at = 0
+            for t in bucket:
+                t.copy_(flat[at:at + t.numel()].view_as(t))
+                at += t.numel()
+        bucket, size = [], 0
+
+    for t in tensors:
+        n = t.numel() * t.element_size()
+        if bucket and (size + n > bucket_bytes or t.dtype != bucket[0].dtype):
+            flush()
+        bucket.append(t)
+        size += n
+    flush()
 
 
 def predicted_tokens(lengths: Sequence[int]) -> int:
@@ -143,11 +176,12 @@ class TrainStep:
         if g.sp > 1:
             self.ulysses = UlyssesGroup([g.rank_of(g.stage, g.replica, k) for k in range(g.sp)],
                                         g.sp_rank, g.sequence, g.backend)
-        self.autocast = torch.bfloat16 if bf16 else None
+        # bf16: the executor casts the fp32 parameters once per step into bf16 working copies.
+        self.dtype = torch.bfloat16 if bf16 else None
 
     def _link(self, plan):
         if self.groups.distributed:
-            return DistLink(plan, self.groups, torch.float32)
+            return DistLink(plan, self.groups, self.dtype or torch.float32)
         return LocalLink()
 
     def gradients(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
@@ -159,7 +193,7 @@ class TrainStep:
         for _, p in self.model.named_parameters():
             p.grad = None
         ex = RankExecutor(plan, g.stage, self.model.stages, self._link(plan), sequences,
-                          1.0 / global_predicted, g.device, self.autocast, self.ulysses)
+                          1.0 / global_predicted, g.device, self.dtype, self.ulysses)
         stats = ex.run(synchronize)
         params = [p for _, p in self.model.named_parameters()]
         for p in params:
@@ -167,9 +201,9 @@ class TrainStep:
                 p.grad = torch.zeros_like(p)
         tied = self.model.tied_parameter()
         if tied is not None:
-            all_reduce_sum([tied.grad], g.embedding)
+            sum_in_buckets([tied.grad], g.embedding)
         if g.stage_copies > 1:  # the replicas and the Ulysses group hold the same parameters
-            all_reduce_sum([p.grad for p in params], g.data_parallel)
+            sum_in_buckets([p.grad for p in params], g.data_parallel)
         totals = torch.tensor([stats.loss_sum, float(stats.predicted_tokens)], dtype=torch.float64,
                               device=g.device)
         if g.distributed:
@@ -184,7 +218,7 @@ class TrainStep:
         global batch, summed over the world."""
         g = self.groups
         ex = RankExecutor(plan, g.stage, self.model.stages, self._link(plan), sequences, 1.0,
-                          g.device, self.autocast, self.ulysses)
+                          g.device, self.dtype, self.ulysses)
         stats = ex.run()
         totals = torch.tensor([stats.loss_sum, float(stats.predicted_tokens)], dtype=torch.float64,
                               device=g.device)
@@ -215,8 +249,8 @@ class TrainStep:
     def _clip(self, params: List[torch.Tensor]) -> float:
         """The global gradient norm (a tied copy counted once) and Megatron's clipping."""
         sq = torch.zeros((), dtype=torch.float64, device=self.groups.device)
-        for _, p in self.model.unique_parameters():
-            sq += p.grad.double().pow(2).sum()
+        for _, p in self.model.unique_parameters():  # no fp64 copy of a gradient
+            sq += torch.linalg.vector_norm(p.grad, dtype=torch.float64).square()
         if self.groups.distributed:
             dist.all_reduce(sq, group=self.groups.pipeline)
         norm = math.sqrt(float(sq))
