@@ -9,11 +9,12 @@ Which kernel serves it (chosen per call from the device and dtype; layouts cache
 * CUDA otherwise (fp32: the memory-efficient kernel): one scaled_dot_product_attention call per
   slice, ``is_causal`` or ``causal_lower_right``; that kernel has no grouped-query support, so
   K/V heads are repeated there.
-* CPU: PyTorch's CPU flash kernel. Slices without context are grouped by length (powers of two)
-  and each group runs as one padded batch with ``is_causal`` (padding sits after each sequence's
-  last token, so no real query sees it). A slice with context runs as two flash calls, the
-  context without a mask and itself with ``is_causal``, merged by their log-sum-exp; the CPU
-  kernel only knows the upper-left diagonal, and PyTorch would materialise the n x m mask.
+* CPU: PyTorch's CPU flash kernel. Slices under 128 tokens without context are grouped by
+  length (powers of two) and each group runs as one padded batch with ``is_causal`` (padding
+  sits after each sequence's last token, so no real query sees it); longer ones run alone. A
+  slice with context runs as two flash calls, the context without a mask and itself with
+  ``is_causal``, merged by their log-sum-exp: the CPU kernel only knows the upper-left
+  diagonal, and for ``causal_lower_right`` PyTorch would build the n x m mask.
 """
 
 from __future__ import annotations
@@ -78,12 +79,19 @@ def _tokens_first(t: torch.Tensor) -> torch.Tensor:
 # -- CUDA: varlen ----------------------------------------------------------------------------------
 
 def _varlen_causal_kwargs() -> Dict[str, object]:
+    """Causal and grouped-query arguments as this PyTorch's varlen_attn spells them (2.10 had
+    is_causal, later versions a window)."""
+    if _varlen_attn is None:
+        return {}
     params = inspect.signature(_varlen_attn).parameters
     kwargs: Dict[str, object] = {"window_size": (-1, 0)} if "window_size" in params \
         else {"is_causal": True}
     if "enable_gqa" in params:
         kwargs["enable_gqa"] = True
     return kwargs
+
+
+_VARLEN_CAUSAL = _varlen_causal_kwargs()
 
 
 @functools.lru_cache(maxsize=16)
@@ -118,7 +126,7 @@ def _varlen_chunk(q, k, v, segments, contexts):
             vs.append(v[r:r + n])
         k, v = torch.cat(ks), torch.cat(vs)
     return _varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k,
-                        scale=1.0 / math.sqrt(q.shape[-1]), **_varlen_causal_kwargs())
+                        scale=1.0 / math.sqrt(q.shape[-1]), **_VARLEN_CAUSAL)
 
 
 # -- any device: one call per slice ---------------------------------------------------------------
@@ -143,18 +151,24 @@ def _loop_chunk(q, k, v, segments, contexts):
 
 # -- CPU ------------------------------------------------------------------------------------------
 
+# Slices this long run alone: padding them costs more than a call (measured on the test
+# model's chunks, docs/python.md).
+_GROUP_BELOW = 128
+
+
 class _CpuPlan:
-    """How a chunk's slices run on the CPU, built once per chunk (every layer reuses it): slices
-    without context grouped by length class (the next power of two; a group of several is one
-    padded batch, its padding rows gathered from the slice's first row), then each slice with
-    context on its own; `order` takes the concatenated outputs' rows to the chunk's rows (None
-    where they already are in order)."""
+    """How a chunk's slices run on the CPU, built once per chunk (every layer reuses it): short
+    slices without context grouped by length class (the next power of two; a group of several
+    is one padded batch, its padding rows gathered from the slice's first row), longer ones
+    alone, then each slice with context; `order` takes the concatenated outputs' rows to the
+    chunk's rows (None where they already are in order)."""
 
     def __init__(self, segments: Tuple[Tuple[int, int, bool], ...]):
-        classes: Dict[int, List[Tuple[int, int]]] = {}
+        classes: Dict[object, List[Tuple[int, int]]] = {}
         for r, n, has_context in segments:
             if not has_context:
-                classes.setdefault(1 << (n - 1).bit_length(), []).append((r, n))
+                key = 1 << (n - 1).bit_length() if n < _GROUP_BELOW else ("alone", r)
+                classes.setdefault(key, []).append((r, n))
         self.groups: List[Tuple[List[Tuple[int, int]], int, Optional[torch.Tensor]]] = []
         order = [0] * sum(n for _, n, _ in segments)
         at = 0
