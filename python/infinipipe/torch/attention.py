@@ -144,7 +144,7 @@ def _loop_chunk(q, k, v, segments, contexts):
             ks, vs = ks.repeat_interleave(repeat, dim=1), vs.repeat_interleave(repeat, dim=1)
         mask = None if ctx is None else causal_lower_right(n, ks.shape[0])
         out = _sdpa(_heads_first(q[r:r + n]), _heads_first(ks), _heads_first(vs),
-                    attn_mask=mask, is_causal=mask is None, enable_gqa=repeat == 1)
+                    attn_mask=mask, is_causal=mask is None, enable_gqa=ks.shape[1] != heads)
         outs.append(_tokens_first(out))
     return torch.cat(outs)
 
