@@ -3,9 +3,9 @@
 # the same code path as the full benchmark, so a script that stops working fails CI rather than
 # the next person who runs it. Output goes to the build folder, never the source tree.
 #   ctest --test-dir build -L bench
-# Left out, with why: gpu_check.sh (its default is --device cuda: needs a GPU and PyTorch),
-# gpu_deps.sh (downloads Debian packages: needs apt and the network); torch_engine.sh runs only
-# where the configuring Python imports torch.
+# Left out, with why: gpu_check.sh (its default is --device cuda: needs a GPU; python/ runs it
+# with --device cpu), gpu_bundle.sh (python/ builds it for test_gpu_bundle); torch_engine.sh runs
+# only where the configuring Python imports torch.
 set(bench_out ${CMAKE_BINARY_DIR}/bench-tests)
 
 function(infinipipe_bench_test name)

@@ -5,7 +5,9 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#ifndef INFINIPIPE_PYTHON_PLANNER_ONLY
 #include "cli/train_config.h"
+#endif
 #include "core/config.h"
 #include "core/error.h"
 #include "data/split.h"
@@ -13,7 +15,9 @@
 #include "options/options.h"
 #include "plan/schedule_table.h"
 #include "plan/stage_layout.h"
+#ifndef INFINIPIPE_PYTHON_PLANNER_ONLY
 #include "runtime/checkpoint_meta.h"
+#endif
 
 namespace py = pybind11;
 
@@ -62,6 +66,7 @@ void bind_config(py::module_& m) {
           "From command-line words, e.g. ['--num-layers', '4', '--pp', '2'] or ['--config', "
           "'run.yaml']: defaults (or `base`) < file < flags. Raises ConfigError with the CLI's "
           "message for an unknown, refused or invalid option.")
+#ifndef INFINIPIPE_PYTHON_PLANNER_ONLY  // they read checkpoints and tokenizers
       .def_static("for_training", &cli::resolve_train_config_args, py::arg("args"),
                   py::arg("world_size") = 0,
                   "What `infinipipe train` resolves from these words: as from_args, but a run "
@@ -69,6 +74,7 @@ void bind_config(py::module_& m) {
                   "the model from its config.json (model flags may repeat it, not contradict it); "
                   "with world_size (the run's processes) and no --data-parallel-size, dp = "
                   "world_size / (pp x ulysses-degree), as Megatron-LM derives it.")
+#endif
       .def_static("from_yaml", &config_from_yaml, py::arg("text"), py::arg("origin") = "<yaml>",
                   "From YAML text with the same keys (without dashes).")
       .def_static(
@@ -83,10 +89,12 @@ void bind_config(py::module_& m) {
           "schedule, ...).")
       .def("to_yaml", &options::config_to_yaml,
            "Every option with its value, as YAML that from_yaml() and --config accept back.")
+#ifndef INFINIPIPE_PYTHON_PLANNER_ONLY
       .def("with_run_tokenizer", &runtime::config_with_run_tokenizer,
            "This configuration with the tokenizer a run uses written in (--tokenizer-type / "
            "--tokenizer-model, else the one of the --load / --pretrained-checkpoint folder, "
            "else ByteTokenizer): what `infinipipe config show` prints and a run records.")
+#endif
       .def("get", &options::option_value, py::arg("key"),
            "The value of option `key` as `infinipipe config show` prints it.")
       .def_static("keys", &options::config_keys, "Every option `get` and to_yaml() know.")
