@@ -1,7 +1,10 @@
 """The PyTorch executor against the C++ engine on this CPU: the same model, corpus, plans' settings
 and tokens, trained by `infinipipe train` and `scripts/python -m infinipipe.torch.train` (the
 pinned PyTorch's virtual environment) in turns (rounds alternate which goes first), tokens/s
-from each run's metrics.jsonl after the warm-up iterations. Prints a markdown report.
+from each run's metrics.jsonl after the warm-up iterations. On one process also tokens per CPU second (user + sys of the run less that of a run
+of the warm-up iterations alone): on a shared machine wall time mostly measures the load, CPU
+time much less so. (Ranks waiting in MPI poll, so CPU time is left out for several ranks.)
+Prints a markdown report.
 
     bash bench/torch_engine.sh                     # ~5 minutes on 2 cores
     ITERS=12 ROUNDS=3 LAYOUTS="1x1 2x2" bash bench/torch_engine.sh
@@ -9,6 +12,7 @@ from each run's metrics.jsonl after the warm-up iterations. Prints a markdown re
 
 import json
 import os
+import resource
 import sys
 import tempfile
 
@@ -24,11 +28,21 @@ MODEL = ["--num-layers", "4", "--hidden-size", "128", "--num-attention-heads", "
          "--cost-model-update", "off"]
 
 
+def tokens_after(metrics, warmup):
+    with open(metrics) as f:
+        return sum(r["tokens"] for r in map(json.loads, f) if r["iteration"] > warmup)
+
+
 def tokens_per_s(metrics, warmup):
     with open(metrics) as f:
         rows = [json.loads(line) for line in f]
     rows = [r for r in rows if r["iteration"] > warmup]
     return sum(r["tokens"] for r in rows) / sum(r["seconds"] for r in rows), rows[-1]["loss"]
+
+
+def children_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def launch(pp, dp, cmd):
@@ -52,21 +66,32 @@ def main():
     print("# The PyTorch executor against the C++ engine (bench/torch_engine.sh)\n")
     print("\n".join(machine_lines()))
     print(f"- PyTorch {torch_version} ({PYTHON})")
-    results = {}
+    results, cpu = {}, {}
     with LoadSampler() as load:
         for pp, dp in layouts:
             threads = "2" if pp * dp == 1 else "1"
-            words = MODEL + ["--data-path", corpus, "--train-iters", str(iters), "--pp", str(pp),
-                             "--dp", str(dp)]
+            words = MODEL + ["--data-path", corpus, "--pp", str(pp), "--dp", str(dp)]
+            environ = dict(env, OMP_NUM_THREADS=threads)
+
+            def train(who, n, metrics):
+                """CPU seconds of `who` training n iterations."""
+                cmd = ([binary(), "train"] if who == "engine" else
+                       [PYTHON, "-m", "infinipipe.torch.train"]) + words + [
+                           "--train-iters", str(n), "--metrics", metrics, "--quiet"]
+                start = children_cpu_s()
+                run(launch(pp, dp, cmd), env=environ)
+                return children_cpu_s() - start
+
             for r in range(rounds):
                 order = ("engine", "torch") if r % 2 == 0 else ("torch", "engine")
                 for who in order:
                     metrics = os.path.join(work, f"{who}-{pp}x{dp}-{r}.jsonl")
-                    cmd = ([binary(), "train"] if who == "engine" else
-                           [PYTHON, "-m", "infinipipe.torch.train"]) + words + [
-                               "--metrics", metrics, "--quiet"]
-                    run(launch(pp, dp, cmd), env=dict(env, OMP_NUM_THREADS=threads))
+                    spent = train(who, iters, metrics)
                     results.setdefault((pp, dp, who), []).append(tokens_per_s(metrics, warmup))
+                    if pp * dp == 1:  # less the same run stopped after the warm-up
+                        spent -= train(who, warmup, metrics + ".warmup")
+                        cpu.setdefault((pp, dp, who), []).append(
+                            tokens_after(metrics, warmup) / spent)
     print(f"- {load.describe()}")
     print(f"- model: 4 layers x hidden 128 (GQA 4/2, untied), fp32, sequences up to 2048 "
           f"tokens, global batch 8, budget 64 MiB per rank, plans from the cpu preset "
@@ -77,12 +102,17 @@ def main():
     for pp, dp in layouts:
         e = [x[0] for x in results[(pp, dp, "engine")]]
         t = [x[0] for x in results[(pp, dp, "torch")]]
+        by_cpu = "-"
+        if (pp, dp, "engine") in cpu:
+            ce, ct = median(cpu[(pp, dp, "engine")]), median(cpu[(pp, dp, "torch")])
+            by_cpu = f"{ce:.0f} / {ct:.0f} ({ct / ce:.2f})"
         rows.append([f"pp {pp} x dp {dp}", f"{median(e):.0f}", f"{median(t):.0f}",
-                     f"{median(t) / median(e):.2f}",
+                     f"{median(t) / median(e):.2f}", by_cpu,
                      f"{results[(pp, dp, 'engine')][-1][1]:.4f} / "
                      f"{results[(pp, dp, 'torch')][-1][1]:.4f}"])
     print(md_table(["layout", "C++ engine tok/s", "PyTorch tok/s", "PyTorch / engine",
-                    "final loss (engine / PyTorch)"], rows))
+                    "tok per CPU s: engine / PyTorch (ratio)", "final loss (engine / PyTorch)"],
+                   rows))
 
 
 if __name__ == "__main__":
