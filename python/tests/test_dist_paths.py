@@ -2,7 +2,8 @@
 process group of a pp x dp x Ulysses layout joins (a pure function, against the layout's rule and
 the plans' stage placement), NCCL's message-order check of a plan's stage boundaries, and, on 4
 gloo processes, the groups setup() really builds, the plan broadcast, Ulysses' all-to-all with
-shares that differ (a rank with no token too) and the fp64 sums."""
+shares that differ (a rank with no token too), the fp64 sums, and a plan's messages through
+NCCL's per-(kind, boundary) groups."""
 
 import os
 import socket
@@ -19,7 +20,7 @@ import infinipipe as ip
 from common import LENGTHS, MODEL
 from infinipipe.torch.distributed import (RankGroups, all_reduce_sum, build_groups, group_specs,
                                           place_of, rank_of, setup)
-from infinipipe.torch.link import channel_orders, check_channel_orders
+from infinipipe.torch.link import DistLink, channel_orders, check_channel_orders
 from infinipipe.torch.planning import BatchPlanner
 from infinipipe.torch.ulysses import HeadExchange, UlyssesGroup
 
@@ -212,7 +213,42 @@ def check_groups(rank):
     for key, grp in sorted(links.link_groups.items()):
         if seen_by(grp, rank) != BY_HAND[rank]["pipeline"]:
             raise AssertionError(f"rank {rank}: link group {key}")
-    return g
+    return g, links
+
+
+def check_links(links: RankGroups):
+    """A plan's sends and receives, in each rank's action order, through DistLink over NCCL's
+    per-(kind, boundary) groups (here on gloo): every message arrives where and as sent."""
+    cfg = ip.Config.from_args(MODEL + ["--pp", str(PP), "--vpp", "2", "--ulysses-degree",
+                                       str(SP), "--memory-budget", "5MiB",
+                                       "--global-batch-size", str(len(LENGTHS))])
+    plan = ip.plan(LENGTHS, cfg, schedule="interleaved").plan  # EPP may keep 2 stages
+    if len(plan.stages) != STAGES:
+        raise AssertionError(f"{len(plan.stages)} stages")
+    link = DistLink(plan, links, torch.float32)
+    last = len(plan.stages) - 1
+
+    def value(kind, stage, chunk):  # what stage `stage` sends of chunk `chunk`
+        return torch.full((3 + chunk % 4, 2), float((kind * 100 + chunk) * 10 + stage))
+
+    def expect(t, kind, stage, chunk):
+        if not torch.equal(t, value(kind, stage, chunk)):
+            raise AssertionError(f"rank {links.rank}: kind {kind} chunk {chunk} from stage "
+                                 f"{stage}: got {t[0, 0].item()}")
+
+    for a in plan.actions[links.stage]:
+        shape = tuple(value(0, 0, a.chunk).shape)
+        if a.kind == "forward":
+            if a.stage > 0:
+                expect(link.recv_activation(a.stage, a.chunk, shape), 0, a.stage - 1, a.chunk)
+            if a.stage < last:
+                link.send_activation(a.stage, a.chunk, value(0, a.stage, a.chunk))
+        else:
+            if a.stage < last:
+                expect(link.recv_grad(a.stage, a.chunk, shape), 1, a.stage + 1, a.chunk)
+            if a.stage > 0:
+                link.send_grad(a.stage, a.chunk, value(1, a.stage, a.chunk))
+    link.finish()
 
 
 def check_plan_broadcast(g):
@@ -285,7 +321,8 @@ def worker(rank, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"):
         os.environ.pop(k, None)
-    g = check_groups(rank)
+    g, links = check_groups(rank)
+    check_links(links)
     check_plan_broadcast(g)
     sp = UlyssesGroup([g.rank_of(g.stage, g.replica, k) for k in range(SP)], g.sp_rank,
                       g.sequence)
