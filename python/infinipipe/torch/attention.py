@@ -30,7 +30,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 try:
     from torch.nn.attention.varlen import varlen_attn as _varlen_attn
-except ImportError:  # PyTorch before 2.10
+except ImportError:  # an older PyTorch: one call per slice
     _varlen_attn = None
 
 KV = Tuple[torch.Tensor, torch.Tensor]
@@ -79,8 +79,8 @@ def _tokens_first(t: torch.Tensor) -> torch.Tensor:
 # -- CUDA: varlen ----------------------------------------------------------------------------------
 
 def _varlen_causal_kwargs() -> Dict[str, object]:
-    """Causal and grouped-query arguments as this PyTorch's varlen_attn spells them (2.10 had
-    is_causal, later versions a window)."""
+    """Causal and grouped-query arguments as this PyTorch's varlen_attn spells them (its first
+    release had is_causal, later ones a window)."""
     if _varlen_attn is None:
         return {}
     params = inspect.signature(_varlen_attn).parameters
@@ -99,7 +99,10 @@ def _varlen_layout(segments: Tuple[Tuple[int, int, int], ...], device: torch.dev
     """Cumulative query and key offsets (int32 on the device) of (row, length, context) slices,
     built once per chunk: every layer reuses them."""
     cu_q, cu_k = [0], [0]
-    for _, n, c in segments:
+    for r, n, c in segments:
+        if r != cu_q[-1]:
+            raise ValueError(f"attention: a slice at row {r}, expected {cu_q[-1]} (slices follow "
+                             f"each other from row 0)")
         cu_q.append(cu_q[-1] + n)
         cu_k.append(cu_k[-1] + c + n)
     pin = device.type == "cuda"
