@@ -256,7 +256,7 @@ class _ContextThenCausal(torch.autograd.Function):
         return dq_c + dq_s, dkc, dvc, dks, dvs
 
 
-# -- the GPU check's preflight ----------------------------------------------------------------------
+# -- the GPU check's preflight --------------------------------------------------------------------
 
 def _reference(q, k, v, segments, contexts) -> torch.Tensor:
     """Explicit masked softmax in fp32, slice by slice: what the kernels must equal."""
@@ -297,7 +297,8 @@ def kernel_preflight(device, dtype: torch.dtype) -> Dict[str, object]:
     generator = torch.Generator().manual_seed(0)
     heads, kv_heads, d = 8, 2, 64
     tolerance = 1e-3 if dtype == torch.float32 else 3e-2
-    cases = {"packed": ([40, 7, 100, 1, 64], [0, 0, 0, 0, 0]), "context": ([40, 7, 100], [0, 0, 300])}
+    cases = {"packed": ([40, 7, 100, 1, 64], [0, 0, 0, 0, 0]),
+             "context": ([40, 7, 100], [0, 0, 300])}
     result: Dict[str, object] = {"max_error": 0.0}
 
     def rand(*shape):
