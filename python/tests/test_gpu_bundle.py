@@ -112,6 +112,14 @@ class GpuBundle(unittest.TestCase):
         for name in ("libdnnl", "libmpi", "libicu", "libsentencepiece", "libpcre2"):
             self.assertFalse(glob.glob(os.path.join(folder, name + "*")), name)
         self.assertTrue(os.path.exists(os.path.join(BUNDLE, "reference", "small.npz")))
+        package = os.path.join(ROOT, "python", "infinipipe")
+        for d, _, files in os.walk(package):  # the package as it is now (else: rebuild it)
+            for f in files:
+                if f.endswith((".py", ".pyi", ".typed")):
+                    rel = os.path.relpath(os.path.join(d, f), package)
+                    with open(os.path.join(d, f), "rb") as a, \
+                            open(os.path.join(folder, rel), "rb") as b:
+                        self.assertEqual(a.read(), b.read(), f"{rel} differs from the bundle's")
         self.assertFalse(any(os.path.islink(os.path.join(d, f))
                              for d, _, fs in os.walk(BUNDLE) for f in fs))
 
