@@ -100,7 +100,8 @@ def run_phase(name, timeout, a, env):
         with open(log) as f:
             tail = f.read()[-2000:]
         why = f"timed out after {timeout:.0f} s" if rc is None else f"exited {rc}"
-        result = {"phase": name, "ok": False, "error": f"{why} without results: {tail}"}
+        result = {"phase": name, "ok": False,
+                  "error": f"{why} without results; its last output:\n{tail}"}
     result["wall_s"] = seconds
     return result
 
