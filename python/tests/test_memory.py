@@ -1,6 +1,7 @@
 """Memory as planned (issue 39, item 4), on the CPU with PyTorch's own accounting: at pp 2 x dp 2
 with slicing and recompute, each rank's measured tensor peak of a training step is within 10 %
-of the plan's predicted peak, in fp32 and in bf16; the LM-head loss in blocks and the fused
+of the plan's predicted peak, in fp32 and in bf16; under bf16 each weight is cast once per step
+(not per chunk), sends are bf16 and gradients fp32; the LM-head loss in blocks and the fused
 norm, rotation and SwiGLU give the plain ops' values and gradients."""
 
 import glob
@@ -11,10 +12,15 @@ import unittest
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from common import HERE, LENGTHS, MODEL, TempDir, mpirun
+import infinipipe as ip
+from common import HERE, LENGTHS, MODEL, TempDir, batch, mpirun, reference
 from infinipipe.torch import fused
+from infinipipe.torch.executor import run_plan_local
+from infinipipe.torch.link import LocalLink
 from infinipipe.torch.lm_loss import lm_loss
+from infinipipe.torch.model import stage_from_spec
 
 sys.path.insert(0, HERE)
 from dist_memory import allocation_peak  # noqa: E402
@@ -69,6 +75,61 @@ class PlainMaths(unittest.TestCase):
         logits = rows * vocab * 4
         outputs = hl.numel() * 4 + w.numel() * 4  # dh and dW
         self.assertLess(peak, outputs + logits // 2, "more than blocks of logits were live")
+
+
+class RecordingLink(LocalLink):
+    def __init__(self):
+        super().__init__()
+        self.dtypes = set()
+
+    def send_activation(self, from_stage, chunk, t):
+        self.dtypes.add(t.dtype)
+        super().send_activation(from_stage, chunk, t)
+
+    def send_grad(self, from_stage, chunk, t):
+        self.dtypes.add(t.dtype)
+        super().send_grad(from_stage, chunk, t)
+
+
+class Casts(TorchDispatchMode):
+    """Casts of the parameters' storage to bf16 (the working copies)."""
+
+    def __init__(self, params):
+        super().__init__()
+        self.storage, self.count = {p.data_ptr() for p in params}, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten._to_copy.default and out.dtype == torch.bfloat16 \
+                and args[0].data_ptr() in self.storage:
+            self.count += 1
+        return out
+
+
+class Bf16Step(unittest.TestCase):
+    def test_one_working_copy_per_step_bf16_sends_and_fp32_gradients(self):
+        words = MODEL + ["--pp", "2", "--vpp", "2", "--memory-budget", "5MiB", "--bf16",
+                         "--global-batch-size", str(len(LENGTHS))]
+        cfg = ip.Config.from_args(words)
+        seqs = batch(5, LENGTHS, cfg.model.vocab_size)
+        plan = ip.plan(LENGTHS, cfg).plan
+        self.assertGreater(len(plan.chunks), 4)
+        params = ip.init_params(cfg)
+        stages = {s.index: stage_from_spec(cfg.model, s) for s in plan.stages}
+        for s in stages.values():
+            s.load({n: params[n] for n, _ in s.named_parameters()})
+        weights = [p for s in stages.values() for p in s.parameters()]
+        link = RecordingLink()
+        predicted = sum(n - 1 for n in LENGTHS)
+        with Casts(weights) as casts:
+            stats = run_plan_local(plan, stages, seqs, 1.0 / predicted, torch.device("cpu"),
+                                   torch.bfloat16, link)
+        self.assertEqual(casts.count, len(weights))
+        self.assertEqual(link.dtypes, {torch.bfloat16})
+        self.assertTrue(all(p.grad.dtype == torch.float32 for p in weights))
+        want, _ = reference(cfg, seqs)
+        loss = sum(x.loss_sum for x in stats) / predicted
+        self.assertAlmostEqual(loss, want, delta=0.02 * want)
 
 
 class PlannedPeak(unittest.TestCase):

@@ -386,14 +386,16 @@ def _call_layer(layer, weights, *args):
 
 
 def run_plan_local(plan, stages: Dict[int, Stage], sequences, loss_scale: float,
-                   device: torch.device) -> List[RankStats]:
+                   device: torch.device, dtype: Optional[torch.dtype] = None,
+                   link=None) -> List[RankStats]:
     """Every rank of the plan in this process (each stage's module in `stages`), over an
-    in-process link: whichever rank's next action has its input runs, in rank order."""
+    in-process link (a LocalLink): whichever rank's next action has its input runs, in rank
+    order. `dtype`: the compute dtype (bf16), as RankExecutor."""
     from infinipipe.torch.link import LocalLink
 
-    link = LocalLink()
+    link = link if link is not None else LocalLink()
     execs = [RankExecutor(plan, r, {s: m for s, m in stages.items() if s % plan.pp == r}, link,
-                          sequences, loss_scale, device) for r in range(plan.pp)]
+                          sequences, loss_scale, device, dtype) for r in range(plan.pp)]
     nexts = [0] * plan.pp
     while any(nexts[r] < len(e.actions) for r, e in enumerate(execs)):
         progressed = False
