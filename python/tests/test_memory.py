@@ -113,7 +113,8 @@ class Bf16Step(unittest.TestCase):
         cfg = ip.Config.from_args(words)
         seqs = batch(5, LENGTHS, cfg.model.vocab_size)
         plan = ip.plan(LENGTHS, cfg).plan
-        self.assertGreater(len(plan.chunks), 4)
+        self.assertIn("split", {c.kind for c in plan.chunks})
+        self.assertGreater(sum(a.recompute_layers for r in plan.actions for a in r), 0)
         params = ip.init_params(cfg)
         stages = {s.index: stage_from_spec(cfg.model, s) for s in plan.stages}
         for s in stages.values():

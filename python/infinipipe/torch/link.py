@@ -2,8 +2,8 @@
 (LocalLink), or between the ranks of a pipeline with torch.distributed point-to-point ops
 (DistLink). Shapes come from the plan (a chunk's tokens x hidden), so nothing but the tensor
 travels. Sends do not wait; a receive waits for its tensor, which the plans' blocking replay
-(the C++ validator) guarantees will come. A sent tensor is held only until its send completed
-(in process: until it is received), as the cost model assumes."""
+(the C++ validator) guarantees will come. A sent tensor is held until the first send or receive
+after its send completed (in process: until it is received), as the cost model assumes."""
 
 from __future__ import annotations
 
