@@ -1,13 +1,13 @@
 """The PyTorch executor against the C++ engine on this CPU: the same model, corpus, plans' settings
 and tokens, trained by `infinipipe train` and `scripts/python -m infinipipe.torch.train` (the
 pinned PyTorch's virtual environment) in turns (rounds alternate which goes first), tokens/s
-from each run's metrics.jsonl after the warm-up iterations. On one process also tokens per CPU second (user + sys of the run less that of a run
-of the warm-up iterations alone): on a shared machine wall time mostly measures the load, CPU
-time much less so. (Ranks waiting in MPI poll, so CPU time is left out for several ranks.)
-Prints a markdown report.
-
-    bash bench/torch_engine.sh                     # ~5 minutes on 2 cores
-    ITERS=12 ROUNDS=3 LAYOUTS="1x1 2x2" bash bench/torch_engine.sh
+from each run's metrics.jsonl after the warm-up iterations. One process runs 2 OpenMP threads,
+once per OpenMP wait policy in WAIT_POLICIES (PyTorch's many short parallel regions pay for
+threads that sleep at once much more than the engine's few long ones), and also reports tokens
+per CPU second (user + sys of the run less that of a run of the warm-up iterations alone): on a
+shared machine wall time mostly measures the load, CPU time much less so (but it counts the
+spinning of the default policy). Ranks (1 thread each) report wall time only: those waiting in
+MPI poll. Prints a markdown report.
 """
 
 import json
@@ -57,21 +57,32 @@ def main():
     iters, warmup, rounds = env_int("ITERS", 10), env_int("WARMUP", 3), env_int("ROUNDS", 2)
     layouts = [tuple(int(x) for x in l.split("x"))
                for l in os.environ.get("LAYOUTS", "1x1 2x2").split()]
+    # One process runs 2 OpenMP threads, so how idle threads wait matters: libgomp's default
+    # (spin a while, then sleep) and passive (sleep at once, the choice for a loaded machine).
+    # Ranks run 1 thread each (no team, nothing waits): passive.
+    policies = os.environ.get("WAIT_POLICIES", "default passive").split()
+    for policy in policies:
+        if policy not in ("default", "passive", "active"):
+            sys.exit(f"error: WAIT_POLICIES={policy!r}: each must be default, passive or active")
+    os.environ.pop("OMP_WAIT_POLICY", None)
+    cases = [(pp, dp, policy) for pp, dp in layouts
+             for policy in (policies if pp * dp == 1 else ["passive"])]
     work = tempfile.mkdtemp(prefix="torch-engine-")
     corpus = os.path.join(work, "corpus")
     run([binary(), "data", "synth", "--distribution", "github", "--num-documents", "2000",
          "--seq-length", "2048", "--seed", "1", "--output", corpus])
-    env = {"OMP_WAIT_POLICY": "passive"}
     torch_version = run([PYTHON, "-c", "import torch; print(torch.__version__)"])[1].strip()
     print("# The PyTorch executor against the C++ engine (bench/torch_engine.sh)\n")
     print("\n".join(machine_lines()))
     print(f"- PyTorch {torch_version} ({PYTHON})")
     results, cpu = {}, {}
     with LoadSampler() as load:
-        for pp, dp in layouts:
-            threads = "2" if pp * dp == 1 else "1"
+        for case in cases:
+            pp, dp, policy = case
             words = MODEL + ["--data-path", corpus, "--pp", str(pp), "--dp", str(dp)]
-            environ = dict(env, OMP_NUM_THREADS=threads)
+            environ = {"OMP_NUM_THREADS": "2" if pp * dp == 1 else "1"}
+            if policy != "default":
+                environ["OMP_WAIT_POLICY"] = policy
 
             def train(who, n, metrics):
                 """CPU seconds of `who` training n iterations."""
@@ -85,34 +96,36 @@ def main():
             for r in range(rounds):
                 order = ("engine", "torch") if r % 2 == 0 else ("torch", "engine")
                 for who in order:
-                    metrics = os.path.join(work, f"{who}-{pp}x{dp}-{r}.jsonl")
+                    metrics = os.path.join(work, f"{who}-{pp}x{dp}-{policy}-{r}.jsonl")
                     spent = train(who, iters, metrics)
-                    results.setdefault((pp, dp, who), []).append(tokens_per_s(metrics, warmup))
+                    results.setdefault(case + (who,), []).append(tokens_per_s(metrics, warmup))
                     if pp * dp == 1:  # less the same run stopped after the warm-up
                         spent -= train(who, warmup, metrics + ".warmup")
-                        cpu.setdefault((pp, dp, who), []).append(
+                        cpu.setdefault(case + (who,), []).append(
                             tokens_after(metrics, warmup) / spent)
     print(f"- {load.describe()}")
     print(f"- model: 4 layers x hidden 128 (GQA 4/2, untied), fp32, sequences up to 2048 "
           f"tokens, global batch 8, budget 64 MiB per rank, plans from the cpu preset "
           f"(--cost-model-update off: both runtimes get the same plans)")
-    print(f"- {iters} iterations per run, the first {warmup} left out; {rounds} rounds, the "
-          f"first runtime alternating; one process uses 2 OpenMP threads, ranks 1 each\n")
+    print(f"- {iters} iterations per run, the first {warmup} left out; {rounds} round(s), the "
+          f"first runtime alternating; one process uses 2 OpenMP threads (idle threads wait "
+          f"as OMP_WAIT_POLICY says: libgomp's default or passive), ranks 1 each\n")
     rows = []
-    for pp, dp in layouts:
-        e = [x[0] for x in results[(pp, dp, "engine")]]
-        t = [x[0] for x in results[(pp, dp, "torch")]]
+    for case in cases:
+        pp, dp, policy = case
+        e = [x[0] for x in results[case + ("engine",)]]
+        t = [x[0] for x in results[case + ("torch",)]]
         by_cpu = "-"
-        if (pp, dp, "engine") in cpu:
-            ce, ct = median(cpu[(pp, dp, "engine")]), median(cpu[(pp, dp, "torch")])
+        if case + ("engine",) in cpu:
+            ce, ct = median(cpu[case + ("engine",)]), median(cpu[case + ("torch",)])
             by_cpu = f"{ce:.0f} / {ct:.0f} ({ct / ce:.2f})"
-        rows.append([f"pp {pp} x dp {dp}", f"{median(e):.0f}", f"{median(t):.0f}",
-                     f"{median(t) / median(e):.2f}", by_cpu,
-                     f"{results[(pp, dp, 'engine')][-1][1]:.4f} / "
-                     f"{results[(pp, dp, 'torch')][-1][1]:.4f}"])
-    print(md_table(["layout", "C++ engine tok/s", "PyTorch tok/s", "PyTorch / engine",
-                    "tok per CPU s: engine / PyTorch (ratio)", "final loss (engine / PyTorch)"],
-                   rows))
+        rows.append([f"pp {pp} x dp {dp}", policy if pp * dp == 1 else "-", f"{median(e):.0f}",
+                     f"{median(t):.0f}", f"{median(t) / median(e):.2f}", by_cpu,
+                     f"{results[case + ('engine',)][-1][1]:.4f} / "
+                     f"{results[case + ('torch',)][-1][1]:.4f}"])
+    print(md_table(["layout", "OpenMP wait", "C++ engine tok/s", "PyTorch tok/s",
+                    "PyTorch / engine", "tok per CPU s: engine / PyTorch (ratio)",
+                    "final loss (engine / PyTorch)"], rows))
 
 
 if __name__ == "__main__":
