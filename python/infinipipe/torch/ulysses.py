@@ -34,8 +34,8 @@ def shard_bounds(n: int, u: int) -> List[Tuple[int, int]]:
 
 class UlyssesGroup:
     """The Ulysses group of one stage of one replica: world ranks in group order, this rank's
-    place, the torch.distributed group. (`backend` is not needed any more: every backend runs
-    all_to_all_single.)"""
+    place, the torch.distributed group. Every backend runs all_to_all_single: `backend` is only
+    accepted while trainer.TrainStep still passes it."""
 
     def __init__(self, ranks: Sequence[int], me: int, group, backend: str = ""):
         self.ranks, self.me, self.group = list(ranks), me, group
