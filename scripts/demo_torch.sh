@@ -29,4 +29,4 @@ step "3. The plans' predictions against the PyTorch run (infinipipe report)"
 $bin report "$out/run" | head -40
 echo
 echo "the whole report: $out/run/report.html; the checkpoint ($out/checkpoints) resumes in either"
-echo "runtime: \`infinipipe train --load $out/checkpoints ...\` or \`python3 -m infinipipe.torch.train --load ...\`"
+echo "runtime: \`infinipipe train --load $out/checkpoints ...\` or \`scripts/python -m infinipipe.torch.train --load ...\`"

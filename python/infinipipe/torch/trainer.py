@@ -175,7 +175,7 @@ class TrainStep:
         self.ulysses = None
         if g.sp > 1:
             self.ulysses = UlyssesGroup([g.rank_of(g.stage, g.replica, k) for k in range(g.sp)],
-                                        g.sp_rank, g.sequence, g.backend)
+                                        g.sp_rank, g.sequence)
         # bf16: the executor casts the fp32 parameters once per step into bf16 working copies.
         self.dtype = torch.bfloat16 if bf16 else None
 

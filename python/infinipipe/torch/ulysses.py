@@ -34,10 +34,10 @@ def shard_bounds(n: int, u: int) -> List[Tuple[int, int]]:
 
 class UlyssesGroup:
     """The Ulysses group of one stage of one replica: world ranks in group order, this rank's
-    place, the torch.distributed group. Every backend runs all_to_all_single: `backend` is only
-    accepted while trainer.TrainStep still passes it."""
+    place, the torch.distributed group. Every backend runs all_to_all_single (gloo takes uneven
+    splits too), so the CPU runs the GPU's call."""
 
-    def __init__(self, ranks: Sequence[int], me: int, group, backend: str = ""):
+    def __init__(self, ranks: Sequence[int], me: int, group):
         self.ranks, self.me, self.group = list(ranks), me, group
         self.size = len(self.ranks)
 
