@@ -45,6 +45,8 @@ setup(
     ext_modules=[Extension("infinipipe._core", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.9",
+    # infinipipe.torch's minimum (MIN_TORCH in python/infinipipe/torch/__init__.py).
+    install_requires=["numpy", "torch>=2.5"],
     # Not `build/`, the CMake presets' folder.
     options={"build": {"build_base": "build-pip"}},
 )
