@@ -69,10 +69,10 @@ class SwiGlu(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         gate, up = ctx.saved_tensors
-        s = torch.sigmoid(gate)
-        # silu'(g) = s (1 + g (1 - s)); two buffers of the gate's size, reused in place.
-        dgate = torch.rsub(s, 1).mul_(gate).add_(1).mul_(s).mul_(grad).mul_(up)
-        dup = s.mul_(gate).mul_(grad)
+        # ATen's fused SiLU backward: one pass, silu' in fp32 even for bf16 (faster than
+        # composing sigmoid and in-place products).
+        dgate = torch.ops.aten.silu_backward(grad * up, gate)
+        dup = F.silu(gate).mul_(grad)
         return dgate, dup
 
 
