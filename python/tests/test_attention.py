@@ -74,6 +74,8 @@ CASES = {
     "whole sequences, GQA": ([256, 40, 17, 200, 5, 96, 2, 130, 64, 31, 150, 77, 1], None, 4, 2),
     "one slice with context, GQA": ([96], [300], 4, 2),
     "packed chunk and slices, GQA": ([33, 7, 120, 1, 9, 64, 40], [0, 0, 0, 0, 50, 0, 16], 8, 2),
+    "runs of equal lengths, GQA": ([64, 64, 64, 200, 200, 200, 150, 200, 200, 200, 200],
+                                   [0] * 8 + [30, 0, 0], 4, 2),
 }
 
 
@@ -129,6 +131,25 @@ class CpuCalls(unittest.TestCase):
             attention.chunk_attention(q, k, v, segments, contexts)
         # Batch sizes: a call per class; the slice with context runs the merged flash pair.
         self.assertEqual(sorted(calls), [1, 2, 2, 4])
+
+    def test_adjacent_equal_slices_are_one_batch_of_views(self):
+        lengths, context_lengths = CASES["runs of equal lengths, GQA"][:2]
+        q, k, v, segments, contexts = make_chunk(lengths, context_lengths, 4, 2)
+        calls = []
+        real = attention._sdpa
+
+        def counted(*args, **kwargs):
+            calls.append(args[0].shape[0])
+            return real(*args, **kwargs)
+
+        with mock.patch.object(attention, "_sdpa", counted):
+            attention.chunk_attention(q, k, v, segments, contexts)
+        # 3 x 64 (a class without padding), 3 x 200, 150, 200 (then a slice with context
+        # ends the run), 2 x 200.
+        self.assertEqual(calls, [3, 3, 1, 1, 2])
+        plan = attention._cpu_plan(tuple((r, n, c > 0) for (r, n), c
+                                         in zip(segments, context_lengths)))
+        self.assertEqual([gather is None for _, _, gather in plan.groups], [True] * 5)
 
 
 class SliceMemory(unittest.TestCase):

@@ -11,10 +11,11 @@ Which kernel serves it (chosen per call from the device and dtype; layouts cache
   K/V heads are repeated there.
 * CPU: PyTorch's CPU flash kernel. Slices under 128 tokens without context are grouped by
   length (powers of two) and each group runs as one padded batch with ``is_causal`` (padding
-  sits after each sequence's last token, so no real query sees it); longer ones run alone. A
-  slice with context runs as two flash calls, the context without a mask and itself with
-  ``is_causal``, merged by their log-sum-exp: the CPU kernel only knows the upper-left
-  diagonal, and for ``causal_lower_right`` PyTorch would build the n x m mask.
+  sits after each sequence's last token, so no real query sees it); longer ones run alone, but
+  adjacent ones of equal length as one batch (a view of the rows, as is any group without
+  padding). A slice with context runs as two flash calls, the context without a mask and
+  itself with ``is_causal``, merged by their log-sum-exp: the CPU kernel only knows the
+  upper-left diagonal, and for ``causal_lower_right`` PyTorch would build the n x m mask.
 """
 
 from __future__ import annotations
@@ -163,30 +164,41 @@ class _CpuPlan:
     """How a chunk's slices run on the CPU, built once per chunk (every layer reuses it): short
     slices without context grouped by length class (the next power of two; a group of several
     is one padded batch, its padding rows gathered from the slice's first row), longer ones
-    alone, then each slice with context; `order` takes the concatenated outputs' rows to the
-    chunk's rows (None where they already are in order)."""
+    alone except runs of adjacent equal-length ones (one batch), then each slice with context;
+    a group of equal-length adjacent slices is a view (gather None), not a gathered copy.
+    `order` takes the concatenated outputs' rows to the chunk's rows (None where they already
+    are in order)."""
 
     def __init__(self, segments: Tuple[Tuple[int, int, bool], ...]):
         classes: Dict[object, List[Tuple[int, int]]] = {}
+        run_key, run_end, run_n = None, -1, 0
         for r, n, has_context in segments:
-            if not has_context:
-                key = 1 << (n - 1).bit_length() if n < _GROUP_BELOW else ("alone", r)
-                classes.setdefault(key, []).append((r, n))
+            if has_context:
+                run_key = None
+                continue
+            if n < _GROUP_BELOW:
+                key = 1 << (n - 1).bit_length()
+            elif run_key is not None and r == run_end and n == run_n:
+                key = run_key
+            else:
+                key = ("long", r)
+            run_key, run_end, run_n = (key, r + n, n) if n >= _GROUP_BELOW else (None, -1, 0)
+            classes.setdefault(key, []).append((r, n))
         self.groups: List[Tuple[List[Tuple[int, int]], int, Optional[torch.Tensor]]] = []
         order = [0] * sum(n for _, n, _ in segments)
         at = 0
         for members in classes.values():
             length = max(n for _, n in members)
             gather = None
-            if len(members) > 1:
+            if not all(n == length and r == members[0][0] + i * length
+                       for i, (r, n) in enumerate(members)):
                 index = []
                 for r, n in members:
                     index += list(range(r, r + n)) + [r] * (length - n)
                 gather = torch.tensor(index, dtype=torch.long)
             for i, (r, n) in enumerate(members):
-                base = at + (i * length if gather is not None else 0)
-                order[r:r + n] = range(base, base + n)
-            at += len(members) * length if gather is not None else members[0][1]
+                order[r:r + n] = range(at + i * length, at + i * length + n)
+            at += len(members) * length
             self.groups.append((members, length, gather))
         self.with_context = [(r, n) for r, n, has_context in segments if has_context]
         for r, n in self.with_context:
@@ -206,15 +218,16 @@ def _cpu_chunk(q, k, v, segments, contexts):
     q4, k4, v4 = _heads_first(q), _heads_first(k), _heads_first(v)
     pieces = []
     for members, length, gather in plan.groups:
-        if gather is None:  # one slice: views, no padding
+        if len(members) == 1:  # one slice: views, no padding
             r, n = members[0]
             out = _sdpa(q4[:, :, r:r + n], k4[:, :, r:r + n], v4[:, :, r:r + n],
                         is_causal=True, enable_gqa=True)
             pieces.append(_tokens_first(out))
         else:
-            b = len(members)
-            qb, kb, vb = (t.index_select(0, gather).view(b, length, t.shape[1], t.shape[2])
-                          .transpose(1, 2) for t in (q, k, v))
+            b, r = len(members), members[0][0]
+            # Adjacent equal-length slices are a view of the rows; others are gathered.
+            qb, kb, vb = ((t[r:r + b * length] if gather is None else t.index_select(0, gather))
+                          .unflatten(0, (b, length)).transpose(1, 2) for t in (q, k, v))
             out = _sdpa(qb, kb, vb, is_causal=True, enable_gqa=True)
             pieces.append(out.transpose(1, 2).reshape(b * length, q.shape[1], q.shape[2]))
     contexts = [ctx for ctx in contexts if ctx is not None]
