@@ -156,6 +156,23 @@ def metrics_path(args: CommandArgs, save: str) -> str:
     return ""
 
 
+def _keep_freed_memory() -> None:
+    """On CPU each step allocates and frees the same large activations; glibc returns freed
+    blocks above its thresholds to the kernel, so every reuse pays fresh zeroed pages. Raised
+    thresholds keep them in the heap (measured: -2 % CPU time per step). glibc only."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except AttributeError:  # not glibc (musl has no mallopt)
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 64 << 20)  # blocks up to 64 MiB come from the heap
+    mallopt(m_trim_threshold, 1 << 30)  # and its top is kept up to 1 GiB
+
+
 def run(argv: List[str]) -> int:
     import torch
     import torch.distributed as dist
@@ -172,6 +189,8 @@ def run(argv: List[str]) -> int:
     cfg = cfg.with_stage_layout(cost)
     layout = cfg.stage_layout(cost)
     device = "cpu" if cfg.device == "cpu" else "cuda"
+    if device == "cpu":
+        _keep_freed_memory()
     g = setup(cfg.pp, cfg.dp, device, len(layout), cfg.model.tie_embeddings,
               float(cfg.get("p2p-timeout")), sp=cfg.ulysses_degree)
     talk = not args.quiet and g.rank == 0
