@@ -64,7 +64,7 @@ class SwiGlu(torch.autograd.Function):
     @staticmethod
     def forward(ctx, gate, up):
         ctx.save_for_backward(gate, up)
-        return F.silu(gate) * up
+        return F.silu(gate).mul_(up)  # one buffer: no graph is recorded in here
 
     @staticmethod
     def backward(ctx, grad):
