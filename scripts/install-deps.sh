@@ -17,6 +17,7 @@ packages=(
   nodejs  # the reference tokenizer (transformers.js) of tests/tokenizer_reference (npm below)
   clang-format
   clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizers of `make fuzz` (fuzz/)
+  libomp-14-dev  # OpenMP for clang (the fuzz build; gcc brings its own libgomp)
   chromium  # headless check that `infinipipe report`'s HTML renders its charts
   python3
   iproute2  # ip netns and tc of scripts/multihost-check.sh (two simulated hosts)
