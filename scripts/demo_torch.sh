@@ -26,7 +26,9 @@ OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 
   --log-interval 5 --trace "$out/run" --save "$out/checkpoints"
 
 step "3. The plans' predictions against the PyTorch run (infinipipe report)"
-$bin report "$out/run" | head -40
+# Through a file: `head` closing a pipe early would end the report (and the demo) with SIGPIPE.
+$bin report "$out/run" >"$out/report.txt"
+head -40 "$out/report.txt"
 echo
-echo "the whole report: $out/run/report.html; the checkpoint ($out/checkpoints) resumes in either"
+echo "the whole report: $out/report.txt and $out/run/report.html; the checkpoint ($out/checkpoints) resumes in either"
 echo "runtime: \`infinipipe train --load $out/checkpoints ...\` or \`scripts/python -m infinipipe.torch.train --load ...\`"
