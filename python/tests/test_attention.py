@@ -116,34 +116,31 @@ class MatchesExplicitAttention(unittest.TestCase):
         self.assertEqual(len(calls), len(CASES))  # one per chunk, whatever its slices
 
 
+def sdpa_batch_sizes(q, k, v, segments, contexts):
+    """The batch size of every scaled_dot_product_attention call of one chunk's attention."""
+    calls = []
+    real = attention._sdpa
+
+    def counted(*args, **kwargs):
+        calls.append(args[0].shape[0])
+        return real(*args, **kwargs)
+
+    with mock.patch.object(attention, "_sdpa", counted):
+        attention.chunk_attention(q, k, v, segments, contexts)
+    return calls
+
+
 class CpuCalls(unittest.TestCase):
     def test_slices_grouped_by_length_class(self):
         lengths = [3, 4, 5, 6, 7, 8, 30, 31, 100, 90]  # classes 4, 8, 32, 128
-        q, k, v, segments, contexts = make_chunk(lengths, [0] * 8 + [20, 0], 4, 2)
-        calls = []
-        real = attention._sdpa
-
-        def counted(*args, **kwargs):
-            calls.append(args[0].shape[0])
-            return real(*args, **kwargs)
-
-        with mock.patch.object(attention, "_sdpa", counted):
-            attention.chunk_attention(q, k, v, segments, contexts)
+        calls = sdpa_batch_sizes(*make_chunk(lengths, [0] * 8 + [20, 0], 4, 2))
         # Batch sizes: a call per class; the slice with context runs the merged flash pair.
         self.assertEqual(sorted(calls), [1, 2, 2, 4])
 
     def test_adjacent_equal_slices_are_one_batch_of_views(self):
         lengths, context_lengths = CASES["runs of equal lengths, GQA"][:2]
         q, k, v, segments, contexts = make_chunk(lengths, context_lengths, 4, 2)
-        calls = []
-        real = attention._sdpa
-
-        def counted(*args, **kwargs):
-            calls.append(args[0].shape[0])
-            return real(*args, **kwargs)
-
-        with mock.patch.object(attention, "_sdpa", counted):
-            attention.chunk_attention(q, k, v, segments, contexts)
+        calls = sdpa_batch_sizes(q, k, v, segments, contexts)
         # 3 x 64 (a class without padding), 3 x 200, 150, 200 (then a slice with context
         # ends the run), 2 x 200.
         self.assertEqual(calls, [3, 3, 1, 1, 2])
