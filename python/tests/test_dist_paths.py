@@ -18,10 +18,11 @@ import torch.multiprocessing as mp
 
 import infinipipe as ip
 from common import LENGTHS, MODEL
-from infinipipe.torch.distributed import (RankGroups, all_reduce_sum, build_groups, group_specs,
-                                          place_of, rank_of, setup)
+from infinipipe.torch.distributed import (RankGroups, build_groups, group_specs, place_of,
+                                          rank_of, setup)
 from infinipipe.torch.link import DistLink, channel_orders, check_channel_orders
 from infinipipe.torch.planning import BatchPlanner
+from infinipipe.torch.trainer import sum_in_buckets
 from infinipipe.torch.ulysses import HeadExchange, UlyssesGroup
 
 ROLES = ("pipeline", "data_parallel", "sequence", "replica_group", "embedding")
@@ -299,11 +300,12 @@ def check_sums(g):
     big = torch.tensor([2.0 ** 40 + g.rank / 8, -g.rank / 3], dtype=torch.float64)
     small = torch.full((2, 3), float(g.rank + 1))
     loss = torch.tensor(float(g.rank) * 1e-9, dtype=torch.float64)
-    all_reduce_sum([big, small, loss], g.data_parallel)
+    # The trainer's sums: fp64 big and loss packed in one bucket, the fp32 tensor in its own.
+    sum_in_buckets([big, loss, small], g.data_parallel, bucket_bytes=64)
     ranks = sorted(BY_HAND[g.rank]["data_parallel"])
     want = [sum(Fraction(2 ** 40) + Fraction(r, 8) for r in ranks)]
     if big.dtype != torch.float64 or small.dtype != torch.float32:
-        raise AssertionError("all_reduce_sum changed a dtype")
+        raise AssertionError("sum_in_buckets changed a dtype")
     if Fraction(big[0].item()) != want[0]:
         raise AssertionError(f"rank {g.rank}: fp64 sum {big[0].item()!r}, want {float(want[0])!r}")
     if abs(big[1].item() + sum(ranks) / 3) > 1e-15 or \
@@ -311,9 +313,9 @@ def check_sums(g):
             abs(loss.item() - sum(ranks) * 1e-9) > 1e-24:
         raise AssertionError(f"rank {g.rank}: sums {big.tolist()}, {small.tolist()}, {loss}")
     untouched = torch.ones(3, dtype=torch.float64)
-    all_reduce_sum([untouched], None)  # no group (one copy): nothing to sum
+    sum_in_buckets([untouched], None)  # no group (one copy): nothing to sum
     if not torch.equal(untouched, torch.ones(3, dtype=torch.float64)):
-        raise AssertionError("all_reduce_sum without a group changed its tensor")
+        raise AssertionError("sum_in_buckets without a group changed its tensor")
 
 
 def worker(rank, port):

@@ -209,19 +209,6 @@ def setup(pp: int, dp: int, device: str, num_stages: int, tied: bool,
     return g
 
 
-def all_reduce_sum(tensors: List[torch.Tensor], group) -> None:
-    """Sums the tensors over `group` in one flat buffer (in place)."""
-    if group is None or not tensors:
-        return
-    flat = torch.cat([t.reshape(-1) for t in tensors])
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
-    at = 0
-    for t in tensors:
-        n = t.numel()
-        t.copy_(flat[at:at + n].view_as(t))
-        at += n
-
-
 def shutdown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
