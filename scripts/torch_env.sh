@@ -7,7 +7,8 @@
 INFINIPIPE_BASE_PYTHON=${INFINIPIPE_BASE_PYTHON:-/usr/bin/python3}
 TORCH_VERSION=2.15.0
 # What the environment holds, pinned; install-deps.sh installs it again when this changes.
-INFINIPIPE_VENV_REQUIREMENTS="torch==$TORCH_VERSION numpy==2.4.6"
+# transformers: the Hugging Face models infinipipe.torch.hf trains with their own modelling code.
+INFINIPIPE_VENV_REQUIREMENTS="torch==$TORCH_VERSION numpy==2.4.6 transformers==5.23.0"
 if [ -z "${INFINIPIPE_VENV:-}" ]; then
   _py_version=$("$INFINIPIPE_BASE_PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])' \
     2>/dev/null || echo none)
