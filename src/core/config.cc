@@ -84,11 +84,14 @@ int64_t ModelConfig::ffn_size() const {
   return (f + 255) / 256 * 256;
 }
 
+// transformers' parameters of one decoder layer (Llama/Qwen2/Qwen3/Mistral modelling code).
 int64_t ModelConfig::params_per_layer() const {
-  int64_t h = hidden_size, kv = kv_heads() * head_dim();
-  return 2 * h                         // two RMSNorm weights
-         + h * h + 2 * h * kv + h * h  // q, k, v, o
-         + 3 * h * ffn_size();         // gate, up, down
+  const int64_t h = hidden_size, q = q_size(), kv = kv_size();
+  return 2 * h                                     // two RMSNorm weights
+         + h * q + 2 * h * kv + q * h              // q, k, v, o
+         + (add_qkv_bias ? q + 2 * kv : 0)         // Qwen2's q/k/v biases (o_proj has none)
+         + (qk_layernorm ? 2 * head_dim() : 0)     // Qwen3's q_norm and k_norm, [head_dim] each
+         + 3 * h * ffn_size();                     // gate, up, down
 }
 
 int64_t ModelConfig::params_total() const {
@@ -100,18 +103,23 @@ int64_t ModelConfig::params_total() const {
 // parameters with their gradients and optimizer state (32 per parameter is more than any
 // optimizer keeps) and the activation bytes of one full sequence through every layer.
 static void check_model_fits_int64(const ModelConfig& m) {
-  if (m.hidden_size > INT64_MAX / 16 || m.ffn_hidden_size > INT64_MAX / 16)
-    fail_config("hidden-size {} or ffn-hidden-size {} is too large to compute with", m.hidden_size,
-                m.ffn_hidden_size);
+  if (m.hidden_size > INT64_MAX / 16 || m.ffn_hidden_size > INT64_MAX / 16 ||
+      m.kv_channels > INT64_MAX / 16)
+    fail_config("hidden-size {}, ffn-hidden-size {} or kv-channels {} is too large to compute with",
+                m.hidden_size, m.ffn_hidden_size, m.kv_channels);
   const Checked h{m.hidden_size}, f{m.ffn_size()}, kv{m.kv_heads()}, d{m.head_dim()};
-  const Checked L{m.num_layers}, V{m.vocab_size}, S{m.seq_length}, two{2}, three{3};
-  const Checked layer = two * h + two * h * h + two * h * kv * d + three * h * f;
+  const Checked heads{m.num_attention_heads};
+  const Checked L{m.num_layers}, V{m.vocab_size}, S{m.seq_length}, two{2}, three{3}, four{4};
+  const Checked q = heads * d;
+  const Checked layer =
+      four * h + two * h * q + two * h * kv * d + three * h * f + q + two * kv * d + two * d;
   const Checked params_bytes = (L * layer + two * V * h + h) * Checked{32};
-  const Checked activation_bytes = S * (L * (h + f) + V) * Checked{64};
+  const Checked activation_bytes = S * (L * (h + q + f) + V) * Checked{64};
   if (!params_bytes.ok || !activation_bytes.ok)
     fail_config(
         "the model is too large to count in 64-bit integers (its parameter or activation bytes "
-        "overflow): lower hidden-size, ffn-hidden-size, num-layers, vocab-size or seq-length");
+        "overflow): lower hidden-size, kv-channels, ffn-hidden-size, num-layers, vocab-size or "
+        "seq-length");
 }
 
 void ModelConfig::validate() const {
@@ -124,15 +132,16 @@ void ModelConfig::validate() const {
   require_positive(num_attention_heads, "num-attention-heads");
   require_positive(vocab_size, "vocab-size");
   require_positive(seq_length, "seq-length");
-  if (hidden_size % num_attention_heads != 0)
+  if (kv_channels < 0) fail_config("kv-channels must be >= 0 (0 = hidden-size / heads)");
+  if (kv_channels == 0 && hidden_size % num_attention_heads != 0)
     fail_config(
         "hidden-size {} is not divisible by num-attention-heads {}: use num-attention-heads {} "
         "or a hidden-size that is a multiple of {}",
         hidden_size, num_attention_heads, nearby_divisors(hidden_size, num_attention_heads),
         num_attention_heads);
   if (head_dim() % 2 != 0)
-    fail_config("head size hidden-size/num-attention-heads = {} must be even for rotary embeddings",
-                head_dim());
+    fail_config("head size {} = {} must be even for rotary embeddings",
+                kv_channels > 0 ? "kv-channels" : "hidden-size/num-attention-heads", head_dim());
   if (num_query_groups < 0) fail_config("num-query-groups must be >= 0, got {}", num_query_groups);
   if (num_attention_heads % kv_heads() != 0)
     fail_config(
@@ -152,6 +161,7 @@ void ModelConfig::validate() const {
   if (!(norm_epsilon > 0.0) || norm_epsilon > 1e-1)
     fail_config("norm-epsilon must be in (0, 0.1], got {}", norm_epsilon);
   check_model_fits_int64(*this);
+  validate_family();
 }
 
 const char* recompute_granularity_name(RecomputeGranularity g) {
@@ -350,6 +360,7 @@ void Config::validate() {
   }
   // Megatron-LM's --group-query-attention without --num-query-groups: one query group.
   if (model.group_query_attention && model.num_query_groups == 0) model.num_query_groups = 1;
+  model.resolve_family();
   model.validate();
   parallel.validate();
   training.resolve_train_iters();

@@ -8,7 +8,13 @@
 
 namespace infinipipe {
 
-// The model: a Llama-architecture decoder (Hugging Face LlamaForCausalLM semantics).
+// The model families a config.json may name (model_type); all are Llama-shaped decoders.
+inline constexpr const char* kModelFamilies[] = {"llama", "qwen2", "qwen3", "mistral"};
+
+// The model: a Llama-architecture decoder (Hugging Face LlamaForCausalLM semantics), or one of
+// the families that differ from it in the attention block: Qwen2 (q/k/v biases), Qwen3 (q/k
+// RMSNorm per head, explicit head_dim), Mistral (sliding window). The C++ engine trains the
+// Llama maths only (engine_unsupported); the planner and cost model know every family.
 struct ModelConfig {
   int64_t num_layers = 8;
   int64_t hidden_size = 512;
@@ -25,9 +31,20 @@ struct ModelConfig {
   // head (Megatron's default of 1 query group); resolved by Config::validate.
   bool group_query_attention = false;
   double init_method_std = 0.02;  // normal init of matrices; residual projections get less
+  // llama | qwen2 | qwen3 | mistral: config.json's model_type; from flags, --model-family or
+  // derived by resolve_family (qk_layernorm -> qwen3, add_qkv_bias -> qwen2, else llama).
+  std::string family = "llama";
+  int64_t kv_channels = 0;     // head dimension (Megatron's --kv-channels); 0 = hidden / heads
+  bool add_qkv_bias = false;   // Megatron's --add-qkv-bias: q/k/v projections have biases
+  bool qk_layernorm = false;   // Megatron's --qk-layernorm: RMSNorm over head_dim of q and k
+  int64_t sliding_window = 0;  // attention window in tokens; 0 = none (only seq <= window runs)
 
   int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t head_dim() const {
+    return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads;
+  }
+  int64_t q_size() const { return num_attention_heads * head_dim(); }  // q and o width
+  int64_t kv_size() const { return kv_heads() * head_dim(); }          // k and v width
   int64_t ffn_size() const;
   int64_t max_positions() const {
     return max_position_embeddings > 0 ? max_position_embeddings : seq_length;
@@ -37,8 +54,20 @@ struct ModelConfig {
   int64_t params_embedding() const { return vocab_size * hidden_size; }
   int64_t params_total() const;
 
+  // The family a flag-defined model has when none was named: qwen3 with q/k norm, qwen2 with
+  // q/k/v biases (Megatron has no family flag). Config::validate calls it.
+  void resolve_family();
   void validate() const;
+  // Part of validate() (config_family.cc): the family's features agree, the window holds.
+  void validate_family() const;
 };
+
+// What of `m` the C++ engine (src/model) cannot compute, e.g. "q/k/v biases (family qwen2)";
+// empty when the model is Llama maths (any family without biases, q/k norm or head_dim other
+// than hidden/heads). The planner and cost model take every model.
+std::string engine_unsupported(const ModelConfig& m);
+// The refusal for such a model: names it and the PyTorch trainer that trains it.
+std::string engine_unsupported_message(const ModelConfig& m);
 
 // The pipeline schedules; their names, generators, tuners and what each asks of the layout are
 // the rows of plan/schedule_table.h, which also checks the virtual stages against the schedule.

@@ -19,11 +19,6 @@ bool as_number(const std::string& v, double& out) {
   return pos == v.size();
 }
 
-// Megatron computes kv_channels = hidden / heads when it is not given.
-bool kv_channels_ok(const std::string& v, const Config& c) {
-  double x = 0;
-  return as_number(v, x) && x == static_cast<double>(c.model.head_dim());
-}
 // Megatron pads the vocabulary to a multiple of this (times tp = 1): neutral when it divides.
 bool vocab_divisor_ok(const std::string& v, const Config& c) {
   double x = 0;
@@ -77,10 +72,7 @@ const std::vector<NeutralFlag>& megatron_neutral_flags() {
       {"quick-geglu", "false", "Llama's MLP is SwiGLU"},
       {"glu-linear-offset", "0", "Llama's SwiGLU has no offset"},
       {"disable-bias-linear", "true", "Llama's linear layers have no bias"},
-      {"add-qkv-bias", "false", "Llama's linear layers have no bias"},
       {"apply-residual-connection-post-layernorm", "false", "Llama normalises before each block"},
-      {"kv-channels", "hidden-size / num-attention-heads", "the head size is hidden / heads here",
-       kv_channels_ok},
       {"make-vocab-size-divisible-by", "a divisor of vocab-size (no padding)",
        "the vocabulary is not padded here; give a --vocab-size that is already a multiple",
        vocab_divisor_ok},

@@ -95,7 +95,7 @@ const std::vector<FlagGroup>& megatron_refused_flags() {
       {"not part of the Llama architecture infinipipe implements",
        {"window-size", "window-attn-skip-freq", "no-rope-freq", "rope-scaling-factor",
         "mrope-section", "activation-func-clamp-value", "mtp-loss-scaling-factor",
-        "qk-layernorm", "qk-l2-norm", "q-lora-rank", "kv-lora-rank", "qk-head-dim",
+        "qk-l2-norm", "q-lora-rank", "kv-lora-rank", "qk-head-dim",
         "qk-pos-emb-head-dim", "v-head-dim", "rotary-scaling-factor", "mscale", "mscale-all-dim",
         "cache-mla-latents", "heterogeneous-layers-config-path",
         "heterogeneous-layers-config-encoded-json", "enable-experimental", "spec",

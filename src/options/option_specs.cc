@@ -170,6 +170,31 @@ const std::vector<OptionSpec>& option_specs() {
       FLAG_OPT("group-query-attention",
                "grouped-query attention with num-query-groups key/value heads (1 when unset)",
                model.group_query_attention),
+      INT_OPT("kv-channels", {},
+              "head dimension, Megatron-LM's name (0 = hidden-size / num-attention-heads)",
+              model.kv_channels, 0, kMaxWidth),
+      FLAG_OPT("add-qkv-bias", "biases on the q/k/v projections (Qwen2; model family qwen2)",
+               model.add_qkv_bias),
+      FLAG_OPT("qk-layernorm",
+               "RMSNorm over head_dim of each query and key head before rotary (Qwen3; model "
+               "family qwen3)",
+               model.qk_layernorm),
+      INT_OPT("sliding-window", {},
+              "attention window in tokens (Mistral's sliding_window; 0 = none); only "
+              "seq-length <= window, where it masks nothing, is accepted",
+              model.sliding_window, 0, kMaxWidth),
+      OptionSpec{"model-family",
+                 {},
+                 Kind::choice,
+                 "llama | qwen2 | qwen3 | mistral: the Hugging Face model_type (default: qwen3 "
+                 "with --qk-layernorm, qwen2 with --add-qkv-bias, else llama)",
+                 [](Config& c, const std::string& v) {
+                   c.model.family = pick<std::string>(
+                       "model-family", v,
+                       {{"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"},
+                        {"mistral", "mistral"}});
+                 },
+                 [](const Config& c) { return c.model.family; }},
       REAL_OPT("init-method-std",
                "std of the normal init of weight matrices; o_proj and down_proj get "
                "std / sqrt(2 num-layers), as Megatron-LM",
