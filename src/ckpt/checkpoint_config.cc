@@ -3,15 +3,18 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ckpt/hf_family.h"
 #include "core/error.h"
 
 namespace infinipipe {
 
 nlohmann::json checkpoint_hf_config(const ModelConfig& m, const nlohmann::json& tokenizer_ids,
                                     const std::string& torch_dtype) {
+  const HfFamily* family = hf_family(m.family);
+  if (family == nullptr) fail_config("model family '{}' has no Hugging Face config", m.family);
   nlohmann::json hf = {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
+      {"architectures", {family->architecture}},
+      {"model_type", family->model_type},
       {"hidden_size", m.hidden_size},
       {"intermediate_size", m.ffn_size()},
       {"num_attention_heads", m.num_attention_heads},
@@ -25,14 +28,23 @@ nlohmann::json checkpoint_hf_config(const ModelConfig& m, const nlohmann::json& 
       {"rms_norm_eps", m.norm_epsilon},
       {"tie_word_embeddings", m.tie_embeddings},
       {"hidden_act", "silu"},
-      {"attention_bias", false},
       {"attention_dropout", 0.0},
-      {"mlp_bias", false},
       {"initializer_range", m.init_method_std},
-      {"pretraining_tp", 1},
       {"use_cache", true},
       {"torch_dtype", torch_dtype},
   };
+  // The fields of each family's config class that say "no more than the above" (transformers'
+  // defaults would otherwise turn on Qwen's window or Mistral's 4096-token window).
+  if (m.family == "llama") {
+    hf.update({{"attention_bias", false}, {"mlp_bias", false}, {"pretraining_tp", 1}});
+  } else if (m.family == "qwen2") {
+    hf.update({{"use_sliding_window", false}, {"sliding_window", nullptr}});
+  } else if (m.family == "qwen3") {
+    hf.update({{"attention_bias", false}, {"use_sliding_window", false},
+               {"sliding_window", nullptr}});
+  } else if (m.family == "mistral") {
+    hf["sliding_window"] = m.sliding_window > 0 ? nlohmann::json(m.sliding_window) : nullptr;
+  }
   if (tokenizer_ids.is_object()) hf.update(tokenizer_ids);
   return hf;
 }
@@ -58,6 +70,13 @@ std::vector<std::string> checkpoint_model_diff(const ModelConfig& saved,
   cmp("rotary-base", saved.rotary_base, current.rotary_base);
   cmp("norm-epsilon", saved.norm_epsilon, current.norm_epsilon);
   cmp("tie-embeddings", saved.tie_embeddings, current.tie_embeddings);
+  cmp("model-family", saved.family, current.family);
+  // head_dim follows hidden / heads unless one sets it; then it is a difference of its own.
+  if (saved.kv_channels > 0 || current.kv_channels > 0)
+    cmp("kv-channels (head_dim)", saved.head_dim(), current.head_dim());
+  cmp("add-qkv-bias", saved.add_qkv_bias, current.add_qkv_bias);
+  cmp("qk-layernorm", saved.qk_layernorm, current.qk_layernorm);
+  cmp("sliding-window", saved.sliding_window, current.sliding_window);
   // max-position-embeddings is not compared: RoPE has no table, so a longer context is allowed.
   return out;
 }

@@ -1,4 +1,5 @@
-// The model description saved with a checkpoint: Hugging Face's LlamaConfig (config.json), so
+// The model description saved with a checkpoint: the Hugging Face config of its family
+// (LlamaConfig, Qwen2Config, Qwen3Config, MistralConfig as config.json), so
 // `transformers` can load the weights (read back by hf_config_to_model, ckpt/hf_config.h), and
 // the comparison that refuses a checkpoint of another model shape with a message naming every
 // difference.
@@ -13,7 +14,7 @@
 
 namespace infinipipe {
 
-// config.json for LlamaForCausalLM of `torch_dtype`; with a tokenizer recorded, its
+// config.json of the model's family (LlamaForCausalLM, Qwen2ForCausalLM, ...) of `torch_dtype`; with a tokenizer recorded, its
 // bos_token_id / eos_token_id (null when it has none).
 nlohmann::json checkpoint_hf_config(const ModelConfig& model,
                                     const nlohmann::json& tokenizer_ids = nullptr,

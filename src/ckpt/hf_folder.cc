@@ -14,6 +14,7 @@
 #include "ckpt/checkpoint_state.h"
 #include "ckpt/checkpoint_values.h"
 #include "ckpt/hf_config.h"
+#include "ckpt/hf_tensors.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
 #include "core/json_read.h"
@@ -135,20 +136,6 @@ const SafetensorsInfo& HfModelReader::info(const std::string& name) {
 
 namespace {
 
-// Every tensor a Llama of `m` has, named as transformers names them (src/model/params.cc).
-std::set<std::string> llama_tensor_names(const ModelConfig& m) {
-  std::set<std::string> names = {"model.embed_tokens.weight", "model.norm.weight"};
-  if (!m.tie_embeddings) names.insert("lm_head.weight");
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    for (const char* t : {"input_layernorm.weight", "self_attn.q_proj.weight",
-                          "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                          "self_attn.o_proj.weight", "post_attention_layernorm.weight",
-                          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
-      names.insert(fmt::format("model.layers.{}.{}", l, t));
-  }
-  return names;
-}
-
 // transformers before 4.31 saved RoPE's inverse frequencies as a buffer; they follow from
 // rope_theta, so they are recomputed, not unexpected.
 bool rope_buffer(const std::string& name) {
@@ -158,7 +145,7 @@ bool rope_buffer(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> HfModelReader::unexpected_tensors() {
-  const std::set<std::string> known = llama_tensor_names(model_);
+  const std::map<std::string, std::vector<int64_t>> known = hf_model_tensors(model_);
   std::vector<std::string> out;
   std::set<std::string> files;
   for (const auto& [name, file] : weight_map_) {
@@ -201,7 +188,7 @@ void HfModelReader::check_model(const ModelConfig& current) const {
 void HfModelReader::load_params(std::span<const CheckpointTarget> targets) {
   for (const CheckpointTarget& t : targets) {
     if (!weight_map_.count(t.name)) {
-      fail_config("{}: has no tensor {}, which a Llama of its config.json needs", path_, t.name);
+      fail_config("{}: has no tensor {}, which the model of its config.json needs", path_, t.name);
     }
     const SafetensorsInfo& info = this->info(t.name);
     if (info.shape != t.shape) {

@@ -114,7 +114,8 @@ TEST_F(HfConfigTest, ABadFileIsTheSameConfigErrorOnBothPaths) {
       {[](auto& j) { j["tie_word_embeddings"] = "yes"; }, "field tie_word_embeddings"},
       {[](auto& j) { j["num_key_value_heads"] = 64; }, "field num_key_value_heads"},
       {[](auto& j) { j.erase("intermediate_size"); }, "lacks the field intermediate_size"},
-      {[](auto& j) { j["model_type"] = "mistral"; }, "model_type is \"mistral\", not \"llama\""},
+      {[](auto& j) { j["model_type"] = "gemma"; }, "model_type is \"gemma\"; infinipipe knows"},
+      {[](auto& j) { j["model_type"] = "mistral"; }, "field attention_bias is not one"},
       {[](auto& j) { j["hidden_act"] = "gelu"; }, "hidden_act is \"gelu\""},
       {[](auto& j) { j["num_key_value_heads"] = 3; }, "the model it describes is invalid"},
       {[](auto& j) {

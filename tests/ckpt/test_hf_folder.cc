@@ -152,13 +152,16 @@ TEST_F(HfFolderTest, F16FolderReadsExactly) {
 
 TEST_F(HfFolderTest, UnsupportedConfigFieldsAreRefusedWithTheReason) {
   const std::vector<std::pair<std::pair<const char*, nlohmann::json>, const char*>> cases = {
-      {{"model_type", "mistral"}, "model_type is \"mistral\", not \"llama\""},
+      {{"model_type", "mistral"}, "field attention_bias is not one infinipipe knows"},
+      {{"model_type", "gpt2"}, "model_type is \"gpt2\""},
       {{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}}, "plain RoPE only"},
       {{"attention_bias", true}, "attention_bias is true"},
       {{"mlp_bias", true}, "mlp_bias is true"},
       {{"hidden_act", "gelu"}, "hidden_act is \"gelu\""},
-      {{"architectures", {"MistralForCausalLM"}}, "LlamaForCausalLM only"},
-      {{"head_dim", 16}, "head_dim 16"},
+      {{"architectures", {"MistralForCausalLM"}}, "model is [\"LlamaForCausalLM\"]"},
+      {{"head_dim", 7}, "head size kv-channels = 7 must be even"},
+      {{"rope_parameters", {{"rope_type", "yarn"}}}, "rope_parameters is"},
+      {{"sliding_window", 4096}, "field sliding_window is not one"},
       {{"hidden_size", "32"}, "hidden_size"},
   };
   for (const auto& [field, want] : cases) {
