@@ -153,6 +153,14 @@ void model_read(const json& j, const std::string& where, Calibration& c) {
   m.vocab_size = get<int64_t>(model, "vocab_size", where, "model");
   m.seq_length = get<int64_t>(model, "seq_length", where, "model");
   m.tie_embeddings = get<bool>(model, "tie_embeddings", where, "model");
+  // The attention block's shape; files written before the model families have a Llama's.
+  if (model.contains("kv_channels")) m.kv_channels = get<int64_t>(model, "kv_channels", where, "model");
+  if (model.contains("add_qkv_bias"))
+    m.add_qkv_bias = get<bool>(model, "add_qkv_bias", where, "model");
+  if (model.contains("qk_layernorm"))
+    m.qk_layernorm = get<bool>(model, "qk_layernorm", where, "model");
+  if (model.contains("family")) m.family = get<std::string>(model, "family", where, "model");
+  m.resolve_family();
   try {
     m.validate();
   } catch (const Error& e) {
@@ -260,7 +268,11 @@ std::string calibration_to_json(const Calibration& cal) {
         {"ffn_hidden_size", m.ffn_size()},
         {"vocab_size", m.vocab_size},
         {"seq_length", m.seq_length},
-        {"tie_embeddings", m.tie_embeddings}}},
+        {"tie_embeddings", m.tie_embeddings},
+        {"family", m.family},
+        {"kv_channels", m.kv_channels},
+        {"add_qkv_bias", m.add_qkv_bias},
+        {"qk_layernorm", m.qk_layernorm}}},
       {"device",
        {{"name", d.name},
         {"peak_flops", d.peak_flops},

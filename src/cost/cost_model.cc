@@ -10,10 +10,12 @@
 namespace infinipipe::cost {
 namespace {
 
-// Forward FLOPs of one layer's matmuls per token (Megatron-LM: 2 FLOPs per multiply-add).
+// Forward FLOPs of one layer's matmuls per token (Megatron-LM: 2 FLOPs per multiply-add): q and
+// o are hidden x heads·head_dim (hidden² only when head_dim = hidden/heads), k and v
+// hidden x kv_heads·head_dim, the MLP 3·hidden·ffn.
 double layer_matmul_flops_per_token(const ModelConfig& m) {
-  double h = m.hidden_size, kv = m.kv_heads() * m.head_dim(), f = m.ffn_size();
-  return 2.0 * (h * (h + 2 * kv) + h * h + 3 * h * f);
+  const double h = m.hidden_size, q = m.q_size(), kv = m.kv_size(), f = m.ffn_size();
+  return 2.0 * (h * (q + 2 * kv) + q * h + 3 * h * f);
 }
 
 // Σ over the slice's tokens of the keys each attends to, doubled: (C+s)² − C² (causal).
@@ -48,16 +50,19 @@ Coefficients CostModel::derive_coefficients(const ModelConfig& m, const DeviceSp
       d.memory_bandwidth <= 0 || d.intra_node_bandwidth <= 0 || d.inter_node_bandwidth <= 0)
     fail_config("device '{}' needs positive peak FLOP/s, efficiencies and bandwidths", d.name);
   const double u = static_cast<double>(u_);
-  const double h = m.hidden_size, kv = m.kv_heads() * m.head_dim(), f = m.ffn_size();
-  const double v = m.vocab_size, heads = m.num_attention_heads;
+  const double h = m.hidden_size, q = m.q_size(), kv = m.kv_size(), f = m.ffn_size();
+  const double v = m.vocab_size, heads = m.num_attention_heads, kv_heads = m.kv_heads();
   const double b = bf16 ? 2.0 : 4.0;  // bytes of an activation element
   const double mm = d.peak_flops * d.matmul_efficiency;
   Coefficients c;
-  // Causal attention: QK^T and AV, 2·h FLOPs per (query, key) pair each, over pairs2/2 pairs.
-  c.alpha1 = 2.0 * h / (d.peak_flops * d.attention_efficiency) / u;
+  // Causal attention: QK^T and AV, 2·heads·head_dim FLOPs per (query, key) pair each, over
+  // pairs2/2 pairs.
+  c.alpha1 = 2.0 * q / (d.peak_flops * d.attention_efficiency) / u;
   // Elementwise traffic per token per layer, in elements: 2 RMSNorms (read+write h each),
-  // rotary on q and k, SwiGLU (read 2f, write f), 2 residual adds (read 2h, write h).
-  const double elementwise = 4 * h + 2 * (h + kv) + 3 * f + 6 * h;
+  // rotary on q and k, SwiGLU (read 2f, write f), 2 residual adds (read 2h, write h); Qwen3's
+  // q/k RMSNorm reads and writes q and k once more. (Qwen2's biases ride in the GEMM: addmm.)
+  const double qk_norm = m.qk_layernorm ? 2 * (q + kv) : 0.0;
+  const double elementwise = 4 * h + 2 * (q + kv) + 3 * f + 6 * h + qk_norm;
   c.alpha2 = (layer_matmul_flops_per_token(m) / mm + elementwise * b / d.memory_bandwidth) / u;
   c.beta1 = d.chunk_overhead_s;
   c.embedding_per_token = 2 * h * b / d.memory_bandwidth / u;
@@ -76,12 +81,17 @@ Coefficients CostModel::derive_coefficients(const ModelConfig& m, const DeviceSp
   c.alltoall_latency_s = d.alltoall_latency_s > 0 ? d.alltoall_latency_s : d.latency_s;
   // Saved for backward per layer (elements per token): layer input, norm output, q/k/v,
   // attention output, residual, norm output, gate and up, SwiGLU output; plus fp32 rstd/lse.
-  c.act_bytes_per_token_layer = ((6 * h + 2 * kv + 3 * f) * b + (2 + heads) * 4.0) / u;
+  // Qwen3's q/k RMSNorm also keeps its inputs (q and k before the norm) and an fp32 rstd per
+  // head; biases keep nothing (their gradient is the output's, summed).
+  const double qk_norm_saved = m.qk_layernorm ? (q + kv) * b + (heads + kv_heads) * 4.0 : 0.0;
+  c.act_bytes_per_token_layer =
+      ((4 * h + 2 * q + 2 * kv + 3 * f) * b + (2 + heads) * 4.0 + qk_norm_saved) / u;
   c.recompute_bytes_per_token_layer = h * b / u;
   c.kv_bytes_per_token_layer = 2 * kv * b / u;
   c.dkv_bytes_per_token_layer = 2 * kv * 4.0 / u;  // accumulated in fp32
-  // One layer's activation gradients alive at once: residual in/out, q/k/v, gate/up/SwiGLU.
-  c.grad_bytes_per_token = (4 * h + 2 * kv + 3 * f) * b / u;
+  // One layer's activation gradients alive at once: residual in/out, q/k/v, attention output,
+  // gate/up/SwiGLU.
+  c.grad_bytes_per_token = (2 * h + 2 * q + 2 * kv + 3 * f) * b / u;
   c.fwd_transient_bytes_per_token = 2 * h * b / u;  // the layer's output and a norm output
   c.embedding_bytes_per_token = 8.0 / u;            // token ids
   c.lm_head_bytes_per_token = 2 * h * b / u;
@@ -191,13 +201,16 @@ CostModel CostModel::from_config(const Config& cfg) {
   const ModelConfig &a = cal.model, &m = cfg.model;
   if (a.hidden_size != m.hidden_size || a.ffn_size() != m.ffn_size() ||
       a.num_attention_heads != m.num_attention_heads || a.kv_heads() != m.kv_heads() ||
-      a.vocab_size != m.vocab_size)
+      a.vocab_size != m.vocab_size || a.head_dim() != m.head_dim() ||
+      a.add_qkv_bias != m.add_qkv_bias || a.qk_layernorm != m.qk_layernorm)
     fail_config(
-        "calibration '{}' was fitted for hidden {} / ffn {} / heads {} / kv heads {} / vocab {}, "
-        "but the model has {} / {} / {} / {} / {}: profile this model again or drop --calibration",
+        "calibration '{}' was fitted for hidden {} / ffn {} / heads {} / kv heads {} / vocab {} / "
+        "head_dim {} / qkv bias {} / qk norm {}, but the model has {} / {} / {} / {} / {} / {} / "
+        "{} / {}: profile this model again or drop --calibration",
         cfg.cluster.calibration, a.hidden_size, a.ffn_size(), a.num_attention_heads, a.kv_heads(),
-        a.vocab_size, m.hidden_size, m.ffn_size(), m.num_attention_heads, m.kv_heads(),
-        m.vocab_size);
+        a.vocab_size, a.head_dim(), a.add_qkv_bias, a.qk_layernorm, m.hidden_size, m.ffn_size(),
+        m.num_attention_heads, m.kv_heads(), m.vocab_size, m.head_dim(), m.add_qkv_bias,
+        m.qk_layernorm);
   if (cal.ulysses_degree != u || cal.bf16 != bf16)
     fail_config(
         "calibration '{}' was fitted for ulysses degree {} and {}, but the run uses {} and {}: "
@@ -353,9 +366,9 @@ double CostModel::allreduce_time(int64_t bytes, int64_t ranks, bool inter_node) 
 double CostModel::ulysses_alltoall_time(int64_t tokens) const {
   if (ulysses_degree_ <= 1 || tokens <= 0) return 0.0;
   const double u = static_cast<double>(ulysses_degree_);
-  const double h = model_.hidden_size, kv = model_.kv_heads() * model_.head_dim();
+  const double q = model_.q_size(), kv = model_.kv_size();
   const double b = bf16_ ? 2.0 : 4.0;
-  const double bytes = static_cast<double>(tokens) / u * (2 * h + 2 * kv) * b * (u - 1) / u;
+  const double bytes = static_cast<double>(tokens) / u * (2 * q + 2 * kv) * b * (u - 1) / u;
   return bytes / coeffs_.alltoall_bandwidth + 4 * coeffs_.alltoall_latency_s;
 }
 
@@ -458,8 +471,8 @@ double CostModel::flops(std::span<const SliceShape> chunk, int64_t num_layers, b
   double pairs2 = 0;
   for (const SliceShape& s : chunk) pairs2 += causal_pairs2(s);
   const double t = static_cast<double>(chunk_tokens(chunk));
-  double f =
-      num_layers * (layer_matmul_flops_per_token(model_) * t + 2.0 * model_.hidden_size * pairs2);
+  double f = num_layers * (layer_matmul_flops_per_token(model_) * t +
+                           2.0 * static_cast<double>(model_.q_size()) * pairs2);
   if (lm_head) f += 2.0 * model_.hidden_size * model_.vocab_size * t;
   return f;
 }
