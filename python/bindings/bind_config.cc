@@ -36,7 +36,8 @@ Config config_from_yaml(const std::string& text, const std::string& origin) {
 
 void bind_config(py::module_& m) {
   py::class_<ModelConfig>(m, "ModelConfig",
-                          "The Llama model of a configuration (Hugging Face LlamaConfig fields).")
+                          "The model of a configuration: a Llama-shaped decoder of one of the "
+                          "families llama, qwen2, qwen3, mistral (Hugging Face config fields).")
       .def_readonly("num_layers", &ModelConfig::num_layers)
       .def_readonly("hidden_size", &ModelConfig::hidden_size)
       .def_readonly("num_attention_heads", &ModelConfig::num_attention_heads)
@@ -50,6 +51,14 @@ void bind_config(py::module_& m) {
       .def_readonly("norm_epsilon", &ModelConfig::norm_epsilon)
       .def_readonly("tie_embeddings", &ModelConfig::tie_embeddings)
       .def_readonly("init_method_std", &ModelConfig::init_method_std)
+      .def_readonly("family", &ModelConfig::family,
+                    "llama, qwen2, qwen3 or mistral (config.json's model_type)")
+      .def_readonly("qkv_bias", &ModelConfig::add_qkv_bias,
+                    "q/k/v projections have biases (qwen2; --add-qkv-bias)")
+      .def_readonly("qk_norm", &ModelConfig::qk_layernorm,
+                    "RMSNorm of each query and key head over head_dim (qwen3; --qk-layernorm)")
+      .def_readonly("sliding_window", &ModelConfig::sliding_window,
+                    "attention window in tokens, 0 = none (mistral; never below seq_length)")
       .def_property_readonly("num_parameters", &ModelConfig::params_total);
 
   py::class_<Config>(m, "Config",

@@ -27,6 +27,10 @@ class ModelConfig:
     norm_epsilon: float
     tie_embeddings: bool
     init_method_std: float
+    family: str  # llama | qwen2 | qwen3 | mistral
+    qkv_bias: bool
+    qk_norm: bool
+    sliding_window: int  # 0 = none
     num_parameters: int
 
 class CostModel:

@@ -81,6 +81,8 @@ ModelParams::ModelParams(const ModelConfig& cfg, StageRange range, uint64_t seed
     fail_config("stage layers [{}, {}) are outside the model's {} layers; fix the stage split",
                 range.first_layer, range.first_layer + range.num_layers, cfg.num_layers);
   }
+  // Every engine model (training, generate, init_params, reference_step) is built here.
+  if (!engine_unsupported(cfg).empty()) fail_config("{}", engine_unsupported_message(cfg));
   if (cfg.hidden_size % cfg.num_attention_heads != 0 ||
       cfg.num_attention_heads % cfg.kv_heads() != 0 || cfg.head_dim() % 2 != 0) {
     fail_config(

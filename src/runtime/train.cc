@@ -46,6 +46,7 @@ std::vector<std::string> train_config_problems(const Config& cfg, int world_size
         "--bf16 plans bf16 activations for GPU presets, but CPU training runs in fp32; "
         "drop --bf16 for `infinipipe train`");
   }
+  if (!engine_unsupported(cfg.model).empty()) out.push_back(engine_unsupported_message(cfg.model));
   return out;
 }
 
