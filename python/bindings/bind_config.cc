@@ -83,6 +83,11 @@ void bind_config(py::module_& m) {
                   "the model from its config.json (model flags may repeat it, not contradict it); "
                   "with world_size (the run's processes) and no --data-parallel-size, dp = "
                   "world_size / (pp x ulysses-degree), as Megatron-LM derives it.")
+      .def_static("for_hf_model", &cli::resolve_hf_config_args, py::arg("config_json"),
+                  py::arg("origin"), py::arg("args"), py::arg("world_size") = 0,
+                  "As for_training, for a model that the text of a Hugging Face config.json "
+                  "defines (a transformers model's config.to_json_string()); `origin` names it "
+                  "in messages. Model flags may repeat it, not contradict it.")
 #endif
       .def_static("from_yaml", &config_from_yaml, py::arg("text"), py::arg("origin") = "<yaml>",
                   "From YAML text with the same keys (without dashes).")

@@ -3,7 +3,10 @@ random batch for this layout, executes it with infinipipe.torch and writes this 
 gradients (summed over replicas and the tied embedding's ends), the loss and what the plan did
 to OUT/rank<R>.npz.
 
-usage: dist_grads.py OUT SEED LENGTHS CONFIG-WORDS...   (LENGTHS: comma-separated)
+usage: dist_grads.py OUT SEED LENGTHS [--hf-model DIR] CONFIG-WORDS...   (LENGTHS: comma-separated)
+
+With --hf-model the stages are the folder's transformers model (infinipipe.torch.hf) in float64,
+its config.json the model, its weights the start.
 """
 
 import sys
@@ -25,14 +28,25 @@ def batch(seed: int, lengths, vocab: int):
 def main():
     out, seed, lengths, words = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
     lengths = [int(n) for n in lengths.split(",")]
-    cfg = ip.Config.from_args(words)
+    folder = None
+    if words[:1] == ["--hf-model"]:
+        folder, words = words[1], words[2:]
+        cfg = ip.Config.for_training(words + ["--pretrained-checkpoint", folder])
+    else:
+        cfg = ip.Config.from_args(words)
     cost = ip.CostModel.from_config(cfg)
     cfg = cfg.with_stage_layout(cost)
     layout = cfg.stage_layout(cost)
     g = setup(cfg.pp, cfg.dp, "cpu", len(layout), cfg.model.tie_embeddings, 120.0,
               sp=cfg.ulysses_degree)
-    model = RankModel(cfg, layout, g)
-    model.init()
+    if folder is None:
+        model = RankModel(cfg, layout, g)
+        model.init()
+    else:
+        from infinipipe.torch.hf import load_folder
+
+        hf = load_folder(folder, cfg.model.seq_length, torch.float64)
+        model = RankModel(cfg, layout, g, torch.float64, hf.stage)
     seqs = batch(seed, lengths, cfg.model.vocab_size)
     planner = BatchPlanner(cfg, cost, None, g)  # the trainer's split and plan sharing
     share = planner.share_of(seqs)
@@ -46,6 +60,7 @@ def main():
     for index, stage in model.stages.items():
         for name, p in stage.named_parameters():
             record[f"grad/{index}/{name}"] = p.grad.numpy()
+    record["dtype"] = np.array(str(next(model.named_parameters())[1].dtype))
     record["kinds"] = np.array([c.kind for c in plan.chunks])
     record["pipelines"] = np.array(plan.num_pipelines)
     record["recompute"] = np.array(sum(a.recompute_layers for a in plan.actions[g.stage]))

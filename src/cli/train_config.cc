@@ -8,8 +8,10 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_config.h"
+#include "ckpt/hf_config.h"
 #include "ckpt/hf_folder.h"
 #include "core/error.h"
+#include "core/json_read.h"
 #include "data/blend.h"
 #include "data/run_datasets.h"
 #include "data/split.h"
@@ -75,34 +77,59 @@ void train_checks_install(options::ConfigOptions& options, bool run) {
   }
 }
 
-Config train_defaults(const options::ConfigOptions& options, std::string& folder) {
-  const Config user = options::resolve_config_lenient(options);
-  folder = hf_start_folder(user.training);
+namespace {
+
+// The defaults with the model a Hugging Face config.json defines.
+Config defaults_with_model(const ModelConfig& hf) {
   Config base;
-  if (folder.empty()) return base;
-  const ModelConfig defaults = base.model;
-  HfModelReader reader(folder);
-  // Every rank reads the folder here first: tensors the model does not have are refused
-  // before anything is built (the loader reads only the tensors it needs).
-  if (!user.training.ignore_unexpected_keys) reader.refuse_unexpected_tensors();
-  base.model = reader.model();
-  base.model.seq_length = std::min(defaults.seq_length, base.model.max_position_embeddings);
+  const int64_t seq_length = base.model.seq_length;
+  base.model = hf;
+  base.model.seq_length = std::min(seq_length, base.model.max_position_embeddings);
   return base;
 }
 
-Config resolve_train_config(const options::ConfigOptions& options) {
-  std::string folder;
-  const Config base = train_defaults(options, folder);
-  if (folder.empty()) return options::resolve_config(options);
+// The options over `base`, whose model flags may repeat its model but not contradict it.
+Config resolve_over_model(const options::ConfigOptions& options, const Config& base,
+                          const std::string& origin) {
   const Config cfg = options::resolve_config(options, base);
   const std::vector<std::string> diff = checkpoint_model_diff(base.model, cfg.model);
   if (!diff.empty()) {
     fail_config(
         "{} is a Hugging Face model whose config.json defines the model, and the model flags "
         "contradict it: {}; drop those flags (the folder sets them) or load another folder",
-        folder, fmt::join(diff, "; "));
+        origin, fmt::join(diff, "; "));
   }
   return cfg;
+}
+
+}  // namespace
+
+Config train_defaults(const options::ConfigOptions& options, std::string& folder) {
+  const Config user = options::resolve_config_lenient(options);
+  folder = hf_start_folder(user.training);
+  if (folder.empty()) return Config{};
+  HfModelReader reader(folder);
+  // Every rank reads the folder here first: tensors the model does not have are refused
+  // before anything is built (the loader reads only the tensors it needs).
+  if (!user.training.ignore_unexpected_keys) reader.refuse_unexpected_tensors();
+  return defaults_with_model(reader.model());
+}
+
+Config resolve_train_config(const options::ConfigOptions& options) {
+  std::string folder;
+  const Config base = train_defaults(options, folder);
+  if (folder.empty()) return options::resolve_config(options);
+  return resolve_over_model(options, base, folder);
+}
+
+Config resolve_hf_config_args(const std::string& config_json, const std::string& origin,
+                              const std::vector<std::string>& args, int64_t world_size) {
+  const ModelConfig hf =
+      hf_config_to_model(json_parse(config_json, origin, "give transformers' config.json"),
+                         origin);
+  const options::ParsedArgs parsed = options::parse_config_args(args);
+  parsed.options->world_size = world_size;
+  return resolve_over_model(*parsed.options, defaults_with_model(hf), origin);
 }
 
 Config resolve_train_config_args(const std::vector<std::string>& args, int64_t world_size) {

@@ -28,6 +28,11 @@ void train_checks_install(options::ConfigOptions& options, bool run);
 // The run's configuration, validated. Starting from a Hugging Face folder, model flags may
 // repeat its config.json but not contradict it (ConfigError naming the differences).
 Config resolve_train_config(const options::ConfigOptions& options);
+// A run of a model that a Hugging Face config.json's text defines (transformers' model in
+// memory, infinipipe.torch.wrap); `origin` names it in messages; otherwise as
+// resolve_train_config_args.
+Config resolve_hf_config_args(const std::string& config_json, const std::string& origin,
+                              const std::vector<std::string>& args, int64_t world_size = 0);
 // The same from command-line words (the PyTorch trainer's); world_size > 0: the run's processes,
 // from which dp is derived when the words do not give it.
 Config resolve_train_config_args(const std::vector<std::string>& args, int64_t world_size = 0);

@@ -24,3 +24,6 @@ def require_torch(version: str) -> None:
 
 
 require_torch(torch.__version__)
+
+# The one call for a Hugging Face transformers model (epp.py); after the check above.
+from infinipipe.torch.epp import EppModel, wrap  # noqa: E402

@@ -252,8 +252,9 @@ class _ContextThenCausal(torch.autograd.Function):
         out_c, lse_c = _cpu_flash(q, kc, vc, 0.0, False, scale=scale)
         out_s, lse_s = _cpu_flash(q, ks, vs, 0.0, True, scale=scale)
         lse = torch.logaddexp(lse_c, lse_s)
-        out = (out_c.float() * torch.exp(lse_c - lse).unsqueeze(-1)
-               + out_s.float() * torch.exp(lse_s - lse).unsqueeze(-1)).to(q.dtype)
+        at_least_fp32 = torch.promote_types(q.dtype, torch.float32)
+        out = (out_c.to(at_least_fp32) * torch.exp(lse_c - lse).unsqueeze(-1)
+               + out_s.to(at_least_fp32) * torch.exp(lse_s - lse).unsqueeze(-1)).to(q.dtype)
         ctx.save_for_backward(q, kc, vc, ks, vs, out, lse)
         ctx.scale = scale
         return out

@@ -42,9 +42,35 @@ from torch.autograd.graph import get_gradient_edge
 from torch.func import functional_call
 from torch.utils import checkpoint as activation_checkpoint
 
+from infinipipe.torch.attention import KV, chunk_attention
 from infinipipe.torch.link import StageLink
-from infinipipe.torch.model import Rotary, SliceRows, Stage, chunk_rows, head_loss
+from infinipipe.torch.stages import PipelineStage, check_stage
 from infinipipe.torch.ulysses import HeadExchange, UlyssesGroup
+
+
+@dataclass(frozen=True)
+class SliceRows:
+    """One slice of a chunk: tokens [offset, offset + length) of sequence `seq`, at rows
+    [row, row + length) of the chunk's tensors."""
+
+    seq: int
+    offset: int
+    length: int
+    seq_len: int
+    row: int
+
+    @property
+    def is_final(self) -> bool:
+        return self.offset + self.length == self.seq_len
+
+
+def chunk_rows(chunk) -> List[SliceRows]:
+    """The rows of an infinipipe.Chunk's slices, in the plan's order."""
+    rows, row = [], 0
+    for s in chunk.slices:
+        rows.append(SliceRows(s.seq, s.offset, s.len, s.seq_len, row))
+        row += s.len
+    return rows
 
 
 @dataclass
@@ -105,14 +131,20 @@ def _targets(rows: Sequence[SliceRows], sequences) -> List[int]:
 
 class _ChunkIndex:
     """A chunk's index tensors on this rank, built once and shared by its stages here: host
-    tensors (pinned when the device is CUDA) copied without blocking, cos/sin of its positions
-    on the device. `lo, hi`: this rank's rows (Ulysses), or all."""
+    tensors (pinned when the device is CUDA) copied without blocking, and each stage's position
+    embedding of its tokens. `lo, hi`: this rank's rows (Ulysses), or all."""
 
     def __init__(self, rows: Sequence[SliceRows], sequences, lo: int, hi: int,
-                 device: torch.device, rotary: Rotary):
+                 device: torch.device):
         self.rows, self.sequences, self.lo, self.hi, self.device = rows, sequences, lo, hi, device
         positions = torch.cat([torch.arange(r.offset, r.offset + r.length) for r in rows])[lo:hi]
-        self.cos, self.sin = rotary.cos_sin(self._to_device(positions))
+        self.positions = self._to_device(positions)
+        self._position: Dict[int, object] = {}
+
+    def position(self, stage_index: int, stage: PipelineStage, dtype: torch.dtype) -> object:
+        if stage_index not in self._position:
+            self._position[stage_index] = stage.position_embedding(self.positions, dtype)
+        return self._position[stage_index]
 
     def _to_device(self, host: torch.Tensor) -> torch.Tensor:
         if self.device.type != "cuda":
@@ -159,10 +191,31 @@ class _ActionClock:
                 for i, s, e in self.marks]
 
 
-class RankExecutor:
-    """Executes plan.actions[rank] with the Stage modules this rank holds (by global stage)."""
+class _LayerAttention:
+    """The stages.ChunkAttention of one chunk on one layer: the chunk's slices and their
+    contexts; with Ulysses, tokens are exchanged for heads around it. Keeps the K/V it attended
+    with (every token's, this rank's heads), which later slices of a cut sequence need."""
 
-    def __init__(self, plan, rank: int, stages: Dict[int, Stage], link: StageLink,
+    def __init__(self, segments: Sequence[Tuple[int, int]], contexts: Sequence[Optional[KV]],
+                 exchange: Optional[HeadExchange]):
+        self.segments, self.contexts, self.exchange = segments, contexts, exchange
+        self.k: Optional[torch.Tensor] = None
+        self.v: Optional[torch.Tensor] = None
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if self.exchange is not None:
+            q, k, v = self.exchange.to_heads(q), self.exchange.to_heads(k), \
+                self.exchange.to_heads(v)
+        self.k, self.v = k, v
+        out = chunk_attention(q, k, v, self.segments, self.contexts)
+        return out if self.exchange is None else self.exchange.to_tokens(out)
+
+
+class RankExecutor:
+    """Executes plan.actions[rank] with the stages this rank holds (by global stage): any
+    model's stages.PipelineStage."""
+
+    def __init__(self, plan, rank: int, stages: Dict[int, PipelineStage], link: StageLink,
                  sequences: Sequence[Sequence[int]], loss_scale: float,
                  device: torch.device, dtype: Optional[torch.dtype] = None,
                  ulysses: Optional[UlyssesGroup] = None):
@@ -171,17 +224,18 @@ class RankExecutor:
         for i, (s, n) in enumerate(zip(sequences, plan.seq_lengths)):
             if len(s) != n:
                 raise ValueError(f"sequence {i} has {len(s)} tokens, the plan says {n}")
-        self.plan, self.rank, self.stages, self.link = plan, rank, stages, link
+        self.plan, self.rank, self.link = plan, rank, link
+        self.stages = {i: check_stage(s) for i, s in stages.items()}
         self.sequences, self.loss_scale, self.device = sequences, loss_scale, device
         self.weights = self._working_copies(dtype)
+        self.dtype = dtype or next(next(iter(stages.values())).parameters()).dtype
         self.ulysses = ulysses if ulysses is not None and ulysses.size > 1 else None
         self.actions = plan.actions[rank]
         self.chunks = plan.chunks
         self.specs = plan.stages
-        any_stage = next(iter(stages.values()))
-        cfg = any_stage.config
-        self.hidden = cfg.hidden_size
-        self.rotary = Rotary(cfg.head_dim, cfg.rotary_base, device)
+        self.hidden = next(iter(stages.values())).hidden_size
+        self._ends: Dict[int, Tuple[Optional[torch.nn.Module], Optional[torch.nn.Module]]] = {}
+        self._layer_copies: Dict[Tuple[int, int], Optional[dict]] = {}
         self._kv: Dict[Tuple[int, int, int], List[_KvPart]] = {}  # (stage, seq, layer) -> parts
         self._states: Dict[Tuple[int, int], _ChunkState] = {}
         self._index: Dict[int, _ChunkIndex] = {}
@@ -190,33 +244,44 @@ class RankExecutor:
         self.stats = RankStats()
 
     def _working_copies(self, dtype: Optional[torch.dtype]):
-        """{stage: {parameter name: working copy}} in `dtype`, made once for the step (with
-        autograd, so gradients reach the fp32 parameters); None where the parameters are used
-        as they are."""
+        """{id(parameter): working copy} in `dtype`, made once for the step (with autograd, so
+        gradients reach the fp32 parameters); None where the parameters are used as they are."""
         if dtype is None:
             return None
         out = {}
         with torch.set_grad_enabled(not self.plan.forward_only):
-            for index, stage in self.stages.items():
-                out[index] = {n: p if p.dtype == dtype else p.to(dtype)
-                              for n, p in stage.named_parameters()}
+            for stage in self.stages.values():
+                for p in stage.parameters():
+                    if id(p) not in out:
+                        out[id(p)] = p if p.dtype == dtype else p.to(dtype)
         return out
 
-    def _weight(self, stage_index: int, name: str, own: torch.Tensor) -> torch.Tensor:
-        return own if self.weights is None else self.weights[stage_index][name]
-
-    def _layer_weights(self, stage_index: int, layer_index: int):
+    def _copies_of(self, module: torch.nn.Module) -> Optional[dict]:
+        """The working copies of a module's parameters by its own names, or None."""
         if self.weights is None:
             return None
-        prefix = f"model.layers.{layer_index}."
-        return {n[len(prefix):]: w for n, w in self.weights[stage_index].items()
-                if n.startswith(prefix)}
+        return {n: self.weights[id(p)] for n, p in module.named_parameters()}
+
+    def _layer(self, stage_index: int, g: int):
+        layer = self.stages[stage_index].layer(g)
+        key = (stage_index, g)
+        if key not in self._layer_copies:
+            self._layer_copies[key] = self._copies_of(layer)
+        return layer, self._layer_copies[key]
+
+    def _end(self, stage_index: int, which: int):
+        """The stage's embedding (0) or head (1) module and its working copies."""
+        if stage_index not in self._ends:
+            stage = self.stages[stage_index]
+            self._ends[stage_index] = (stage.embedding() if stage.has_embedding else None,
+                                       stage.head() if stage.has_lm_head else None)
+        module = self._ends[stage_index][which]
+        return module, self._copies_of(module)
 
     def _chunk_index(self, chunk_id: int, rows, lo: int, hi: int) -> _ChunkIndex:
         index = self._index.get(chunk_id)
         if index is None:
-            index = self._index[chunk_id] = _ChunkIndex(rows, self.sequences, lo, hi, self.device,
-                                                        self.rotary)
+            index = self._index[chunk_id] = _ChunkIndex(rows, self.sequences, lo, hi, self.device)
         return index
 
     # -- forward ---------------------------------------------------------------------------------
@@ -230,21 +295,20 @@ class RankExecutor:
         exchange = HeadExchange(self.ulysses, n) if self.ulysses is not None else None
         lo, hi = exchange.rows if exchange is not None else (0, n)
         index = self._chunk_index(chunk_id, rows, lo, hi)
-        cos, sin = index.cos, index.sin
+        position = index.position(stage_index, stage, self.dtype)
+        segments = [(r.row, r.length) for r in rows]
         x_in = None
         if stage.has_embedding:
-            x = torch.nn.functional.embedding(
-                index.tokens(), self._weight(stage_index, "model.embed_tokens.weight",
-                                             stage.model.embed_tokens.weight))
+            x = _call(*self._end(stage_index, 0), index.tokens())
         else:
             x_in = self.link.recv_activation(stage_index, chunk_id, (hi - lo, self.hidden))
             x_in.requires_grad_(True)
             x = x_in
         kept: List[_KvPart] = []
         leaves: List[_ContextLeaf] = []
-        for li, layer in enumerate(stage.layers()):
+        for li in range(stage.num_layers):
             g = stage.first_layer + li
-            contexts = []
+            contexts: List[Optional[KV]] = []
             for r in rows:
                 if r.offset == 0:
                     contexts.append(None)
@@ -264,13 +328,13 @@ class RankExecutor:
                     torch.cat([p.v for p in parts]).detach().requires_grad_(True), list(parts))
                 leaves.append(leaf)
                 contexts.append((leaf.k, leaf.v))
-            args = (layer, self._layer_weights(stage_index, g), x, cos, sin, rows, contexts,
-                    exchange)
+            layer, copies = self._layer(stage_index, g)
+            args = (layer, copies, x, position, _LayerAttention(segments, contexts, exchange))
             if li < recompute:
-                x, k, v = activation_checkpoint.checkpoint(_call_layer, *args,
+                x, k, v = activation_checkpoint.checkpoint(_run_layer, *args,
                                                            use_reentrant=False)
             else:
-                x, k, v = _call_layer(*args)
+                x, k, v = _run_layer(*args)
             for r in rows:
                 if not r.is_final:
                     part = _KvPart(r.offset, r.length, k[r.row:r.row + r.length],
@@ -279,17 +343,11 @@ class RankExecutor:
                     kept.append(part)
         if stage.has_lm_head:
             targets, predicted = index.targets()
-            head = "lm_head.weight" if hasattr(stage, "lm_head") else \
-                "model.embed_tokens.weight"
-            out, loss_sum = head_loss(
-                stage, x, targets, self._weight(stage_index, head, stage.head_weight()),
-                self.loss_scale,
-                self._weight(stage_index, "model.norm.weight", stage.model.norm.weight))
+            out, loss_sum = _call(*self._end(stage_index, 1), x, targets, self.loss_scale)
             self._loss_sum += loss_sum
             self.stats.predicted_tokens += predicted
         else:
             out = x
-        if not stage.has_lm_head:
             self.link.send_activation(stage_index, chunk_id, out.detach())
         if self.plan.forward_only:
             self._release_finished(stage, stage_index, rows)
@@ -298,7 +356,7 @@ class RankExecutor:
         self._states[(stage_index, chunk_id)] = _ChunkState(x_in, start, tuple(out.shape), kept,
                                                             leaves)
 
-    def _release_finished(self, stage: Stage, stage_index: int, rows) -> None:
+    def _release_finished(self, stage: PipelineStage, stage_index: int, rows) -> None:
         """Forward-only: a sequence whose last slice ran here needs none of its K/V any more."""
         for r in rows:
             if r.is_final and r.offset > 0:
@@ -329,9 +387,10 @@ class RankExecutor:
             at = 0
             for p in leaf.parts:
                 dk, dv = leaf.k.grad[at:at + p.length], leaf.v.grad[at:at + p.length]
-                # Summed in fp32, as the cost model's dkv buffer.
-                p.dk = dk.float() if p.dk is None else p.dk + dk
-                p.dv = dv.float() if p.dv is None else p.dv + dv
+                # Summed in fp32 (float64 stays), as the cost model's dkv buffer.
+                wide = torch.promote_types(dk.dtype, torch.float32)
+                p.dk = dk.to(wide) if p.dk is None else p.dk + dk
+                p.dv = dv.to(wide) if p.dv is None else p.dv + dv
                 at += p.length
         # This chunk's split slices are done here: no later slice needs their K/V any more.
         for r in chunk_rows(self.chunks[chunk_id]):
@@ -380,12 +439,17 @@ class RankExecutor:
         return self.stats
 
 
-def _call_layer(layer, weights, *args):
-    """The layer with its working copies of the weights, or its own."""
-    return layer(*args) if weights is None else functional_call(layer, weights, args)
+def _call(module, weights, *args):
+    """The module with the working copies of its weights, or its own."""
+    return module(*args) if weights is None else functional_call(module, weights, args)
 
 
-def run_plan_local(plan, stages: Dict[int, Stage], sequences, loss_scale: float,
+def _run_layer(layer, weights, x, position, attention: _LayerAttention):
+    """One layer on a chunk: its output and the K/V it attended with."""
+    return _call(layer, weights, x, position, attention), attention.k, attention.v
+
+
+def run_plan_local(plan, stages: Dict[int, PipelineStage], sequences, loss_scale: float,
                    device: torch.device, dtype: Optional[torch.dtype] = None,
                    link=None) -> List[RankStats]:
     """Every rank of the plan in this process (each stage's module in `stages`), over an

@@ -10,8 +10,14 @@ import torch.nn.functional as F
 LOGITS_BLOCK_TOKENS = 1024  # the cost model's logits_block_tokens
 
 
+def _loss_dtype(h: torch.Tensor) -> torch.dtype:
+    """At least fp32 (float64 stays float64)."""
+    return torch.promote_types(h.dtype, torch.float32)
+
+
 def _logits(h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return F.linear(h, weight).float()  # bf16: the GEMM's half-size output, then fp32
+    # bf16: the GEMM's half-size output, then fp32
+    return F.linear(h, weight).to(_loss_dtype(h))
 
 
 class BlockedLmLoss(torch.autograd.Function):
@@ -22,7 +28,7 @@ class BlockedLmLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                 block: int) -> torch.Tensor:
-        total = torch.zeros((), dtype=torch.float32, device=h.device)
+        total = torch.zeros((), dtype=_loss_dtype(h), device=h.device)
         for a in range(0, h.shape[0], block):
             logits, t = _logits(h[a:a + block], weight), targets[a:a + block]
             top = logits.amax(-1, keepdim=True)

@@ -9,42 +9,16 @@ tokens and scaled by 1 / (predicted tokens of the global batch).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+import infinipipe as ip
 from infinipipe.torch import fused
-from infinipipe.torch.attention import chunk_attention
 from infinipipe.torch.lm_loss import lm_loss
-
-
-@dataclass(frozen=True)
-class SliceRows:
-    """One slice of a chunk: tokens [offset, offset + length) of sequence `seq`, at rows
-    [row, row + length) of the chunk's tensors."""
-
-    seq: int
-    offset: int
-    length: int
-    seq_len: int
-    row: int
-
-    @property
-    def is_final(self) -> bool:
-        return self.offset + self.length == self.seq_len
-
-
-def chunk_rows(chunk) -> List[SliceRows]:
-    """The rows of an infinipipe.Chunk's slices, in the plan's order."""
-    rows, row = [], 0
-    for s in chunk.slices:
-        rows.append(SliceRows(s.seq, s.offset, s.len, s.seq_len, row))
-        row += s.len
-    return rows
+from infinipipe.torch.stages import ChunkAttention, load_by_name
 
 
 class RMSNorm(nn.Module):
@@ -108,31 +82,21 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(model.hidden_size, model.norm_epsilon)
         self.mlp = Mlp(model.hidden_size, model.ffn_hidden_size)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                rows: Sequence[SliceRows],
-                contexts: Sequence[Optional[Tuple[torch.Tensor, torch.Tensor]]],
-                exchange=None):
-        """x (N, C) of one chunk. contexts[i]: the K/V (m, kv_heads, head_dim) of slice i's
-        sequence before it, or None. Returns the layer's output and the chunk's K (after the
-        rotation) and V, which later slices of a cut sequence attend to.
-        With Ulysses (`exchange`, ulysses.HeadExchange) x holds this rank's share of the chunk's
-        tokens, cos and sin theirs; attention runs over every token for this rank's heads, and
-        K, V and the contexts are every token's for those heads."""
+    def forward(self, x: torch.Tensor, position: Tuple[torch.Tensor, torch.Tensor],
+                attention: ChunkAttention) -> torch.Tensor:
+        """x (n, hidden) of one chunk (with Ulysses: this rank's share of its tokens), position
+        the (cos, sin) of its tokens; `attention` (infinipipe's, stages.ChunkAttention) knows the
+        chunk's sequences and contexts."""
         n = x.shape[0]
+        cos, sin = position
         a = self.self_attn
         h = self.input_layernorm(x)
         q = rotate(a.q_proj(h).view(n, a.heads, a.head_dim), cos, sin)
         k = rotate(a.k_proj(h).view(n, a.kv_heads, a.head_dim), cos, sin)
         v = a.v_proj(h).view(n, a.kv_heads, a.head_dim)
-        if exchange is not None:
-            q, k, v = exchange.to_heads(q), exchange.to_heads(k), exchange.to_heads(v)
-        attn = chunk_attention(q, k, v, [(r.row, r.length) for r in rows], contexts)
-        if exchange is not None:
-            attn = exchange.to_tokens(attn)
-        attn = attn.reshape(n, a.heads * a.head_dim)
+        attn = attention(q, k, v).reshape(n, a.heads * a.head_dim)
         x = x + a.o_proj(attn)
-        x = x + self.mlp(self.post_attention_layernorm(x))
-        return x, k, v
+        return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class Decoder(nn.Module):
@@ -148,12 +112,35 @@ class Decoder(nn.Module):
             self.norm = RMSNorm(model.hidden_size, model.norm_epsilon)
 
 
+class _Embedding(nn.Module):
+    def __init__(self, embed_tokens: nn.Embedding):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return F.embedding(tokens, self.embed_tokens.weight)
+
+
+class Head(nn.Module):
+    """Final norm, output projection (`projection`: the LM head or the tied embedding) and the
+    loss in blocks of rows (lm_loss)."""
+
+    def __init__(self, norm: nn.Module, projection: nn.Module):
+        super().__init__()
+        self.norm, self.projection = norm, projection
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor, scale: float
+                ) -> Tuple[torch.Tensor, torch.Tensor]:
+        token_loss = lm_loss(self.norm(x), self.projection.weight, targets)
+        return token_loss * scale, token_loss.detach()
+
+
 class Stage(nn.Module):
-    """Layers [first_layer, first_layer + num_layers) of the model; parameter names are Hugging
-    Face's global ones (model.layers.7.mlp.up_proj.weight), so a stage loads any checkpoint.
-    With tied embeddings the LM head is the embedding's matrix; on a last stage without the
-    embedding it is a copy named model.embed_tokens.weight, whose gradient the runtime sums with
-    the first stage's."""
+    """Layers [first_layer, first_layer + num_layers) of the model, a stages.PipelineStage;
+    parameter names are Hugging Face's global ones (model.layers.7.mlp.up_proj.weight), so a
+    stage loads any checkpoint. With tied embeddings the LM head is the embedding's matrix; on a
+    last stage without the embedding it is a copy named model.embed_tokens.weight, whose
+    gradient the runtime sums with the first stage's."""
 
     def __init__(self, model, first_layer: int, num_layers: int, has_embedding: bool,
                  has_lm_head: bool):
@@ -161,55 +148,65 @@ class Stage(nn.Module):
         self.config = model
         self.first_layer, self.num_layers = first_layer, num_layers
         self.has_embedding, self.has_lm_head = has_embedding, has_lm_head
+        self.hidden_size = model.hidden_size
         tied = model.tie_embeddings
         self.model = Decoder(model, first_layer, num_layers,
                              embedding=has_embedding or (has_lm_head and tied), norm=has_lm_head)
         if has_lm_head and not tied:
             self.lm_head = nn.Linear(model.hidden_size, model.vocab_size, bias=False)
+        self._rotary: Optional[Rotary] = None
 
     @property
     def tied_copy(self) -> bool:
-        """A last stage holding its own copy of the tied embedding (the first stage is elsewhere)."""
         return self.has_lm_head and not self.has_embedding and self.config.tie_embeddings
 
-    def head_weight(self) -> torch.Tensor:
-        if self.config.tie_embeddings:
+    def tied_weight(self) -> Optional[torch.Tensor]:
+        if self.config.tie_embeddings and (self.has_embedding or self.tied_copy):
             return self.model.embed_tokens.weight
-        return self.lm_head.weight
+        return None
 
-    def layers(self) -> List[DecoderLayer]:
-        return [self.model.layers[str(self.first_layer + i)] for i in range(self.num_layers)]
+    def embedding(self) -> nn.Module:
+        return _Embedding(self.model.embed_tokens)
+
+    def layer(self, index: int) -> "DecoderLayer":
+        return self.model.layers[str(index)]
+
+    def head(self) -> nn.Module:
+        projection = self.model.embed_tokens if self.config.tie_embeddings else self.lm_head
+        return Head(self.model.norm, projection)
+
+    def position_embedding(self, positions: torch.Tensor, dtype: torch.dtype
+                           ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """fp32 cos and sin whatever the hidden states' dtype (fused.rotate computes in fp32)."""
+        if self._rotary is None or self._rotary.inv_freq.device != positions.device:
+            self._rotary = Rotary(self.config.head_dim, self.config.rotary_base, positions.device)
+        return self._rotary.cos_sin(positions)
 
     def load(self, values: dict) -> None:
         """Copies parameters by name (numpy arrays or tensors, e.g. infinipipe.init_params or a
         checkpoint's); every parameter of the stage must be there."""
-        with torch.no_grad():
-            for name, p in self.named_parameters():
-                if name not in values:
-                    raise KeyError(f"no value for parameter '{name}'")
-                v = torch.as_tensor(values[name])
-                if tuple(v.shape) != tuple(p.shape):
-                    raise ValueError(f"parameter '{name}' has shape {tuple(v.shape)}, the stage "
-                                     f"needs {tuple(p.shape)}")
-                p.copy_(v.to(p.dtype))
+        load_by_name(self, values)
 
 
-def head_loss(stage: Stage, x: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor,
-              scale: float, norm_weight: Optional[torch.Tensor] = None
-              ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Final norm, LM head and the loss of rows whose target is >= 0 (-1: nothing predicted),
-    in blocks of rows (lm_loss): (scaled loss for backward, unscaled sum of token losses).
-    `norm_weight`: the final norm's weight to use (a working copy), else the stage's."""
-    norm = stage.model.norm
-    h = rms_norm(x, norm.weight if norm_weight is None else norm_weight, norm.eps)
-    token_loss = lm_loss(h, weight, targets)
-    return token_loss * scale, token_loss.detach()
+def check_llama(model) -> None:
+    """ConfigError unless the model (an infinipipe.ModelConfig) is Llama's maths, which these
+    modules compute; other families train with their own modelling code (--hf-model)."""
+    differs = []
+    if getattr(model, "qkv_bias", False):
+        differs.append("q/k/v biases")
+    if getattr(model, "qk_norm", False):
+        differs.append("q/k norms")
+    if model.head_dim * model.num_attention_heads != model.hidden_size:
+        differs.append(f"head_dim {model.head_dim} x {model.num_attention_heads} heads != hidden "
+                       f"size {model.hidden_size}")
+    if differs:
+        raise ip.ConfigError(
+            f"the {getattr(model, 'family', 'llama')} model has {', '.join(differs)}: "
+            "infinipipe.torch's own modules compute the Llama architecture; train the folder's "
+            "model with its own modelling code: --hf-model DIR")
 
 
 def stage_from_spec(model, spec) -> Stage:
     """The Stage of an infinipipe.Stage (plan.stages[i])."""
+    check_llama(model)
     return Stage(model, spec.first_layer, spec.num_layers, spec.has_embedding, spec.has_lm_head)
-
-
-def softmax_scale(head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim)

@@ -5,7 +5,11 @@ replicas, planned by the C++ planner (EPP by default) on the first rank of each 
 sent to its other ranks, and executed by infinipipe.torch; gradients are summed over the
 replicas, clipped, and AdamW steps with Megatron-LM's schedule. The configuration flags are
 `infinipipe train`'s (Megatron-LM's names, --config FILE.yaml); checkpoints are infinipipe's, so
-a run saved by either runtime resumes in the other. Launch with ``torchrun --nproc_per_node N``
+a run saved by either runtime resumes in the other.
+
+--hf-model DIR trains a Hugging Face folder's model (Llama, Qwen2, Qwen3, Mistral) with its own
+transformers modelling code (infinipipe.torch.hf): its config.json is the model, its weights the
+start (as --pretrained-checkpoint DIR), a --load checkpoint of the run resumes over them. Launch with ``torchrun --nproc_per_node N``
 or ``mpirun -np N`` (N = pp x dp); --device cpu trains on CPUs over gloo, a GPU preset
 (--device h100-80gb, h200-141gb, a800-80gb, or ``cuda`` for the GPU found) on CUDA over NCCL.
 """
@@ -22,7 +26,8 @@ from typing import List, Optional, Sequence
 
 import infinipipe as ip
 
-USAGE = """usage: python3 -m infinipipe.torch.train [--metrics FILE] [--log-dir DIR] [--timings FILE]
+USAGE = """usage: python3 -m infinipipe.torch.train [--hf-model DIR] [--metrics FILE] [--log-dir DIR]
+                                       [--timings FILE]
                                        [--trace DIR [--trace-iterations N|A-B] [--trace-explain]]
                                        [--quiet]
                                        [CONFIG OPTIONS: infinipipe train's, e.g. --pp 2 --dp 2
@@ -40,6 +45,7 @@ _GPU_PRESETS = (("H200", "h200-141gb"), ("H100", "h100-80gb"), ("A800", "a800-80
 
 @dataclass
 class CommandArgs:
+    hf_model: str = ""
     metrics: str = ""
     log_dir: str = ""
     trace: str = ""
@@ -50,7 +56,7 @@ class CommandArgs:
     config: List[str] = field(default_factory=list)
 
 
-_VALUED = {"--metrics": "metrics", "--log-dir": "log_dir", "--trace": "trace",
+_VALUED = {"--hf-model": "hf_model", "--metrics": "metrics", "--log-dir": "log_dir", "--trace": "trace",
            "--trace-iterations": "trace_iterations", "--timings": "timings"}
 
 
@@ -84,7 +90,26 @@ def parse_command(argv: List[str]) -> CommandArgs:
         raise ip.ConfigError("--trace-iterations chooses what --trace records: add --trace DIR")
     if out.trace_explain and not out.trace:
         raise ip.ConfigError("--trace-explain explains the plans --trace saves: add --trace DIR")
+    if out.hf_model:
+        out.config = _start_from(out.hf_model, out.config)
     return out
+
+
+def _start_from(folder: str, words: List[str]) -> List[str]:
+    """--hf-model DIR is the run's start: --pretrained-checkpoint DIR, unless the words name
+    another start."""
+    if not ip.hf_folder_is(folder):
+        raise ip.ConfigError(f"--hf-model {folder}: not a Hugging Face model folder (config.json "
+                             "and model.safetensors or model.safetensors.index.json)")
+    for i, w in enumerate(words):
+        key, _, value = w.partition("=")
+        if key == "--pretrained-checkpoint":
+            value = value or (words[i + 1] if i + 1 < len(words) else "")
+            if os.path.realpath(value) != os.path.realpath(folder):
+                raise ip.ConfigError(f"--hf-model {folder} is the run's start; "
+                                     f"--pretrained-checkpoint {value} contradicts it: drop one")
+            return words
+    return words + ["--pretrained-checkpoint", folder]
 
 
 def _runtime_device(config_args: List[str]) -> List[str]:
@@ -113,9 +138,14 @@ def _runtime_device(config_args: List[str]) -> List[str]:
 _MEASURE_LINKS_INTERVAL_DEFAULT = "100"  # src/core/config.h
 
 
-def check_supported(cfg: ip.Config, words: Sequence[str] = ()) -> None:
+def check_supported(cfg: ip.Config, words: Sequence[str] = (), hf_model: bool = False) -> None:
     """What this trainer cannot run yet, refused with what to do instead (`words`: the
-    configuration's command-line words, where an option given at its default shows)."""
+    configuration's command-line words, where an option given at its default shows;
+    `hf_model`: the model is a folder's transformers model)."""
+    if not hf_model:
+        from infinipipe.torch.model import check_llama
+
+        check_llama(cfg.model)
     if cfg.get("zero-stage") != "1":
         raise ip.ConfigError("the PyTorch trainer keeps a stage's weights whole (zero-stage 1); "
                              "drop --zero-stage")
@@ -184,17 +214,23 @@ def run(argv: List[str]) -> int:
 
     args = parse_command(argv)
     cfg = ip.Config.for_training(_runtime_device(args.config), launch_env().world_size)
-    check_supported(cfg, args.config)
+    check_supported(cfg, args.config, bool(args.hf_model))
     cost = ip.CostModel.from_config(cfg)
     cfg = cfg.with_stage_layout(cost)
     layout = cfg.stage_layout(cost)
     device = "cpu" if cfg.device == "cpu" else "cuda"
     if device == "cpu":
         _keep_freed_memory()
+    hf_model = None
+    if args.hf_model:
+        from infinipipe.torch.hf import load_folder
+
+        hf_model = load_folder(args.hf_model, cfg.model.seq_length)
     g = setup(cfg.pp, cfg.dp, device, len(layout), cfg.model.tie_embeddings,
               float(cfg.get("p2p-timeout")), sp=cfg.ulysses_degree)
     talk = not args.quiet and g.rank == 0
-    model = RankModel(cfg, layout, g)
+    model = RankModel(cfg, layout, g, make_stage=hf_model and hf_model.stage)
+    hf_model = None  # the layers of other ranks' stages are freed with it
     optimizer = make_optimizer(cfg, model)
     load, pretrained, save = cfg.get("load"), cfg.get("pretrained-checkpoint"), cfg.get("save")
     resumed = checkpoint.Resumed()
@@ -203,7 +239,7 @@ def run(argv: List[str]) -> int:
         if talk and resumed.iteration > 0:
             print(f"resumed from {load} at iteration {resumed.iteration} "
                   f"({resumed.consumed_samples} samples consumed)")
-    elif pretrained:
+    elif pretrained and not args.hf_model:  # from_pretrained loaded --hf-model's weights
         checkpoint.load_weights(pretrained, cfg, model)
     else:
         model.init()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -30,7 +30,8 @@ import infinipipe as ip
 from infinipipe.torch.distributed import RankGroups
 from infinipipe.torch.executor import RankExecutor, RankStats
 from infinipipe.torch.link import DistLink, LocalLink
-from infinipipe.torch.model import Stage, stage_from_spec
+from infinipipe.torch.model import stage_from_spec
+from infinipipe.torch.stages import PipelineStage
 from infinipipe.torch.ulysses import UlyssesGroup
 
 
@@ -85,11 +86,15 @@ class RankModel:
     stage layout, and the parameters it trains, counts and saves."""
 
     def __init__(self, config: ip.Config, layout: Sequence[ip.Stage], groups: RankGroups,
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32,
+                 make_stage: Optional[Callable[[ip.Stage], PipelineStage]] = None):
+        """`make_stage`: the model's stage of a layout entry (hf.HfModel.stage); infinipipe's own
+        Llama by default."""
         self.config, self.groups = config, groups
         self.layout = list(layout)
-        self.stages: Dict[int, Stage] = {
-            s.index: stage_from_spec(config.model, s).to(device=groups.device, dtype=dtype)
+        make = make_stage or (lambda spec: stage_from_spec(config.model, spec))
+        self.stages: Dict[int, PipelineStage] = {
+            s.index: make(s).to(device=groups.device, dtype=dtype)
             for s in self.layout if s.rank == groups.stage}
 
     def init(self, seed: Optional[int] = None) -> None:
@@ -112,8 +117,9 @@ class RankModel:
         """Every parameter once: a last stage's copy of the tied embedding, whose first stage is
         on another rank, is left out (that rank counts and saves it)."""
         for stage in self.stages.values():
+            copy = stage.tied_weight() if stage.tied_copy else None
             for name, p in stage.named_parameters():
-                if not (stage.tied_copy and name == "model.embed_tokens.weight"):
+                if p is not copy:
                     yield name, p
 
     def owners(self) -> Dict[str, int]:
@@ -131,11 +137,11 @@ class RankModel:
 
     def tied_parameter(self) -> Optional[torch.Tensor]:
         """Where pp > 1 ties the embedding: this rank's end of it (first or last stage)."""
-        if not self.config.model.tie_embeddings or self.groups.pp == 1:
+        if self.groups.pp == 1:
             return None
         for stage in self.stages.values():
-            if stage.has_embedding or stage.tied_copy:
-                return stage.model.embed_tokens.weight
+            if stage.tied_weight() is not None:
+                return stage.tied_weight()
         return None
 
 
