@@ -80,8 +80,8 @@ double rope_theta(const Json& hf, const std::string& path) {
     for (const auto& [k, v] : r->items()) {
       if ((k == "rope_type" || k == "type") && v == "default") continue;
       if (k == "rope_theta") {
-        thetas.emplace_back(key, json_number(v, fmt::format("{}: field {}.rope_theta", path, key),
-                                             1e-300));
+        thetas.emplace_back(
+            key, json_number(v, fmt::format("{}: field {}.rope_theta", path, key), 1e-300));
         continue;
       }
       refuse(key, *r);
@@ -90,8 +90,8 @@ double rope_theta(const Json& hf, const std::string& path) {
       refuse(key, *r);  // 4.x's rope_scaling names its type; without one it is not plain RoPE
   }
   if (const Json* t = optional_field(hf, "rope_theta"))
-    thetas.emplace_back("rope_theta", json_number(*t, fmt::format("{}: field rope_theta", path),
-                                                  1e-300));
+    thetas.emplace_back("rope_theta",
+                        json_number(*t, fmt::format("{}: field rope_theta", path), 1e-300));
   for (const auto& [key, theta] : thetas) {
     if (theta != thetas.front().second) {
       fail_config("{}: {} gives rope_theta {} but {} gives {}; keep one of them", path,
@@ -168,7 +168,8 @@ ModelConfig hf_config_fields(const Json& hf, const HfFamily& f, const std::strin
                                                 : m.num_attention_heads;
   // head_dim is stored only where it is not hidden / heads (ModelConfig::kv_channels).
   const Json* hd = optional_field(hf, "head_dim");
-  const int64_t head_dim = hd ? json_int(*hd, where("head_dim"), 1, kHfMaxSize) : f.default_head_dim;
+  const int64_t head_dim =
+      hd ? json_int(*hd, where("head_dim"), 1, kHfMaxSize) : f.default_head_dim;
   const bool derived = m.hidden_size % m.num_attention_heads == 0 &&
                        head_dim == m.hidden_size / m.num_attention_heads;
   m.kv_channels = head_dim == 0 || derived ? 0 : head_dim;
@@ -192,8 +193,8 @@ ModelConfig hf_config_fields(const Json& hf, const HfFamily& f, const std::strin
     (void)json_int(*layers, where("max_window_layers"), 0, kHfMaxSize);
   if (const Json* types = optional_field(hf, "layer_types");
       types && static_cast<int64_t>(types->size()) != m.num_layers) {
-    fail_config("{}: layer_types has {} entries for num_hidden_layers {}; give one per layer",
-                path, types->size(), m.num_layers);
+    fail_config("{}: layer_types has {} entries for num_hidden_layers {}; give one per layer", path,
+                types->size(), m.num_layers);
   }
   return m;
 }
@@ -219,9 +220,8 @@ ModelConfig hf_config_to_model(const Json& hf, const std::string& path) {
     // config.json has no sequence length: the longest it describes (a sliding window limits
     // what infinipipe trains exactly to the window).
     ModelConfig check = m;
-    check.seq_length = m.sliding_window > 0
-                           ? std::min(m.max_position_embeddings, m.sliding_window)
-                           : m.max_position_embeddings;
+    check.seq_length = m.sliding_window > 0 ? std::min(m.max_position_embeddings, m.sliding_window)
+                                            : m.max_position_embeddings;
     check.validate();
   } catch (const Error& e) {
     fail_config("{}: the model it describes is invalid ({}); {}", path, e.what(), kHfFieldFix);

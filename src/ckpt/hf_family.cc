@@ -6,15 +6,16 @@ namespace {
 // What every family's config.json may carry besides its shape: metadata transformers writes
 // (save_pretrained of 4.x and 5.x) and real hub configs carry; none changes the maths.
 const std::vector<std::string> kMetadata = {
-    "architectures", "model_type",   "transformers_version", "torch_dtype", "dtype",
-    "_name_or_path", "bos_token_id", "eos_token_id",         "pad_token_id", "use_cache",
-    "initializer_range", "tie_word_embeddings"};
+    "architectures", "model_type",    "transformers_version", "torch_dtype",
+    "dtype",         "_name_or_path", "bos_token_id",         "eos_token_id",
+    "pad_token_id",  "use_cache",     "initializer_range",    "tie_word_embeddings"};
 
 // The shape and the rotary/attention fields all four families share.
 const std::vector<std::string> kDecoder = {
-    "vocab_size",        "hidden_size",      "intermediate_size",       "num_hidden_layers",
-    "num_attention_heads", "num_key_value_heads", "head_dim",           "hidden_act",
-    "max_position_embeddings", "rms_norm_eps", "rope_theta",            "rope_scaling",
+    "vocab_size",        "hidden_size",         "intermediate_size",
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "head_dim",          "hidden_act",          "max_position_embeddings",
+    "rms_norm_eps",      "rope_theta",          "rope_scaling",
     "rope_parameters",   "attention_dropout"};
 
 std::vector<std::string> fields(std::initializer_list<const char*> own) {

@@ -18,9 +18,9 @@ struct HfFamily {
   int64_t default_kv_heads;
   int64_t default_head_dim;
   int64_t default_max_positions;
-  int64_t default_sliding_window;  // mistral's 4096; 0 = none
-  bool qkv_bias;                   // q/k/v projections have biases (qwen2)
-  bool qk_norm;                    // q_norm / k_norm over head_dim (qwen3)
+  int64_t default_sliding_window;   // mistral's 4096; 0 = none
+  bool qkv_bias;                    // q/k/v projections have biases (qwen2)
+  bool qk_norm;                     // q_norm / k_norm over head_dim (qwen3)
   std::vector<std::string> fields;  // the fields of its config class the reader knows
 };
 

@@ -58,8 +58,7 @@ const FamilyCase kCases[] = {
     {"qwen3.json", "qwen3", 2, 24, 512, 0, 10000.0, false, true, false, 226720},
     {"mistral.json", "mistral", 2, 16, 512, 256, 10000.0, false, false, false, 214336},
     {"hub_llama3_8b.json", "llama", 8, 128, 8192, 0, 500000.0, false, false, false, 8030261248},
-    {"hub_qwen2.5_7b.json", "qwen2", 4, 128, 131072, 0, 1000000.0, true, false, false,
-     7615616512},
+    {"hub_qwen2.5_7b.json", "qwen2", 4, 128, 131072, 0, 1000000.0, true, false, false, 7615616512},
     {"hub_qwen3_8b.json", "qwen3", 8, 128, 40960, 0, 1000000.0, false, true, false, 8190735360},
     {"hub_mistral_7b_v0.3.json", "mistral", 8, 128, 32768, 0, 1000000.0, false, false, false,
      7248023552},
@@ -128,15 +127,19 @@ TEST(HfFamilies, EachUnsupportedFieldIsRefusedByName) {
     const char* want;
   };
   const std::vector<Case> cases = {
-      {"llama.json", [](Json& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2}}; },
+      {"llama.json",
+       [](Json& j) {
+         j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2}};
+       },
        "rope_scaling is"},
       {"qwen3.json",
-       [](Json& j) { j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e4}}; },
+       [](Json& j) {
+         j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e4}};
+       },
        "rope_parameters is"},
       {"qwen2.json", [](Json& j) { j["use_sliding_window"] = true; }, "use_sliding_window is true"},
       {"qwen3.json", [](Json& j) { j["use_sliding_window"] = true; }, "use_sliding_window is true"},
-      {"qwen3.json", [](Json& j) { j["layer_types"][1] = "sliding_attention"; },
-       "layer_types is"},
+      {"qwen3.json", [](Json& j) { j["layer_types"][1] = "sliding_attention"; }, "layer_types is"},
       {"qwen3.json", [](Json& j) { j["layer_types"] = {"full_attention"}; },
        "layer_types has 1 entries"},
       {"llama.json", [](Json& j) { j["attention_bias"] = true; }, "attention_bias is true"},
@@ -147,7 +150,10 @@ TEST(HfFamilies, EachUnsupportedFieldIsRefusedByName) {
       {"mistral.json", [](Json& j) { j["attention_dropout"] = 0.1; }, "attention_dropout is 0.1"},
       {"llama.json", [](Json& j) { j["pretraining_tp"] = 2; }, "pretraining_tp is 2"},
       {"qwen2.json", [](Json& j) { j["use_mrope"] = true; }, "use_mrope is true"},
-      {"qwen2.json", [](Json& j) { j["quantization_config"] = {{"bits", 4}}; },
+      {"qwen2.json",
+       [](Json& j) {
+         j["quantization_config"] = {{"bits", 4}};
+       },
        "quantization_config"},
       {"qwen3.json", [](Json& j) { j["partial_rotary_factor"] = 0.5; },
        "field partial_rotary_factor is not one infinipipe knows for model_type qwen3"},
@@ -172,8 +178,9 @@ TEST(HfFamilies, ASlidingWindowBelowSeqLengthIsRefusedAtOrAboveItIsFullAttention
   m.seq_length = 256;
   EXPECT_NO_THROW(m.validate());  // the window masks nothing
   m.seq_length = 257;
-  EXPECT_NE(config_error_of([&] { m.validate(); })
-                .find("sliding-window attention is not honoured: train with --seq-length <= 256"),
+  EXPECT_NE(config_error_of([&] {
+              m.validate();
+            }).find("sliding-window attention is not honoured: train with --seq-length <= 256"),
             std::string::npos);
 }
 

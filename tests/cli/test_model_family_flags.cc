@@ -78,8 +78,8 @@ TEST(ModelFamilyFlags, TheEngineRefusesWhatIsNotLlamaMaths) {
   EXPECT_NE(engine_unsupported(options::resolve_config_args({"--kv-channels", "128"}).model)
                 .find("head_dim 128"),
             std::string::npos);
-  EXPECT_TRUE(engine_unsupported(options::resolve_config_args({"--kv-channels", "64"}).model)
-                  .empty());
+  EXPECT_TRUE(
+      engine_unsupported(options::resolve_config_args({"--kv-channels", "64"}).model).empty());
 }
 
 }  // namespace
