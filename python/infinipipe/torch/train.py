@@ -239,7 +239,9 @@ def run(argv: List[str]) -> int:
         if talk and resumed.iteration > 0:
             print(f"resumed from {load} at iteration {resumed.iteration} "
                   f"({resumed.consumed_samples} samples consumed)")
-    elif pretrained and not args.hf_model:  # from_pretrained loaded --hf-model's weights
+    elif args.hf_model:
+        pass  # from_pretrained loaded the folder's weights
+    elif pretrained:
         checkpoint.load_weights(pretrained, cfg, model)
     else:
         model.init()
