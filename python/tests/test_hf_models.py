@@ -1,6 +1,6 @@
 """Hugging Face transformers models trained through the stage protocol: one step of each family
 (Llama, Qwen2, Qwen3, Mistral) at pp 2 x dp 2, under a budget that makes the plans slice, pack
-and recompute, gives transformers' own single-process loss and gradients (float64, 1e-6); the
+and recompute, gives transformers' own single-process loss and gradients (float64, 1e-9; the issue asks 1e-6); the
 same folder trained by the PyTorch trainer with --hf-model saves a checkpoint that exports to a
 folder transformers loads with the same weights."""
 
@@ -44,7 +44,7 @@ class HfGradients(unittest.TestCase):
         self.assertGreater(sum(int(x["recompute"]) for x in ranks), 0,
                            f"{family}: nothing was recomputed")
         for x in ranks:
-            self.assertLess(abs(float(x["loss"]) - want_loss), 1e-6 * abs(want_loss))
+            self.assertLess(abs(float(x["loss"]) - want_loss), 1e-9 * abs(want_loss))
         got = {}
         for x in ranks:
             for key in x.files:
@@ -55,7 +55,7 @@ class HfGradients(unittest.TestCase):
                     got[name] = x[key]
         self.assertEqual(set(got), set(want))
         for name, g in want.items():
-            self.assertLess(relative_error(got[name], g), 1e-6, f"{family}: {name}")
+            self.assertLess(relative_error(got[name], g), 1e-9, f"{family}: {name}")
 
     def test_every_family_matches_transformers(self):
         with TempDir() as out:

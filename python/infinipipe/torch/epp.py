@@ -37,8 +37,9 @@ class EppModel:
         step into bf16 working copies), default the parameters' own."""
         launch = launch_env()
         text = model.config.to_json_string()
-        cfg = ip.Config.for_hf_model(text, f"{type(model).__name__}.config", list(args),
-                                     launch.world_size)
+        # One process runs every rank of the layout; launched, dp follows the processes.
+        world = launch.world_size if launch.world_size > 1 else 0
+        cfg = ip.Config.for_hf_model(text, f"{type(model).__name__}.config", list(args), world)
         self.cost = ip.CostModel.from_config(cfg)
         self.config = cfg.with_stage_layout(self.cost)
         self.layout = self.config.stage_layout(self.cost)

@@ -186,8 +186,9 @@ class TrainStep:
         self.dtype = torch.bfloat16 if bf16 else None
 
     def _link(self, plan):
-        if self.groups.distributed:
-            return DistLink(plan, self.groups, self.dtype or torch.float32)
+        if self.groups.distributed:  # activations in the compute dtype, else the parameters'
+            own = next(p for _, p in self.model.named_parameters()).dtype
+            return DistLink(plan, self.groups, self.dtype or own)
         return LocalLink()
 
     def gradients(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
