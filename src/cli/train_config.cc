@@ -85,6 +85,10 @@ Config defaults_with_model(const ModelConfig& hf) {
   const int64_t seq_length = base.model.seq_length;
   base.model = hf;
   base.model.seq_length = std::min(seq_length, base.model.max_position_embeddings);
+  // A sliding window shorter than that is not honoured (Config::validate): the default stays
+  // inside it, so only an explicit longer --seq-length is refused.
+  if (base.model.sliding_window > 0)
+    base.model.seq_length = std::min(base.model.seq_length, base.model.sliding_window);
   return base;
 }
 
