@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import unittest
 from typing import Dict, List, Sequence
 
 import numpy as np
@@ -67,3 +68,23 @@ class TempDir:
 
     def __exit__(self, *exc):
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+class CorpusTestCase(unittest.TestCase):
+    """A synthetic corpus (`infinipipe data synth`, byte tokens, documents up to 256 tokens) in
+    a temporary folder for the class: cls.dir, cls.corpus."""
+
+    NUM_DOCUMENTS = 400
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = TempDir()
+        cls.dir = cls.tmp.__enter__()
+        cls.corpus = os.path.join(cls.dir, "corpus")
+        subprocess.run([binary(), "data", "synth", "--output", cls.corpus, "--seq-length", "256",
+                        "--num-documents", str(cls.NUM_DOCUMENTS)], check=True,
+                       capture_output=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.__exit__(None, None, None)

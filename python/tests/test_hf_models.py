@@ -7,14 +7,13 @@ folder transformers loads with the same weights."""
 import glob
 import json
 import os
-import subprocess
 import unittest
 
 import numpy as np
 import torch
 
 import infinipipe as ip
-from common import HERE, LENGTHS, TempDir, batch, binary, mpirun, relative_error
+from common import HERE, LENGTHS, CorpusTestCase, TempDir, batch, mpirun, relative_error
 from hf_models import FAMILIES, make_folder, reference
 
 SEED = 11
@@ -64,21 +63,11 @@ class HfGradients(unittest.TestCase):
                     self.run_family(family, out)
 
 
-class HfTrainer(unittest.TestCase):
+class HfTrainer(CorpusTestCase):
     """`python3 -m infinipipe.torch.train --hf-model DIR` on a synthetic corpus (byte tokens,
     so the models' vocabulary is 320 here)."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = TempDir()
-        cls.dir = cls.tmp.__enter__()
-        cls.corpus = os.path.join(cls.dir, "corpus")
-        subprocess.run([binary(), "data", "synth", "--output", cls.corpus, "--seq-length", "256",
-                        "--num-documents", "200"], check=True, capture_output=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.__exit__(None, None, None)
+    NUM_DOCUMENTS = 200
 
     def train(self, n, *words):
         base = ["--seq-length", "256", "--global-batch-size", "8", "--device", "cpu",

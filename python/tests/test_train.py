@@ -12,7 +12,7 @@ import sys
 import time
 import unittest
 
-from common import TempDir, binary, mpirun, python_env
+from common import CorpusTestCase, binary, mpirun, python_env
 
 # The C++ trainer's tiny model (tests/common/tiny_model.h's shape), on a synthetic corpus.
 MODEL = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
@@ -27,19 +27,7 @@ def losses(metrics_file):
         return {r["iteration"]: r["loss"] for r in map(json.loads, f)}
 
 
-class TorchTrain(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = TempDir()
-        cls.dir = cls.tmp.__enter__()
-        cls.corpus = os.path.join(cls.dir, "corpus")
-        subprocess.run([binary(), "data", "synth", "--output", cls.corpus, "--seq-length", "256",
-                        "--num-documents", "400"], check=True, capture_output=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.__exit__(None, None, None)
-
+class TorchTrain(CorpusTestCase):
     def words(self, *extra):
         return MODEL + ["--data-path", self.corpus] + list(extra)
 

@@ -15,10 +15,13 @@
 #include "ckpt/checkpoint_fs.h"
 #include "ckpt/hf_config.h"
 #include "ckpt/hf_folder.h"
+#include "common/error_text.h"
 #include "core/error.h"
 
 namespace infinipipe::ckpt_test {
 namespace {
+
+using infinipipe::testing::config_error_of;
 
 // Every field the reader sets.
 void expect_same_model(const ModelConfig& a, const ModelConfig& b) {
@@ -33,19 +36,6 @@ void expect_same_model(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.norm_epsilon, b.norm_epsilon);
   EXPECT_EQ(a.tie_embeddings, b.tie_embeddings);
   EXPECT_EQ(a.seq_length, b.seq_length);
-}
-
-// The ConfigError message of fn ("" when none); any other Error fails the test.
-std::string config_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  } catch (const Error& e) {
-    ADD_FAILURE() << "not a ConfigError: " << e.what();
-    return e.what();
-  }
-  return "";
 }
 
 class HfConfigTest : public CheckpointTest {

@@ -12,11 +12,14 @@
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/hf_config.h"
 #include "ckpt/hf_tensors.h"
+#include "common/error_text.h"
 #include "core/error.h"
 #include "core/json_read.h"
 
 namespace infinipipe::hf_families_test {
 namespace {
+
+using infinipipe::testing::config_error_of;
 
 using Json = nlohmann::json;
 
@@ -26,18 +29,6 @@ std::string fixture_path(const std::string& name) {
 
 Json fixture(const std::string& name) {
   return json_read_file(fixture_path(name));
-}
-
-std::string config_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  } catch (const Error& e) {
-    ADD_FAILURE() << "not a ConfigError: " << e.what();
-    return e.what();
-  }
-  return "";
 }
 
 // The expected counts are sum(p.numel() for p in model.parameters()) of

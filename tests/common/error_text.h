@@ -4,6 +4,8 @@
 #include <functional>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "core/config.h"
 #include "core/error.h"
 
@@ -14,6 +16,19 @@ inline std::string error_text(const std::function<void()>& fn) {
   try {
     fn();
   } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// fn's ConfigError message, or "" when it throws none; any other Error fails the test.
+inline std::string config_error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  } catch (const Error& e) {
+    ADD_FAILURE() << "not a ConfigError: " << e.what();
     return e.what();
   }
   return "";
