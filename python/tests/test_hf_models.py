@@ -1,6 +1,6 @@
 """Hugging Face transformers models trained through the stage protocol: one step of each family
 (Llama, Qwen2, Qwen3, Mistral) at pp 2 x dp 2, under a budget that makes the plans slice, pack
-and recompute, gives transformers' own single-process loss and gradients (float64, 1e-9; the issue asks 1e-6); the
+and recompute, gives transformers' own single-process loss and gradients (float64, 1e-9); the
 same folder trained by the PyTorch trainer with --hf-model saves a checkpoint that exports to a
 folder transformers loads with the same weights."""
 

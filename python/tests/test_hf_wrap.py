@@ -1,7 +1,7 @@
 """`infinipipe.torch.wrap(model, args)` in one process (every pipeline rank and replica of the
-plan runs here on the model's own modules) and launched on 4 processes: one global batch's gradients (float64, with slices,
-hybrid chunks and recompute at pp 2 x dp 2) equal transformers' own, and the wrapped model still
-generates as before (transformers' SDPA outside the executor)."""
+plan runs here on the model's own modules) and launched on 4 processes: one global batch's
+gradients (float64, with slices, hybrid chunks and recompute at pp 2 x dp 2) equal transformers'
+own, and the wrapped model still generates as before (transformers' SDPA outside the executor)."""
 
 import os
 import unittest

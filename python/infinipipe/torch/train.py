@@ -9,9 +9,11 @@ a run saved by either runtime resumes in the other.
 
 --hf-model DIR trains a Hugging Face folder's model (Llama, Qwen2, Qwen3, Mistral) with its own
 transformers modelling code (infinipipe.torch.hf): its config.json is the model, its weights the
-start (as --pretrained-checkpoint DIR), a --load checkpoint of the run resumes over them. Launch with ``torchrun --nproc_per_node N``
-or ``mpirun -np N`` (N = pp x dp); --device cpu trains on CPUs over gloo, a GPU preset
-(--device h100-80gb, h200-141gb, a800-80gb, or ``cuda`` for the GPU found) on CUDA over NCCL.
+start (as --pretrained-checkpoint DIR), a --load checkpoint of the run resumes over them.
+
+Launch with ``torchrun --nproc_per_node N`` or ``mpirun -np N`` (N = pp x dp); --device cpu
+trains on CPUs over gloo, a GPU preset (--device h100-80gb, h200-141gb, a800-80gb, or ``cuda``
+for the GPU found) on CUDA over NCCL.
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ class CommandArgs:
     config: List[str] = field(default_factory=list)
 
 
-_VALUED = {"--hf-model": "hf_model", "--metrics": "metrics", "--log-dir": "log_dir", "--trace": "trace",
-           "--trace-iterations": "trace_iterations", "--timings": "timings"}
+_VALUED = {"--hf-model": "hf_model", "--metrics": "metrics", "--log-dir": "log_dir",
+           "--trace": "trace", "--trace-iterations": "trace_iterations", "--timings": "timings"}
 
 
 def parse_command(argv: List[str]) -> CommandArgs:
@@ -96,8 +98,8 @@ def parse_command(argv: List[str]) -> CommandArgs:
 
 
 def _start_from(folder: str, words: List[str]) -> List[str]:
-    """--hf-model DIR is the run's start: --pretrained-checkpoint DIR, unless the words name
-    another start."""
+    """--hf-model DIR is the run's start: --pretrained-checkpoint DIR (a --pretrained-checkpoint
+    naming another folder contradicts it)."""
     if not ip.hf_folder_is(folder):
         raise ip.ConfigError(f"--hf-model {folder}: not a Hugging Face model folder (config.json "
                              "and model.safetensors or model.safetensors.index.json)")
