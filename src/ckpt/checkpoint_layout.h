@@ -23,7 +23,8 @@ inline constexpr int kCkptFormatVersion = 1;
 // "model.safetensors" for one writer, Hugging Face's "model-00002-of-00004.safetensors" for many.
 std::string checkpoint_shard_file(const char* kind, int64_t rank, int64_t num_ranks);
 std::string checkpoint_manifest_file(int64_t rank);  // shard-rank00002.json
-// Parses a JSON file, Error naming it when it is unreadable or not JSON.
+// Parses a checkpoint JSON file (core/input_file.h: a regular file, never through a link,
+// bounded), Error naming it when it is unreadable or not JSON.
 nlohmann::json checkpoint_read_json(const std::string& path);
 
 }  // namespace infinipipe

@@ -17,6 +17,7 @@
 #include "ckpt/checkpoint_values.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_read.h"
 
 namespace infinipipe {
@@ -38,7 +39,8 @@ std::string checkpoint_manifest_file(int64_t rank) {
 }
 
 Json checkpoint_read_json(const std::string& path) {
-  return json_parse(fs_read_text(path), path, "the checkpoint is damaged");
+  return json_parse(input_file_read(path, input_kind::kCheckpointJson, InputLinks::refuse), path,
+                    "the checkpoint is damaged");
 }
 
 namespace {

@@ -1,9 +1,5 @@
 #include "ckpt/checkpoint_state.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -13,6 +9,7 @@
 #include "ckpt/checkpoint_layout.h"
 #include "ckpt/checkpoint_values.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_read.h"
 
 namespace infinipipe {
@@ -22,21 +19,12 @@ using Json = nlohmann::json;
 
 namespace {
 
-// lstat: a symbolic link (or a FIFO, which would block the read) is refused, not followed.
-int64_t regular_file_size(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) fail("{} is missing ({})", path, std::strerror(errno));
-  if (S_ISLNK(st.st_mode)) {
-    fail("{} is a symbolic link; checkpoint files are never read through one", path);
-  }
-  if (!S_ISREG(st.st_mode)) fail("{} is not a regular file", path);
-  return static_cast<int64_t>(st.st_size);
-}
-
 // Every listed file is there with its recorded size, and the three small files are listed.
 void files_check(const fs::path& iter_dir, const std::string& path, const CheckpointState& s) {
   for (const auto& [file, entry] : s.files) {
-    const int64_t size = regular_file_size((iter_dir / file).string());
+    // The one reader's checks: a regular file, not a symbolic link (nor a FIFO that would block).
+    const int64_t size = input_file_check((iter_dir / file).string(), input_kind::kCheckpointFile,
+                                          InputLinks::refuse);
     if (size != entry.second) {
       fail("{} has {} bytes, state.json recorded {}", (iter_dir / file).string(), size,
            entry.second);
@@ -111,7 +99,6 @@ CheckpointState checkpoint_state_check(const std::string& dir, int64_t iteration
   const fs::path iter_dir = checkpoint_iter_dir(dir, iteration);
   fs_require_real_dir(iter_dir.string());
   const std::string path = (iter_dir / kCkptState).string();
-  regular_file_size(path);
   CheckpointState s = checkpoint_state_from_json(checkpoint_read_json(path), path);
   if (s.iteration != iteration) {
     fail("{}: records iteration {}, its folder says {}", path, s.iteration, iteration);

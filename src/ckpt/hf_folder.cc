@@ -1,7 +1,5 @@
 #include "ckpt/hf_folder.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -10,13 +8,13 @@
 #include <fmt/ranges.h>
 
 #include "ckpt/checkpoint_config.h"
-#include "ckpt/checkpoint_fs.h"
 #include "ckpt/checkpoint_state.h"
 #include "ckpt/checkpoint_values.h"
 #include "ckpt/hf_config.h"
 #include "ckpt/hf_tensors.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_read.h"
 
 namespace infinipipe {
@@ -28,22 +26,13 @@ namespace {
 
 constexpr const char* kWeights = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
-constexpr int64_t kMaxJsonBytes = 64ll << 20;  // real indexes are well under 1 MB
 
-// A small JSON file of the folder: a regular file (no link), bounded, parsed with depth limits.
+// A small JSON file of the folder: read by the one bounded reader of user files (a regular
+// file, no link), parsed with depth limits.
 Json read_folder_json(const fs::path& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) fail_config("{} is missing", path.string());
-  if (S_ISLNK(st.st_mode)) {
-    fail_config(
-        "{} is a symbolic link; model files are never read through one: copy the folder with "
-        "its files resolved (cp -rL) and load the copy",
-        path.string());
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size > kMaxJsonBytes) {
-    fail_config("{} is not a regular JSON file under {} MiB", path.string(), kMaxJsonBytes >> 20);
-  }
-  return json_parse(fs_read_text(path.string()), path.string(), "the model folder is damaged");
+  return json_parse(
+      input_file_read(path.string(), input_kind::kModelFolderJson, InputLinks::refuse),
+      path.string(), "the model folder is damaged");
 }
 
 bool regular_file(const fs::path& p) {
@@ -158,8 +147,8 @@ std::vector<std::string> HfModelReader::unexpected_tensors() {
       for (const auto& t : open_file(file).tensors()) {
         const auto it = weight_map_.find(t.name);
         if (it == weight_map_.end() || it->second != file)
-          out.push_back(fmt::format("{} (in {}, which the index does not place there)", t.name,
-                                    file));
+          out.push_back(
+              fmt::format("{} (in {}, which the index does not place there)", t.name, file));
       }
     }
   }

@@ -11,9 +11,9 @@ namespace infinipipe {
 
 // One kind of input file: what messages call it and the largest size accepted.
 struct InputKind {
-  const char* what;     // "configuration file", "prompt file", ...
-  int64_t max_bytes;    // larger files are refused before they are read
-  bool config_error;    // a ConfigError (exit 2) rather than an Error (exit 1)
+  const char* what;   // "configuration file", "prompt file", ...
+  int64_t max_bytes;  // larger files are refused before they are read
+  bool config_error;  // a ConfigError (exit 2) rather than an Error (exit 1)
 };
 
 // The bounds, each well above any file the project writes or reads in practice.
@@ -34,6 +34,12 @@ inline constexpr InputKind kRunTrace{"trace file", 4ll << 30, false};
 inline constexpr InputKind kRunMetrics{"metrics file", 1ll << 30, false};
 inline constexpr InputKind kRunPlan{"plan file", 1ll << 30, false};
 inline constexpr InputKind kRunConfig{"saved configuration", 16ll << 20, false};
+// A Hugging Face model folder's config.json and safetensors index (real ones are under 1 MB).
+inline constexpr InputKind kModelFolderJson{"model folder JSON file", 64ll << 20, true};
+// A checkpoint's state.json, config.json and indexes: a rank state or an index of many tensors.
+inline constexpr InputKind kCheckpointJson{"checkpoint JSON file", 1ll << 30, false};
+// Any file a checkpoint's state.json lists, tensor shards included (checked, not read whole).
+inline constexpr InputKind kCheckpointFile{"checkpoint file", 4ll << 40, false};
 }  // namespace input_kind
 
 // Whether a symbolic link at the path itself is followed (a file the user named) or refused (a

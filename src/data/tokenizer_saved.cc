@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -21,22 +22,18 @@ using Json = nlohmann::json;
 
 namespace {
 
-// `path` is a regular file, not a symbolic link (ConfigError naming it otherwise).
-bool saved_file_exists(const fs::path& path) {
+// Whether the folder has `path`: false when nothing is there; otherwise it must pass the one
+// reader of user files' checks for `kind` (a regular file within the bound, not a symbolic
+// link), or it is a ConfigError naming it.
+bool saved_file_exists(const fs::path& path, const InputKind& kind) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return false;
-  if (S_ISLNK(st.st_mode)) {
-    fail_config(
-        "{} is a symbolic link; saved files are never read through one: copy the folder "
-        "with its files resolved (cp -rL)",
-        path.string());
-  }
-  if (!S_ISREG(st.st_mode)) fail_config("{} is not a regular file", path.string());
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return false;
+  input_file_check(path.string(), kind, InputLinks::refuse);
   return true;
 }
 
 Json read_config(const fs::path& path) {
-  if (!saved_file_exists(path)) {
+  if (!saved_file_exists(path, input_kind::kTokenizerConfig)) {
     fail_config(
         "{} is missing: the folder records no tokenizer (save it with `train --save`, "
         "which writes one)",
@@ -61,7 +58,9 @@ std::string saved_type(const Json& config, const fs::path& path) {
   if (const auto t = config.find("infinipipe_tokenizer_type"); t != config.end()) {
     return json_string(*t, path.string() + ": infinipipe_tokenizer_type");
   }
-  if (saved_file_exists(path.parent_path() / kTokenizerJsonFile)) return "HuggingFaceTokenizer";
+  if (saved_file_exists(path.parent_path() / kTokenizerJsonFile, input_kind::kTokenizerModel)) {
+    return "HuggingFaceTokenizer";
+  }
   const auto c = config.find("tokenizer_class");
   if (c != config.end() && c->is_string() &&
       (*c == "LlamaTokenizer" || *c == "LlamaTokenizerFast")) {
@@ -101,17 +100,19 @@ Json tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length
 std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir) {
   const fs::path config_path = fs::path(dir) / kTokenizerConfigFile;
   // Checkpoints from before tokenizers were saved have no config: all of them used bytes.
-  if (!saved_file_exists(config_path)) return tokenizer_open("ByteTokenizer", "");
+  if (!saved_file_exists(config_path, input_kind::kTokenizerConfig)) {
+    return tokenizer_open("ByteTokenizer", "");
+  }
   const std::string type = saved_type(read_config(config_path), config_path);
   const fs::path model = fs::path(dir) / kTokenizerModelFile;
   const bool has_model = tokenizer_type_has_model(type);
-  if (has_model && !saved_file_exists(model)) {
+  if (has_model && !saved_file_exists(model, input_kind::kTokenizerModel)) {
     fail_config("{} names {}, but {} is missing; copy the SentencePiece model there",
                 config_path.string(), type, model.string());
   }
   if (tokenizer_type_has_json(type)) {
     const fs::path json = fs::path(dir) / kTokenizerJsonFile;
-    if (!saved_file_exists(json)) {
+    if (!saved_file_exists(json, input_kind::kTokenizerModel)) {
       fail_config("{} names {}, but {} is missing; copy the tokenizer.json there",
                   config_path.string(), type, json.string());
     }

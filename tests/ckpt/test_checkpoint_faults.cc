@@ -314,6 +314,26 @@ TEST_F(CheckpointFaultTest, FilesOutsideTheFolderOrBehindLinksAreNeverComplete) 
   }
 }
 
+// state.json, config.json and the indexes are read by core/input_file.h: a FIFO, a link or an
+// oversized file is one clear error at once, never a wait for a writer or a gigabyte read.
+TEST_F(CheckpointFaultTest, SmallFilesGoThroughTheBoundedReader) {
+  save(3);
+  fs::remove(iter_file(3, "state.json"));
+  ASSERT_EQ(::mkfifo(iter_file(3, "state.json").c_str(), 0600), 0);
+  EXPECT_HAS(load_error(3), "state.json is a FIFO (named pipe), not a regular file");
+  // Sparse: past the bound without using the disk.
+  save(4);
+  fs::resize_file(iter_file(4, "state.json"), (int64_t{1} << 30) + 1);
+  EXPECT_HAS(load_error(4), "more than the 1 GiB a checkpoint JSON file may be");
+  save(5);
+  const fs::path copy = dir_ / "elsewhere-config.json";
+  fs::copy_file(iter_file(5, "config.json"), copy);
+  fs::remove(iter_file(5, "config.json"));
+  fs::create_symlink(copy, iter_file(5, "config.json"));
+  EXPECT_HAS(load_error(5), "config.json is a symbolic link");
+  EXPECT_HAS(load_error(5), "(cp -rL)");
+}
+
 TEST_F(CheckpointFaultTest, LinksPlantedAtEveryTemporaryNameAreNotWrittenThrough) {
   save(1);
   const fs::path victim = dir_ / "victim.txt";

@@ -2,6 +2,7 @@
 // folder (bf16, sharded) read tensor for tensor, every hostile folder refused with one clear
 // error, and `checkpoint export` refusing a non-empty or linked destination.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <bit>
 #include <cmath>
@@ -248,6 +249,24 @@ TEST_F(HfFolderTest, LinkedFilesAreNotFollowed) {
   fs::rename(dir_ / "config.json", dir_ / "real.json");
   fs::create_symlink("real.json", dir_ / "config.json");
   EXPECT_NE(load(dir_).find("symbolic link"), std::string::npos);
+}
+
+// config.json and the index are read by core/input_file.h: a FIFO or an oversized file is one
+// clear ConfigError at once, never a wait for a writer or a read of gigabytes.
+TEST_F(HfFolderTest, ItsJsonFilesGoThroughTheBoundedReader) {
+  write(testing::hf_llama_config(model_), 1);
+  fs::remove(dir_ / "config.json");
+  ASSERT_EQ(::mkfifo((dir_ / "config.json").c_str(), 0600), 0);
+  std::string e = load(dir_);
+  EXPECT_NE(e.find("config.json is a FIFO (named pipe), not a regular file"), std::string::npos)
+      << e;
+  fs::remove_all(dir_);
+  // Sparse: past the bound without using the disk.
+  write(testing::hf_llama_config(model_), 2);
+  fs::resize_file(dir_ / "model.safetensors.index.json", (int64_t{64} << 20) + 1);
+  e = load(dir_);
+  EXPECT_NE(e.find("more than the 64 MiB a model folder JSON file may be"), std::string::npos) << e;
+  EXPECT_THROW(HfModelReader{dir_.string()}, ConfigError);
 }
 
 TEST_F(HfFolderTest, ExportRefusesANonEmptyOrLinkedDestination) {

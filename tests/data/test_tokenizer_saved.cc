@@ -1,6 +1,7 @@
 // The tokenizer saved with a checkpoint: tokenizer_config.json names the type, tokenizer.model
 // holds a SentencePiece model; no file means the byte tokenizer of every older checkpoint.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -60,11 +61,29 @@ TEST_F(TokenizerSaved, ABadConfigIsAClearError) {
   write_config("{not json");
   EXPECT_NE(error_of().find("is not valid JSON"), std::string::npos) << error_of();
   write_config(R"({"tokenizer_class": "GPT2Tokenizer"})");
-  EXPECT_NE(error_of().find("names no infinipipe_tokenizer_type"), std::string::npos)
-      << error_of();
+  EXPECT_NE(error_of().find("names no infinipipe_tokenizer_type"), std::string::npos) << error_of();
   write_config(R"({"infinipipe_tokenizer_type": "Nope"})");
   EXPECT_NE(error_of().find("Nope"), std::string::npos) << error_of();
   EXPECT_NE(error_of().find("--tokenizer-type"), std::string::npos) << error_of();
+}
+
+// The saved files are checked by core/input_file.h: a FIFO, a link or an oversized file is one
+// clear ConfigError at once, never a wait for a writer or a read of gigabytes.
+TEST_F(TokenizerSaved, ItsFilesGoThroughTheBoundedReader) {
+  ASSERT_EQ(::mkfifo(dir_.file(kTokenizerConfigFile).c_str(), 0600), 0);
+  EXPECT_NE(error_of().find("tokenizer_config.json is a FIFO (named pipe), not a regular file"),
+            std::string::npos)
+      << error_of();
+  fs::remove(dir_.file(kTokenizerConfigFile));
+  write_config(R"({"infinipipe_tokenizer_type": "Llama2Tokenizer"})");
+  std::ofstream(dir_.file("elsewhere.model")) << "a model";
+  fs::create_symlink(dir_.file("elsewhere.model"), dir_.file(kTokenizerModelFile));
+  EXPECT_NE(error_of().find("tokenizer.model is a symbolic link"), std::string::npos) << error_of();
+  EXPECT_NE(error_of().find("(cp -rL)"), std::string::npos) << error_of();
+  // Sparse: past the bound without using the disk.
+  fs::resize_file(dir_.file(kTokenizerConfigFile), (int64_t{16} << 20) + 1);
+  EXPECT_NE(error_of().find("more than the 16 MiB a tokenizer config may be"), std::string::npos)
+      << error_of();
 }
 
 }  // namespace
