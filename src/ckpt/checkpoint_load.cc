@@ -15,6 +15,7 @@
 #include "ckpt/hf_config.h"
 #include "ckpt/safetensors.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace infinipipe {
 
@@ -67,7 +68,8 @@ std::optional<int64_t> checkpoint_find_latest(const std::string& dir) {
   if (fs::is_regular_file(fs::symlink_status(latest, ec))) {  // a link is ignored, not followed
     std::optional<int64_t> it;
     try {
-      it = parse_iteration(fs_read_text(latest.string()));
+      it = parse_iteration(
+          input_file_read(latest.string(), input_kind::kCheckpointWholeFile, InputLinks::refuse));
     } catch (const Error&) {
     }
     if (it && checkpoint_is_complete(dir, *it)) return it;
@@ -179,7 +181,8 @@ std::vector<int64_t> CheckpointReader::param_shape(const std::string& name) {
 
 std::string CheckpointReader::read_file(const std::string& file) {
   verify_file(file);  // listed, and the bytes are the ones saved
-  return fs_read_text((fs::path(path_) / file).string());
+  return input_file_read((fs::path(path_) / file).string(), input_kind::kCheckpointWholeFile,
+                         InputLinks::refuse);
 }
 
 int64_t CheckpointReader::verify_all() {

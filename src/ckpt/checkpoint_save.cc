@@ -296,7 +296,9 @@ void hf_files_write(const fs::path& iter_dir, const CheckpointMeta& meta, Shards
   add(kCkptTokenizerConfig, tok.tokenizer_config);
   auto copy = [&](const std::string& from, const char* name) {
     if (from.empty()) return;
-    const std::string bytes = fs_read_text(from);  // never through a link
+    // Non-blocking and bounded: a FIFO given as the tokenizer is an error, not a hang.
+    const std::string bytes =
+        input_file_read(from, input_kind::kTokenizerModel, InputLinks::refuse);
     fs_write_atomic((iter_dir / name).string(), bytes);
     merged.files[name] =
         file_entry({checksum_crc32c(0, bytes.data(), bytes.size()), int64_t(bytes.size())});

@@ -40,6 +40,8 @@ inline constexpr InputKind kModelFolderJson{"model folder JSON file", 64ll << 20
 inline constexpr InputKind kCheckpointJson{"checkpoint JSON file", 1ll << 30, false};
 // Any file a checkpoint's state.json lists, tensor shards included (checked, not read whole).
 inline constexpr InputKind kCheckpointFile{"checkpoint file", 4ll << 40, false};
+// A listed checkpoint file read whole into memory (tokenizer files, JSON) and the `latest` pointer.
+inline constexpr InputKind kCheckpointWholeFile{"checkpoint file read whole", 1ll << 30, false};
 }  // namespace input_kind
 
 // Whether a symbolic link at the path itself is followed (a file the user named) or refused (a

@@ -334,6 +334,45 @@ TEST_F(CheckpointFaultTest, SmallFilesGoThroughTheBoundedReader) {
   EXPECT_HAS(load_error(5), "(cp -rL)");
 }
 
+// The tokenizer a save copies and the `latest` pointer go through core/input_file.h too: a FIFO
+// is one error at once (never a wait for a writer), an oversized `latest` is passed over.
+TEST_F(CheckpointFaultTest, TokenizerCopyAndLatestGoThroughTheBoundedReader) {
+  fs::create_directories(dir_);
+  const fs::path fifo = dir_ / "tokenizer.model";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  CheckpointMeta m = meta(2);
+  m.tokenizer.tokenizer_config = Json::object();
+  m.tokenizer.model_file = fifo.string();
+  CheckpointShard shard;
+  for (const OptimTensor& t : tensors()) shard.params.push_back({t.name, t.shape, t.value});
+  shard.optimizer = &opt_;
+  try {
+    checkpoint_save(dir_.string(), m, shard);
+    ADD_FAILURE() << "a FIFO tokenizer model was copied";
+  } catch (const Error& e) {
+    EXPECT_HAS(std::string(e.what()), "tokenizer.model is a FIFO (named pipe), not a regular file");
+  }
+  save(3);
+  save(4);
+  // Sparse: past the bound without using the disk; the newest complete iteration is taken.
+  fs::resize_file(dir_ / "latest", (int64_t{1} << 30) + 1);
+  EXPECT_EQ(checkpoint_find_latest(dir_.string()), std::optional<int64_t>(4));
+  // A listed file read whole (read_file) that is over the bound, its checksum recorded.
+  rewrite_listed(4, "notes.txt", "notes");
+  fs::resize_file(iter_file(4, "notes.txt"), (int64_t{1} << 30) + 1);
+  const FileChecksum c = checksum_file(iter_file(4, "notes.txt").string());
+  edit_state(4, [&](Json& state) {
+    state["files"]["notes.txt"] = {{"crc32c", checksum_hex(c.crc32c)}, {"bytes", c.bytes}};
+  });
+  CheckpointReader r(dir_.string(), 4);
+  try {
+    r.read_file("notes.txt");
+    ADD_FAILURE() << "an over-size listed file was read whole";
+  } catch (const Error& e) {
+    EXPECT_HAS(std::string(e.what()), "more than the 1 GiB a checkpoint file read whole may be");
+  }
+}
+
 TEST_F(CheckpointFaultTest, LinksPlantedAtEveryTemporaryNameAreNotWrittenThrough) {
   save(1);
   const fs::path victim = dir_ / "victim.txt";
