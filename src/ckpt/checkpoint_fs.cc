@@ -72,30 +72,6 @@ void fs_write_atomic(const std::string& path, std::string_view text) {
   f.commit();
 }
 
-std::string fs_read_text(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0 && errno == ELOOP) {
-    fail("{} is a symbolic link; checkpoint files are never read through one: remove the link",
-         path);
-  }
-  if (fd < 0) fail("cannot open {}: {}", path, std::strerror(errno));
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t got = ::read(fd, buf, sizeof(buf));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const int err = errno;
-      ::close(fd);
-      fail("cannot read {}: {}", path, std::strerror(err));
-    }
-    if (got == 0) break;
-    text.append(buf, static_cast<size_t>(got));
-  }
-  ::close(fd);
-  return text;
-}
-
 void fs_sync_dir(const std::string& dir) {
   const std::string d = dir.empty() ? "." : dir;
   const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -2,7 +2,7 @@
 // flushed to disk (fsync), renamed into place, and its directory is flushed so the rename itself
 // survives a power cut. A reader therefore sees either the old file or the complete new one.
 // Nothing is written or read through a symbolic link: the temporary file is created exclusively
-// (O_EXCL | O_NOFOLLOW) after any stale one is unlinked, and reads refuse a link.
+// (O_EXCL | O_NOFOLLOW) after any stale one is unlinked. Reads go through core/input_file.h.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +34,6 @@ class FsAtomicFile {
 
 // Writes a whole small file atomically (JSON, the `latest` pointer).
 void fs_write_atomic(const std::string& path, std::string_view text);
-// Reads a whole small file; Error naming it when it is missing, unreadable or a symbolic link.
-std::string fs_read_text(const std::string& path);
 // Flushes a directory entry list, so renames and new files inside it are durable.
 void fs_sync_dir(const std::string& dir);
 // Creates `dir` and its parents (Error naming the directory on failure).

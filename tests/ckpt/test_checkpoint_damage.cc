@@ -10,6 +10,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/checkpoint_fs.h"
+#include "common/file_text.h"
 #include "core/error.h"
 
 namespace infinipipe::ckpt_test {
@@ -42,7 +43,7 @@ TEST_F(CheckpointTest, ChecksumDamageIsDetected) {
     EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
   }
   // A damaged config.json (same size) is caught when the checkpoint is opened.
-  std::string cfg = fs_read_text(iter_file(5, "config.json"));
+  std::string cfg = file_text(iter_file(5, "config.json"));
   cfg[cfg.find("float32") + 5] = '6';
   std::ofstream(iter_file(5, "config.json"), std::ios::trunc) << cfg;
   EXPECT_TRUE(checkpoint_is_complete(dir_, 5));  // complete, but damaged
@@ -202,7 +203,7 @@ TEST_F(CheckpointTest, ListAndVerifyAll) {
   // optimizer state writes no optimizer file (no empty shards).
   EXPECT_FALSE(fs::exists(iter_file(2, "optimizer.safetensors")));
   const std::string f = iter_file(2, "model.safetensors");
-  std::string bytes = fs_read_text(f);
+  std::string bytes = file_text(f);
   bytes[8] ^= 0x01;  // the first header byte
   std::ofstream(f, std::ios::binary | std::ios::trunc) << bytes;
   CheckpointReader r2(dir_, 2);
@@ -223,10 +224,10 @@ TEST(FsAtomicFile, UncommittedWriteLeavesTheOldFile) {
     f.write("new content", 11);
     // destroyed without commit(): as if the process died mid-write
   }
-  EXPECT_EQ(fs_read_text(path), "old");
+  EXPECT_EQ(file_text(path), "old");
   EXPECT_FALSE(fs::exists(path + ".tmp"));
   fs_write_atomic(path, "new");
-  EXPECT_EQ(fs_read_text(path), "new");
+  EXPECT_EQ(file_text(path), "new");
   fs::remove(path);
 }
 

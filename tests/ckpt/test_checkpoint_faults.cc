@@ -20,6 +20,7 @@
 #include "ckpt/checkpoint_fs.h"
 #include "ckpt/checkpoint_state.h"
 #include "ckpt/safetensors.h"
+#include "common/file_text.h"
 #include "core/error.h"
 
 namespace infinipipe {
@@ -92,7 +93,7 @@ class CheckpointFaultTest : public ::testing::Test {
   void rewrite_listed(int64_t it, const std::string& file, const std::string& bytes) {
     std::ofstream(iter_file(it, file), std::ios::binary | std::ios::trunc) << bytes;
     const FileChecksum c = checksum_file(iter_file(it, file).string());
-    Json state = Json::parse(fs_read_text(iter_file(it, "state.json").string()));
+    Json state = Json::parse(file_text(iter_file(it, "state.json").string()));
     state["files"][file] = {{"crc32c", checksum_hex(c.crc32c)}, {"bytes", c.bytes}};
     std::ofstream(iter_file(it, "state.json"), std::ios::trunc) << state.dump(2);
   }
@@ -101,23 +102,22 @@ class CheckpointFaultTest : public ::testing::Test {
     int64_t at = 0;
     {
       SafetensorsReader r(iter_file(it, file).string());
-      std::string bytes = fs_read_text(iter_file(it, file).string());
+      std::string bytes = file_text(iter_file(it, file).string());
       uint64_t n = 0;
       for (int i = 0; i < 8; i++) n |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
       at = static_cast<int64_t>(8 + n) + r.info(name).begin;
     }
-    std::string bytes = fs_read_text(iter_file(it, file).string());
+    std::string bytes = file_text(iter_file(it, file).string());
     std::memcpy(bytes.data() + at, &value, sizeof(value));
     rewrite_listed(it, file, bytes);
   }
   void edit_state(int64_t it, const std::function<void(Json&)>& edit) {
-    Json state = Json::parse(fs_read_text(iter_file(it, "state.json").string()));
+    Json state = Json::parse(file_text(iter_file(it, "state.json").string()));
     edit(state);
     std::ofstream(iter_file(it, "state.json"), std::ios::trunc) << state.dump(2);
   }
   void edit_optim_index(int64_t it, const std::function<void(Json&)>& edit) {
-    Json index =
-        Json::parse(fs_read_text(iter_file(it, "optimizer.safetensors.index.json").string()));
+    Json index = Json::parse(file_text(iter_file(it, "optimizer.safetensors.index.json").string()));
     edit(index["weight_map"]);
     rewrite_listed(it, "optimizer.safetensors.index.json", index.dump(2));
   }
@@ -189,7 +189,7 @@ TEST_F(CheckpointFaultTest, PoisonedValuesAreRefusedOnLoadAndByVerify) {
 
 TEST_F(CheckpointFaultTest, SaveRefusesNonFiniteValuesAndKeepsThePreviousCheckpoint) {
   save(2);
-  const std::string latest = fs_read_text((dir_ / "latest").string());
+  const std::string latest = file_text((dir_ / "latest").string());
   values_[0][3] = kNaN;
   try {
     save(3);
@@ -213,7 +213,7 @@ TEST_F(CheckpointFaultTest, SaveRefusesNonFiniteValuesAndKeepsThePreviousCheckpo
   } catch (const Error& e) {
     EXPECT_HAS(std::string(e.what()), "model.norm.weight.exp_avg_sq holds inf at element 5");
   }
-  EXPECT_EQ(fs_read_text((dir_ / "latest").string()), latest);
+  EXPECT_EQ(file_text((dir_ / "latest").string()), latest);
   EXPECT_FALSE(fs::exists(checkpoint_iter_dir(dir_.string(), 3)));
   EXPECT_FALSE(fs::exists(checkpoint_iter_dir(dir_.string(), 4)));
   EXPECT_EQ(load_error(2), "");
@@ -394,8 +394,8 @@ TEST_F(CheckpointFaultTest, LinksPlantedAtEveryTemporaryNameAreNotWrittenThrough
   fs_write_atomic((dir_ / "keep" / "file").string(), original);
   fs::create_directory_symlink(dir_ / "keep", iter2 / "junk");
   save(2);
-  EXPECT_EQ(fs_read_text(victim.string()), original);
-  EXPECT_EQ(fs_read_text((dir_ / "keep" / "file").string()), original);
+  EXPECT_EQ(file_text(victim.string()), original);
+  EXPECT_EQ(file_text((dir_ / "keep" / "file").string()), original);
   EXPECT_FALSE(fs::exists(fs::symlink_status(iter2 / "junk")));
   for (const fs::path& p : planted) EXPECT_FALSE(fs::exists(fs::symlink_status(p))) << p;
   EXPECT_EQ(checkpoint_find_latest(dir_.string()), 2);
@@ -432,13 +432,13 @@ TEST(FsAtomicFile, StaleOrPlantedTemporaryIsReplacedNotFollowed) {
   fs_write_atomic(victim.string(), "victim");
   fs::create_symlink(victim, dir / "file.tmp");
   fs_write_atomic(path.string(), "new");
-  EXPECT_EQ(fs_read_text(victim.string()), "victim");
-  EXPECT_EQ(fs_read_text(path.string()), "new");
+  EXPECT_EQ(file_text(victim.string()), "victim");
+  EXPECT_EQ(file_text(path.string()), "new");
   EXPECT_FALSE(fs::is_symlink(path));
   // Reading through a link is refused, naming it.
   fs::create_symlink(victim, dir / "link");
   try {
-    fs_read_text((dir / "link").string());
+    file_text((dir / "link").string());
     FAIL();
   } catch (const Error& e) {
     EXPECT_HAS(std::string(e.what()), "symbolic link");

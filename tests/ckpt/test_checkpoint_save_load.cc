@@ -10,6 +10,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/checkpoint_fs.h"
+#include "common/file_text.h"
 #include "core/error.h"
 
 namespace infinipipe::ckpt_test {
@@ -30,10 +31,10 @@ TEST_F(CheckpointTest, SaveLoadRoundTripIsBitIdentical) {
                         "model.safetensors.index.json", "state.json"}) {
     EXPECT_TRUE(fs::exists(iter_file(3, f))) << f;
   }
-  EXPECT_EQ(fs_read_text(dir_ + "/latest"), "3\n");
-  EXPECT_EQ(fs_read_text(dir_ + "/latest_checkpointed_iteration.txt"), "3\n");
+  EXPECT_EQ(file_text(dir_ + "/latest"), "3\n");
+  EXPECT_EQ(file_text(dir_ + "/latest_checkpointed_iteration.txt"), "3\n");
   EXPECT_EQ(checkpoint_iter_dir(dir_, 3), (fs::path(dir_) / "iter_0000003").string());
-  const nlohmann::json hf = nlohmann::json::parse(fs_read_text(iter_file(3, "config.json")));
+  const nlohmann::json hf = nlohmann::json::parse(file_text(iter_file(3, "config.json")));
   EXPECT_EQ(hf["architectures"][0], "LlamaForCausalLM");
   EXPECT_EQ(hf["model_type"], "llama");
   EXPECT_EQ(hf["torch_dtype"], "float32");
@@ -91,13 +92,12 @@ TEST_F(CheckpointTest, TwoRanksSaveShardsThenAnyLayoutLoads) {
   checkpoint_save_shard(dir_, 2, s0);
   checkpoint_commit(dir_, meta(2));
 
-  const auto index =
-      nlohmann::json::parse(fs_read_text(iter_file(2, "model.safetensors.index.json")));
+  const auto index = nlohmann::json::parse(file_text(iter_file(2, "model.safetensors.index.json")));
   EXPECT_EQ(index["weight_map"]["lm_head.weight"], "model-00002-of-00002.safetensors");
   EXPECT_EQ(index["weight_map"]["model.embed_tokens.weight"], "model-00001-of-00002.safetensors");
   EXPECT_EQ(index["weight_map"].size(), p.all.size());
   const auto optim_index =
-      nlohmann::json::parse(fs_read_text(iter_file(2, "optimizer.safetensors.index.json")));
+      nlohmann::json::parse(file_text(iter_file(2, "optimizer.safetensors.index.json")));
   EXPECT_EQ(optim_index["weight_map"]["lm_head.weight.exp_avg_sq"],
             "optimizer-00002-of-00002.safetensors");
   EXPECT_EQ(optim_index["weight_map"]["model.layers.0.mlp.up_proj.weight.step"],

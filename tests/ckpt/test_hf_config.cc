@@ -16,6 +16,7 @@
 #include "ckpt/hf_config.h"
 #include "ckpt/hf_folder.h"
 #include "common/error_text.h"
+#include "common/file_text.h"
 #include "core/error.h"
 
 namespace infinipipe::ckpt_test {
@@ -48,7 +49,7 @@ class HfConfigTest : public CheckpointTest {
     shard.params = to_save(views);
     checkpoint_save(dir_, meta(2), shard);
     iter_dir_ = checkpoint_iter_dir(dir_, 2);
-    saved_ = nlohmann::json::parse(fs_read_text(iter_file(2, "config.json")));
+    saved_ = nlohmann::json::parse(file_text(iter_file(2, "config.json")));
   }
 
   // Replaces the checkpoint's config.json, with the checksum state.json records for it, so only
@@ -58,7 +59,7 @@ class HfConfigTest : public CheckpointTest {
     std::ofstream(path, std::ios::trunc) << config.dump(2);
     const FileChecksum sum = checksum_file(path);
     const std::string state_path = iter_file(2, "state.json");
-    nlohmann::json state = nlohmann::json::parse(fs_read_text(state_path));
+    nlohmann::json state = nlohmann::json::parse(file_text(state_path));
     state["files"]["config.json"] = {{"crc32c", checksum_hex(sum.crc32c)}, {"bytes", sum.bytes}};
     std::ofstream(state_path, std::ios::trunc) << state.dump(2);
   }

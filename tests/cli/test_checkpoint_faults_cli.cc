@@ -21,6 +21,7 @@
 #include "ckpt/checkpoint_fs.h"
 #include "ckpt/safetensors.h"
 #include "cli/corpus_cli_test.h"
+#include "common/file_text.h"
 
 namespace {
 
@@ -120,7 +121,7 @@ TEST_F(CheckpointFaultCliTest, PoisonedMomentIsRefusedByLoadAndVerify) {
   const fs::path iter = ck / "iter_0000001";
   const std::string file = (iter / "optimizer.safetensors").string();
   const std::string tensor = "model.embed_tokens.weight.exp_avg";
-  std::string bytes = infinipipe::fs_read_text(file);
+  std::string bytes = infinipipe::file_text(file);
   {
     infinipipe::SafetensorsReader reader(file);
     uint64_t header = 0;
@@ -131,7 +132,7 @@ TEST_F(CheckpointFaultCliTest, PoisonedMomentIsRefusedByLoadAndVerify) {
   std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
   const infinipipe::FileChecksum c = infinipipe::checksum_file(file);
   nlohmann::json state =
-      nlohmann::json::parse(infinipipe::fs_read_text((iter / "state.json").string()));
+      nlohmann::json::parse(infinipipe::file_text((iter / "state.json").string()));
   state["files"]["optimizer.safetensors"]["crc32c"] = infinipipe::checksum_hex(c.crc32c);
   std::ofstream(iter / "state.json", std::ios::trunc) << state.dump(2);
 
