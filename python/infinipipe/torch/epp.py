@@ -63,14 +63,12 @@ class EppModel:
         device = "cpu" if self.device.type == "cpu" else "cuda"
         self.groups = setup(cfg.pp, cfg.dp, device, len(self.layout), cfg.model.tie_embeddings,
                             float(cfg.get("p2p-timeout")), sp=cfg.ulysses_degree)
-        self.rank_model = RankModel(cfg, self.layout, self.groups, self.device_dtype(),
+        self.rank_model = RankModel(cfg, self.layout, self.groups,
+                                    next(self.model.parameters()).dtype,
                                     self.hf.stage)
         self.stages = self.rank_model.stages
         self._planner = BatchPlanner(cfg, self.cost, None, self.groups)
         self._step = TrainStep(cfg, self.rank_model, None, bf16=self.dtype == torch.bfloat16)
-
-    def device_dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype
 
     def parameters(self) -> Iterator[nn.Parameter]:
         """The parameters this process trains (every one in a single process)."""
@@ -129,15 +127,13 @@ class EppModel:
         """The weights as an infinipipe checkpoint (docs/checkpoints.md): what `infinipipe
         checkpoint export` (ip.export_hf) turns into a Hugging Face folder, and either trainer
         loads. Every process calls it; without optimizer state."""
-        import numpy as np
-
         def values(stages) -> dict:
             out = {}
             for stage in stages:
                 copy = stage.tied_weight() if stage.tied_copy else None
                 for name, p in stage.named_parameters():
                     if p is not copy:
-                        out[name] = p.detach().to("cpu", torch.float32).numpy().astype(np.float32)
+                        out[name] = p.detach().to("cpu", torch.float32).numpy()
             return out
 
         cfg, yaml = self.config, self.config.to_yaml()

@@ -205,10 +205,6 @@ class HfModel:
         return HfStage(self.causal_lm, spec.first_layer, spec.num_layers, spec.has_embedding,
                        spec.has_lm_head)
 
-    def config_json(self) -> str:
-        """The model's config.json as transformers writes it."""
-        return self.causal_lm.config.to_json_string()
-
 
 def load_folder(directory: str, seq_length: int, dtype: torch.dtype = torch.float32) -> HfModel:
     """A folder's model (config.json and safetensors) with its own modelling code."""
