@@ -6,7 +6,7 @@
 #include "bindings.h"
 #include "core/error.h"
 #include "cost/calibration.h"
-#include "obs/profile.h"
+#include "profile/profile.h"
 #include "runtime/cost_feedback.h"
 
 namespace py = pybind11;

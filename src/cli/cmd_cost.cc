@@ -17,11 +17,11 @@
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
 #include "cost/host_link_table.h"
-#include "obs/profile.h"
 #include "options/options.h"
 #include "plan/model_states.h"
 #include "plan/planner.h"
 #include "plan/schedule_memory.h"
+#include "profile/profile.h"
 
 namespace infinipipe::cli {
 namespace {

@@ -16,9 +16,9 @@
 #include "core/output_file.h"
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
-#include "obs/profile.h"
-#include "obs/profile_link.h"
 #include "options/options.h"
+#include "profile/profile.h"
+#include "profile/profile_link.h"
 
 namespace infinipipe::cli {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/output_file.h"
 #include "core/parallel_auto.h"
 #include "cost/calibration.h"
-#include "obs/profile.h"
+#include "profile/profile.h"
 #include "sim/layout_search_report.h"
 
 namespace infinipipe::cli {

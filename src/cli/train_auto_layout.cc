@@ -15,8 +15,8 @@
 #include "core/error.h"
 #include "core/parallel_auto.h"
 #include "data/training_batches.h"
-#include "obs/profile.h"
 #include "plan/schedule_table.h"
+#include "profile/profile.h"
 #include "sim/layout_search.h"
 #include "sim/layout_search_report.h"
 

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "cost/calibration_ranks.h"
-#include "obs/profile.h"
 #include "plan/plan_costs.h"
+#include "profile/profile.h"
 #include "runtime/seconds_since.h"
 
 namespace infinipipe::runtime {

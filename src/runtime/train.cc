@@ -10,8 +10,8 @@
 #include "comm/mpi_p2p.h"
 #include "comm/mpi_watchdog.h"
 #include "core/error.h"
-#include "obs/profile.h"
 #include "plan/plan_explain.h"
+#include "profile/profile.h"
 #include "runtime/checkpoint_meta.h"
 #include "runtime/cost_loop_mpi.h"
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "comm/mpi_links.h"
-#include "obs/host_link_table_measured.h"
+#include "profile/host_link_table_measured.h"
 
 namespace infinipipe::runtime {
 

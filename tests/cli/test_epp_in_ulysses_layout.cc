@@ -15,7 +15,7 @@
 
 #include "common/example_config.h"
 #include "data/lengths.h"
-#include "obs/profile.h"
+#include "profile/profile.h"
 #include "sim/layout_search.h"
 #include "sim/ulysses.h"
 

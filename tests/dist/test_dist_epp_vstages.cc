@@ -27,10 +27,10 @@
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
 #include "matrix_budget.h"
-#include "obs/profile.h"
 #include "plan/schedule.h"
 #include "plan/stage_layout.h"
 #include "plan/validate.h"
+#include "profile/profile.h"
 #include "runtime/dist_step.h"
 
 namespace infinipipe::runtime {

@@ -24,8 +24,8 @@
 #include "dist_test_util.h"
 #include "dist_train_fixture.h"
 #include "matrix_budget.h"
-#include "obs/profile.h"
 #include "plan/schedule_table.h"
+#include "profile/profile.h"
 #include "runtime/train.h"
 
 namespace infinipipe::runtime {

@@ -21,9 +21,9 @@
 #include "cost/calibration.h"
 #include "cost/online_fit.h"
 #include "data/synth.h"
-#include "obs/profile.h"
 #include "plan/plan_json.h"
 #include "plan/schedule_table.h"
+#include "profile/profile.h"
 #include "runlog/timings_record.h"
 #include "runtime/train.h"
 

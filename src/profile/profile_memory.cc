@@ -4,7 +4,7 @@
 #include "model/attention.h"
 #include "model/classifier.h"
 #include "model/engine.h"
-#include "obs/profile.h"
+#include "profile/profile.h"
 
 namespace infinipipe::obs {
 

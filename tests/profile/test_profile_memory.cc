@@ -10,7 +10,7 @@
 #include "cost/cost_model.h"
 #include "model/engine.h"
 #include "model/optimizer.h"
-#include "obs/profile.h"
+#include "profile/profile.h"
 
 namespace infinipipe {
 namespace {

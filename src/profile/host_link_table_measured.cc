@@ -1,4 +1,4 @@
-#include "obs/host_link_table_measured.h"
+#include "profile/host_link_table_measured.h"
 
 namespace infinipipe::obs {
 

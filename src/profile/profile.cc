@@ -1,43 +1,25 @@
-// The profiler's timing half: forwards and backwards of real chunks through a StageEngine on a
-// middle stage (1 or 2 layers), with and without recompute, plus embedding and LM-head stages;
-// the fit of the time coefficients on alternate grid points and the error on the others.
-#include "obs/profile.h"
+// The profiler's run: the grid of chunks timed on a middle stage (1 or 2 layers), with and
+// without recompute, plus embedding and LM-head stages; the fit of the time coefficients on
+// alternate grid points, the error on the others, and the calibration they make.
+#include "profile/profile.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <ctime>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <omp.h>
-#include <sys/resource.h>
-#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/strings.h"
 #include "model/engine.h"
-#include "model/matmul.h"
-#include "obs/cpu_time.h"
+#include "profile/profile_timer.h"
 
 namespace infinipipe::obs {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Involuntary context switches of the whole process (its OpenMP threads included): a timing
-// that saw one was descheduled for another process and measured that process's time slice too.
-long involuntary_switches() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_nivcsw;
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -46,158 +28,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-void fill_pattern(Tensor& t, uint32_t seed) {
-  // Small, varied values: zeros would let norms and softmax take unrepresentative paths.
-  uint32_t s = seed * 2654435761u + 1;
-  float* p = t.data();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    s = s * 1664525u + 1013904223u;
-    p[i] = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001 - 1000) * 1e-4f;
-  }
-}
-
-SliceInput make_slice(int64_t seq, int64_t offset, int64_t len, bool final_slice, int64_t vocab) {
-  SliceInput s{seq, offset, len, {}};
-  const int64_t n = final_slice ? len : len + 1;
-  s.tokens.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    s.tokens[static_cast<size_t>(i)] = static_cast<int32_t>((seq * 7919 + offset + i) % vocab);
-  return s;
-}
-
-// Runs chunks on one engine; the prefixes that give slices their context run untimed.
-class ChunkTimer {
- public:
-  ChunkTimer(const ModelConfig& m, StageRange range)
-      : m_(m), range_(range), engine_(std::make_unique<StageEngine>(m, range, 1234, tracker_)) {}
-
-  struct Timing {
-    double wall = 0;
-    double cpu = 0;     // of the calling thread (-1: unreadable)
-    bool whole = true;  // not descheduled meanwhile
-  };
-  struct Times {
-    Timing forward, backward;
-  };
-
-  // Runs the untimed prefixes that give the chunk's slices their context; they stay live while
-  // the chunk runs any number of times (a final slice may follow its prefix again once its own
-  // backward ran), and finish() runs their backwards.
-  void prepare(const std::vector<cost::SliceShape>& chunk) {
-    target_ = ChunkInput{0, {}};
-    int32_t id = 1;
-    for (const cost::SliceShape& s : chunk) {
-      const int64_t seq = next_seq_++;
-      if (s.context > 0) {
-        ChunkInput pre{id, {make_slice(seq, 0, s.context, false, m_.vocab_size)}};
-        Tensor in = input(s.context, 3);
-        engine_->forward(pre, in.empty() ? nullptr : &in, 0, 1e-3);
-        prefixes_.push_back({id++, s.context});
-      }
-      target_.slices.push_back(make_slice(seq, s.context, s.len, true, m_.vocab_size));
-    }
-  }
-
-  // Forward then backward of the prepared chunk with `recompute` layers recomputed.
-  Times run(int64_t recompute) {
-    const int64_t N = target_.num_tokens();
-    Tensor in = input(N, 1);
-    Times t;
-    ForwardOutput out;
-    t.forward = timed(
-        [&] { out = engine_->forward(target_, in.empty() ? nullptr : &in, recompute, 1e-3); });
-    out.activation.reset();
-    Tensor grad = output_grad(N, 2);
-    t.backward =
-        timed([&] { engine_->backward(target_.chunk_id, grad.empty() ? nullptr : &grad); });
-    return t;
-  }
-
-  void finish() {
-    for (auto it = prefixes_.rbegin(); it != prefixes_.rend(); ++it) {
-      Tensor g = output_grad(it->second, 4);
-      engine_->backward(it->first, g.empty() ? nullptr : &g);
-    }
-    prefixes_.clear();
-  }
-
- private:
-  template <typename F>
-  static Timing timed(F&& work) {
-    const long switches = involuntary_switches();
-    const double cpu0 = thread_cpu_seconds();
-    const auto t0 = Clock::now();
-    work();
-    Timing t;
-    t.wall = seconds_since(t0);
-    const double cpu1 = thread_cpu_seconds();
-    t.cpu = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1.0;
-    t.whole = involuntary_switches() == switches;
-    return t;
-  }
-
-  Tensor input(int64_t n, uint32_t seed) {
-    if (range_.has_embedding) return Tensor();
-    Tensor t(tracker_, MemCategory::mem_activations, {n, m_.hidden_size}, false);
-    fill_pattern(t, seed);
-    return t;
-  }
-  Tensor output_grad(int64_t n, uint32_t seed) {
-    if (range_.has_lm_head) return Tensor();
-    Tensor t(tracker_, MemCategory::mem_activations, {n, m_.hidden_size}, false);
-    fill_pattern(t, seed);
-    return t;
-  }
-
-  ModelConfig m_;
-  StageRange range_;
-  MemoryTracker tracker_;
-  std::unique_ptr<StageEngine> engine_;
-  int64_t next_seq_ = 0;
-  ChunkInput target_;
-  std::vector<std::pair<int32_t, int64_t>> prefixes_;  // (chunk id, tokens)
-};
-
 }  // namespace
-
-std::string machine_name() {
-  std::string model;
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return fmt::format("{} ({}, {} CPUs online)", host, model.empty() ? "unknown CPU" : model,
-                     sysconf(_SC_NPROCESSORS_ONLN));
-}
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-double profile_sgemm_flops(int64_t n, int64_t repeats) {
-  if (n < 1 || repeats < 1)
-    fail_config("profile: the sgemm needs size and repeats >= 1, got {} and {}", n, repeats);
-  const size_t count = static_cast<size_t>(n * n);
-  std::vector<float> a(count, 0.5f), b(count, 0.25f), c(count, 0.0f);
-  double best = 0;
-  for (int64_t i = 0; i <= repeats;
-       ++i) {  // the first run is the warm-up (oneDNN builds its kernel)
-    const auto t0 = Clock::now();
-    gemm_f32(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    const double s = seconds_since(t0);
-    if (i > 0 && (best == 0 || s < best)) best = s;
-  }
-  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best;
-}
 
 ProfileGrid profile_grid_default(bool quick) {
   ProfileGrid g;
@@ -235,7 +66,7 @@ ProfileError profile_relative_error(const std::vector<double>& predicted,
 
 ProfileProgress::ProfileProgress(const ModelConfig& m, const ProfileGrid& grid,
                                  const cost::CostModel& prior)
-    : prior_(prior), start_(Clock::now()) {
+    : prior_(prior), start_(ProfileClock::now()) {
   for (int64_t ctx : grid.contexts)
     for (int64_t len : grid.lens) total_weight_ += weight({{ctx, len, true}}, 1);
   for (auto [n, len] : grid.packed)
@@ -286,70 +117,6 @@ void check_grid(const ProfileGrid& g) {
   for (auto [n, len] : g.packed)
     if (n <= 0 || len <= 0) fail_config("profile: packed chunks need count and length > 0");
   if (g.sgemm_size < 1) fail_config("profile: the sgemm size must be >= 1, got {}", g.sgemm_size);
-}
-
-// The fastest of a timing's runs that were not descheduled. Where every run was, and the
-// kernels ran on one thread, the fastest run's CPU time (what it computed, without the time
-// slices other processes took); otherwise the fastest run, counted in `interrupted`.
-struct Runs {
-  std::vector<double> whole, cpu, all;
-  void add(const ChunkTimer::Timing& t) {
-    all.push_back(t.wall);
-    if (t.whole) whole.push_back(t.wall);
-    if (t.cpu > 0) cpu.push_back(t.cpu);
-  }
-  double fastest(int64_t& interrupted) const {
-    if (!whole.empty()) return *std::min_element(whole.begin(), whole.end());
-    if (omp_get_max_threads() == 1 && cpu.size() == all.size())
-      return *std::min_element(cpu.begin(), cpu.end());
-    ++interrupted;
-    return *std::min_element(all.begin(), all.end());
-  }
-};
-
-// Fastest forward, backward and recompute of a chunk over the repeats, after a warm-up that lets
-// oneDNN build its kernels for these shapes. The minimum, not the median: on a shared machine
-// other processes only ever add time (a descheduled OpenMP thread stalls a whole region). A
-// descheduled run does not count towards the repeats: up to 4 x repeats + 10 runs are made to
-// get `repeats` whole ones of each timing (docs/profiling.md).
-ProfileSample time_chunk(ChunkTimer& timer, const std::vector<cost::SliceShape>& chunk,
-                         int64_t layers, int64_t repeats) {
-  timer.prepare(chunk);
-  timer.run(0);
-  Runs f, b, br;
-  const auto enough = [repeats](const Runs& r) {
-    return static_cast<int64_t>(r.whole.size()) >= repeats;
-  };
-  for (int64_t i = 0; i < 4 * repeats + 10; ++i) {
-    if (enough(f) && enough(b) && enough(br)) break;
-    const ChunkTimer::Times plain = timer.run(0);
-    const ChunkTimer::Times rec = timer.run(layers);
-    f.add(plain.forward);
-    b.add(plain.backward);
-    br.add(rec.backward);
-  }
-  timer.finish();
-  ProfileSample s;
-  s.chunk = chunk;
-  s.num_layers = layers;
-  s.forward_s = f.fastest(s.interrupted);
-  s.backward_s = b.fastest(s.interrupted);
-  s.recompute_s = br.fastest(s.interrupted) - s.backward_s;
-  return s;
-}
-
-// time_chunk, timed again (at most twice more) while its recompute, a difference of two
-// backwards, is not positive; if it never is, the sample's recompute stays <= 0 and is not fitted.
-ProfileSample time_chunk_checked(ChunkTimer& timer, const std::vector<cost::SliceShape>& chunk,
-                                 int64_t layers, int64_t repeats) {
-  ProfileSample s;
-  positive_difference(
-      [&] {
-        s = time_chunk(timer, chunk, layers, repeats);
-        return s.recompute_s;
-      },
-      3);
-  return s;
 }
 
 // A sample's forward, backward and recompute timings into the report's count.
@@ -569,7 +336,7 @@ void calibration_fill(const Config& cfg, const ProfileGrid& grid, cost::DeviceSp
 
 ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const ProfileLog& log) {
   check_grid(grid);
-  const auto t_start = Clock::now();
+  const auto t_start = ProfileClock::now();
   const ModelConfig m = profile_model(cfg.model, grid);
 
   // Threads only for the timing: the memory coefficients below use the process's own setting.

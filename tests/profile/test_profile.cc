@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "cost/calibration.h"
 #include "cost/cost_model.h"
-#include "obs/profile.h"
+#include "profile/profile.h"
 
 namespace infinipipe {
 namespace {

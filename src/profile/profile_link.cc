@@ -1,4 +1,4 @@
-#include "obs/profile_link.h"
+#include "profile/profile_link.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "cost/fit.h"
 #include "cost/host_link_table.h"
-#include "obs/host_link_table_measured.h"
+#include "profile/host_link_table_measured.h"
 
 namespace infinipipe::obs {
 namespace {
