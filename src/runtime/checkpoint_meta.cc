@@ -6,9 +6,9 @@
 
 #include "ckpt/hf_folder.h"
 #include "core/error.h"
-#include "data/hf_tokenizer.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_saved.h"
+#include "tokenize/hf_tokenizer.h"
+#include "tokenize/tokenizer.h"
+#include "tokenize/tokenizer_saved.h"
 
 namespace infinipipe::runtime {
 

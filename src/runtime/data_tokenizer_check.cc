@@ -2,9 +2,9 @@
 
 #include <memory>
 
-#include "data/prepared_tokenizer.h"
-#include "data/tokenizer.h"
 #include "runtime/checkpoint_meta.h"
+#include "tokenize/prepared_tokenizer.h"
+#include "tokenize/tokenizer.h"
 
 namespace infinipipe::runtime {
 

@@ -1,5 +1,5 @@
 // `train --measure-links`: the links between the job's hosts, measured once on the world before
-// the rank groups are made, so that the rank order is chosen with them (cli/train_auto_layout.h)
+// the rank groups are made, so that the rank order is chosen with them (setup/train_auto_layout.h)
 // and the plans are made with the same table (train.cc).
 #pragma once
 

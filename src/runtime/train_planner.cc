@@ -7,24 +7,18 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "comm/mpi_groups.h"
-#include "comm/mpi_text.h"
 #include "plan/forward_plan.h"
 #include "plan/plan_json.h"
 #include "runtime/seconds_since.h"
 
 namespace infinipipe::runtime {
 
-TrainPlanner::TrainPlanner(const Config& cfg, const ProcessGroups* groups, double timeout_s)
-    : cfg_(cfg), groups_(groups), timeout_s_(timeout_s) {}
+TrainPlanner::TrainPlanner(const Config& cfg, bool plans_here, PipelineShare share)
+    : cfg_(cfg), plans_here_(plans_here), share_(std::move(share)) {}
 
 // The background planner finishes before the configuration it reads goes away.
 TrainPlanner::~TrainPlanner() {
   if (ahead_.valid()) ahead_.wait();
-}
-
-bool TrainPlanner::plans_here() const {
-  return !groups_ || groups_->layout().stage == 0;
 }
 
 // Plans `lengths` now with `cm`, timing the planner.
@@ -52,14 +46,6 @@ void TrainPlanner::ahead_discard() {
   ahead_lengths_.clear();
 }
 
-// From the pipeline's first stage to the others, with the p2p deadline: a stage that stopped
-// between iterations is named instead of hanging the broadcast.
-std::string TrainPlanner::pipeline_share(std::string text, int64_t iteration) const {
-  return mpi_text_broadcast(groups_->pp_comm(), std::move(text), timeout_s_, "the plan",
-                            fmt::format("for iteration {}", iteration),
-                            "a stage of this pipeline may have died or hung");
-}
-
 PlannedBatch TrainPlanner::plan(std::span<const int64_t> lengths, CostLoop& costs,
                                 int64_t iteration) {
   PlannedBatch out(costs.prior());
@@ -78,7 +64,7 @@ PlannedBatch TrainPlanner::plan(std::span<const int64_t> lengths, CostLoop& cost
     out.planner_seconds = made->seconds;
     terms = made->terms;
   }
-  if (groups_) {
+  if (share_) {
     std::string text;
     if (plans_here()) {
       const nlohmann::json j = {{"plan", plan::plan_to_json(out.plan)},
@@ -87,7 +73,7 @@ PlannedBatch TrainPlanner::plan(std::span<const int64_t> lengths, CostLoop& cost
                                 {"time_terms", terms}};
       text = j.dump();
     }
-    text = pipeline_share(std::move(text), iteration);
+    text = share_(std::move(text), fmt::format("for iteration {}", iteration));
     if (!plans_here()) {
       const nlohmann::json j = nlohmann::json::parse(text);
       out.plan = plan::plan_from_json(j.at("plan"));
@@ -111,10 +97,10 @@ plan::Plan TrainPlanner::eval_plan(std::span<const int64_t> lengths, const cost:
     const plan::PlanResult trained =
         plan::make_plan_detailed(cfg_, cm, lengths, cfg_.parallel.schedule);
     p = plan::plan_forward_only(trained.plan, cm, cfg_);
-    if (!groups_) return p;
+    if (!share_) return p;
     text = plan::plan_to_json(p).dump();
   }
-  text = pipeline_share(std::move(text), iteration);
+  text = share_(std::move(text), fmt::format("for iteration {}", iteration));
   if (!plans_here()) p = plan::plan_from_json(nlohmann::json::parse(text));
   return p;
 }

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <span>
 #include <string>
@@ -19,10 +20,6 @@
 #include "plan/planner.h"
 #include "runtime/cost_loop.h"
 
-namespace infinipipe {
-class ProcessGroups;
-}
-
 namespace infinipipe::runtime {
 
 // A replica's plan as every rank of its pipeline holds it.
@@ -35,17 +32,22 @@ struct PlannedBatch {
   cost::CostModel cost;        // what the plan runs with (CostLoop::plan_cost_model)
 };
 
+// The pipeline's first rank's `text` on every rank of the pipeline; `what` names the plan in
+// deadline messages ("for iteration 7").
+using PipelineShare = std::function<std::string(std::string text, const std::string& what)>;
+
 class TrainPlanner {
  public:
-  // `cfg`: the run's, its stage layout set. `groups` null: one process plans and runs the whole
-  // batch; distributed, each broadcast waits at most `timeout_s`.
-  TrainPlanner(const Config& cfg, const ProcessGroups* groups, double timeout_s);
+  // `cfg`: the run's, its stage layout set. `plans_here`: this rank plans its pipeline's batches
+  // and `share` sends them to the pipeline's other ranks (unset: one process plans and runs the
+  // whole batch).
+  TrainPlanner(const Config& cfg, bool plans_here, PipelineShare share);
   ~TrainPlanner();
   TrainPlanner(const TrainPlanner&) = delete;
   TrainPlanner& operator=(const TrainPlanner&) = delete;
 
   // This rank makes its pipeline's plans (its first rank).
-  bool plans_here() const;
+  bool plans_here() const { return plans_here_; }
   // The plan of this replica's `lengths` for iteration `iteration`, on every rank of the
   // pipeline: the background planner's when it planned these very lengths (it planned the batch
   // the sampler was going to give), else planned now with costs.plan_now_cost_model().
@@ -69,12 +71,9 @@ class TrainPlanner {
     std::array<double, cost::kNumOnlineTerms> terms{};
   };
   Made plan_now(std::span<const int64_t> lengths, const cost::CostModel& cm) const;
-  // The first rank's `text` on every rank of the pipeline.
-  std::string pipeline_share(std::string text, int64_t iteration) const;
-
   Config cfg_;
-  const ProcessGroups* groups_ = nullptr;
-  double timeout_s_ = 0;
+  bool plans_here_ = true;
+  PipelineShare share_;
   // The next batch's plan, made on a background thread while this one trains: its replica's
   // lengths, and the plan to come.
   std::vector<int64_t> ahead_lengths_;

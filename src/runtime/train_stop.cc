@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "comm/mpi_comm.h"
-#include "comm/mpi_stop.h"
 #include "comm/mpi_watchdog.h"
 #include "core/error.h"
 
@@ -143,26 +142,19 @@ int StopSignals::received() {
   return g_received.load();
 }
 
-RunStop::RunStop(const TrainOptions& opts) : opts_(opts), start_(std::chrono::steady_clock::now()) {
-  if (opts.config.training.exit_signal_handler) signals_.emplace();
+RunStop::RunStop(const TrainingConfig& tc) : tc_(tc), start_(std::chrono::steady_clock::now()) {
+  if (tc.exit_signal_handler) signals_.emplace();
 }
 
-StopReasons RunStop::check(int64_t iteration) {
-  const TrainingConfig& tc = opts_.config.training;
+StopReasons RunStop::check(int64_t iteration, const StopAgree& agree) {
   const double minutes =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() / 60.0;
   std::array<int32_t, 3> v = {
       signals_ ? StopSignals::received() : 0,
-      tc.exit_interval > 0 && iteration % tc.exit_interval == 0,
-      tc.exit_duration_in_mins > 0 && minutes >= tc.exit_duration_in_mins,
+      tc_.exit_interval > 0 && iteration % tc_.exit_interval == 0,
+      tc_.exit_duration_in_mins > 0 && minutes >= tc_.exit_duration_in_mins,
   };
-  if (opts_.groups != nullptr) {
-    std::optional<Watchdog::Scope> armed;
-    const std::string doing = fmt::format("agreeing whether to stop after iteration {}", iteration);
-    if (opts_.watchdog != nullptr) armed.emplace(*opts_.watchdog, doing);
-    const Comm& comm = opts_.groups->comm();
-    mpi_stop_agree(comm.world(), v, comm.options().p2p_timeout_s, iteration);
-  }
+  if (agree) agree(v, iteration);
   return {v[0], v[1] != 0, v[2] != 0};
 }
 

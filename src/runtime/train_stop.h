@@ -6,11 +6,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 
-#include "runtime/train.h"
+#include "core/config.h"
 
 namespace infinipipe::runtime {
 
@@ -48,18 +50,22 @@ class StopSignals {
   std::thread waiter_;
 };
 
+// Every rank's stop reasons after `iteration`, their element-wise maximum, in place (unset: one
+// process).
+using StopAgree = std::function<void(std::span<int32_t> values, int64_t iteration)>;
+
 // The stop decision of one run: installs the handlers (with --exit-signal-handler), and after
 // each iteration combines this rank's reasons with every other rank's.
 class RunStop {
  public:
-  explicit RunStop(const TrainOptions& opts);
+  explicit RunStop(const TrainingConfig& tc);
 
-  // After `iteration` completed iterations: the reasons every rank agrees on (one all-reduce of
-  // three integers over the world when distributed).
-  StopReasons check(int64_t iteration);
+  // After `iteration` completed iterations: the reasons every rank agrees on (`agree`: one
+  // all-reduce of three integers over the world when distributed).
+  StopReasons check(int64_t iteration, const StopAgree& agree);
 
  private:
-  const TrainOptions& opts_;
+  TrainingConfig tc_;
   std::chrono::steady_clock::time_point start_;
   std::optional<StopSignals> signals_;
 };

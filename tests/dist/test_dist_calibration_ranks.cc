@@ -49,7 +49,7 @@ TEST_F(DistCalibrationRanks, Pp2Dp2FileHoldsEveryRankAndStartsTheNextRunWithIt) 
   {
     Trainer t(o);
     run(t, 3);
-    online_calibration_write(t, o);
+    online_calibration_write(t.driver());
     learned = t.cost_loop().next_plan_cost_model().rank_coefficients();
     pooled = t.cost_loop().next_plan_cost_model().coefficients();
   }

@@ -1,23 +1,24 @@
-// The Trainer's evaluation: the validation (and final test) loss, as Megatron-LM's evaluate()
+// The driver's evaluation: the validation (and final test) loss, as Megatron-LM's evaluate()
 // computes it, over forward-only EPP plans through the same pipeline as training. Each batch is
 // split over the replicas and planned as training would plan it (the same slicing and packing),
-// then run without backward; loss sums and predicted tokens are summed over the world, so the
-// result is the token-weighted mean over every predicted token of the evaluated batches.
+// then run without backward; the backend sums loss sums and predicted tokens over the world, so
+// the result is the token-weighted mean over every predicted token of the evaluated batches.
+#include <chrono>
+
 #include <fmt/format.h>
 
-#include "comm/mpi_p2p.h"
 #include "core/error.h"
-#include "runtime/dist_step.h"
+#include "runtime/executor.h"
+#include "runtime/run_driver.h"
 #include "runtime/seconds_since.h"
-#include "runtime/train.h"
 
 namespace infinipipe::runtime {
 
-Trainer::EvalResult Trainer::evaluate(data::DataSplit split, int64_t index) {
+RunDriver::EvalResult RunDriver::evaluate(data::DataSplit split, int64_t index) {
   if (!evaluates(split)) {
     fail("trainer: no {} data to evaluate on", data::data_split_name(split));
   }
-  const auto t0 = Clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   data::DocumentStream stream = batches_.eval_stream(split, index);
   const std::string after = fmt::format(" of the {} evaluation after iteration {}",
                                         data::data_split_name(split), iteration_);
@@ -32,9 +33,7 @@ Trainer::EvalResult Trainer::evaluate(data::DataSplit split, int64_t index) {
     // Planned with the cost model the last training plan used (the same on every rank of the
     // pipeline), the loss summed over the world.
     last_eval_plan_ = planner_.eval_plan(share.lengths, last_.cost, iteration_ + 1);
-    const std::vector<obs::StepStats> stats =
-        execute(last_eval_plan_, share, 1.0, iteration_, nullptr);
-    const auto [sum, tokens] = world_loss(stats, groups_, p2p_ ? p2p_->timeout_s() : 0.0, after);
+    const auto [sum, tokens] = backend_.evaluate(last_eval_plan_, share.sequences, after);
     if (tokens != predicted) {
       fail("{} evaluation: the plan's chunks covered {} predicted tokens, the batch has {}",
            data::data_split_name(split), tokens, predicted);
