@@ -5,9 +5,6 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
-#ifndef INFINIPIPE_PYTHON_PLANNER_ONLY
-#include "cli/train_config.h"
-#endif
 #include "core/config.h"
 #include "core/error.h"
 #include "data/split.h"
@@ -17,6 +14,7 @@
 #include "plan/stage_layout.h"
 #ifndef INFINIPIPE_PYTHON_PLANNER_ONLY
 #include "runtime/checkpoint_meta.h"
+#include "setup/train_config.h"
 #endif
 
 namespace py = pybind11;
@@ -76,14 +74,14 @@ void bind_config(py::module_& m) {
           "'run.yaml']: defaults (or `base`) < file < flags. Raises ConfigError with the CLI's "
           "message for an unknown, refused or invalid option.")
 #ifndef INFINIPIPE_PYTHON_PLANNER_ONLY  // they read checkpoints and tokenizers
-      .def_static("for_training", &cli::resolve_train_config_args, py::arg("args"),
+      .def_static("for_training", &setup::resolve_train_config_args, py::arg("args"),
                   py::arg("world_size") = 0,
                   "What `infinipipe train` resolves from these words: as from_args, but a run "
                   "starting from a Hugging Face folder (--load or --pretrained-checkpoint) takes "
                   "the model from its config.json (model flags may repeat it, not contradict it); "
                   "with world_size (the run's processes) and no --data-parallel-size, dp = "
                   "world_size / (pp x ulysses-degree), as Megatron-LM derives it.")
-      .def_static("for_hf_model", &cli::resolve_hf_config_args, py::arg("config_json"),
+      .def_static("for_hf_model", &setup::resolve_hf_config_args, py::arg("config_json"),
                   py::arg("origin"), py::arg("args"), py::arg("world_size") = 0,
                   "As for_training, for a model that the text of a Hugging Face config.json "
                   "defines (a transformers model's config.to_json_string()); `origin` names it "

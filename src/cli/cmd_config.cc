@@ -6,8 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "cli/layout_search_cli.h"
-#include "cli/train_config.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/parallel_auto.h"
@@ -15,6 +13,8 @@
 #include "options/options.h"
 #include "plan/schedule_table.h"
 #include "runtime/checkpoint_meta.h"
+#include "setup/layout_search_base.h"
+#include "setup/train_config.h"
 
 namespace infinipipe::cli {
 
@@ -25,7 +25,7 @@ namespace {
 Config config_resolved(const options::ConfigOptions& opts) {
   if (!parallel_has_auto(options::resolve_config_lenient(opts).parallel))
     return options::resolve_config(opts);
-  return validate_keeping_auto(options::resolve_config(opts, Config{}, false));
+  return setup::validate_keeping_auto(options::resolve_config(opts, Config{}, false));
 }
 
 }  // namespace
@@ -59,7 +59,7 @@ void add_config_command(CLI::App& app) {
       "flags, or both; every refused or invalid option is named in one message, with what train "
       "cannot run (--bf16 on a CPU, say)");
   auto check_opts = options::add_config_options(check);
-  train_checks_install(*check_opts, false);
+  setup::train_checks_install(*check_opts, false);
   check->footer("FILE: a YAML file of Megatron-LM keys, as --config FILE");
   check->callback([check_opts] {
     // FILE is the first word CLI11 left unmatched (a positional would take the value of an

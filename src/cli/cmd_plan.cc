@@ -13,7 +13,6 @@
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
-#include "cli/plan_rank_order.h"
 #include "cli/workload.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
@@ -22,6 +21,7 @@
 #include "plan/planner.h"
 #include "profile/profile.h"
 #include "report/gantt_svg.h"
+#include "setup/plan_rank_order.h"
 #include "sim/rank_order_choice.h"
 #include "sim/simulator.h"
 
@@ -116,7 +116,8 @@ void add_plan_command(CLI::App& app) {
     const cost::CostModel cm = obs::planning_cost_model(given);
     const Workload w = load.share(given, cm);
     if (!w.delay_note.empty()) fmt::print("{}\n", w.delay_note);
-    const Config cfg = plan_rank_placement(given, cm, w, given.parallel.schedule, *threads);
+    const Config cfg =
+        setup::plan_rank_placement(given, cm, w.shares, given.parallel.schedule, *threads);
     if (w.replica < 0) {
       if (*explain || !svg->empty())
         fail_config("--explain and --svg show one plan: give --replica N instead of 'all'");
@@ -139,7 +140,7 @@ void add_plan_command(CLI::App& app) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const sim::StepResult s = sim::simulate(r.plan, mine, cfg);
     print_summary(cfg, r, s, secs);
-    const std::string links = replica_links_line(cfg, cm, w.replica);
+    const std::string links = setup::replica_links_line(cfg, cm, w.replica);
     if (!links.empty()) fmt::print("  {}\n", links);
     if (*explain) {
       plan::explain_chosen_plan(r.explain, r.plan, cfg, mine);

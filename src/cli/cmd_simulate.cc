@@ -18,7 +18,6 @@
 
 #include "cli/commands.h"
 #include "cli/layout_search_cli.h"
-#include "cli/plan_rank_order.h"
 #include "cli/workload.h"
 #include "core/error.h"
 #include "cost/cost_model.h"
@@ -28,6 +27,7 @@
 #include "plan/planner.h"
 #include "plan/schedule_table.h"
 #include "profile/profile.h"
+#include "setup/plan_rank_order.h"
 #include "sim/baseline_deepspeed.h"
 #include "sim/baseline_flexsp.h"
 #include "sim/baseline_megatron.h"
@@ -404,7 +404,7 @@ void add_simulate_command(CLI::App& app) {
     }
     const Workload w = load.share(given, cm);
     if (!w.delay_note.empty()) fmt::print("{}\n", w.delay_note);
-    const Config cfg = plan_rank_placement(given, cm, w, given.parallel.schedule);
+    const Config cfg = setup::plan_rank_placement(given, cm, w.shares, given.parallel.schedule);
     if (w.replica < 0) {
       if (*compare || *breakdown)
         fail_config(
@@ -415,7 +415,7 @@ void add_simulate_command(CLI::App& app) {
     const std::vector<int64_t>& global = w.global;
     const std::vector<int64_t>& lengths = w.share();
     const cost::CostModel mine = sim::replica_cost_model(cm, cfg, w.replica);
-    const std::string links = replica_links_line(cfg, cm, w.replica);
+    const std::string links = setup::replica_links_line(cfg, cm, w.replica);
     if (!links.empty()) fmt::print("{}\n", links);
     auto show = [&](const std::vector<Row>& rows) {
       print_compare(cfg, cm, lengths, rows);

@@ -2,6 +2,7 @@
 // planned by the planner (EPP by default) and run by the executor; in one process, or under
 // `mpirun -np N` with N = pp × dp ranks (or a degree `auto`, chosen by a layout search first).
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,11 +14,9 @@
 #include "ckpt/checkpoint.h"
 
 #include "cli/commands.h"
-#include "cli/train_auto_layout.h"
-#include "cli/train_config.h"
-#include "cli/train_rank_placement.h"
 #include "comm/mpi_comm.h"
 #include "comm/mpi_groups.h"
+#include "comm/mpi_hosts.h"
 #include "comm/mpi_node.h"
 #include "comm/mpi_watchdog.h"
 #include "core/error.h"
@@ -28,6 +27,9 @@
 #include "runtime/checkpoint_meta.h"
 #include "runtime/train.h"
 #include "runtime/train_links.h"
+#include "setup/rank_order.h"
+#include "setup/train_auto_layout.h"
+#include "setup/train_config.h"
 
 namespace infinipipe::cli {
 
@@ -50,7 +52,7 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
                     const cost::HostLinkTable& links = {}) {
   runtime::TrainOptions opts;
   opts.host_links = links;
-  opts.config = resolve_train_config(*a.config);
+  opts.config = setup::resolve_train_config(*a.config);
   runtime::train_check_config(opts.config, groups ? groups->layout().world_size() : 1);
   // Recorded with the tokenizer the run resolves (the --load folder's when no flag names one).
   opts.config_yaml = options::config_to_yaml(runtime::config_with_run_tokenizer(opts.config));
@@ -105,7 +107,7 @@ constexpr double kLayoutSearchWaitSeconds = 900;
 // resolved; unchanged without.
 TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm,
                               const cost::HostLinkTable& links = {}) {
-  TrainAutoLayout how;
+  setup::TrainAutoLayout how;
   how.links = links;
   how.world = comm ? comm->size() : 1;
   how.searcher = !comm || comm->rank() == 0;
@@ -119,7 +121,7 @@ TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm,
         out.push_back({n.node, n.cores, n.ranks});
       return out;
     };
-    how.share = [comm](ChosenLayout& layout) {
+    how.share = [comm](setup::ChosenLayout& layout) {
       MPI_Request request = MPI_REQUEST_NULL;
       mpi_check(MPI_Ibcast(layout.data(), static_cast<int>(layout.size()), MPI_INT64_T, 0,
                            comm->world(), &request),
@@ -130,9 +132,9 @@ TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm,
     };
   }
   std::string folder;
-  const Config defaults = train_defaults(*a.config, folder);
+  const Config defaults = setup::train_defaults(*a.config, folder);
   TrainArgs out = a;
-  out.config = train_resolve_auto_layout(a.config, defaults, how);
+  out.config = setup::train_resolve_auto_layout(a.config, defaults, how);
   return out;
 }
 
@@ -141,9 +143,23 @@ TrainArgs train_args_resolved(const TrainArgs& a, const Comm* comm,
 cost::HostLinkTable train_links_before_groups(const TrainArgs& a, const Comm& comm) {
   std::string folder;
   const Config lenient =
-      options::resolve_config_lenient(*a.config, train_defaults(*a.config, folder));
+      options::resolve_config_lenient(*a.config, setup::train_defaults(*a.config, folder));
   if (!lenient.cluster.measure_links) return {};
   return runtime::train_links_measure(comm.world(), comm.options().p2p_timeout_s, comm.rank() == 0);
+}
+
+// The run's rank order, decided before its groups are made (setup/rank_order.h) on the hosts
+// MPI names; with auto and links measured across hosts the layout search has chosen it already
+// and the options name it. Rank 0 prints what auto chose and why.
+RankOrder train_rank_order(const Config& cfg, const Comm& comm, bool print) {
+  setup::RankOrderQuestion question;
+  for (int r = 0; r < comm.size(); ++r) question.rank_hosts.push_back(rank_host(r));
+  const setup::RankOrderDecision d = setup::decide_rank_order(cfg, question);
+  if (print && d.decided) {
+    fmt::print("rank placement auto: {}\n", d.reason);
+    std::fflush(stdout);
+  }
+  return d.order;
 }
 
 void run_train(const TrainArgs& given) {
@@ -158,7 +174,7 @@ void run_train(const TrainArgs& given) {
   const int rc = comm_run_guarded([&] {
     const cost::HostLinkTable links = train_links_before_groups(given, comm);
     const TrainArgs a = train_args_resolved(given, &comm, links);
-    const Config cfg = resolve_train_config(*a.config);
+    const Config cfg = setup::resolve_train_config(*a.config);
     ProcessGroups groups(comm, cfg.parallel.pipeline_parallel, cfg.parallel.data_parallel,
                          train_rank_order(cfg, comm, comm.rank() == 0 && !a.quiet));
     // With the exit signal handler a SIGTERM is a request to stop (runtime/train_stop.h), not
@@ -181,7 +197,7 @@ void add_train_command(CLI::App& app) {
       "under --memory-budget and executed, in one process or under `mpirun -np N` with N = "
       "pp x dp; --save/--load checkpoint and resume (any pp/dp layout)");
   args->config = options::add_config_options(cmd);
-  train_checks_install(*args->config, true);
+  setup::train_checks_install(*args->config, true);
   cmd->add_option("--metrics", args->metrics,
                   "JSON-lines file to append per-iteration metrics to (default: "
                   "LOG_DIR/metrics.jsonl, else SAVE/metrics.jsonl)");

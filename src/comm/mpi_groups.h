@@ -7,7 +7,7 @@
 //                    embedding groups (tied embeddings) {0, 2} {1, 3}
 //   pp = 3, dp = 1:  embedding group {0, 2}; rank 1 is in none
 //
-// The other order (`--rank-placement`, comm/rank_placement.h) puts the stages of one pipeline on
+// The other order (`--rank-placement`, setup/rank_order.h) puts the stages of one pipeline on
 // adjacent ranks (rank = replica * pp + stage): pipelines stay inside a node, the all-reduce
 // crosses.
 #pragma once

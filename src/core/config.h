@@ -87,8 +87,9 @@ const char* cost_model_update_name(CostModelUpdate u);
 // paper's protocol), or it becomes consecutive samples of at most seq-length tokens (split).
 enum class LongDocuments { truncate, split };
 const char* long_documents_name(LongDocuments l);
-// train: which ranks form a pipeline (comm/rank_placement.h): Megatron's order, the stages of a
-// pipeline on adjacent ranks, or the one of the two that sends fewer bytes between hosts.
+// train: which ranks form a pipeline (setup/rank_order.h): Megatron's order, the stages of a
+// pipeline on adjacent ranks, or auto: the faster of the two on measured links, else the one
+// that sends fewer bytes between hosts.
 enum class RankPlacement { megatron, pipelines, auto_ };
 const char* rank_placement_name(RankPlacement p);
 // Which ranks are adjacent: the replicas of a stage (Megatron's order) or the stages of a

@@ -1,7 +1,8 @@
 // Planning on measured host links (cost/host_link_table.h): every data-parallel replica plans and
 // simulates with the links its own pipeline crosses in the configured rank order, and
 // `--rank-placement auto` plans and simulates the batch in both orders and keeps the faster
-// (`plan`, `simulate`; docs/cost-model.md, "Links between hosts").
+// (`plan`, `simulate`; docs/cost-model.md, "Links between hosts"): the rule by predicted time
+// that setup/rank_order.h, the one decider of the order, applies where links are measured.
 #pragma once
 
 #include <cstdint>

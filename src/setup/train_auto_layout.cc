@@ -1,4 +1,4 @@
-#include "cli/train_auto_layout.h"
+#include "setup/train_auto_layout.h"
 
 #include <algorithm>
 #include <string>
@@ -11,16 +11,17 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_folder.h"
-#include "cli/layout_search_cli.h"
+#include "profile/profile.h"
+#include "setup/layout_search_base.h"
 #include "core/error.h"
 #include "core/parallel_auto.h"
 #include "data/training_batches.h"
 #include "plan/schedule_table.h"
-#include "profile/profile.h"
 #include "sim/layout_search.h"
+#include "setup/rank_order.h"
 #include "sim/layout_search_report.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::setup {
 namespace {
 
 // Where the run's training data starts: a checkpoint's position when --load resumes one (a
@@ -109,16 +110,29 @@ ChosenLayout search(const std::shared_ptr<options::ConfigOptions>& options, cons
   const auto batches = train_search_batches(base, how.search_iterations);
   const sim::LayoutSearchResult r = sim::layout_search(base, cm, space, batches);
   const std::string choice = sim::layout_search_choice(r);  // ConfigError when none fits
+  RankOrder order = r.best()->layout.order;
+  std::vector<std::string> lines;
+  if (degrees_auto)
+    lines.push_back(fmt::format(
+        "layout search over {} ranks (what train runs: pp x dp, ulysses 1, schedule {}): {}",
+        how.world, plan::schedule_name(p.schedule), choice));
+  if (place) {
+    MeasuredOrders measured;
+    measured.search = &r;
+    measured.links = links_between_hosts(how.links);
+    RankOrderQuestion question;
+    question.measured = &measured;
+    const RankOrderDecision d = decide_rank_order(raw, question);
+    order = d.order;
+    lines.push_back("rank placement auto: " + d.reason);
+  }
   if (how.print) {
-    if (degrees_auto)
-      fmt::print(
-          "layout search over {} ranks (what train runs: pp x dp, ulysses 1, schedule {}): {}\n",
-          how.world, plan::schedule_name(p.schedule), choice);
-    if (place)
-      fmt::print(
-          "rank placement auto: {}; ranked by predicted time with the measured links ({}) on {} "
-          "sampled batch(es)\n",
-          sim::layout_search_order_reason(r), links_between_hosts(how.links), r.batches);
+    for (const std::string& line : lines) {
+      if (how.say)
+        how.say(line);
+      else
+        fmt::print("{}\n", line);
+    }
     std::fflush(stdout);
   }
   const sim::Layout& l = r.best()->layout;
@@ -127,7 +141,7 @@ ChosenLayout search(const std::shared_ptr<options::ConfigOptions>& options, cons
           l.ulysses,
           l.dp,
           static_cast<int64_t>(l.schedule),
-          static_cast<int64_t>(l.order)};
+          static_cast<int64_t>(order)};
 }
 
 }  // namespace
@@ -208,4 +222,4 @@ std::shared_ptr<options::ConfigOptions> train_resolve_auto_layout(
   return out;
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::setup

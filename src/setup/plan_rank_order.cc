@@ -1,4 +1,4 @@
-#include "cli/plan_rank_order.h"
+#include "setup/plan_rank_order.h"
 
 #include <cstdio>
 #include <vector>
@@ -7,18 +7,31 @@
 
 #include "core/error.h"
 #include "cost/host_link_table.h"
+#include "setup/rank_order.h"
 #include "sim/rank_order_choice.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::setup {
 
-Config plan_rank_placement(const Config& cfg, const cost::CostModel& cm, const Workload& w,
-                           Schedule schedule, int32_t threads) {
+Config plan_rank_placement(const Config& cfg, const cost::CostModel& cm,
+                           const std::vector<std::vector<int64_t>>& shares, Schedule schedule,
+                           int32_t threads) {
   if (cfg.parallel.rank_placement != RankPlacement::auto_) return cfg;
-  if (cm.host_links().empty()) return sim::config_with_rank_order(cfg, RankOrder::megatron);
-  const sim::RankOrderChoice c = sim::rank_order_choose(cfg, cm, w.shares, schedule, threads);
-  fmt::print("rank placement auto: {}\n", c.reason);
-  std::fflush(stdout);
-  return sim::config_with_rank_order(cfg, c.order);
+  RankOrderQuestion question;
+  MeasuredOrders measured;
+  if (!cm.host_links().empty()) {
+    measured.cm = &cm;
+    measured.shares = &shares;
+    measured.schedule = schedule;
+    measured.threads = threads;
+    question.measured = &measured;
+  }
+  const RankOrderDecision d = decide_rank_order(cfg, question);
+  // Without links plan and simulate price no host, so they say nothing.
+  if (question.measured) {
+    fmt::print("rank placement auto: {}\n", d.reason);
+    std::fflush(stdout);
+  }
+  return config_with_rank_order(cfg, d.order);
 }
 
 std::string replica_links_line(const Config& cfg, const cost::CostModel& cm, int64_t replica) {
@@ -51,7 +64,7 @@ cost::CostModel run_host_links(Config& cfg, const cost::CostModel& cm, std::stri
   // With one stage or one replica both orders place the ranks alike.
   if (cfg.parallel.rank_placement == RankPlacement::auto_ &&
       (cfg.parallel.pipeline_parallel == 1 || cfg.parallel.data_parallel == 1))
-    cfg = sim::config_with_rank_order(cfg, RankOrder::megatron);
+    cfg = config_with_rank_order(cfg, RankOrder::megatron);
   std::string why;
   if (cfg.parallel.rank_placement == RankPlacement::auto_) {
     why = "the run chose its rank order itself (--rank-placement auto)";
@@ -70,4 +83,4 @@ cost::CostModel run_host_links(Config& cfg, const cost::CostModel& cm, std::stri
   return cm.with_host_links({});
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::setup

@@ -15,9 +15,9 @@
 
 #include "options/options.h"
 #include "cli/run_cli.h"
-#include "cli/train_auto_layout.h"
 #include "common/test_temp.h"
 #include "common/text_count.h"
+#include "setup/train_auto_layout.h"
 
 namespace infinipipe {
 namespace {
@@ -98,16 +98,16 @@ TEST_F(TrainSearchBatches, FreshAndResumedSamplesAreTheBatchesTrainTrains) {
                 .exit_code,
             0);
   const Batches fresh =
-      cli::train_search_batches(config(fmt::format("{}train-iters: 2\n", kRunYaml)), 4);
+      setup::train_search_batches(config(fmt::format("{}train-iters: 2\n", kRunYaml)), 4);
   ASSERT_EQ(fresh.size(), 2u);
   EXPECT_EQ(shape(fresh), trained(first));
-  const Batches next = cli::train_search_batches(
+  const Batches next = setup::train_search_batches(
       config(fmt::format("{}train-iters: 5\nload: {}\n", kRunYaml, ck)), 4);
   ASSERT_EQ(next.size(), 3u);
   EXPECT_EQ(shape(next), trained(resumed));
   // They are batches 3..5 of the run's order, not its first ones again.
   const Batches all =
-      cli::train_search_batches(config(fmt::format("{}train-iters: 5\n", kRunYaml)), 5);
+      setup::train_search_batches(config(fmt::format("{}train-iters: 5\n", kRunYaml)), 5);
   ASSERT_EQ(all.size(), 5u);
   EXPECT_EQ(next, Batches(all.begin() + 2, all.end()));
 

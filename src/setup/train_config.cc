@@ -1,4 +1,4 @@
-#include "cli/train_config.h"
+#include "setup/train_config.h"
 
 #include <algorithm>
 #include <functional>
@@ -19,7 +19,7 @@
 #include "runtime/checkpoint_meta.h"
 #include "runtime/train.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::setup {
 namespace {
 
 // The Hugging Face folder the run starts from (--load, else --pretrained-checkpoint), if any.
@@ -142,4 +142,4 @@ Config resolve_train_config_args(const std::vector<std::string>& args, int64_t w
   return resolve_train_config(*parsed.options);
 }
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::setup

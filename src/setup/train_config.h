@@ -9,7 +9,7 @@
 #include "core/config.h"
 #include "options/options.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::setup {
 
 // What the run's options apply to: the defaults, or, starting from a Hugging Face folder, the
 // model its config.json defines (`folder` names it, else empty).
@@ -37,4 +37,4 @@ Config resolve_hf_config_args(const std::string& config_json, const std::string&
 // from which dp is derived when the words do not give it.
 Config resolve_train_config_args(const std::vector<std::string>& args, int64_t world_size = 0);
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::setup

@@ -1,8 +1,9 @@
-// `--rank-placement auto`: which ranks form a pipeline and which replicate it, chosen with the
-// hosts in view (InfiniPipe §5: the communication-heavy groups inside a host, the cut across
-// hosts where less crosses). Given where each world rank runs, it counts the bytes one
-// iteration sends between hosts in Megatron's order and with pipelines on adjacent ranks, and
-// takes the order that sends fewer (Megatron's on a tie).
+// `--rank-placement auto` where no link is measured (the rule setup/rank_order.h applies then):
+// which ranks form a pipeline and which replicate it, chosen with the hosts in view (InfiniPipe
+// §5: the communication-heavy groups inside a host, the cut across hosts where less crosses).
+// Given where each world rank runs, it counts the bytes one iteration sends between hosts in
+// Megatron's order and with pipelines on adjacent ranks, and takes the order that sends fewer
+// (Megatron's on a tie).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 
 #include "comm/mpi_groups.h"
 
-namespace infinipipe {
+namespace infinipipe::setup {
 
 struct PlacementChoice {
   RankOrder order = RankOrder::megatron;
@@ -26,4 +27,4 @@ struct PlacementChoice {
 PlacementChoice rank_placement_choose(const std::vector<int64_t>& host_of_rank, int pp, int dp,
                                       double allreduce_bytes, double hop_bytes);
 
-}  // namespace infinipipe
+}  // namespace infinipipe::setup

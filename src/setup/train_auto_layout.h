@@ -13,13 +13,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cost/core_sharing.h"
 #include "cost/host_link_table.h"
 #include "options/options.h"
 
-namespace infinipipe::cli {
+namespace infinipipe::setup {
 
 // pp, vpp, ulysses, dp, schedule (as Schedule's value), rank order (as RankOrder's value): what
 // the first rank tells the others.
@@ -29,6 +30,8 @@ struct TrainAutoLayout {
   int world = 1;
   bool searcher = true;                      // this rank searches (the first one)
   bool print = true;                         // print the chosen layout
+  // Where a printed line goes (without its newline); empty: stdout.
+  std::function<void(const std::string&)> say;
   int64_t search_iterations = 4;             // training batches sampled
   bool search_iterations_given = false;      // --search-iterations on the command line
   std::function<void(ChosenLayout&)> share;  // from the searcher to every rank; may be empty
@@ -58,4 +61,4 @@ std::shared_ptr<options::ConfigOptions> train_resolve_auto_layout(
     const std::shared_ptr<options::ConfigOptions>& options, const Config& defaults,
     const TrainAutoLayout& how);
 
-}  // namespace infinipipe::cli
+}  // namespace infinipipe::setup

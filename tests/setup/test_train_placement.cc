@@ -2,7 +2,7 @@
 // run's own pp and dp ranks both rank orders by predicted time on the run's batches, prints why
 // (both tokens/s and the measured link) and appends the chosen order to the options; with pp
 // auto it searches the layouts in both orders. Without links the options are left alone (the
-// byte count decides after, comm/rank_placement.h).
+// byte count decides after, setup/rank_order_bytes.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 
 #include "cli/run_cli.h"
-#include "cli/train_auto_layout.h"
 #include "common/test_temp.h"
 #include "core/error.h"
 #include "cost/host_link_table.h"
 #include "options/options.h"
+#include "setup/train_auto_layout.h"
 
 namespace infinipipe {
 namespace {
@@ -59,14 +59,14 @@ class TrainPlacement : public ::testing::Test {
       args.push_back(w);
     options::ParsedArgs parsed = options::parse_config_args(args);
     parsed.options->world_size = 4;
-    cli::TrainAutoLayout how;
+    setup::TrainAutoLayout how;
     how.world = 4;
     how.links = links;
     const size_t before = parsed.options->flags.size();
     ::testing::internal::CaptureStdout();
     std::shared_ptr<options::ConfigOptions> out;
     try {
-      out = cli::train_resolve_auto_layout(parsed.options, Config{}, how);
+      out = setup::train_resolve_auto_layout(parsed.options, Config{}, how);
     } catch (...) {
       ::testing::internal::GetCapturedStdout();
       throw;

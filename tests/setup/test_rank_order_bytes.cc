@@ -5,10 +5,13 @@
 #include <vector>
 
 #include "comm/mpi_groups.h"
-#include "comm/rank_placement.h"
+#include "setup/rank_order_bytes.h"
 
 namespace infinipipe {
 namespace {
+
+using setup::PlacementChoice;
+using setup::rank_placement_choose;
 
 TEST(RankPlacement, PipelinesOrderPutsAPipelineOnAdjacentRanks) {
   for (int rank = 0; rank < 6; ++rank) {

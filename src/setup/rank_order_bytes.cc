@@ -1,4 +1,4 @@
-#include "comm/rank_placement.h"
+#include "setup/rank_order_bytes.h"
 
 #include <set>
 
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace infinipipe {
+namespace infinipipe::setup {
 
 namespace {
 
@@ -71,4 +71,4 @@ PlacementChoice rank_placement_choose(const std::vector<int64_t>& host_of_rank, 
   return c;
 }
 
-}  // namespace infinipipe
+}  // namespace infinipipe::setup
