@@ -15,5 +15,6 @@ void bind_checkpoint(pybind11::module_& m);
 void bind_data(pybind11::module_& m);
 void bind_metrics(pybind11::module_& m);
 void bind_trace(pybind11::module_& m);
+void bind_setup(pybind11::module_& m);
 
 }  // namespace infinipipe::python

@@ -13,13 +13,14 @@ namespace py = pybind11;
 
 namespace {
 
-// What bind_model, bind_checkpoint and bind_data define.
+// What bind_model, bind_checkpoint, bind_data and bind_setup define.
 constexpr std::array kLeftOut = {
     "init_params",      "reference_step",     "CheckpointReader",
     "checkpoint_commit", "checkpoint_latest", "checkpoint_save_shard",
     "hf_folder_is",     "read_hf",            "export_hf",
     "TrainingBatches",  "EvalBatches",        "data_tokenizer_check",
-    "run_samples_message"};
+    "run_samples_message", "train_options_lenient", "resolve_auto_layout",
+    "rank_order"};
 
 }  // namespace
 

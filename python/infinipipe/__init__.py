@@ -39,15 +39,18 @@ from infinipipe._core import (  # noqa: F401  (the public API, documented in _co
     init_params,
     plan,
     plan_forward_only,
+    rank_order,
     rank_path,
     read_hf,
     reference_step,
     replica_split,
+    resolve_auto_layout,
     run_samples_message,
     schedules,
     search_layout,
     simulate,
     timings_record,
+    train_options_lenient,
 )
 
 __all__ = [
@@ -79,13 +82,16 @@ __all__ = [
     "init_params",
     "plan",
     "plan_forward_only",
+    "rank_order",
     "rank_path",
     "read_hf",
     "reference_step",
     "replica_split",
+    "resolve_auto_layout",
     "schedules",
     "search_layout",
     "simulate",
     "timings_record",
+    "train_options_lenient",
 ]
 __version__ = "0.1.0"

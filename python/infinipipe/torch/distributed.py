@@ -5,10 +5,13 @@ MASTER_PORT) or by ``mpirun -np N`` (OpenMPI's OMPI_COMM_WORLD_* variables; the 
 job meet through a file named after the job, so one host needs nothing else, and MASTER_ADDR /
 MASTER_PORT work across hosts as with torchrun). Without either, one process.
 
-Rank = stage x dp + replica (Megatron-LM's order and the C++ runtime's, so checkpoints and
-plans mean the same in both): the pipeline of replica r is ranks r, dp + r, 2 dp + r, ...
-With Ulysses sequence parallelism of degree u inside a stage, each of those is u consecutive
-ranks (a node's GPUs): rank = (stage x dp + replica) x u + position in the Ulysses group.
+Rank = stage x dp + replica by default (Megatron-LM's order and the C++ runtime's): the
+pipeline of replica r is ranks r, dp + r, 2 dp + r, ... With `--rank-placement pipelines` (or
+auto choosing it, infinipipe.rank_order) a pipeline's stages are adjacent ranks instead: rank =
+replica x pp + stage, as the C++ runtime's RankLayout (comm/mpi_groups.h). With Ulysses sequence
+parallelism of degree u inside a stage, each of those is u consecutive ranks (a node's GPUs):
+rank = (stage x dp + replica) x u + position in the Ulysses group (replica x pp + stage in the
+pipelines order). Checkpoints and plans do not depend on the order.
 """
 
 from __future__ import annotations
@@ -52,15 +55,34 @@ def _init_method(launch: Launch) -> str:
     return "file://" + os.path.join(tempfile.gettempdir(), f"infinipipe-torch-{job}")
 
 
-def rank_of(stage: int, replica: int, sp_rank: int, dp: int, sp: int) -> int:
-    """World rank: stage-major, then replica, then the Ulysses group (consecutive, as a node's
-    GPUs), so without Ulysses it is Megatron's stage x dp + replica."""
-    return (stage * dp + replica) * sp + sp_rank
+ORDERS = ("megatron", "pipelines")
 
 
-def place_of(rank: int, dp: int, sp: int) -> Tuple[int, int, int]:
+def _check_order(order: str, pp: int) -> None:
+    if order not in ORDERS:
+        raise ValueError(f"rank order {order!r}: one of {', '.join(ORDERS)}")
+    if order == "pipelines" and pp < 1:
+        raise ValueError("the pipelines rank order needs the pipeline size pp")
+
+
+def rank_of(stage: int, replica: int, sp_rank: int, dp: int, sp: int, pp: int = 0,
+            order: str = "megatron") -> int:
+    """World rank: in Megatron's order stage-major, then replica (stage x dp + replica); in the
+    pipelines order replica-major (replica x pp + stage); then the Ulysses group, consecutive
+    (as a node's GPUs) in either."""
+    _check_order(order, pp)
+    unit = replica * pp + stage if order == "pipelines" else stage * dp + replica
+    return unit * sp + sp_rank
+
+
+def place_of(rank: int, dp: int, sp: int, pp: int = 0,
+             order: str = "megatron") -> Tuple[int, int, int]:
     """(stage, replica, sp_rank) of a world rank: rank_of's inverse."""
-    return rank // (dp * sp), (rank // sp) % dp, rank % sp
+    _check_order(order, pp)
+    unit = rank // sp
+    if order == "pipelines":
+        return unit % pp, unit // pp, rank % sp
+    return unit // dp, unit % dp, rank % sp
 
 
 @dataclass(frozen=True)
@@ -75,13 +97,13 @@ class GroupSpec:
 
 
 def group_specs(pp: int, dp: int, sp: int, num_stages: int, tied: bool,
-                links: bool) -> List[GroupSpec]:
+                links: bool, order: str = "megatron") -> List[GroupSpec]:
     """Every process group of a pp x dp x Ulysses layout, in the order every rank must create
-    them (torch.distributed's rule). `links`: one group per (kind, stage boundary) of each
-    pipeline, for NCCL, whose point-to-point messages ignore tags; a boundary between two
-    stages of one rank (pp 1 with virtual stages) needs none."""
+    them (torch.distributed's rule), in rank order `order`. `links`: one group per (kind, stage
+    boundary) of each pipeline, for NCCL, whose point-to-point messages ignore tags; a boundary
+    between two stages of one rank (pp 1 with virtual stages) needs none."""
     def r(s, rep, k):
-        return rank_of(s, rep, k, dp, sp)
+        return rank_of(s, rep, k, dp, sp, pp, order)
 
     def spec(role, key, ranks):
         return GroupSpec(role, tuple(key), tuple(sorted(set(ranks))))
@@ -130,6 +152,7 @@ class RankGroups:
     backend: str
     sp: int = 1  # Ulysses sequence-parallel degree inside a stage
     sp_rank: int = 0
+    order: str = "megatron"  # the rank order: "megatron" or "pipelines"
     pipeline: Optional[object] = None  # this (replica, sp_rank)'s stages: the gradient norm
     data_parallel: Optional[object] = None  # the dp x sp ranks of this stage: gradient sums
     sequence: Optional[object] = None  # this stage's and replica's Ulysses group
@@ -140,10 +163,10 @@ class RankGroups:
 
     @classmethod
     def at(cls, rank: int, world_size: int, pp: int, dp: int, sp: int, device: torch.device,
-           backend: str) -> "RankGroups":
-        """The place of `rank`, without groups (build_groups makes them)."""
-        stage, replica, sp_rank = place_of(rank, dp, sp)
-        return cls(rank, world_size, pp, dp, stage, replica, device, backend, sp, sp_rank)
+           backend: str, order: str = "megatron") -> "RankGroups":
+        """The place of `rank` in rank order `order`, without groups (build_groups makes them)."""
+        stage, replica, sp_rank = place_of(rank, dp, sp, pp, order)
+        return cls(rank, world_size, pp, dp, stage, replica, device, backend, sp, sp_rank, order)
 
     @property
     def distributed(self) -> bool:
@@ -160,7 +183,7 @@ class RankGroups:
         return self.replica * self.sp + self.sp_rank
 
     def rank_of(self, stage: int, replica: int, sp_rank: int) -> int:
-        return rank_of(stage, replica, sp_rank, self.dp, self.sp)
+        return rank_of(stage, replica, sp_rank, self.dp, self.sp, self.pp, self.order)
 
 
 def build_groups(g: RankGroups, num_stages: int, tied: bool,
@@ -168,7 +191,7 @@ def build_groups(g: RankGroups, num_stages: int, tied: bool,
     """Creates every group of g's layout (on every rank, in one order) and keeps g's own.
     `links` defaults to NCCL's need of them."""
     links = g.backend == "nccl" if links is None else links
-    for spec in group_specs(g.pp, g.dp, g.sp, num_stages, tied, links):
+    for spec in group_specs(g.pp, g.dp, g.sp, num_stages, tied, links, g.order):
         grp = dist.new_group(list(spec.ranks))
         if g.rank not in spec.ranks:
             continue
@@ -178,9 +201,34 @@ def build_groups(g: RankGroups, num_stages: int, tied: bool,
             setattr(g, spec.role, grp)
 
 
+def _device_backend(device: str, launch: Launch) -> Tuple[torch.device, str]:
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            from infinipipe import ConfigError
+            raise ConfigError("--device cuda needs a CUDA GPU, and PyTorch sees none: use "
+                              "--device cpu")
+        torch.cuda.set_device(launch.local_rank % torch.cuda.device_count())
+        return torch.device("cuda", torch.cuda.current_device()), "nccl"
+    return torch.device("cpu"), "gloo"
+
+
+def join(device: str, timeout_s: float = 600.0) -> Launch:
+    """Joins the job (when launched and not joined yet), before its layout is known: the ranks
+    can then agree on it (the trainer's auto layout and rank order) before setup makes the
+    groups. `device` is "cpu" or "cuda"."""
+    launch = launch_env()
+    if launch.world_size > 1 and not dist.is_initialized():
+        _, backend = _device_backend(device, launch)
+        dist.init_process_group(backend, init_method=_init_method(launch), rank=launch.rank,
+                                world_size=launch.world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s))
+    return launch
+
+
 def setup(pp: int, dp: int, device: str, num_stages: int, tied: bool,
-          timeout_s: float = 600.0, sp: int = 1) -> RankGroups:
-    """Joins the job (when launched) and builds every group; `device` is "cpu" or "cuda"."""
+          timeout_s: float = 600.0, sp: int = 1, order: str = "megatron") -> RankGroups:
+    """Joins the job (when launched and not joined yet) and builds every group in rank order
+    `order` ("megatron" or "pipelines"); `device` is "cpu" or "cuda"."""
     launch = launch_env()
     n = pp * dp * sp
     if launch.world_size != n:
@@ -189,22 +237,11 @@ def setup(pp: int, dp: int, device: str, num_stages: int, tied: bool,
             f"pipeline-model-parallel-size {pp} x data-parallel-size {dp} x ulysses-degree {sp} "
             f"= {n} ranks, but {launch.world_size} process(es) run: launch {n} (mpirun -np {n} "
             f"or torchrun --nproc_per_node {n}) or change --pp / --dp / --ulysses-degree")
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            from infinipipe import ConfigError
-            raise ConfigError("--device cuda needs a CUDA GPU, and PyTorch sees none: use "
-                              "--device cpu")
-        torch.cuda.set_device(launch.local_rank % torch.cuda.device_count())
-        dev = torch.device("cuda", torch.cuda.current_device())
-        backend = "nccl"
-    else:
-        dev, backend = torch.device("cpu"), "gloo"
-    g = RankGroups.at(launch.rank, launch.world_size, pp, dp, sp, dev, backend)
+    dev, backend = _device_backend(device, launch)
+    g = RankGroups.at(launch.rank, launch.world_size, pp, dp, sp, dev, backend, order)
     if launch.world_size == 1:
         return g
-    dist.init_process_group(backend, init_method=_init_method(launch), rank=launch.rank,
-                            world_size=launch.world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
+    join(device, timeout_s)
     build_groups(g, num_stages, tied)
     return g
 

@@ -24,22 +24,17 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import infinipipe as ip
 
 USAGE = """usage: python3 -m infinipipe.torch.train [--hf-model DIR] [--metrics FILE] [--log-dir DIR]
                                        [--timings FILE]
                                        [--trace DIR [--trace-iterations N|A-B] [--trace-explain]]
-                                       [--quiet]
+                                       [--quiet] [--search-iterations N]
                                        [CONFIG OPTIONS: infinipipe train's, e.g. --pp 2 --dp 2
                                         --data-path PREFIX --train-iters 50 --save DIR ...]
 """
-
-# `infinipipe train`'s own flags this trainer does not offer yet: refused with the reason.
-_NOT_YET = {
-    "--search-iterations": "the layout search of auto degrees",
-}
 
 # GPU names PyTorch reports, and the cost model's preset for each.
 _GPU_PRESETS = (("H200", "h200-141gb"), ("H100", "h100-80gb"), ("A800", "a800-80gb"))
@@ -55,6 +50,8 @@ class CommandArgs:
     trace_explain: bool = False
     timings: str = ""
     quiet: bool = False
+    search_iterations: int = 4  # the layout search's sampled training batches (auto degrees)
+    search_iterations_given: bool = False
     config: List[str] = field(default_factory=list)
 
 
@@ -71,9 +68,6 @@ def parse_command(argv: List[str]) -> CommandArgs:
         if key in ("-h", "--help"):
             print(USAGE + __doc__)
             raise SystemExit(0)
-        if key in _NOT_YET:
-            raise ip.ConfigError(f"{key}: {_NOT_YET[key]} are not written by the PyTorch trainer "
-                                 f"yet; drop {key} or train with `infinipipe train`")
         if key in _VALUED:
             if not inline:
                 if i + 1 >= len(argv):
@@ -81,6 +75,18 @@ def parse_command(argv: List[str]) -> CommandArgs:
                 i += 1
                 inline = argv[i]
             setattr(out, _VALUED[key], inline)
+        elif key == "--search-iterations":
+            if not inline:
+                if i + 1 >= len(argv):
+                    raise ip.ConfigError("--search-iterations needs a value")
+                i += 1
+                inline = argv[i]
+            try:
+                out.search_iterations = int(inline)
+            except ValueError:
+                raise ip.ConfigError(f"--search-iterations must be an integer (training batches "
+                                     f"the layout search samples), got '{inline}'") from None
+            out.search_iterations_given = True
         elif key in ("--quiet", "-q"):
             out.quiet = True
         elif key == "--trace-explain":
@@ -151,11 +157,12 @@ def check_supported(cfg: ip.Config, words: Sequence[str] = (), hf_model: bool = 
     if cfg.get("zero-stage") != "1":
         raise ip.ConfigError("the PyTorch trainer keeps a stage's weights whole (zero-stage 1); "
                              "drop --zero-stage")
-    if (cfg.get("rank-placement") != "megatron" or cfg.get("measure-links") == "true"
+    if (cfg.get("measure-links") == "true"
             or cfg.get("measure-links-interval") != _MEASURE_LINKS_INTERVAL_DEFAULT
             or any(w.split("=")[0] == "--measure-links-interval" for w in words)):
-        raise ip.ConfigError("the PyTorch trainer places ranks in Megatron's order and times "
-                             "links by the configuration; --rank-placement, --measure-links and "
+        raise ip.ConfigError("the PyTorch trainer times links by the configuration (it measures "
+                             "with MPI only in `infinipipe train`), so --rank-placement auto "
+                             "ranks the orders by bytes; --measure-links and "
                              "--measure-links-interval are `infinipipe train`'s: drop them")
     if int(cfg.train_iters) > 0 and not cfg.has_training_data:
         raise ip.ConfigError("train needs a dataset: pass --data-path PREFIX (make one with "
@@ -205,6 +212,69 @@ def _keep_freed_memory() -> None:
     mallopt(m_trim_threshold, 1 << 30)  # and its top is kept up to 1 GiB
 
 
+def _cpu_groups(places: List[Tuple[str, Tuple[int, ...]]]) -> List[Tuple[int, int, int]]:
+    """Per rank (node, cores, ranks) as `infinipipe train` gathers them (comm/cpu_groups.h):
+    the ranks of one host whose CPU sets overlap, linked one after another, share the union of
+    their CPUs; a group is named by its lowest rank."""
+    n = len(places)
+    group = list(range(n))
+
+    def root(i):
+        while group[i] != i:
+            i = group[i]
+        return i
+
+    for a in range(n):
+        for b in range(a + 1, n):
+            if places[a][0] == places[b][0] and set(places[a][1]) & set(places[b][1]):
+                group[root(b)] = root(a)
+    out = []
+    for i in range(n):
+        members = [j for j in range(n) if root(j) == root(i)]
+        cpus = set().union(*(places[j][1] for j in members))
+        out.append((min(members), max(1, len(cpus)), len(members)))
+    return out
+
+
+def _agree_on_layout(args: CommandArgs,
+                     words: List[str]) -> Tuple[List[str], List[str], List[str]]:
+    """What `infinipipe train` decides before its groups: with an auto degree, rank 0 searches
+    the layout (ip.resolve_auto_layout) on every rank's host and CPUs and the others take its
+    choice (broadcast_object_list), so every rank trains the same. Joins the job to do so.
+    Returns the words with the chosen degrees, the lines the search printed and every rank's
+    host name (the rank order is decided on them)."""
+    import socket
+
+    import torch.distributed as dist
+
+    from infinipipe.torch.distributed import join, launch_env
+
+    launch = launch_env()
+    lenient = ip.train_options_lenient(words, launch.world_size)
+    mine = (socket.gethostname(), tuple(sorted(os.sched_getaffinity(0)))
+            if hasattr(os, "sched_getaffinity") else ())
+    places = [mine]
+    if launch.world_size > 1:
+        join("cpu" if lenient.device == "cpu" else "cuda", float(lenient.get("p2p-timeout")))
+        places = [None] * launch.world_size
+        dist.all_gather_object(places, mine)
+    answer: List[object] = [None]
+    if launch.rank == 0:
+        try:
+            r = ip.resolve_auto_layout(words, launch.world_size,
+                                       _cpu_groups(places) if launch.world_size > 1 else [],
+                                       args.search_iterations, args.search_iterations_given)
+            answer = [(r.args, r.lines, None)]
+        except ip.ConfigError as e:  # every rank stops with rank 0's message
+            answer = [(None, None, str(e))]
+    if launch.world_size > 1:
+        dist.broadcast_object_list(answer, src=0)
+    chosen, lines, error = answer[0]
+    if error is not None:
+        raise ip.ConfigError(error)
+    return chosen, lines, [host for host, _ in places]
+
+
 def run(argv: List[str]) -> int:
     import torch
     import torch.distributed as dist
@@ -215,8 +285,10 @@ def run(argv: List[str]) -> int:
     from infinipipe.torch.trainer import RankModel, TrainStep, make_optimizer, predicted_tokens
 
     args = parse_command(argv)
-    cfg = ip.Config.for_training(_runtime_device(args.config), launch_env().world_size)
+    words, searched, rank_hosts = _agree_on_layout(args, _runtime_device(args.config))
+    cfg = ip.Config.for_training(words, launch_env().world_size)
     check_supported(cfg, args.config, bool(args.hf_model))
+    order, order_reason, order_decided = ip.rank_order(cfg, rank_hosts)
     cost = ip.CostModel.from_config(cfg)
     cfg = cfg.with_stage_layout(cost)
     layout = cfg.stage_layout(cost)
@@ -229,8 +301,13 @@ def run(argv: List[str]) -> int:
 
         hf_model = load_folder(args.hf_model, cfg.model.seq_length)
     g = setup(cfg.pp, cfg.dp, device, len(layout), cfg.model.tie_embeddings,
-              float(cfg.get("p2p-timeout")), sp=cfg.ulysses_degree)
+              float(cfg.get("p2p-timeout")), sp=cfg.ulysses_degree, order=order)
     talk = not args.quiet and g.rank == 0
+    if talk:
+        for line in searched:
+            print(line)
+        if order_decided:
+            print(f"rank placement auto: {order_reason}")
     model = RankModel(cfg, layout, g, make_stage=hf_model and hf_model.stage)
     hf_model = None  # the layers of other ranks' stages are freed with it
     optimizer = make_optimizer(cfg, model)
