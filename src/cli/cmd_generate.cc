@@ -16,9 +16,10 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/input_file.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_saved.h"
 #include "model/generate.h"
+#include "tokenize/tokenizer.h"
+#include "tokenize/tokenizer_saved.h"
+#include "tokenize/tokenizer_types.h"
 
 namespace infinipipe::cli {
 
@@ -165,12 +166,12 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "seed of the sampling")->capture_default_str();
   cmd->add_flag("--greedy", s.greedy, "always pick the most likely token (no sampling)");
   cmd->add_option("--tokenizer-type", a->tokenizer_type,
-                  "ByteTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
-                  "Llama2Tokenizer or HuggingFaceTokenizer (default: the one saved with the "
-                  "checkpoint, else ByteTokenizer)");
+                  fmt::format("{} (default: the one saved with the checkpoint, else {})",
+                              data::tokenizer_types_text<data::TokenizerTypesText::names>(),
+                              data::kDefaultTokenizerType));
   cmd->add_option("--tokenizer-model", a->tokenizer_model,
-                  "the SentencePiece FILE.model; for HuggingFaceTokenizer a folder with "
-                  "tokenizer.json and tokenizer_config.json (or the tokenizer.json)");
+                  fmt::format("the file of --tokenizer-type: {}",
+                              data::tokenizer_types_text<data::TokenizerTypesText::model_file>()));
   cmd->add_flag("--no-kv-cache", a->no_kv_cache,
                 "rerun the whole sequence for every new token (as Hugging Face's "
                 "use_cache=False): the same text, slower; to measure what the cache saves");

@@ -20,8 +20,8 @@
 #include "core/output_file.h"
 #include "core/strings.h"
 #include "data/indexed_dataset.h"
-#include "data/prepared_tokenizer.h"
-#include "data/tokenizer.h"
+#include "tokenize/prepared_tokenizer.h"
+#include "tokenize/tokenizer.h"
 
 namespace infinipipe::data {
 

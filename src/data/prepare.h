@@ -1,12 +1,15 @@
 // `infinipipe data prepare`: JSON lines (Megatron preprocess_data's input, one object per line
 // with one or more text fields) -> one Megatron indexed dataset per field, tokenized by any
-// tokenizer of tokenizer.h, in parallel over --workers with output byte-identical for any count.
+// tokenizer of tokenize/tokenizer_types.h, in parallel over --workers with output
+// byte-identical for any count.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "tokenize/tokenizer_types.h"
 
 namespace infinipipe::data {
 
@@ -17,7 +20,7 @@ struct PrepareOptions {
   bool append_eod = false;  // end every document with the tokenizer's end-of-document token
   // Megatron's naming instead of `output`: PREFIX_{key}_document.bin/.idx for every key.
   std::string output_prefix;
-  std::string tokenizer_type = "ByteTokenizer";
+  std::string tokenizer_type{kDefaultTokenizerType};
   std::string tokenizer_model;  // the SentencePiece .model file
   int32_t workers = 1;
   std::FILE* progress = nullptr;  // a progress line goes here (rewritten on a terminal); null: none

@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "data/byte_tokenizer.h"
 #include "data/indexed_dataset.h"
 #include "data/lengths.h"
 #include "data/rng.h"
+#include "tokenize/byte_tokenizer.h"
 
 namespace infinipipe::data {
 

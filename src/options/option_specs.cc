@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/parallel_auto.h"
 #include "plan/schedule_table.h"
+#include "tokenize/tokenizer_types.h"
 
 namespace infinipipe::options {
 namespace {
@@ -363,14 +364,15 @@ const std::vector<OptionSpec>& option_specs() {
                "without it such a folder is refused, naming them",
                training.ignore_unexpected_keys),
       TEXT_OPT("tokenizer-type",
-               "tokenizer the data was prepared with, recorded in saved checkpoints: "
-               "ByteTokenizer | SentencePieceTokenizer | GPTSentencePieceTokenizer | "
-               "Llama2Tokenizer | HuggingFaceTokenizer (not given: the one of the --load / "
-               "--pretrained-checkpoint folder, else ByteTokenizer)",
+               fmt::format("tokenizer the data was prepared with, recorded in saved "
+                           "checkpoints: {} (not given: the one of the --load / "
+                           "--pretrained-checkpoint folder, else {})",
+                           data::tokenizer_types_text<data::TokenizerTypesText::names>(),
+                           data::kDefaultTokenizerType),
                training.tokenizer_type),
       TEXT_OPT("tokenizer-model",
-               "the SentencePiece FILE.model of --tokenizer-type (HuggingFaceTokenizer: the "
-               "folder with tokenizer.json and tokenizer_config.json, or the tokenizer.json)",
+               fmt::format("the file of --tokenizer-type: {}",
+                           data::tokenizer_types_text<data::TokenizerTypesText::model_file>()),
                training.tokenizer_model),
       TEXT_OPT("tensorboard-dir",
                "directory for TensorBoard event files: loss, learning rate, gradient norm, "

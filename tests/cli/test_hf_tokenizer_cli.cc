@@ -15,7 +15,7 @@
 
 #include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
-#include "data/hf_test_tokenizer.h"
+#include "tokenize/hf_test_tokenizer.h"
 
 namespace {
 

@@ -4,9 +4,9 @@
 
 #include <functional>
 
+#include "common/data_test_util.h"
 #include "core/error.h"
 #include "data/lengths.h"
-#include "data_test_util.h"
 
 namespace infinipipe::data {
 namespace {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "common/data_test_util.h"
 #include "common/error_text.h"
 #include "core/error.h"
-#include "data_test_util.h"
 
 namespace infinipipe::data {
 namespace {

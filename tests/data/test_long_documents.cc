@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "common/data_test_util.h"
 #include "data/indexed_dataset.h"
 #include "data/outlier_delay_state.h"
 #include "data/run_datasets.h"
-#include "data_test_util.h"
 
 namespace infinipipe::data {
 namespace {

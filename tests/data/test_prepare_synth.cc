@@ -4,14 +4,14 @@
 #include <map>
 #include <unordered_map>
 
+#include "common/data_test_util.h"
 #include "common/error_text.h"
 #include "core/error.h"
-#include "data/byte_tokenizer.h"
 #include "data/indexed_dataset.h"
 #include "data/lengths.h"
 #include "data/prepare.h"
 #include "data/synth.h"
-#include "data_test_util.h"
+#include "tokenize/byte_tokenizer.h"
 
 namespace infinipipe::data {
 namespace {

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "common/data_test_util.h"
 #include "core/error.h"
 #include "data/batch_sampler.h"
 #include "data/indexed_dataset.h"
 #include "data/run_datasets.h"
-#include "data_test_util.h"
 
 namespace infinipipe::data {
 namespace {

@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/data_test_util.h"
 #include "common/synth_corpus.h"
 #include "core/error.h"
 #include "data/outlier_delay_state.h"
 #include "data/training_batches.h"
-#include "data_test_util.h"
 
 namespace infinipipe::data {
 namespace {

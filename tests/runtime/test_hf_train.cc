@@ -19,10 +19,10 @@
 #include "common/trainer_dir_test.h"
 #include "core/json_read.h"
 #include "data/indexed_dataset.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_saved.h"
 #include "model/reference_model.h"
 #include "runtime/train.h"
+#include "tokenize/tokenizer.h"
+#include "tokenize/tokenizer_saved.h"
 
 namespace infinipipe::runtime {
 namespace {

@@ -1,7 +1,7 @@
 #include <fmt/format.h>
 
-#include "data/hf_json.h"
-#include "data/hf_pipeline.h"
+#include "tokenize/hf_json.h"
+#include "tokenize/hf_pipeline.h"
 
 namespace infinipipe::data {
 

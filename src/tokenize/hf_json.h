@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/json_read.h"
-#include "data/hf_regex.h"
+#include "tokenize/hf_regex.h"
 
 namespace infinipipe::data {
 

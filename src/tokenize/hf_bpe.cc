@@ -1,4 +1,4 @@
-#include "data/hf_bpe.h"
+#include "tokenize/hf_bpe.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/json_read.h"
-#include "data/hf_text.h"
+#include "tokenize/hf_text.h"
 
 namespace infinipipe::data {
 

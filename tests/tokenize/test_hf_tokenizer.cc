@@ -12,9 +12,9 @@
 
 #include "common/error_text.h"
 #include "core/error.h"
-#include "data/hf_regex.h"
-#include "data/hf_tokenizer.h"
 #include "hf_test_tokenizer.h"
+#include "tokenize/hf_regex.h"
+#include "tokenize/hf_tokenizer.h"
 
 namespace infinipipe::data {
 namespace {

@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/hf_text.h"
-#include "data/tokenizer.h"
-#include "data_test_util.h"
+#include "common/data_test_util.h"
+#include "tokenize/hf_text.h"
+#include "tokenize/tokenizer.h"
 
 namespace infinipipe::data {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/hf_text.h"
+#include "tokenize/hf_text.h"
 
 namespace infinipipe::data::test {
 

@@ -1,10 +1,10 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "data/hf_regex.h"
+#include "tokenize/hf_regex.h"
 
 #include <pcre2.h>
 
 #include "core/error.h"
-#include "data/hf_text.h"
+#include "tokenize/hf_text.h"
 
 namespace infinipipe::data {
 

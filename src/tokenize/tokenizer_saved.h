@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/tokenizer.h"
+#include "tokenize/tokenizer.h"
 
 namespace infinipipe::data {
 

@@ -1,4 +1,4 @@
-#include "data/sentencepiece_tokenizer.h"
+#include "tokenize/sentencepiece_tokenizer.h"
 
 #include <sentencepiece_processor.h>
 
@@ -165,11 +165,22 @@ class SpecialTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> sentencepiece_tokenizer_open(const std::string& type,
-                                                        const std::string& model_path) {
-  auto sp = model_load(model_path);
-  if (type == "SentencePieceTokenizer") return std::make_unique<SpecialTokenizer>(std::move(sp));
-  return std::make_unique<PlainTokenizer>(type, std::move(sp), type == "Llama2Tokenizer");
+std::unique_ptr<Tokenizer> sentencepiece_megatron_open(const std::string& model_path) {
+  return std::make_unique<SpecialTokenizer>(model_load(model_path));
+}
+
+std::unique_ptr<Tokenizer> sentencepiece_plain_open(const std::string& model_path) {
+  return std::make_unique<PlainTokenizer>("GPTSentencePieceTokenizer", model_load(model_path),
+                                          false);
+}
+
+std::unique_ptr<Tokenizer> sentencepiece_llama2_open(const std::string& model_path) {
+  return std::make_unique<PlainTokenizer>("Llama2Tokenizer", model_load(model_path), true);
+}
+
+bool sentencepiece_llama2_detect(const SavedFolder& folder) {
+  return !folder.has_tokenizer_json && (folder.tokenizer_class == "LlamaTokenizer" ||
+                                        folder.tokenizer_class == "LlamaTokenizerFast");
 }
 
 }  // namespace infinipipe::data

@@ -1,4 +1,4 @@
-#include "data/hf_text.h"
+#include "tokenize/hf_text.h"
 
 #include <unicode/normalizer2.h>
 #include <unicode/unistr.h>

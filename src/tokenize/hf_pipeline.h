@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/hf_regex.h"
-#include "data/hf_text.h"
+#include "tokenize/hf_regex.h"
+#include "tokenize/hf_text.h"
 
 namespace infinipipe::data {
 

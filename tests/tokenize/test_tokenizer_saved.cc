@@ -7,9 +7,9 @@
 #include <fstream>
 #include <string>
 
+#include "common/data_test_util.h"
 #include "core/error.h"
-#include "data/tokenizer_saved.h"
-#include "data_test_util.h"
+#include "tokenize/tokenizer_saved.h"
 
 namespace infinipipe::data {
 namespace {

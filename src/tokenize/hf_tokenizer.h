@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/tokenizer.h"
+#include "tokenize/tokenizer.h"
 
 namespace infinipipe::data {
 
@@ -30,6 +30,10 @@ HfTokenizerFiles hf_tokenizer_files(const std::string& path);
 // ConfigError for missing files, anything out of bounds, unsupported components, or no
 // eos_token (documents end with it).
 std::unique_ptr<Tokenizer> hf_tokenizer_open(const std::string& path);
+
+// A folder with a tokenizer.json (as transformers' fast tokenizers save) holds a
+// HuggingFaceTokenizer.
+bool hf_tokenizer_detect(const SavedFolder& folder);
 
 // From the files' text (the fuzz target and tests); `where` names them in messages.
 // `config_json` empty: no tokenizer_config.json.

@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tokenize/tokenizer.h"
 
 namespace infinipipe::data {
 
@@ -36,5 +39,8 @@ inline std::string byte_detokenize(std::span<const int32_t> tokens) {
   }
   return out;
 }
+
+// --tokenizer-type ByteTokenizer; ConfigError when given a --tokenizer-model (it reads none).
+std::unique_ptr<Tokenizer> byte_tokenizer_open(const std::string& model_path);
 
 }  // namespace infinipipe::data

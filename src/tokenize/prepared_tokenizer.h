@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "data/tokenizer.h"
+#include "tokenize/tokenizer.h"
 
 namespace infinipipe::data {
 

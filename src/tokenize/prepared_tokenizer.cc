@@ -1,4 +1,4 @@
-#include "data/prepared_tokenizer.h"
+#include "tokenize/prepared_tokenizer.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "data/hf_tokenizer.h"
+#include "tokenize/hf_tokenizer.h"
 
 #include <sys/stat.h>
 
@@ -12,11 +12,11 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/json_read.h"
-#include "data/hf_added_tokens.h"
-#include "data/hf_bpe.h"
-#include "data/hf_json.h"
-#include "data/hf_pipeline.h"
-#include "data/hf_text.h"
+#include "tokenize/hf_added_tokens.h"
+#include "tokenize/hf_bpe.h"
+#include "tokenize/hf_json.h"
+#include "tokenize/hf_pipeline.h"
+#include "tokenize/hf_text.h"
 
 namespace infinipipe::data {
 
@@ -368,6 +368,10 @@ HfTokenizerFiles hf_tokenizer_files(const std::string& path) {
   }
   if (regular_file(config)) f.tokenizer_config = config.string();
   return f;
+}
+
+bool hf_tokenizer_detect(const SavedFolder& folder) {
+  return folder.has_tokenizer_json;
 }
 
 std::unique_ptr<Tokenizer> hf_tokenizer_open(const std::string& path) {

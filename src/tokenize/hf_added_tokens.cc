@@ -1,10 +1,10 @@
-#include "data/hf_added_tokens.h"
+#include "tokenize/hf_added_tokens.h"
 
 #include <unicode/uchar.h>
 
 #include <algorithm>
 
-#include "data/hf_text.h"
+#include "tokenize/hf_text.h"
 
 namespace infinipipe::data {
 

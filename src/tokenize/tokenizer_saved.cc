@@ -1,4 +1,4 @@
-#include "data/tokenizer_saved.h"
+#include "tokenize/tokenizer_saved.h"
 
 #include <sys/stat.h>
 
@@ -13,7 +13,8 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/json_read.h"
-#include "data/hf_tokenizer.h"
+#include "tokenize/hf_tokenizer.h"
+#include "tokenize/tokenizer_types.h"
 
 namespace infinipipe::data {
 
@@ -52,37 +53,43 @@ Json read_config(const fs::path& path) {
   return j;
 }
 
-// The --tokenizer-type the config names; for a plain Hugging Face folder HuggingFaceTokenizer
-// when it has tokenizer.json, else Llama2Tokenizer for a Llama.
+// The --tokenizer-type the config names; for a plain Hugging Face folder the type whose row
+// detects it (tokenizer_types.h: HuggingFaceTokenizer when it has tokenizer.json, else
+// Llama2Tokenizer for a Llama).
 std::string saved_type(const Json& config, const fs::path& path) {
   if (const auto t = config.find("infinipipe_tokenizer_type"); t != config.end()) {
     return json_string(*t, path.string() + ": infinipipe_tokenizer_type");
   }
-  if (saved_file_exists(path.parent_path() / kTokenizerJsonFile, input_kind::kTokenizerModel)) {
-    return "HuggingFaceTokenizer";
-  }
+  SavedFolder folder;
+  folder.has_tokenizer_json =
+      saved_file_exists(path.parent_path() / kTokenizerJsonFile, input_kind::kTokenizerModel);
   const auto c = config.find("tokenizer_class");
-  if (c != config.end() && c->is_string() &&
-      (*c == "LlamaTokenizer" || *c == "LlamaTokenizerFast")) {
-    return "Llama2Tokenizer";
-  }
+  if (c != config.end() && c->is_string()) folder.tokenizer_class = c->get<std::string>();
+  for (const TokenizerType& t : kTokenizerTypes)
+    if (t.detect != nullptr && t.detect(folder)) return std::string(t.name);
   fail_config(
       "{}: names no infinipipe_tokenizer_type, the folder has no tokenizer.json and "
       "tokenizer_class {} is not LlamaTokenizer; infinipipe opens only its own tokenizer types "
       "({})",
       path.string(), c == config.end() ? "is missing" : json_brief(*c),
-      fmt::join(tokenizer_types(), ", "));
+      tokenizer_types_text<TokenizerTypesText::names>());
+}
+
+// The file of `file` in a saved folder.
+const char* saved_file_name(TokenizerFile file) {
+  return file == TokenizerFile::hf_tokenizer_json ? kTokenizerJsonFile : kTokenizerModelFile;
 }
 
 }  // namespace
 
 bool tokenizer_type_has_model(const std::string& type) {
-  return type == "SentencePieceTokenizer" || type == "GPTSentencePieceTokenizer" ||
-         type == "Llama2Tokenizer";
+  const TokenizerType* t = tokenizer_type_find(type);
+  return t != nullptr && t->file == TokenizerFile::sentencepiece_model;
 }
 
 bool tokenizer_type_has_json(const std::string& type) {
-  return type == "HuggingFaceTokenizer";
+  const TokenizerType* t = tokenizer_type_find(type);
+  return t != nullptr && t->file == TokenizerFile::hf_tokenizer_json;
 }
 
 Json tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length) {
@@ -101,25 +108,26 @@ std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir) {
   const fs::path config_path = fs::path(dir) / kTokenizerConfigFile;
   // Checkpoints from before tokenizers were saved have no config: all of them used bytes.
   if (!saved_file_exists(config_path, input_kind::kTokenizerConfig)) {
-    return tokenizer_open("ByteTokenizer", "");
+    return tokenizer_open(std::string(kDefaultTokenizerType), "");
   }
   const std::string type = saved_type(read_config(config_path), config_path);
-  const fs::path model = fs::path(dir) / kTokenizerModelFile;
-  const bool has_model = tokenizer_type_has_model(type);
-  if (has_model && !saved_file_exists(model, input_kind::kTokenizerModel)) {
-    fail_config("{} names {}, but {} is missing; copy the SentencePiece model there",
-                config_path.string(), type, model.string());
-  }
-  if (tokenizer_type_has_json(type)) {
-    const fs::path json = fs::path(dir) / kTokenizerJsonFile;
-    if (!saved_file_exists(json, input_kind::kTokenizerModel)) {
-      fail_config("{} names {}, but {} is missing; copy the tokenizer.json there",
-                  config_path.string(), type, json.string());
+  const TokenizerType* row = tokenizer_type_find(type);
+  const TokenizerFile file = row != nullptr ? row->file : TokenizerFile::none;
+  // The SentencePiece model is opened as the file; a Hugging Face tokenizer as the folder, whose
+  // tokenizer_config.json goes with its tokenizer.json.
+  std::string model_path;
+  if (file != TokenizerFile::none) {
+    const fs::path saved = fs::path(dir) / saved_file_name(file);
+    if (!saved_file_exists(saved, input_kind::kTokenizerModel)) {
+      fail_config(
+          "{} names {}, but {} is missing; copy the {} there", config_path.string(), type,
+          saved.string(),
+          file == TokenizerFile::hf_tokenizer_json ? "tokenizer.json" : "SentencePiece model");
     }
+    model_path = file == TokenizerFile::hf_tokenizer_json ? dir : saved.string();
   }
   try {
-    if (tokenizer_type_has_json(type)) return tokenizer_open(type, dir);
-    return tokenizer_open(type, has_model ? model.string() : "");
+    return tokenizer_open(type, model_path);
   } catch (const ConfigError& e) {
     fail_config(
         "{} (from {}); fix the folder, or name the tokenizer with --tokenizer-type "

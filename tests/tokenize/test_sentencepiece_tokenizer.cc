@@ -1,0 +1,78 @@
+// The SentencePiece tokenizer types against the SentencePiece library itself, on a small model
+// trained here with the library's own trainer (no downloads).
+#include <gtest/gtest.h>
+#include <sentencepiece_processor.h>
+
+#include <string>
+#include <vector>
+
+#include "common/data_test_util.h"
+#include "common/sentencepiece_test_model.h"
+#include "core/error.h"
+#include "tokenize/tokenizer.h"
+
+namespace infinipipe::data {
+namespace {
+
+class TokenizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = test::sentencepiece_test_model_train(dir_.file("m"));
+    ASSERT_TRUE(sp_.Load(model_).ok());
+  }
+  std::vector<int32_t> library(const std::string& text) const {
+    std::vector<int> ids;
+    EXPECT_TRUE(sp_.Encode(text, &ids).ok());
+    return {ids.begin(), ids.end()};
+  }
+
+  test::ScratchDir dir_;
+  std::string model_;
+  sentencepiece::SentencePieceProcessor sp_;
+};
+
+TEST_F(TokenizerTest, SentencePieceTypesEncodeAsTheLibrary) {
+  const auto gpt = tokenizer_open("GPTSentencePieceTokenizer", model_);
+  const auto llama = tokenizer_open("Llama2Tokenizer", model_);
+  for (const std::string& line : test::sentencepiece_corpus_lines(50, 2)) {
+    const std::vector<int32_t> ids = library(line);
+    EXPECT_EQ(gpt->encode(line), ids) << line;
+    std::vector<int32_t> with_bos{sp_.bos_id()};
+    with_bos.insert(with_bos.end(), ids.begin(), ids.end());
+    EXPECT_EQ(llama->encode(line), with_bos) << line;
+    EXPECT_EQ(gpt->decode(ids), line);
+  }
+  EXPECT_EQ(gpt->vocab_size(), sp_.GetPieceSize());
+  EXPECT_EQ(gpt->eod(), sp_.eos_id());
+  EXPECT_EQ(llama->eod(), sp_.eos_id());
+  EXPECT_EQ(llama->bos(), sp_.bos_id());
+}
+
+// Megatron's SentencePieceTokenizer: <CLS> <SEP> <EOD> <MASK> <PAD> are not pieces of this model
+// (pad_id is -1), so they follow its vocabulary in that order; <s> and </s> are its own pieces.
+TEST_F(TokenizerTest, MegatronSpecialTokensAreAddedAndCutFromTheText) {
+  const auto t = tokenizer_open("SentencePieceTokenizer", model_);
+  const int32_t n = sp_.GetPieceSize();
+  EXPECT_EQ(t->vocab_size(), n + 5);
+  EXPECT_EQ(t->eod(), n + 2);
+  EXPECT_EQ(t->bos(), sp_.bos_id());
+  EXPECT_EQ(t->eos(), sp_.eos_id());
+  std::vector<int32_t> want = library("pipe line");
+  want.push_back(n + 2);
+  const auto tail = library(" stage");
+  want.insert(want.end(), tail.begin(), tail.end());
+  want.push_back(sp_.eos_id());
+  EXPECT_EQ(t->encode("pipe line<EOD> stage</s>"), want);
+  EXPECT_EQ(t->decode(t->encode("slice<EOD>chunk")), "slice<EOD>chunk");
+  EXPECT_EQ(t->encode("token"), library("token"));
+}
+
+TEST_F(TokenizerTest, BadTypesAndModelsAreConfigErrors) {
+  EXPECT_THROW(tokenizer_open("HuggingFaceTokenizer", model_), ConfigError);
+  EXPECT_THROW(tokenizer_open("Llama2Tokenizer", ""), ConfigError);
+  EXPECT_THROW(tokenizer_open("Llama2Tokenizer", dir_.file("missing.model")), ConfigError);
+  EXPECT_THROW(tokenizer_open("ByteTokenizer", model_), ConfigError);
+}
+
+}  // namespace
+}  // namespace infinipipe::data
