@@ -57,7 +57,10 @@ void bind_config(py::module_& m) {
                     "RMSNorm of each query and key head over head_dim (qwen3; --qk-layernorm)")
       .def_readonly("sliding_window", &ModelConfig::sliding_window,
                     "attention window in tokens, 0 = none (mistral; never below seq_length)")
-      .def_property_readonly("num_parameters", &ModelConfig::params_total);
+      .def_property_readonly("num_parameters", &ModelConfig::params_total)
+      .def_property_readonly("llama_differences", &engine_unsupported,
+                             "What of this model Llama's maths (the C++ engine, infinipipe.torch's "
+                             "own modules) does not compute; '' when nothing");
 
   py::class_<Config>(m, "Config",
                      "A resolved and validated configuration: Megatron-LM option names, the "

@@ -14,7 +14,7 @@ void bind_model(pybind11::module_& m);
 void bind_checkpoint(pybind11::module_& m);
 void bind_data(pybind11::module_& m);
 void bind_metrics(pybind11::module_& m);
-void bind_trace(pybind11::module_& m);
 void bind_setup(pybind11::module_& m);
+void bind_run(pybind11::module_& m);
 
 }  // namespace infinipipe::python

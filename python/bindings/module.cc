@@ -16,6 +16,6 @@ PYBIND11_MODULE(_core, m) {
   infinipipe::python::bind_checkpoint(m);
   infinipipe::python::bind_data(m);
   infinipipe::python::bind_metrics(m);
-  infinipipe::python::bind_trace(m);
   infinipipe::python::bind_setup(m);
+  infinipipe::python::bind_run(m);
 }

@@ -18,9 +18,10 @@ constexpr std::array kLeftOut = {
     "init_params",      "reference_step",     "CheckpointReader",
     "checkpoint_commit", "checkpoint_latest", "checkpoint_save_shard",
     "hf_folder_is",     "read_hf",            "export_hf",
-    "TrainingBatches",  "EvalBatches",        "data_tokenizer_check",
+    "TrainingBatches",
     "run_samples_message", "train_options_lenient", "resolve_auto_layout",
-    "rank_order"};
+    "rank_order",       "run_train",          "rank_path",
+    "train_problems"};
 
 }  // namespace
 
@@ -36,7 +37,6 @@ PYBIND11_MODULE(_core, m) {
   infinipipe::python::bind_plan(m);
   infinipipe::python::bind_simulate(m);
   infinipipe::python::bind_metrics(m);
-  infinipipe::python::bind_trace(m);
   m.attr("planner_only") = true;
   const auto refusal = [](const std::string& name) {
     return [name](const py::args&, const py::kwargs&) {

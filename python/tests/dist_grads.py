@@ -48,12 +48,11 @@ def main():
         hf = load_folder(folder, cfg.model.seq_length, torch.float64)
         model = RankModel(cfg, layout, g, torch.float64, hf.stage)
     seqs = batch(seed, lengths, cfg.model.vocab_size)
-    planner = BatchPlanner(cfg, cost, None, g)  # the trainer's split and plan sharing
+    planner = BatchPlanner(cfg, cost, g)  # the trainer's split and plan sharing
     share = planner.share_of(seqs)
     planning = g.stage == 0 and g.sp_rank == 0
     text = ip.plan([len(s) for s in share], cfg, cost).plan.to_json() if planning else None
     plan, _ = planner.share_plan(text, "")
-    planner.close()
     step = TrainStep(cfg, model, make_optimizer(cfg, model))
     loss, _ = step.gradients(plan, share, predicted_tokens(lengths))
     record = {"loss": np.array(loss)}

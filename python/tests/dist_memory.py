@@ -67,11 +67,10 @@ def measure(out, precision, seed, lengths, words, g):
     model.init()
     rng = np.random.default_rng(seed)
     seqs = [[int(t) for t in rng.integers(0, cfg.model.vocab_size, n)] for n in lengths]
-    planner = BatchPlanner(cfg, cost, None, g)
+    planner = BatchPlanner(cfg, cost, g)
     share = planner.share_of(seqs)
     text = ip.plan([len(s) for s in share], cfg, cost).plan.to_json() if g.stage == 0 else None
     plan, _ = planner.share_plan(text, "")
-    planner.close()
     optimizer = make_optimizer(cfg, model)
     step = TrainStep(cfg, model, optimizer, bf16=cfg.get("bf16") == "true")
     step.run(plan, share, predicted_tokens(lengths), 1e-4)

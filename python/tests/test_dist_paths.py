@@ -257,13 +257,10 @@ def check_plan_broadcast(g):
                                        "--memory-budget", "4MiB", "--global-batch-size",
                                        str(len(LENGTHS))])
     made = ip.plan(LENGTHS, cfg)  # the same plan on every rank: what rank 0's must arrive as
-    planner = BatchPlanner(cfg, ip.CostModel.from_config(cfg), None, g)
-    try:
-        first = g.rank == 0
-        plan, setting = planner.share_plan(made.plan.to_json() if first else None,
-                                           made.setting if first else None)
-    finally:
-        planner.close()
+    planner = BatchPlanner(cfg, ip.CostModel.from_config(cfg), g)
+    first = g.rank == 0
+    plan, setting = planner.share_plan(made.plan.to_json() if first else None,
+                                       made.setting if first else None)
     if plan.to_json() != made.plan.to_json() or setting != made.setting:
         raise AssertionError(f"rank {g.rank}: the broadcast plan differs from rank 0's")
 

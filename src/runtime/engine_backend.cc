@@ -182,7 +182,8 @@ bool EngineBackend::iteration_end(const obs::IterationMetrics& m, const plan::Pl
 }
 
 RunBackend::ShardPlan EngineBackend::shard_fill(CheckpointShard& shard,
-                                                std::deque<std::vector<float>>& storage) {
+                                                std::deque<std::vector<float>>& storage,
+                                                int64_t /*iteration*/) {
   // With data parallelism the replicas hold the same values: replica 0 writes them.
   const bool replica0 = !groups_ || groups_->layout().replica == 0;
   if (replica0) shard.params = checkpoint_tensors(stages_.params());

@@ -59,7 +59,8 @@ class EngineBackend final : public RunBackend {
   void memory_measured(obs::IterationMetrics& m) override;
   bool iteration_end(const obs::IterationMetrics& m, const plan::Plan& plan,
                      CostLoop& cost_loop) override;
-  ShardPlan shard_fill(CheckpointShard& shard, std::deque<std::vector<float>>& storage) override;
+  ShardPlan shard_fill(CheckpointShard& shard, std::deque<std::vector<float>>& storage,
+                               int64_t iteration) override;
   void load(CheckpointReader& reader) override;
   void weights_load(const std::string& dir) override;
 

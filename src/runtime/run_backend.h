@@ -83,14 +83,15 @@ class RunBackend {
   virtual bool iteration_end(const obs::IterationMetrics& m, const plan::Plan& plan,
                              CostLoop& cost_loop) = 0;
 
-  // Checkpoints: this rank's weights and optimizer state into `shard`, numbered for its writer
-  // (arrays of split states kept in `storage` until written). Returns whether this rank writes a
+  // Checkpoints: this rank's weights and optimizer state after `iteration` into `shard`,
+  // numbered for its writer (arrays kept in `storage` until written). Returns whether this rank writes a
   // shard; `every_replica_saves` says whether every replica writes one (a sharded optimizer).
   struct ShardPlan {
     bool writes = true;
     bool every_replica_saves = false;
   };
-  virtual ShardPlan shard_fill(CheckpointShard& shard, std::deque<std::vector<float>>& storage) = 0;
+  virtual ShardPlan shard_fill(CheckpointShard& shard, std::deque<std::vector<float>>& storage,
+                               int64_t iteration) = 0;
   // Weights and optimizer state from a checkpoint (every stage this rank holds).
   virtual void load(CheckpointReader& reader) = 0;
   // Weights only, from a Hugging Face folder or a checkpoint (the optimizer stays fresh).

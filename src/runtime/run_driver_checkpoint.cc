@@ -44,7 +44,7 @@ void RunDriver::save() {
   if (dir.empty()) fail_config("saving needs --save DIR");
   CheckpointShard shard;
   std::deque<std::vector<float>> storage;  // split tensors' states, whole, while they are written
-  const RunBackend::ShardPlan writer = backend_.shard_fill(shard, storage);
+  const RunBackend::ShardPlan writer = backend_.shard_fill(shard, storage, iteration_);
   const CheckpointMeta meta = checkpoint_meta(cfg_, opts_.config_yaml, saved_tokenizer_,
                                               iteration_, consumed_samples(),
                                               batches_.position().delay);

@@ -22,21 +22,12 @@
 #include "plan/plan.h"
 #include "runtime/engine_backend.h"
 #include "runtime/run_driver.h"
+#include "runtime/train_capabilities.h"
 
 namespace infinipipe::runtime {
 
 // A run's options (run_driver.h) and what the engine needs besides them (engine_backend.h).
 struct TrainOptions : RunOptions, EngineRanks {};
-
-// Checks the parts of a configuration `train` cannot run (ConfigError saying what to change):
-// pp × dp other than the number of processes (world_size; 1 without mpirun), Ulysses > 1, bf16,
-// no training data with iterations to run.
-void train_check_config(const Config& cfg, int world_size = 1);
-// Every such problem, one message each: the options train cannot honour (world_size 0: the
-// number of processes is not known, as in `config check`, and not checked), and with them a
-// run's own needs (a dataset to train on).
-std::vector<std::string> train_config_problems(const Config& cfg, int world_size);
-std::vector<std::string> train_run_problems(const Config& cfg, int world_size);
 
 // One rank's training on the C++ engine: the run driver over an EngineBackend. What the driver
 // offers (step, evaluate, save, the last plan and the cost loop) is the driver's; params(),

@@ -67,7 +67,7 @@ class EppModel:
                                     next(self.model.parameters()).dtype,
                                     self.hf.stage)
         self.stages = self.rank_model.stages
-        self._planner = BatchPlanner(cfg, self.cost, None, self.groups)
+        self._planner = BatchPlanner(cfg, self.cost, self.groups)
         self._step = TrainStep(cfg, self.rank_model, None, bf16=self.dtype == torch.bfloat16)
 
     def parameters(self) -> Iterator[nn.Parameter]:
@@ -157,7 +157,6 @@ class EppModel:
         if self._step is not None:
             from infinipipe.torch.distributed import shutdown
 
-            self._planner.close()
             shutdown()
 
 

@@ -188,25 +188,11 @@ class Stage(nn.Module):
         load_by_name(self, values)
 
 
-def check_llama(model) -> None:
-    """ConfigError unless the model (an infinipipe.ModelConfig) is Llama's maths, which these
-    modules compute; other families train with their own modelling code (--hf-model)."""
-    differs = []
-    if getattr(model, "qkv_bias", False):
-        differs.append("q/k/v biases")
-    if getattr(model, "qk_norm", False):
-        differs.append("q/k norms")
-    if model.head_dim * model.num_attention_heads != model.hidden_size:
-        differs.append(f"head_dim {model.head_dim} x {model.num_attention_heads} heads != hidden "
-                       f"size {model.hidden_size}")
-    if differs:
-        raise ip.ConfigError(
-            f"the {getattr(model, 'family', 'llama')} model has {', '.join(differs)}: "
-            "infinipipe.torch's own modules compute the Llama architecture; train the folder's "
-            "model with its own modelling code: --hf-model DIR")
-
-
 def stage_from_spec(model, spec) -> Stage:
-    """The Stage of an infinipipe.Stage (plan.stages[i])."""
-    check_llama(model)
+    """The Stage of an infinipipe.Stage (plan.stages[i]); ConfigError for a model these modules
+    do not compute (the trainer refuses it before, ip.train_problems)."""
+    if model.llama_differences:
+        raise ip.ConfigError(f"infinipipe.torch's own modules compute the Llama architecture; "
+                             f"{model.llama_differences}: use the model's own modelling code "
+                             "(--hf-model DIR, infinipipe.torch.wrap)")
     return Stage(model, spec.first_layer, spec.num_layers, spec.has_embedding, spec.has_lm_head)

@@ -19,10 +19,7 @@ for the GPU found) on CUDA over NCCL.
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
@@ -143,46 +140,13 @@ def _runtime_device(config_args: List[str]) -> List[str]:
     return args
 
 
-_MEASURE_LINKS_INTERVAL_DEFAULT = "100"  # src/core/config.h
-
-
 def check_supported(cfg: ip.Config, words: Sequence[str] = (), hf_model: bool = False) -> None:
-    """What this trainer cannot run yet, refused with what to do instead (`words`: the
-    configuration's command-line words, where an option given at its default shows;
-    `hf_model`: the model is a folder's transformers model)."""
-    if not hf_model:
-        from infinipipe.torch.model import check_llama
-
-        check_llama(cfg.model)
-    if cfg.get("zero-stage") != "1":
-        raise ip.ConfigError("the PyTorch trainer keeps a stage's weights whole (zero-stage 1); "
-                             "drop --zero-stage")
-    if (cfg.get("measure-links") == "true"
-            or cfg.get("measure-links-interval") != _MEASURE_LINKS_INTERVAL_DEFAULT
-            or any(w.split("=")[0] == "--measure-links-interval" for w in words)):
-        raise ip.ConfigError("the PyTorch trainer times links by the configuration (it measures "
-                             "with MPI only in `infinipipe train`), so --rank-placement auto "
-                             "ranks the orders by bytes; --measure-links and "
-                             "--measure-links-interval are `infinipipe train`'s: drop them")
-    if int(cfg.train_iters) > 0 and not cfg.has_training_data:
-        raise ip.ConfigError("train needs a dataset: pass --data-path PREFIX (make one with "
-                             "`infinipipe data synth --output PREFIX`)")
-
-
-class StopRequest:
-    """SIGTERM, SIGINT and SIGUSR1 ask for a stop after the iteration (with
-    --exit-signal-handler, the default), as `infinipipe train`; a second signal stops at once."""
-
-    def __init__(self, enabled: bool):
-        self.signalled = False
-        if enabled and threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-                signal.signal(s, self._handle)
-
-    def _handle(self, signum, frame):
-        if self.signalled:
-            raise SystemExit(128 + signum)
-        self.signalled = True
+    """What this trainer cannot honour, refused with what to do instead, by the runtimes' one
+    table (ip.train_problems; `words`: the configuration's command-line words, where an option
+    given at its default shows; `hf_model`: the model is a folder's transformers model)."""
+    problems = ip.train_problems(cfg, "transformers" if hf_model else "torch", list(words))
+    if problems:
+        raise ip.ConfigError(problems[0])
 
 
 def metrics_path(args: CommandArgs, save: str) -> str:
@@ -279,10 +243,9 @@ def run(argv: List[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    from infinipipe.torch import checkpoint
+    from infinipipe.torch.backend import TorchBackend
     from infinipipe.torch.distributed import launch_env, setup, shutdown
-    from infinipipe.torch.planning import BatchPlanner
-    from infinipipe.torch.trainer import RankModel, TrainStep, make_optimizer, predicted_tokens
+    from infinipipe.torch.trainer import RankModel, TrainStep, make_optimizer
 
     args = parse_command(argv)
     words, searched, rank_hosts = _agree_on_layout(args, _runtime_device(args.config))
@@ -311,220 +274,32 @@ def run(argv: List[str]) -> int:
     model = RankModel(cfg, layout, g, make_stage=hf_model and hf_model.stage)
     hf_model = None  # the layers of other ranks' stages are freed with it
     optimizer = make_optimizer(cfg, model)
-    load, pretrained, save = cfg.get("load"), cfg.get("pretrained-checkpoint"), cfg.get("save")
-    resumed = checkpoint.Resumed()
-    if load and (ip.checkpoint_latest(load) is not None or ip.hf_folder_is(load)):
-        resumed = checkpoint.load(load, cfg, model, optimizer)
-        if talk and resumed.iteration > 0:
-            print(f"resumed from {load} at iteration {resumed.iteration} "
-                  f"({resumed.consumed_samples} samples consumed)")
-    elif args.hf_model:
-        pass  # from_pretrained loaded the folder's weights
-    elif pretrained:
-        checkpoint.load_weights(pretrained, cfg, model)
-    else:
-        model.init()
+    if not args.hf_model:
+        model.init()  # the seed's values; a checkpoint or folder the run starts from replaces them
     config_yaml = cfg.with_run_tokenizer().to_yaml()  # as train records it
-    if g.rank == 0 and resumed.iteration < cfg.train_iters:
+    if g.rank == 0:
         said = ip.run_samples_message(cfg)  # what truncation drops, once per run, as train says
         if said:
             print(f"infinipipe: {said}", file=sys.stderr, flush=True)
+    metrics = metrics_path(args, cfg.get("save"))
     if talk:
         print(f"training {cfg.model.num_layers} layers x hidden {cfg.model.hidden_size} "
               f"({cfg.model.num_parameters} parameters), {cfg.schedule} schedule, pp {cfg.pp} x "
               f"dp {cfg.dp}, {cfg.train_iters} iterations of {cfg.global_batch_size} sequences "
-              f"on PyTorch {torch.__version__} ({g.backend}, {g.device})", flush=True)
-    train_iters, iteration = cfg.train_iters, resumed.iteration
+              f"on PyTorch {torch.__version__} ({g.backend}, {g.device})"
+              + (f"; metrics -> {metrics}" if metrics else ""), flush=True)
     step = TrainStep(cfg, model, optimizer, bf16=cfg.get("bf16") == "true")
-    stop = StopRequest(cfg.get("exit-signal-handler") == "true")
-    feedback = ip.CostFeedback(cost) if cfg.get("cost-model-update") == "online" else None
-    plan_cost = cost
-    # Every rank writes its metrics (its stage's memory) and timings; rank 0 at the path given,
-    # the others next to it (metrics-rank00003.jsonl), as `infinipipe train`.
-    writer = _rank_log(metrics_path(args, save), g.rank)
-    timings = _rank_log(args.timings, g.rank)
-    planner = None
-    if iteration < train_iters:
-        batches = ip.TrainingBatches(cfg, cost)
-        # Data prepared by another tokenizer is refused as `infinipipe train` refuses it.
-        ip.data_tokenizer_check(cfg, batches.prefixes)
-        batches.resume(resumed.consumed_samples, resumed.delay_state)
-        planner = BatchPlanner(cfg, cost, batches, g)
-    consumed, delay_state = resumed.consumed_samples, resumed.delay_state
-    last_saved = iteration if resumed.iteration > 0 else -1
-    started = time.monotonic()
-    exit_interval = int(cfg.get("exit-interval"))
-    exit_minutes = float(cfg.get("exit-duration-in-mins"))
-    save_interval = int(cfg.get("save-interval"))
-    log_every = max(1, int(cfg.get("log-interval")))
-    eval_interval = max(1, int(cfg.get("eval-interval")))
-    evals = ip.EvalBatches(cfg) if iteration < train_iters and int(cfg.get("eval-iters")) > 0 \
-        else None
-    trace = None
-    if args.trace:
-        if g.distributed:
-            dist.barrier()  # the ranks start the trace clock together
-        trace = ip.TraceWriter(args.trace, g.rank, g.pp, g.dp, g.stage, g.replica, config_yaml,
-                               cfg.schedule, time.monotonic(), args.trace_iterations,
-                               cfg.get("calibration"))
-    last = None
-    if iteration >= train_iters and talk and train_iters > 0:
-        print(f"nothing to train: the checkpoint is at iteration {iteration}, --train-iters is "
-              f"{train_iters}")
-    while iteration < train_iters:
-        t0 = time.monotonic()
-        b = planner.next(plan_cost, more=iteration + 1 < train_iters)
-        consumed, delay_state = b.consumed_samples, b.delay_state
-        lr = cfg.lr_at(iteration * cfg.global_batch_size)
-        result = step.run(b.plan, b.share, predicted_tokens(b.lengths), lr)
-        t_step = time.monotonic()
-        iteration += 1
-        if feedback is not None:
-            plan_cost = _refit(feedback, b.plan, plan_cost, cfg, result, g)
-        m = _metrics(iteration, train_iters, consumed, result, b, lr, time.monotonic() - t0, g)
-        if evals is not None:
-            t_eval = time.monotonic()
-            due = iteration % eval_interval == 0
-            if evals.has("validation") and (due or iteration == train_iters):
-                m.valid_loss, m.valid_tokens = _evaluate(
-                    step, planner, evals, "validation",
-                    iteration // eval_interval - (1 if due else 0), plan_cost)
-            if iteration == train_iters and evals.has("test"):
-                m.test_loss, m.test_tokens = _evaluate(step, planner, evals, "test", 0, plan_cost)
-            m.eval_seconds = time.monotonic() - t_eval
-        if trace is not None:
-            explain = ""
-            if args.trace_explain and b.result is not None and trace.saves_plan(iteration):
-                explain = b.result.explain(cfg, b.planned_with)
-            _trace_add(trace, m, b, g, result, t0, t_step, explain)
-        if writer:
-            writer.write(m.metrics_json() + "\n")
-            writer.flush()
-        if timings:
-            timings.write(ip.timings_record(iteration, m.predicted_step_seconds, b.plan, g.stage,
-                                            [(t.index, t.start, t.end)
-                                             for t in result.stats.times]) + "\n")
-            timings.flush()
-        if talk and (iteration % log_every == 0 or iteration == train_iters):
-            print(str(m), flush=True)
-        last = m
-        if save and save_interval > 0 and iteration % save_interval == 0:
-            checkpoint.save(save, iteration, consumed, delay_state, cfg, config_yaml, model,
-                            optimizer)
-            last_saved = iteration
-            if talk:
-                print(f"saved checkpoint {save}/iter_{iteration:07d}", flush=True)
-        if iteration < train_iters and _agree_to_stop(stop, iteration, exit_interval,
-                                                      exit_minutes, started, g):
-            if talk:
-                print(f"stopping after iteration {iteration} as asked", flush=True)
-            break
-    if save and last_saved != iteration:
-        checkpoint.save(save, iteration, consumed, delay_state, cfg, config_yaml, model,
-                        optimizer)
-        if talk:
-            print(f"saved checkpoint {save}/iter_{iteration:07d}", flush=True)
-    if talk and last is not None:
-        print(f"done: {last.iteration} iterations, final loss {last.loss:.4f}", flush=True)
-    for log in (writer, timings):
-        if log:
-            log.close()
-    if planner is not None:
-        planner.close()
+    backend = TorchBackend(cfg, cost, layout, model, optimizer, step, weights_from=args.hf_model)
+    # The run itself is `infinipipe train`'s (runtime/run_driver.h) over this rank's backend.
+    done = ip.run_train(backend, cfg, config_yaml, metrics, args.timings, args.trace,
+                        args.trace_iterations, args.trace_explain, cfg.get("tensorboard-dir"),
+                        args.quiet or g.rank != 0)
+    if talk and done:
+        print(f"done: {len(done)} iterations, final loss {done[-1].loss:.4f}", flush=True)
     if g.distributed:
         dist.barrier()
     shutdown()
     return 0
-
-
-def _evaluate(step, planner, evals, split, index, plan_cost):
-    """`infinipipe train`'s evaluation: --eval-iters global batches of `split`, each split over
-    the replicas and planned as training plans it, run as forward-only plans; the token-weighted
-    mean loss over the world and its predicted tokens."""
-    from infinipipe.torch.trainer import predicted_tokens
-
-    loss_sum, tokens = 0.0, 0
-    for seqs in evals.batches(split, index):
-        if predicted_tokens([len(s) for s in seqs]) == 0:
-            continue  # every document has at most one token: nothing to score
-        share = planner.share_of(seqs)
-        s, t = step.evaluate(planner.evaluation_plan(share, plan_cost), share)
-        loss_sum, tokens = loss_sum + s, tokens + t
-    if tokens == 0:
-        raise ip.Error(f"the {split} evaluation predicts no token: its documents have at most "
-                       "one token each")
-    return loss_sum / tokens, tokens
-
-
-def _refit(feedback, plan_obj, plan_cost, cfg, result, g):
-    """The online fit: this rank's measured actions, pooled over its pipeline."""
-    import torch
-    import torch.distributed as dist
-
-    measured = [(t.index, t.end - t.start) for t in result.stats.times]
-    feedback.observe(plan_obj, plan_cost, cfg, g.stage, measured)
-    share = torch.tensor(feedback.share(), dtype=torch.float64, device=g.device)
-    if g.distributed:
-        dist.all_reduce(share, group=g.pipeline)
-    return feedback.next_cost_model(share.cpu().tolist())
-
-
-def _rank_log(path: str, rank: int):
-    """The JSON-lines file this rank appends to (None without a path)."""
-    if not path:
-        return None
-    path = ip.rank_path(path, rank)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    return open(path, "a")
-
-
-def _trace_add(trace, m, b, g, result, t0, t_step, explain):
-    """This rank's iteration in its trace: the actions, the wait for the plan, and what followed
-    the actions (gradient sums, clipping, the optimizer)."""
-    shift = result.stats.t0 - t0
-    actions = [(t.index, shift + t.start, shift + t.end) for t in result.stats.times]
-    done = actions[-1][2] if actions else shift
-    events = [("plan", f"waiting for the plan (planner took {b.plan_seconds:.3f} s)", 0.0,
-               b.plan_wait_seconds),
-              ("optimizer", "gradient sums, clip and optimizer step", done, t_step - t0)]
-    trace.add(m, b.plan, g.stage, actions, events, result.stats.loss_sum,
-              result.stats.predicted_tokens, t0, time.monotonic(), explain)
-
-
-def _agree_to_stop(stop, iteration, exit_interval, exit_minutes, started, g) -> bool:
-    import torch
-    import torch.distributed as dist
-
-    want = stop.signalled or (exit_interval > 0 and iteration % exit_interval == 0) or \
-        (exit_minutes > 0 and time.monotonic() - started >= exit_minutes * 60)
-    if not g.distributed:
-        return want
-    flag = torch.tensor([1.0 if want else 0.0], device=g.device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
-
-
-def _metrics(iteration, train_iters, consumed, result, b, lr, seconds, g):
-    m = ip.IterationMetrics()
-    m.iteration, m.train_iters, m.consumed_samples = iteration, train_iters, consumed
-    m.loss, m.sequences, m.tokens = result.loss, len(b.sequences), sum(b.lengths)
-    m.predicted_tokens, m.seconds = result.predicted_tokens, seconds
-    m.plan_seconds, m.plan_wait_seconds = b.plan_seconds, b.plan_wait_seconds
-    m.tokens_per_s = sum(b.lengths) / seconds if seconds > 0 else 0.0
-    m.lr, m.grad_norm, m.schedule = lr, result.grad_norm, b.plan.schedule
-    m.chunks, m.plan_knobs = len(b.plan.chunks), b.setting
-    m.recompute_layers = sum(a.recompute_layers for a in b.plan.actions[g.stage]
-                             if a.kind == "forward")
-    m.predicted_peak_bytes = b.plan.predicted_peak_bytes[g.stage]
-    if g.device.type == "cuda":
-        import torch
-
-        m.measured_peak_bytes = torch.cuda.max_memory_allocated(g.device)
-        torch.cuda.reset_peak_memory_stats(g.device)
-    m.predicted_step_seconds = b.plan.predicted_step_time
-    m.measured_step_seconds = result.stats.times[-1].end if result.stats.times else 0.0
-    m.memory_budget = b.plan.memory_budget
-    return m
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -44,6 +44,15 @@ class StepResult:
     seconds: float
 
 
+@dataclass
+class Gradients:
+    loss_sum: float  # over the world's predicted tokens
+    tokens: int  # predicted tokens over the world
+    stats: RankStats  # this rank's actions
+    seconds: float  # the actions'
+    reduce_seconds: float  # the sums after them
+
+
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket
 
 
@@ -191,17 +200,20 @@ class TrainStep:
             return DistLink(plan, self.groups, self.dtype or own)
         return LocalLink()
 
-    def gradients(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
-                  synchronize: bool = False):
-        """Executes this rank's actions and reduces: every parameter's gradient of the global
-        batch's mean loss, summed over the replicas and the tied embedding's two ends. Returns
-        (loss, this rank's stats)."""
+    def gradient_sums(self, plan, sequences: Sequence[Sequence[int]], loss_scale: float,
+                      synchronize: bool = False) -> "Gradients":
+        """Executes this rank's actions and reduces: every parameter's gradient of the loss sum
+        times `loss_scale` (1 / the global batch's predicted tokens: its mean), summed over the
+        replicas and the tied embedding's two ends; the loss sum and predicted tokens over the
+        world."""
         g = self.groups
         for _, p in self.model.named_parameters():
             p.grad = None
+        t0 = time.monotonic()
         ex = RankExecutor(plan, g.stage, self.model.stages, self._link(plan), sequences,
-                          1.0 / global_predicted, g.device, self.dtype, self.ulysses)
+                          loss_scale, g.device, self.dtype, self.ulysses)
         stats = ex.run(synchronize)
+        t_actions = time.monotonic()
         params = [p for _, p in self.model.named_parameters()]
         for p in params:
             if p.grad is None:
@@ -215,10 +227,17 @@ class TrainStep:
                               device=g.device)
         if g.distributed:
             dist.all_reduce(totals)
-        if int(totals[1]) != global_predicted:
-            raise RuntimeError(f"the chunks predicted {int(totals[1])} tokens, the batch has "
+        return Gradients(float(totals[0]), int(totals[1]), stats, t_actions - t0,
+                         time.monotonic() - t_actions)
+
+    def gradients(self, plan, sequences: Sequence[Sequence[int]], global_predicted: int,
+                  synchronize: bool = False):
+        """gradient_sums, checked: (the global batch's mean loss, this rank's stats)."""
+        r = self.gradient_sums(plan, sequences, 1.0 / global_predicted, synchronize)
+        if r.tokens != global_predicted:
+            raise RuntimeError(f"the chunks predicted {r.tokens} tokens, the batch has "
                                f"{global_predicted}: a token was lost or repeated")
-        return float(totals[0]) / global_predicted, stats
+        return r.loss_sum / global_predicted, r.stats
 
     def evaluate(self, plan, sequences: Sequence[Sequence[int]]) -> tuple:
         """A forward-only plan of this rank's replica: (loss sum, predicted tokens) of the whole
@@ -237,6 +256,12 @@ class TrainStep:
             lr: float, synchronize: bool = False) -> StepResult:
         t0 = time.perf_counter()
         loss, stats = self.gradients(plan, sequences, global_predicted, synchronize)
+        norm = self.update(lr)
+        return StepResult(loss, global_predicted, norm, stats, time.perf_counter() - t0)
+
+    def update(self, lr: float) -> float:
+        """Clips the summed gradients (Megatron's coefficient), steps the optimizer with `lr`
+        and keeps every copy of a parameter equal; returns the norm before clipping."""
         norm = self._clip([p for _, p in self.model.named_parameters()])
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -251,7 +276,7 @@ class TrainStep:
         if tied is not None:  # both ends stay bit-identical: the first stage's values win
             src = self.groups.rank_of(0, self.groups.replica, self.groups.sp_rank)
             dist.broadcast(tied.data, src=src, group=self.groups.embedding)
-        return StepResult(loss, global_predicted, norm, stats, time.perf_counter() - t0)
+        return norm
 
     def _clip(self, params: List[torch.Tensor]) -> float:
         """The global gradient norm (a tied copy counted once) and Megatron's clipping."""
