@@ -3,8 +3,6 @@
 // --write-calibration it saves the preset's coefficients as a calibration file (a template for
 // hand edits, and what `--calibration` reads back).
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,15 +29,6 @@ struct CostOptions {
   int64_t context = 0;
   std::string write_calibration;
 };
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 void run_cost(const Config& cfg, const CostOptions& o) {
   const cost::CostModel cm = obs::planning_cost_model(cfg);
@@ -116,7 +105,7 @@ void run_cost(const Config& cfg, const CostOptions& o) {
   if (!o.write_calibration.empty()) {
     cost::Calibration cal;
     cal.machine = "preset " + d.name;
-    cal.date = utc_now();
+    cal.date = obs::utc_now();
     cal.notes = "derived from the device preset, not measured (infinipipe cost)";
     cal.model = cfg.model;
     cal.ulysses_degree = cm.ulysses_degree();

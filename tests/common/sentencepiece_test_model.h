@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "common/data_test_util.h"
 
 namespace infinipipe::data::test {
 
@@ -48,5 +51,23 @@ inline std::string sentencepiece_test_model_train(const std::string& prefix) {
   EXPECT_TRUE(status.ok()) << status.ToString();
   return prefix + ".model";
 }
+
+// A test with that model trained in its own folder, and the library's encoding to compare with.
+class SentencePieceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = sentencepiece_test_model_train(dir_.file("m"));
+    ASSERT_TRUE(sp_.Load(model_).ok());
+  }
+  std::vector<int32_t> library(const std::string& text) const {
+    std::vector<int> ids;
+    EXPECT_TRUE(sp_.Encode(text, &ids).ok());
+    return {ids.begin(), ids.end()};
+  }
+
+  ScratchDir dir_;
+  std::string model_;
+  sentencepiece::SentencePieceProcessor sp_;
+};
 
 }  // namespace infinipipe::data::test

@@ -1,7 +1,6 @@
 // `data prepare` with a SentencePiece tokenizer type, against the SentencePiece library itself,
 // on a small model trained here with the library's own trainer (no downloads).
 #include <gtest/gtest.h>
-#include <sentencepiece_processor.h>
 
 #include <fstream>
 #include <string>
@@ -15,22 +14,7 @@
 namespace infinipipe::data {
 namespace {
 
-class TokenizerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    model_ = test::sentencepiece_test_model_train(dir_.file("m"));
-    ASSERT_TRUE(sp_.Load(model_).ok());
-  }
-  std::vector<int32_t> library(const std::string& text) const {
-    std::vector<int> ids;
-    EXPECT_TRUE(sp_.Encode(text, &ids).ok());
-    return {ids.begin(), ids.end()};
-  }
-
-  test::ScratchDir dir_;
-  std::string model_;
-  sentencepiece::SentencePieceProcessor sp_;
-};
+using TokenizerTest = test::SentencePieceTest;
 
 // The prepared dataset holds the library's encoding of every document, and any worker count
 // writes the same bytes.

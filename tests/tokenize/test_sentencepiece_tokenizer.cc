@@ -1,12 +1,10 @@
 // The SentencePiece tokenizer types against the SentencePiece library itself, on a small model
 // trained here with the library's own trainer (no downloads).
 #include <gtest/gtest.h>
-#include <sentencepiece_processor.h>
 
 #include <string>
 #include <vector>
 
-#include "common/data_test_util.h"
 #include "common/sentencepiece_test_model.h"
 #include "core/error.h"
 #include "tokenize/tokenizer.h"
@@ -14,22 +12,7 @@
 namespace infinipipe::data {
 namespace {
 
-class TokenizerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    model_ = test::sentencepiece_test_model_train(dir_.file("m"));
-    ASSERT_TRUE(sp_.Load(model_).ok());
-  }
-  std::vector<int32_t> library(const std::string& text) const {
-    std::vector<int> ids;
-    EXPECT_TRUE(sp_.Encode(text, &ids).ok());
-    return {ids.begin(), ids.end()};
-  }
-
-  test::ScratchDir dir_;
-  std::string model_;
-  sentencepiece::SentencePieceProcessor sp_;
-};
+using TokenizerTest = test::SentencePieceTest;
 
 TEST_F(TokenizerTest, SentencePieceTypesEncodeAsTheLibrary) {
   const auto gpt = tokenizer_open("GPTSentencePieceTokenizer", model_);
