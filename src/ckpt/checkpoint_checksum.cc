@@ -1,6 +1,7 @@
 #include "ckpt/checkpoint_checksum.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -66,8 +67,15 @@ uint32_t checksum_crc32c(uint32_t crc, const void* data, size_t n) {
 
 FileChecksum checksum_file(const std::string& path) {
   // O_NOFOLLOW: a checkpoint file that became a symbolic link is not the file that was saved.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK and the check on the descriptor: one swapped for a FIFO or a device is refused,
+  // never waited on (as core/input_file.h reads).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) fail("cannot open {}: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("{} is not a regular file: a checkpoint's files are the files it saved", path);
+  }
   FileChecksum out;
   std::vector<unsigned char> buf(1 << 22);
   for (;;) {

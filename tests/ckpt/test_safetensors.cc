@@ -1,5 +1,6 @@
 // safetensors: round trip, format details from the specification, and damaged files.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -70,6 +71,14 @@ TEST(Checksum, Crc32cKnownVectorAndPaths) {
   EXPECT_EQ(whole, split);
   data[5000] ^= 1;
   EXPECT_NE(whole, checksum_crc32c(0, data.data(), data.size()));
+}
+
+// A checkpoint file swapped for a FIFO is refused at once, not waited on.
+TEST_F(SafetensorsTest, ChecksumOfAFifoIsRefusedNotWaitedOn) {
+  const std::string path = file("fifo.safetensors");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_NE(error_text([&] { checksum_file(path); }).find("is not a regular file"),
+            std::string::npos);
 }
 
 TEST_F(SafetensorsTest, RoundTripIsBitIdentical) {
