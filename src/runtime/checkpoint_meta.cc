@@ -9,6 +9,7 @@
 #include "tokenize/hf_tokenizer.h"
 #include "tokenize/tokenizer.h"
 #include "tokenize/tokenizer_saved.h"
+#include "tokenize/tokenizer_types.h"
 
 namespace infinipipe::runtime {
 
@@ -25,7 +26,8 @@ std::string start_folder(const std::string& dir) {
 
 RunTokenizer run_tokenizer(const TrainingConfig& tc) {
   // Flags given win (a --tokenizer-model alone is opened as the default type, which names it).
-  RunTokenizer out{tc.tokenizer_type.empty() ? kDefaultTokenizerType : tc.tokenizer_type,
+  RunTokenizer out{tc.tokenizer_type.empty() ? std::string(data::kDefaultTokenizerType)
+                                             : tc.tokenizer_type,
                    tc.tokenizer_model, ""};
   if (!tc.tokenizer_type.empty() || !tc.tokenizer_model.empty()) return out;
   for (const std::string& dir : {tc.load, tc.pretrained_checkpoint}) {

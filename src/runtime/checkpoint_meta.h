@@ -16,7 +16,6 @@ namespace infinipipe::runtime {
 // the --config file), else the tokenizer that the folder of --load / --pretrained-checkpoint
 // records (a Hugging Face folder's tokenizer.json or tokenizer.model, a checkpoint's own
 // record), so a model continues with the tokenizer it was trained with, else ByteTokenizer.
-inline constexpr const char* kDefaultTokenizerType = "ByteTokenizer";
 struct RunTokenizer {
   std::string type, model;
   std::string folder;  // where it was taken from ("": the flags or the default)
