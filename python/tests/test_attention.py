@@ -3,6 +3,7 @@
 CPU groups a chunk's slices into few calls, the CUDA varlen path makes one call per chunk (its
 kernel modelled here by flash's documented semantics), and older PyTorch is refused."""
 
+import functools
 import json
 import math
 import os
@@ -106,12 +107,13 @@ class MatchesExplicitAttention(unittest.TestCase):
     def test_varlen_path_is_one_call(self):
         calls = []
 
+        @functools.wraps(flash_varlen_model)  # its signature: the arguments a PyTorch offers
         def kernel(*args, **kwargs):
             calls.append(1)
             return flash_varlen_model(*args, **kwargs)
 
         with mock.patch.object(attention, "choose_path", return_value="varlen"), \
-                mock.patch.object(attention, "_varlen_attn", kernel):
+                mock.patch.object(attention, "_varlen_attn", lambda: kernel):
             self.check("varlen")
         self.assertEqual(len(calls), len(CASES))  # one per chunk, whatever its slices
 

@@ -27,14 +27,28 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention.bias import causal_lower_right
-
-try:
-    from torch.nn.attention.varlen import varlen_attn as _varlen_attn
-except ImportError:  # an older PyTorch: one call per slice
-    _varlen_attn = None
 
 KV = Tuple[torch.Tensor, torch.Tensor]
+
+# torch.nn.attention.bias and .varlen import TorchDynamo, which would double the start-up of
+# every process that imports infinipipe.torch (about 1.3 s of CPU): both load on first use.
+
+
+@functools.cache
+def _causal_lower_right():
+    from torch.nn.attention.bias import causal_lower_right
+    return causal_lower_right
+
+
+@functools.cache
+def _varlen_attn():
+    """torch.nn.attention.varlen.varlen_attn, or None on an older PyTorch (one call per
+    slice)."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    return varlen_attn
 _sdpa = F.scaled_dot_product_attention
 _cpu_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _cpu_flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -46,7 +60,7 @@ def choose_path(q: torch.Tensor) -> str:
     if q.device.type == "cpu":
         return "cpu"
     if q.device.type == "cuda" and q.dtype in (torch.float16, torch.bfloat16) \
-            and _varlen_attn is not None:
+            and _varlen_attn() is not None:
         return "varlen"
     return "loop"
 
@@ -79,20 +93,16 @@ def _tokens_first(t: torch.Tensor) -> torch.Tensor:
 
 # -- CUDA: varlen ----------------------------------------------------------------------------------
 
-def _varlen_causal_kwargs() -> Dict[str, object]:
+@functools.cache
+def _varlen_causal_kwargs(kernel) -> Dict[str, object]:
     """Causal and grouped-query arguments as this PyTorch's varlen_attn spells them (its first
     release had is_causal, later ones a window)."""
-    if _varlen_attn is None:
-        return {}
-    params = inspect.signature(_varlen_attn).parameters
+    params = inspect.signature(kernel).parameters
     kwargs: Dict[str, object] = {"window_size": (-1, 0)} if "window_size" in params \
         else {"is_causal": True}
     if "enable_gqa" in params:
         kwargs["enable_gqa"] = True
     return kwargs
-
-
-_VARLEN_CAUSAL = _varlen_causal_kwargs()
 
 
 @functools.lru_cache(maxsize=16)
@@ -129,8 +139,9 @@ def _varlen_chunk(q, k, v, segments, contexts):
             ks.append(k[r:r + n])
             vs.append(v[r:r + n])
         k, v = torch.cat(ks), torch.cat(vs)
-    return _varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k,
-                        scale=1.0 / math.sqrt(q.shape[-1]), **_VARLEN_CAUSAL)
+    kernel = _varlen_attn()
+    return kernel(q, k, v, cu_q, cu_k, max_q, max_k, scale=1.0 / math.sqrt(q.shape[-1]),
+                  **_varlen_causal_kwargs(kernel))
 
 
 # -- any device: one call per slice ---------------------------------------------------------------
@@ -146,7 +157,7 @@ def _loop_chunk(q, k, v, segments, contexts):
             ks, vs = torch.cat([ctx[0], ks]), torch.cat([ctx[1], vs])
         if repeat > 1:
             ks, vs = ks.repeat_interleave(repeat, dim=1), vs.repeat_interleave(repeat, dim=1)
-        mask = None if ctx is None else causal_lower_right(n, ks.shape[0])
+        mask = None if ctx is None else _causal_lower_right()(n, ks.shape[0])
         out = _sdpa(_heads_first(q[r:r + n]), _heads_first(ks), _heads_first(vs),
                     attn_mask=mask, is_causal=mask is None, enable_gqa=ks.shape[1] != heads)
         outs.append(_tokens_first(out))
