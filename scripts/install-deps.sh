@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ make pkg-config git
+  ccache  # compiled objects kept outside the checkout: a fresh clone rebuilds only what changed
   libdnnl-dev
   libopenmpi-dev openmpi-bin
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libfmt-dev

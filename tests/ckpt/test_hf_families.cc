@@ -12,6 +12,7 @@
 #include "ckpt/checkpoint_config.h"
 #include "ckpt/hf_config.h"
 #include "ckpt/hf_tensors.h"
+#include "common/build_paths.h"
 #include "common/error_text.h"
 #include "core/error.h"
 #include "core/json_read.h"

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/corpus_cli_test.h"
+#include "common/build_paths.h"
 #include "common/report_tables_check.h"
 
 namespace {

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "common/build_paths.h"
 #include "common/shell_run.h"
 
 using infinipipe::testing::ShellResult;

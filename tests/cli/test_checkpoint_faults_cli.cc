@@ -21,6 +21,7 @@
 #include "ckpt/checkpoint_fs.h"
 #include "ckpt/safetensors.h"
 #include "cli/corpus_cli_test.h"
+#include "common/build_paths.h"
 #include "common/file_text.h"
 
 namespace {

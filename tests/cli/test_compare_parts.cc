@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_cli.h"
+#include "common/build_paths.h"
 
 namespace {
 

@@ -11,6 +11,7 @@
 
 #include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
+#include "common/build_paths.h"
 #include "core/error.h"
 #include "options/options.h"
 
@@ -88,25 +89,25 @@ TEST_F(HostileCli, DeeplyNestedPlanIsAnError) {
       "plan.json",
       "{\"format\": \"infinipipe-plan\", \"version\": 1, \"schedule\": " + deep(100000) + "}");
   expect_clean(run(bin() + " simulate --plan " + plan +
-                   " --config " INFINIPIPE_SOURCE_DIR "/examples/cpu-small.yaml"),
+                   " --config " + std::string(INFINIPIPE_SOURCE_DIR) + "/examples/cpu-small.yaml"),
                1, "more than 64 levels");
 }
 
 TEST_F(HostileCli, NumberBeyondDoubleInAPlanIsAnError) {
   const std::string plan = write("plan.json", "{\"format\": \"infinipipe-plan\", \"v\": 1e400}");
   expect_clean(run(bin() + " simulate --plan " + plan +
-                   " --config " INFINIPIPE_SOURCE_DIR "/examples/cpu-small.yaml"),
+                   " --config " + std::string(INFINIPIPE_SOURCE_DIR) + "/examples/cpu-small.yaml"),
                1, "is not valid JSON");
 }
 
 TEST_F(HostileCli, CalibrationWithAHugeCoefficientIsRefusedBeforeTheSolver) {
-  std::ifstream in(INFINIPIPE_SOURCE_DIR "/examples/calibration-cpu.json");
+  std::ifstream in(std::string(INFINIPIPE_SOURCE_DIR) + "/examples/calibration-cpu.json");
   nlohmann::json j = nlohmann::json::parse(in);
   j["coefficients"]["alpha1"] = 1e20;
   const std::string cal = write("calibration.json", j.dump());
   expect_clean(run(bin() +
-                   " plan --config " INFINIPIPE_SOURCE_DIR
-                   "/examples/cpu-small.yaml --lengths " INFINIPIPE_SOURCE_DIR
+                   " plan --config " + INFINIPIPE_SOURCE_DIR +
+                   "/examples/cpu-small.yaml --lengths " + INFINIPIPE_SOURCE_DIR +
                    "/examples/lengths-small.txt --calibration " +
                    cal + " --out " + (dir_ / "plan.json").string()),
                1, "coefficients.alpha1 = 1e+20 must be >= 0 and at most 60");
@@ -115,7 +116,8 @@ TEST_F(HostileCli, CalibrationWithAHugeCoefficientIsRefusedBeforeTheSolver) {
 }
 
 TEST_F(HostileCli, HugeSizesAreConfigErrorsNotHangsOrWrappedAnswers) {
-  const std::string lengths = " --lengths " INFINIPIPE_SOURCE_DIR "/examples/lengths-small.txt";
+  const std::string lengths =
+      " --lengths " + std::string(INFINIPIPE_SOURCE_DIR) + "/examples/lengths-small.txt";
   const std::string out = " --out " + (dir_ / "plan.json").string();
   expect_clean(run(bin() + " config check " +
                    write("a.yaml",

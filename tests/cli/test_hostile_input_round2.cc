@@ -16,13 +16,16 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/corpus_cli_test.h"
+#include "common/build_paths.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kConfig = " --config " INFINIPIPE_SOURCE_DIR "/examples/cpu-small.yaml";
-const std::string kLengths = " --lengths " INFINIPIPE_SOURCE_DIR "/examples/lengths-small.txt";
+const std::string kConfig =
+    " --config " + std::string(INFINIPIPE_SOURCE_DIR) + "/examples/cpu-small.yaml";
+const std::string kLengths =
+    " --lengths " + std::string(INFINIPIPE_SOURCE_DIR) + "/examples/lengths-small.txt";
 
 // One message, of the kind expected: no library text, no second line of CLI11's.
 void expect_refused(const ShellResult& r, int exit_code, const std::string& says) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/build_paths.h"
 #include "options/megatron_defaults.h"
 #include "options/megatron_flags.h"
 #include "options/options.h"

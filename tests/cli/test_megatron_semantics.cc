@@ -13,6 +13,7 @@
 
 #include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
+#include "common/build_paths.h"
 #include "core/error.h"
 #include "options/option_usage.h"
 #include "options/options.h"

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/run_cli.h"
+#include "common/build_paths.h"
 
 namespace {
 

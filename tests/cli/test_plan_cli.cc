@@ -11,6 +11,7 @@
 
 #include "cli/cli_dir_test.h"
 #include "cli/run_cli.h"
+#include "common/build_paths.h"
 
 namespace {
 

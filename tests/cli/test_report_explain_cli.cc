@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/corpus_cli_test.h"
+#include "common/build_paths.h"
 
 namespace {
 

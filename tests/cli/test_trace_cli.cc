@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/corpus_cli_test.h"
+#include "common/build_paths.h"
 #include "common/tfevents_read.h"
 
 namespace {

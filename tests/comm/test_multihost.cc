@@ -5,11 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/build_paths.h"
 #include "mpi_test_util.h"
-
-#ifndef INFINIPIPE_SOURCE_DIR
-#define INFINIPIPE_SOURCE_DIR "."
-#endif
 
 namespace infinipipe {
 namespace {

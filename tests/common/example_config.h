@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/build_paths.h"
 #include "options/options.h"
 #include "core/config.h"
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/build_paths.h"
 #include "common/shell_run.h"
 #include "common/test_temp.h"
 #include "dist_test_util.h"

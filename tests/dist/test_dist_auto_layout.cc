@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/build_paths.h"
 #include "common/shell_run.h"
 #include "common/test_temp.h"
 #include "common/text_count.h"

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "ckpt/checkpoint.h"
+#include "common/build_paths.h"
 #include "common/shell_run.h"
 #include "common/test_temp.h"
 #include "common/text_count.h"

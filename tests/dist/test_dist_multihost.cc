@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "common/build_paths.h"
 #include "common/shell_run.h"
 #include "dist_test_util.h"
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/build_paths.h"
 #include "common/shell_run.h"
 #include "corpus_dir_fixture.h"
 #include "dist_test_util.h"

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/build_paths.h"
 #include "common/shell_run.h"
 #include "common/test_temp.h"
 #include "dist_test_util.h"

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "common/build_paths.h"
 #include "common/shell_run.h"
 #include "common/test_temp.h"
 #include "common/text_count.h"

@@ -8,6 +8,7 @@
 #include <regex>
 #include <string>
 
+#include "common/build_paths.h"
 #include "common/shell_run.h"
 
 namespace {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/build_paths.h"
 #include "core/config.h"
 #include "test_plan_util.h"
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/build_paths.h"
 #include "common/text_count.h"
 #include "plan/planner.h"
 #include "plan/test_plan_util.h"

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/build_paths.h"
 #include "common/data_test_util.h"
 #include "tokenize/hf_text.h"
 #include "tokenize/tokenizer.h"
