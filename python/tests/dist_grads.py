@@ -1,14 +1,19 @@
-"""One rank of a distributed gradient check (run under mpirun by test_dist.py): plans a fixed
-random batch for this layout, executes it with infinipipe.torch and writes this rank's
-gradients (summed over replicas and the tied embedding's ends), the loss and what the plan did
-to OUT/rank<R>.npz.
+"""The ranks of distributed gradient checks (run under mpirun by test_dist.py and
+test_hf_models.py): for each case of CASES.json, in turn, plans a fixed random batch for its
+layout, executes it with infinipipe.torch and writes this rank's gradients (summed over replicas
+and the tied embedding's ends), the loss and what the plan did to CASE_OUT/rank<R>.npz. The
+cases of one job share its processes (their start-up, mostly importing PyTorch, would otherwise
+be most of the check's time); each builds its own groups and model.
 
-usage: dist_grads.py OUT SEED LENGTHS [--hf-model DIR] CONFIG-WORDS...   (LENGTHS: comma-separated)
+usage: dist_grads.py CASES.json
+  CASES.json: [{"out": DIR, "seed": S, "lengths": [N, ...], "words": [CONFIG-WORDS...],
+                "hf_model": DIR or absent}, ...], every case's layout of the job's world size
 
-With --hf-model the stages are the folder's transformers model (infinipipe.torch.hf) in float64,
+With hf_model the stages are the folder's transformers model (infinipipe.torch.hf) in float64,
 its config.json the model, its weights the start.
 """
 
+import json
 import sys
 
 import numpy as np
@@ -25,15 +30,13 @@ def batch(seed: int, lengths, vocab: int):
     return [[int(t) for t in rng.integers(0, vocab, n)] for n in lengths]
 
 
-def main():
-    out, seed, lengths, words = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
-    lengths = [int(n) for n in lengths.split(",")]
-    folder = None
-    if words[:1] == ["--hf-model"]:
-        folder, words = words[1], words[2:]
-        cfg = ip.Config.for_training(words + ["--pretrained-checkpoint", folder])
-    else:
+def run_case(case):
+    out, seed, lengths, words = case["out"], case["seed"], case["lengths"], case["words"]
+    folder = case.get("hf_model")
+    if folder is None:
         cfg = ip.Config.from_args(words)
+    else:
+        cfg = ip.Config.for_training(words + ["--pretrained-checkpoint", folder])
     cost = ip.CostModel.from_config(cfg)
     cfg = cfg.with_stage_layout(cost)
     layout = cfg.stage_layout(cost)
@@ -65,6 +68,13 @@ def main():
     record["recompute"] = np.array(sum(a.recompute_layers for a in plan.actions[g.stage]))
     record["vpp"] = np.array(plan.vpp)
     np.savez(f"{out}/rank{g.rank}.npz", **record)
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        cases = json.load(f)
+    for case in cases:
+        run_case(case)
     shutdown()
 
 

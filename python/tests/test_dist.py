@@ -5,6 +5,7 @@ recompute and run several pipelines, equal the C++ engine's on one process with 
 whole (fp32, 1e-5 relative)."""
 
 import glob
+import json
 import os
 import unittest
 
@@ -22,17 +23,30 @@ SEED = 11
 
 
 class DistGradients(unittest.TestCase):
-    def run_layout(self, pp, dp, vpp, sp, budget):
-        words = MODEL + ["--pp", str(pp), "--dp", str(dp), "--vpp", str(vpp), "--ulysses-degree",
-                         str(sp), "--memory-budget", budget, "--global-batch-size",
-                         str(len(LENGTHS))]
-        cfg = ip.Config.from_args(words)
-        want_loss, want = reference(cfg, batch(SEED, LENGTHS, cfg.model.vocab_size))
+    def words(self, pp, dp, vpp, sp, budget):
+        return MODEL + ["--pp", str(pp), "--dp", str(dp), "--vpp", str(vpp), "--ulysses-degree",
+                        str(sp), "--memory-budget", budget, "--global-batch-size",
+                        str(len(LENGTHS))]
+
+    def run_layouts(self, world, layouts):
+        """The layouts of one world size in one mpirun job; their ranks' records, in order."""
         with TempDir() as out:
-            r = mpirun(pp * dp * sp, [os.path.join(HERE, "dist_grads.py"), out, str(SEED),
-                                 ",".join(map(str, LENGTHS))] + words)
+            cases = []
+            for i, layout in enumerate(layouts):
+                os.makedirs(os.path.join(out, str(i)))
+                cases.append({"out": os.path.join(out, str(i)), "seed": SEED,
+                              "lengths": LENGTHS, "words": self.words(*layout)})
+            path = os.path.join(out, "cases.json")
+            with open(path, "w") as f:
+                json.dump(cases, f)
+            r = mpirun(world, [os.path.join(HERE, "dist_grads.py"), path], timeout=600)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            ranks = [np.load(f) for f in sorted(glob.glob(os.path.join(out, "rank*.npz")))]
+            return [[np.load(f) for f in sorted(glob.glob(os.path.join(c["out"], "rank*.npz")))]
+                    for c in cases]
+
+    def check_layout(self, ranks, pp, dp, vpp, sp, budget):
+        cfg = ip.Config.from_args(self.words(pp, dp, vpp, sp, budget))
+        want_loss, want = reference(cfg, batch(SEED, LENGTHS, cfg.model.vocab_size))
         self.assertEqual(len(ranks), pp * dp * sp)
         kinds = set().union(*(set(x["kinds"].tolist()) for x in ranks))
         self.assertTrue({"split", "hybrid"} <= kinds, f"the plans did not slice: {kinds}")
@@ -53,14 +67,18 @@ class DistGradients(unittest.TestCase):
         self.assertEqual(set(got), set(want))
         for name, g in want.items():
             self.assertLess(relative_error(got[name], g), 1e-5, name)
-        return ranks
 
     def test_every_layout_matches_one_process(self):
         pipelines = 0
-        for pp, dp, vpp, sp, budget in LAYOUTS:
-            with self.subTest(pp=pp, dp=dp, vpp=vpp, ulysses=sp):
-                ranks = self.run_layout(pp, dp, vpp, sp, budget)
-                pipelines = max(pipelines, max(int(x["pipelines"]) for x in ranks))
+        worlds = sorted({pp * dp * sp for pp, dp, _, sp, _ in LAYOUTS})
+        for world in worlds:
+            layouts = [x for x in LAYOUTS if x[0] * x[1] * x[3] == world]
+            with self.subTest(world=world):
+                records = self.run_layouts(world, layouts)
+            for (pp, dp, vpp, sp, budget), ranks in zip(layouts, records):
+                with self.subTest(pp=pp, dp=dp, vpp=vpp, ulysses=sp):
+                    self.check_layout(ranks, pp, dp, vpp, sp, budget)
+                    pipelines = max(pipelines, max(int(x["pipelines"]) for x in ranks))
         self.assertGreater(pipelines, 1, "no plan ran several pipelines")
 
 

@@ -25,17 +25,8 @@ BUDGET = {"llama": "4MiB", "qwen2": "4MiB", "qwen3": "6MiB", "mistral": "4MiB"}
 
 
 class HfGradients(unittest.TestCase):
-    def run_family(self, family: str, out: str):
-        folder = make_folder(family, out)
-        seqs = batch(SEED, LENGTHS, 97)
-        want_loss, want = reference(folder, seqs)
-        words = WORDS + ["--memory-budget", BUDGET[family]]
-        ranks_dir = os.path.join(out, "ranks-" + family)
-        os.makedirs(ranks_dir)
-        r = mpirun(4, [os.path.join(HERE, "dist_grads.py"), ranks_dir, str(SEED),
-                       ",".join(map(str, LENGTHS)), "--hf-model", folder] + words)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        ranks = [np.load(f) for f in sorted(glob.glob(os.path.join(ranks_dir, "rank*.npz")))]
+    def check_family(self, family, folder, ranks):
+        want_loss, want = reference(folder, batch(SEED, LENGTHS, 97))
         self.assertEqual(len(ranks), 4)
         self.assertEqual({str(x["dtype"]) for x in ranks}, {"torch.float64"})
         kinds = set().union(*(set(x["kinds"].tolist()) for x in ranks))
@@ -58,9 +49,23 @@ class HfGradients(unittest.TestCase):
 
     def test_every_family_matches_transformers(self):
         with TempDir() as out:
-            for family in FAMILIES:
+            cases = []
+            for family in FAMILIES:  # one mpirun job for every family
+                ranks_dir = os.path.join(out, "ranks-" + family)
+                os.makedirs(ranks_dir)
+                cases.append({"out": ranks_dir, "seed": SEED, "lengths": LENGTHS,
+                              "words": WORDS + ["--memory-budget", BUDGET[family]],
+                              "hf_model": make_folder(family, out)})
+            path = os.path.join(out, "cases.json")
+            with open(path, "w") as f:
+                json.dump(cases, f)
+            r = mpirun(4, [os.path.join(HERE, "dist_grads.py"), path], timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for family, case in zip(FAMILIES, cases):
                 with self.subTest(family=family):
-                    self.run_family(family, out)
+                    ranks = [np.load(f)
+                             for f in sorted(glob.glob(os.path.join(case["out"], "rank*.npz")))]
+                    self.check_family(family, case["hf_model"], ranks)
 
 
 class HfTrainer(CorpusTestCase):
