@@ -64,6 +64,8 @@ def parse_args():
     opt("--calibration", "CALIBRATION", "auto", str,
         "calibration file; auto = examples/calibration-cpu.json when the model has its shape, "
         "else `infinipipe profile` of this model, cached in --out; '' = cpu preset")
+    opt("--profile-grid", "PROFILE_GRID", "full", str,
+        "grid of that profile: full (lengths to 4096, minutes) | quick (to 256, seconds)")
     opt("--cost-model-updates", "COST_MODEL_UPDATES", "", str,
         "--cost-model-update modes every schedule runs under, in turn, e.g. 'off online': the "
         "same runs planned with the calibration only and with the online refit, compared (EPP's "
@@ -111,10 +113,14 @@ def resolve_calibration(a, exe):
         m = json.load(f)["model"]
     if (m["hidden_size"], m["ffn_hidden_size"]) == (a.hidden_size, a.ffn_hidden_size):
         return ref, "checked in"
-    path = os.path.join(a.out, f"calibration-h{a.hidden_size}-f{a.ffn_hidden_size}.json")
+    if a.profile_grid not in ("full", "quick"):
+        sys.exit(f"error: --profile-grid {a.profile_grid!r}: full or quick")
+    quick = a.profile_grid == "quick"
+    path = os.path.join(a.out, f"calibration-h{a.hidden_size}-f{a.ffn_hidden_size}"
+                               f"{'-quick' if quick else ''}.json")
     cmd = [exe, "profile", "--config", a.config, "--hidden-size", str(a.hidden_size),
            "--ffn-hidden-size", str(a.ffn_hidden_size), "--threads", "1", "--repeats", "1",
-           "--out", path]
+           "--out", path] + (["--quick"] if quick else [])
     if not os.path.exists(path):
         print("(profiling the model for its calibration ...)", file=sys.stderr, flush=True)
         bc.run(cmd, env={"OMP_NUM_THREADS": "1"})

@@ -29,10 +29,10 @@ void bind_errors(py::module_& m) {
       err.attr("least_budget") = e.least_budget();
       err.attr("rank") = e.rank();
       PyErr_SetObject(budget_error.ptr(), err.ptr());
-    } catch (const ConfigError& e) {
-      config_error(e.what());
+    } catch (const ConfigError& e) {  // PyErr_SetString: the same in every pybind11 version
+      PyErr_SetString(config_error.ptr(), e.what());
     } catch (const Error& e) {
-      error(e.what());
+      PyErr_SetString(error.ptr(), e.what());
     }
   });
 }
