@@ -48,6 +48,7 @@ if(INFINIPIPE_PYTHON AND PYTHON_EXECUTABLE)
   execute_process(COMMAND ${PYTHON_EXECUTABLE} -c "import torch" RESULT_VARIABLE torch_missing
                   OUTPUT_QUIET ERROR_QUIET)
   if(torch_missing EQUAL 0)
-    infinipipe_bench_test(torch_engine TIMEOUT 600 ENV "ITERS=2;WARMUP=1;ROUNDS=1;LAYOUTS=1x1")
+    infinipipe_bench_test(torch_engine TIMEOUT 600 ENV
+      "ITERS=2;WARMUP=1;ROUNDS=1;LAYOUTS=1x1;WAIT_POLICIES=passive")
   endif()
 endif()
