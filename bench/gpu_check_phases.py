@@ -37,8 +37,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_check_cases import CPU_MODEL, GPU_MODEL, SLICED, SMALL, long_tail, maths_cases  # noqa
 from gpu_check_reference import read_reference  # noqa: E402
 
-PRESETS = (("H200", "h200-141gb"), ("H100", "h100-80gb"), ("A800", "a800-80gb"))
-
 
 def preflight(device, a):
     out = {}
@@ -89,7 +87,7 @@ def _workload(device, pp, schedule):
     pipeline ranks sharing it), a small one on a CPU."""
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
-        preset = next((p for k, p in PRESETS if k in name), "h100-80gb")
+        preset = ip.gpu_preset(name) or "h100-80gb"  # a GPU without a preset planned as an H100
         budget = int(0.8 * torch.cuda.get_device_properties(device).total_memory / pp) >> 20
         words = GPU_MODEL + ["--device", preset, "--memory-budget", f"{budget}MiB"]
     else:

@@ -46,6 +46,9 @@ runtime::CostFeedback::Share share_of(const std::vector<double>& summed) {
 }  // namespace
 
 void bind_cost(py::module_& m) {
+  m.def("gpu_preset", &cost::gpu_preset, py::arg("reported_name"),
+        "The device preset of a GPU by the name PyTorch reports (torch.cuda.get_device_name()), "
+        "e.g. 'NVIDIA H100 80GB HBM3' -> 'h100-80gb'; '' for a GPU without a preset.");
   py::class_<cost::CostModel>(m, "CostModel",
                               "Predicted time and memory of chunks on stages for one model and "
                               "device: the planner's and simulator's view of the hardware.")

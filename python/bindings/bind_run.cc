@@ -275,6 +275,10 @@ void bind_run(py::module_& m) {
       "with a transformers model's modules) cannot honour of `config` (`words`: its command "
       "line, where a flag given at its default shows), one message each, from the one table "
       "of runtime/train_capabilities.h; [] when it trains it.");
+  m.def("metrics_path", &runtime::train_metrics_path, py::arg("metrics"), py::arg("log_dir"),
+        py::arg("trace"), py::arg("save"),
+        "Where a run's metrics go, as `infinipipe train` decides: --metrics FILE, else "
+        "LOG_DIR/metrics.jsonl, else next to the --trace files, else in --save, else '' (none).");
   m.def("rank_path", &runtime::train_rank_path, py::arg("path"), py::arg("rank"),
         "Where rank `rank` writes what rank 0 writes to `path`, as `infinipipe train` names it: "
         "DIR/metrics.jsonl -> DIR/metrics-rank00003.jsonl.");

@@ -21,7 +21,7 @@ constexpr std::array kLeftOut = {
     "TrainingBatches",
     "run_samples_message", "train_options_lenient", "resolve_auto_layout",
     "rank_order",       "run_train",          "rank_path",
-    "train_problems"};
+    "metrics_path",     "train_problems"};
 
 }  // namespace
 

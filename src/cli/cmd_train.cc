@@ -56,7 +56,8 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
   runtime::train_check_config(opts.config, groups ? groups->layout().world_size() : 1);
   // Recorded with the tokenizer the run resolves (the --load folder's when no flag names one).
   opts.config_yaml = options::config_to_yaml(runtime::config_with_run_tokenizer(opts.config));
-  opts.metrics_path = runtime::train_metrics_path(a.metrics, a.log_dir, opts.config.training.save);
+  opts.metrics_path =
+      runtime::train_metrics_path(a.metrics, a.log_dir, a.trace, opts.config.training.save);
   opts.timings_path = a.timings;
   opts.trace_dir = a.trace;
   if (!a.trace_iterations.empty()) {
@@ -70,9 +71,6 @@ void run_train_rank(const TrainArgs& a, const ProcessGroups* groups, Watchdog* w
   }
   opts.trace_explain = a.trace_explain;
   opts.tensorboard_dir = opts.config.training.tensorboard_dir;
-  if (!a.trace.empty() && a.metrics.empty() && a.log_dir.empty()) {
-    opts.metrics_path = runtime::train_metrics_path("", a.trace, "");  // next to the traces
-  }
   opts.quiet = a.quiet || (groups && groups->comm().rank() != 0);
   // Once per run, before it starts, so no token is lost without a word.
   if (!groups || groups->comm().rank() == 0) {

@@ -68,6 +68,9 @@ int64_t usable_memory_bytes(const DeviceSpec& device);
 std::span<const char* const> device_preset_names();
 // Throws ConfigError for unknown names, listing the known ones.
 DeviceSpec device_preset(const std::string& name, bool bf16);
+// The preset of a GPU by the name its driver reports ("NVIDIA H100 80GB HBM3" -> h100-80gb), or
+// "" for a GPU without one (`--device cuda` then needs a --calibration file).
+std::string gpu_preset(const std::string& reported_name);
 
 // Everything the time and memory formulas use. Per-token coefficients are per token of the whole
 // chunk and give one device's seconds or bytes, so they are already divided by the Ulysses degree.

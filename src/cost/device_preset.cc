@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -102,6 +103,17 @@ int64_t usable_memory_bytes(const DeviceSpec& device) {
 
 std::span<const char* const> device_preset_names() {
   return kNames;
+}
+
+std::string gpu_preset(const std::string& reported_name) {
+  // The model in the name the driver reports; H200 before H100 (neither contains the other, but
+  // the order keeps the table a priority list).
+  constexpr std::array<std::pair<const char*, const char*>, 3> kGpus = {
+      {{"H200", "h200-141gb"}, {"H100", "h100-80gb"}, {"A800", "a800-80gb"}}};
+  for (const auto& [model, preset] : kGpus) {
+    if (reported_name.find(model) != std::string::npos) return preset;
+  }
+  return "";
 }
 
 DeviceSpec device_preset(const std::string& name, bool bf16) {

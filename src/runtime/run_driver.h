@@ -133,10 +133,10 @@ Config config_with_layout(Config cfg, const std::vector<plan::StageSpec>& layout
 inline constexpr const char* kOnlineCalibrationFile = "calibration.json";
 void online_calibration_write(const RunDriver& driver);
 
-// Where metrics go by default: FILE if given, else LOG_DIR/metrics.jsonl, else
-// SAVE/metrics.jsonl, else nowhere ("").
+// Where metrics go by default: FILE if given, else LOG_DIR/metrics.jsonl, else next to the
+// traces (TRACE/metrics.jsonl), else SAVE/metrics.jsonl, else nowhere ("").
 std::string train_metrics_path(const std::string& metrics_file, const std::string& log_dir,
-                               const std::string& save_dir);
+                               const std::string& trace_dir, const std::string& save_dir);
 // Where rank `rank` of a distributed run writes what rank 0 writes to `path`:
 // DIR/metrics.jsonl -> DIR/metrics-rank00003.jsonl ("" and rank 0 unchanged).
 std::string train_rank_path(const std::string& path, int rank);

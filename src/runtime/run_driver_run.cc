@@ -97,11 +97,11 @@ void stop_report(const RunOptions& opts, int world_rank, const StopReasons& why,
 }  // namespace
 
 std::string train_metrics_path(const std::string& metrics_file, const std::string& log_dir,
-                               const std::string& save_dir) {
-  namespace fs = std::filesystem;
+                               const std::string& trace_dir, const std::string& save_dir) {
   if (!metrics_file.empty()) return metrics_file;
-  if (!log_dir.empty()) return (fs::path(log_dir) / "metrics.jsonl").string();
-  if (!save_dir.empty()) return (fs::path(save_dir) / "metrics.jsonl").string();
+  for (const std::string& dir : {log_dir, trace_dir, save_dir}) {
+    if (!dir.empty()) return (std::filesystem::path(dir) / "metrics.jsonl").string();
+  }
   return "";
 }
 

@@ -288,6 +288,16 @@ TEST(CostModel, LastStageHoldsOnlyALogitsBlock) {
             logits);
 }
 
+TEST(CostModel, GpuNamesAsDriversReportThemFindTheirPreset) {
+  EXPECT_EQ(gpu_preset("NVIDIA H100 80GB HBM3"), "h100-80gb");
+  EXPECT_EQ(gpu_preset("NVIDIA H200"), "h200-141gb");
+  EXPECT_EQ(gpu_preset("NVIDIA A800-SXM4-80GB"), "a800-80gb");
+  EXPECT_EQ(gpu_preset("NVIDIA GeForce RTX 4090"), "");
+  for (const char* name : {"NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A800-SXM4-80GB"}) {
+    EXPECT_EQ(device_preset(gpu_preset(name), true).name, gpu_preset(name));
+  }
+}
+
 TEST(CostModel, Presets) {
   for (const char* name : device_preset_names()) {
     for (bool bf16 : {false, true}) {

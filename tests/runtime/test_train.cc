@@ -334,10 +334,11 @@ TEST(Metrics, DurationsAndPathsReadWell) {
   EXPECT_EQ(format_duration(12.4), "12s");
   EXPECT_EQ(format_duration(252), "4m12s");
   EXPECT_EQ(format_duration(3780), "1h03m");
-  EXPECT_EQ(train_metrics_path("m.jsonl", "logs", "ck"), "m.jsonl");
-  EXPECT_EQ(train_metrics_path("", "logs", "ck"), "logs/metrics.jsonl");
-  EXPECT_EQ(train_metrics_path("", "", "ck"), "ck/metrics.jsonl");
-  EXPECT_EQ(train_metrics_path("", "", ""), "");
+  EXPECT_EQ(train_metrics_path("m.jsonl", "logs", "tr", "ck"), "m.jsonl");
+  EXPECT_EQ(train_metrics_path("", "logs", "tr", "ck"), "logs/metrics.jsonl");
+  EXPECT_EQ(train_metrics_path("", "", "tr", "ck"), "tr/metrics.jsonl");
+  EXPECT_EQ(train_metrics_path("", "", "", "ck"), "ck/metrics.jsonl");
+  EXPECT_EQ(train_metrics_path("", "", "", ""), "");
 }
 
 }  // namespace

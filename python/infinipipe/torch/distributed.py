@@ -26,23 +26,7 @@ import torch
 import torch.distributed as dist
 
 
-@dataclass(frozen=True)
-class Launch:
-    rank: int
-    world_size: int
-    local_rank: int
-    launcher: str  # "torchrun", "mpirun" or "none"
-
-
-def launch_env() -> Launch:
-    e = os.environ
-    if "OMPI_COMM_WORLD_RANK" in e and "RANK" not in e:
-        return Launch(int(e["OMPI_COMM_WORLD_RANK"]), int(e["OMPI_COMM_WORLD_SIZE"]),
-                      int(e.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")), "mpirun")
-    if "RANK" in e and "WORLD_SIZE" in e:
-        return Launch(int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", "0")),
-                      "torchrun")
-    return Launch(0, 1, 0, "none")
+from infinipipe.torch.launch import Launch, launch_env  # noqa: E402,F401  (this module's API)
 
 
 def _init_method(launch: Launch) -> str:

@@ -33,8 +33,6 @@ USAGE = """usage: python3 -m infinipipe.torch.train [--hf-model DIR] [--metrics 
                                         --data-path PREFIX --train-iters 50 --save DIR ...]
 """
 
-# GPU names PyTorch reports, and the cost model's preset for each.
-_GPU_PRESETS = (("H200", "h200-141gb"), ("H100", "h100-80gb"), ("A800", "a800-80gb"))
 
 
 @dataclass
@@ -131,11 +129,11 @@ def _runtime_device(config_args: List[str]) -> List[str]:
             if not torch.cuda.is_available():
                 raise ip.ConfigError("--device cuda needs a CUDA GPU, and PyTorch sees none")
             name = torch.cuda.get_device_name()
-            preset = next((p for key, p in _GPU_PRESETS if key in name), None)
-            if preset is None:
+            preset = ip.gpu_preset(name)
+            if not preset:
                 raise ip.ConfigError(
-                    f"--device cuda: no cost-model preset for '{name}'; give one of "
-                    f"{', '.join(p for _, p in _GPU_PRESETS)} or a --calibration file")
+                    f"--device cuda: no cost-model preset for '{name}': give --device a preset "
+                    f"(`infinipipe train --help` lists them) or a --calibration file")
             args[at] = preset if at == i + 1 else f"--device={preset}"
     return args
 
@@ -147,16 +145,6 @@ def check_supported(cfg: ip.Config, words: Sequence[str] = (), hf_model: bool = 
     problems = ip.train_problems(cfg, "transformers" if hf_model else "torch", list(words))
     if problems:
         raise ip.ConfigError(problems[0])
-
-
-def metrics_path(args: CommandArgs, save: str) -> str:
-    """--metrics FILE, else LOG_DIR/metrics.jsonl, else next to the traces, else in --save."""
-    if args.metrics:
-        return args.metrics
-    for folder in (args.log_dir, args.trace, save):
-        if folder:
-            return os.path.join(folder, "metrics.jsonl")
-    return ""
 
 
 def _keep_freed_memory() -> None:
@@ -209,16 +197,18 @@ def _agree_on_layout(args: CommandArgs,
     host name (the rank order is decided on them)."""
     import socket
 
-    import torch.distributed as dist
-
-    from infinipipe.torch.distributed import join, launch_env
+    from infinipipe.torch.launch import launch_env
 
     launch = launch_env()
-    lenient = ip.train_options_lenient(words, launch.world_size)
+    lenient = ip.train_options_lenient(words, launch.world_size)  # a bad flag: before PyTorch
     mine = (socket.gethostname(), tuple(sorted(os.sched_getaffinity(0)))
             if hasattr(os, "sched_getaffinity") else ())
     places = [mine]
     if launch.world_size > 1:
+        import torch.distributed as dist
+
+        from infinipipe.torch.distributed import join
+
         join("cpu" if lenient.device == "cpu" else "cuda", float(lenient.get("p2p-timeout")))
         places = [None] * launch.world_size
         dist.all_gather_object(places, mine)
@@ -240,17 +230,20 @@ def _agree_on_layout(args: CommandArgs,
 
 
 def run(argv: List[str]) -> int:
-    import torch
+    args = parse_command(argv)
+    words, searched, rank_hosts = _agree_on_layout(args, _runtime_device(args.config))
+    from infinipipe.torch.launch import launch_env
+
+    cfg = ip.Config.for_training(words, launch_env().world_size)
+    check_supported(cfg, args.config, bool(args.hf_model))
+
+    import torch  # after the options: a mistyped flag is refused in a blink
     import torch.distributed as dist
 
     from infinipipe.torch.backend import TorchBackend
-    from infinipipe.torch.distributed import launch_env, setup, shutdown
+    from infinipipe.torch.distributed import setup, shutdown
     from infinipipe.torch.trainer import RankModel, TrainStep, make_optimizer
 
-    args = parse_command(argv)
-    words, searched, rank_hosts = _agree_on_layout(args, _runtime_device(args.config))
-    cfg = ip.Config.for_training(words, launch_env().world_size)
-    check_supported(cfg, args.config, bool(args.hf_model))
     order, order_reason, order_decided = ip.rank_order(cfg, rank_hosts)
     cost = ip.CostModel.from_config(cfg)
     cfg = cfg.with_stage_layout(cost)
@@ -281,7 +274,7 @@ def run(argv: List[str]) -> int:
         said = ip.run_samples_message(cfg)  # what truncation drops, once per run, as train says
         if said:
             print(f"infinipipe: {said}", file=sys.stderr, flush=True)
-    metrics = metrics_path(args, cfg.get("save"))
+    metrics = ip.metrics_path(args.metrics, args.log_dir, args.trace, cfg.get("save"))
     if talk:
         print(f"training {cfg.model.num_layers} layers x hidden {cfg.model.hidden_size} "
               f"({cfg.model.num_parameters} parameters), {cfg.schedule} schedule, pp {cfg.pp} x "
@@ -304,7 +297,7 @@ def run(argv: List[str]) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    from infinipipe.torch.distributed import launch_env
+    from infinipipe.torch.launch import launch_env
 
     rank = launch_env().rank
     where = "" if launch_env().world_size == 1 else f" on rank {rank}"
