@@ -18,9 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view json = all.substr(0, a);
   const std::string_view config = a == std::string::npos ? "" : all.substr(a + 1, b - a - 1);
   const std::string_view text = b == std::string::npos ? "" : all.substr(b + 1);
-  std::unique_ptr<data::Tokenizer> tok;
+  std::unique_ptr<tokenize::Tokenizer> tok;
   try {
-    tok = data::hf_tokenizer_parse(json, config, "fuzz tokenizer.json");
+    tok = tokenize::hf_tokenizer_parse(json, config, "fuzz tokenizer.json");
   } catch (const Error&) {
     return 0;
   }

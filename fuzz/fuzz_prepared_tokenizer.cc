@@ -10,10 +10,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace infinipipe;
   static const std::string prefix = fuzz::fuzz_scratch_path("prepared");
-  static const auto bytes = data::tokenizer_open("ByteTokenizer", "");
-  fuzz::fuzz_write_file(data::prepared_tokenizer_path(prefix), data, size);
+  static const auto bytes = tokenize::tokenizer_open("ByteTokenizer", "");
+  fuzz::fuzz_write_file(tokenize::prepared_tokenizer_path(prefix), data, size);
   try {
-    data::prepared_tokenizer_check(prefix, *bytes);
+    tokenize::prepared_tokenizer_check(prefix, *bytes);
   } catch (const Error&) {
   }
   return 0;

@@ -18,9 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) std::abort();
     return d;
   }();
-  fuzz::fuzz_write_file(dir + "/" + data::kTokenizerConfigFile, data, size);
+  fuzz::fuzz_write_file(dir + "/" + tokenize::kTokenizerConfigFile, data, size);
   try {
-    const auto tok = data::tokenizer_open_saved(dir);
+    const auto tok = tokenize::tokenizer_open_saved(dir);
     const std::string text = "saved tokenizers decode what they encode: \xc3\xbc\n";
     const std::vector<int32_t> ids = tok->encode(text);
     if (tok->type() == "ByteTokenizer" && tok->decode(ids) != text) std::abort();

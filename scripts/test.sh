@@ -3,10 +3,10 @@
 #   deps        apt packages (scripts/install-deps.sh; only checks when all are present)
 #   build       the release build (unity: one translation unit per folder, build/)
 #   ctest       every test of the release build
-#   fuzz-build  the parsers and their libFuzzer targets under clang + ASan/UBSan (build-fuzz/),
-#               built beside ctest at a lower priority; its time is the wait after the tests
-#   fuzz-smoke  each target over its seeds and reproducers, then FUZZ_RUNS inputs each from seed 1,
-#               a target per core at a time
+#   fuzz        the parsers and their libFuzzer targets under clang + ASan/UBSan (build-fuzz/),
+#               then each target over its seeds and reproducers and FUZZ_RUNS inputs each from
+#               seed 1, a target per core at a time: all beside ctest at a lower priority; its
+#               time is the wait for it after the tests
 # A failing phase stops the run (its exit code is the script's); the times so far are printed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,21 +39,21 @@ phase() {
 }
 phase deps bash scripts/install-deps.sh
 phase build bash -c "cmake --preset release && cmake --build --preset release -j $jobs"
-# The fuzz targets build (clang, their own folder) beside the tests, at a lower priority: the
-# tests leave about a third of the cores idle (waits on MPI peers and deadlines, process
-# start-up), which the build fills. Its phase time is the wait for it after the tests.
+# The fuzz targets build (clang, their own folder) and run beside the tests, at a lower
+# priority: the tests leave about a sixth of the cores idle (waits on MPI peers and deadlines,
+# process start-up), which the fuzz work fills.
 fuzz_log=$(mktemp)
-nice -n 10 bash -c "cmake --preset fuzz && cmake --build --preset fuzz -j $jobs" >"$fuzz_log" 2>&1 &
+setsid -w nice -n 10 bash -c "cmake --preset fuzz && cmake --build --preset fuzz -j $jobs &&
+  ctest --test-dir build-fuzz -L fuzz --output-on-failure &&
+  FUZZ_RUNS=${FUZZ_RUNS:-20000} JOBS=$jobs bash scripts/fuzz.sh" >"$fuzz_log" 2>&1 &
 fuzz_pid=$!
-trap 'kill "$fuzz_pid" 2>/dev/null; rm -f "$fuzz_log"' EXIT
-fuzz_build_wait() {
+trap 'kill -- "-$fuzz_pid" 2>/dev/null; rm -f "$fuzz_log"' EXIT  # its own process group
+fuzz_wait() {
   wait "$fuzz_pid"
   local rc=$?
   tail -n 40 "$fuzz_log"
   return $rc
 }
 phase ctest ctest --preset release -j "$jobs" --timeout 600
-phase fuzz-build fuzz_build_wait
-phase fuzz-smoke bash -c "ctest --test-dir build-fuzz -L fuzz --output-on-failure &&
-  FUZZ_RUNS=${FUZZ_RUNS:-20000} bash scripts/fuzz.sh"
+phase fuzz fuzz_wait
 summary

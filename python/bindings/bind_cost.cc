@@ -52,7 +52,7 @@ void bind_cost(py::module_& m) {
   py::class_<cost::CostModel>(m, "CostModel",
                               "Predicted time and memory of chunks on stages for one model and "
                               "device: the planner's and simulator's view of the hardware.")
-      .def_static("from_config", &obs::planning_cost_model, py::arg("config"),
+      .def_static("from_config", &profile::planning_cost_model, py::arg("config"),
                   "What `infinipipe plan` uses: the configured device preset or --calibration "
                   "file, with the CPU engine's memory terms on the cpu device.")
       .def_property_readonly("device", [](const cost::CostModel& c) { return c.device().name; });
@@ -92,7 +92,7 @@ void bind_cost(py::module_& m) {
           [](const runtime::CostFeedback& f, const std::vector<double>& summed,
              const std::string& notes) {
             return cost::calibration_to_json(cost::online_calibration(
-                f.prior(), f.pool(share_of(summed)), obs::machine_name(), obs::utc_now(), notes));
+                f.prior(), f.pool(share_of(summed)), profile::machine_name(), profile::utc_now(), notes));
           },
           py::arg("summed"), py::arg("notes") = "",
           "What the pipeline learned, as a calibration file for --calibration (the prior's links "

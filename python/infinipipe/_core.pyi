@@ -78,6 +78,16 @@ class Config:
     seed: int
     clip_grad: float
     device: str
+    optimizer: str  # "adamw" | "sgd"
+    lr: float
+    weight_decay: float
+    adam_betas: Tuple[float, float]
+    adam_eps: float
+    use_distributed_optimizer: bool
+    bf16: bool
+    p2p_timeout: float
+    save: str
+    tensorboard_dir: str
     has_training_data: bool
     has_evaluation_data: bool
 

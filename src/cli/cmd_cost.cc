@@ -31,7 +31,7 @@ struct CostOptions {
 };
 
 void run_cost(const Config& cfg, const CostOptions& o) {
-  const cost::CostModel cm = obs::planning_cost_model(cfg);
+  const cost::CostModel cm = profile::planning_cost_model(cfg);
   const cost::DeviceSpec& d = cm.device();
   const cost::Coefficients& c = cm.coefficients();
   fmt::print("device {} ({}): peak {:.3g} FLOP/s, memory {}, intra {:.3g} B/s, inter {:.3g} B/s\n",
@@ -105,7 +105,7 @@ void run_cost(const Config& cfg, const CostOptions& o) {
   if (!o.write_calibration.empty()) {
     cost::Calibration cal;
     cal.machine = "preset " + d.name;
-    cal.date = obs::utc_now();
+    cal.date = profile::utc_now();
     cal.notes = "derived from the device preset, not measured (infinipipe cost)";
     cal.model = cfg.model;
     cal.ulysses_degree = cm.ulysses_degree();

@@ -44,14 +44,14 @@ std::string prompt_text(const GenerateArgs& a) {
   return input_file_read(a.prompt_file, input_kind::kPrompt, InputLinks::follow, "--prompt-file");
 }
 
-std::unique_ptr<data::Tokenizer> tokenizer_for(const GenerateArgs& a, const CheckpointModel& m) {
+std::unique_ptr<tokenize::Tokenizer> tokenizer_for(const GenerateArgs& a, const CheckpointModel& m) {
   if (a.tokenizer_type.empty() && !a.tokenizer_model.empty()) {
     fail_config("--tokenizer-model {} needs --tokenizer-type too (the kind of tokenizer it is)",
                 a.tokenizer_model);
   }
-  std::unique_ptr<data::Tokenizer> t =
-      a.tokenizer_type.empty() ? data::tokenizer_open_saved(m.path)
-                               : data::tokenizer_open(a.tokenizer_type, a.tokenizer_model);
+  std::unique_ptr<tokenize::Tokenizer> t =
+      a.tokenizer_type.empty() ? tokenize::tokenizer_open_saved(m.path)
+                               : tokenize::tokenizer_open(a.tokenizer_type, a.tokenizer_model);
   if (t->vocab_size() > m.config.vocab_size) {
     fail_config(
         "the {} tokenizer has {} tokens, but the model of {} only {}: it is not the tokenizer "
@@ -65,7 +65,7 @@ std::unique_ptr<data::Tokenizer> tokenizer_for(const GenerateArgs& a, const Chec
 // on the screen (decoding the new tokens alone would lose SentencePiece's leading spaces).
 class TextStreamer {
  public:
-  TextStreamer(const data::Tokenizer& tok, std::vector<int32_t> prompt)
+  TextStreamer(const tokenize::Tokenizer& tok, std::vector<int32_t> prompt)
       : tok_(tok), ids_(std::move(prompt)), shown_(tok.decode(ids_)) {}
 
   void push(int32_t token) {
@@ -80,7 +80,7 @@ class TextStreamer {
   }
 
  private:
-  const data::Tokenizer& tok_;
+  const tokenize::Tokenizer& tok_;
   std::vector<int32_t> ids_;
   std::string shown_;
 };
@@ -107,7 +107,7 @@ void run_generate(GenerateArgs& a) {
   }
   MemoryTracker tracker;
   const CheckpointModel model = checkpoint_load_model(a.load, tracker);
-  const std::unique_ptr<data::Tokenizer> tok = tokenizer_for(a, model);
+  const std::unique_ptr<tokenize::Tokenizer> tok = tokenizer_for(a, model);
   const std::vector<int32_t> prompt = tok->encode(text);
   const auto P = static_cast<int64_t>(prompt.size());
   if (P > generate_max_prompt_tokens(model.config)) {
@@ -167,11 +167,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--greedy", s.greedy, "always pick the most likely token (no sampling)");
   cmd->add_option("--tokenizer-type", a->tokenizer_type,
                   fmt::format("{} (default: the one saved with the checkpoint, else {})",
-                              data::tokenizer_types_text<data::TokenizerTypesText::names>(),
-                              data::kDefaultTokenizerType));
+                              tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::names>(),
+                              tokenize::kDefaultTokenizerType));
   cmd->add_option("--tokenizer-model", a->tokenizer_model,
                   fmt::format("the file of --tokenizer-type: {}",
-                              data::tokenizer_types_text<data::TokenizerTypesText::model_file>()));
+                              tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::model_file>()));
   cmd->add_flag("--no-kv-cache", a->no_kv_cache,
                 "rerun the whole sequence for every new token (as Hugging Face's "
                 "use_cache=False): the same text, slower; to measure what the cache saves");

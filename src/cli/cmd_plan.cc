@@ -113,7 +113,7 @@ void add_plan_command(CLI::App& app) {
       return;
     }
     const Config given = options::resolve_config(*config);
-    const cost::CostModel cm = obs::planning_cost_model(given);
+    const cost::CostModel cm = profile::planning_cost_model(given);
     const Workload w = load.share(given, cm);
     if (!w.delay_note.empty()) fmt::print("{}\n", w.delay_note);
     const Config cfg =

@@ -30,18 +30,18 @@ struct ProfileOptions {
   int64_t threads = 0;  // 0 = OpenMP's default
 };
 
-std::string shape_label(const obs::ProfileSample& s) {
+std::string shape_label(const profile::ProfileSample& s) {
   if (s.chunk.size() == 1)
     return fmt::format("{}L len {} ctx {}", s.num_layers, s.chunk[0].len, s.chunk[0].context);
   return fmt::format("{}L {} x {} packed", s.num_layers, s.chunk.size(), s.chunk[0].len);
 }
 
-void print_residuals(const obs::ProfileReport& rep) {
+void print_residuals(const profile::ProfileReport& rep) {
   const cost::Calibration& cal = rep.calibration;
   const cost::CostModel cm(cal.model, cal.device, cal.coeffs, 1, false);
   fmt::print("\n{:<26} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}  {}\n", "chunk (middle stage)",
              "set", "fwd ms", "pred ms", "fwd err", "bwd ms", "bwd err", "");
-  for (const obs::ProfileSample& s : rep.samples) {
+  for (const profile::ProfileSample& s : rep.samples) {
     const cost::StageShape st{s.num_layers, false, false};
     const double pf = cm.forward_time(s.chunk, st), pb = cm.backward_time(s.chunk, st);
     fmt::print("{:<26} {:>9} {:>10.3f} {:>10.3f} {:>+9.1f}% {:>10.3f} {:>+9.1f}%\n", shape_label(s),
@@ -62,12 +62,12 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
   output_path_check(o.out, "--out");
   // Every rank takes part in the link measurement; then only rank 0 times kernels, so the
   // others do not compete with it for the cores.
-  const obs::LinkProfile links =
-      obs::profile_links(o.quick ? (1 << 20) : (16 << 20), o.quick ? 3 : 10);
+  const profile::LinkProfile links =
+      profile::profile_links(o.quick ? (1 << 20) : (16 << 20), o.quick ? 3 : 10);
   if (links.rank != 0) return;
   if (links.measured) {
     fmt::print("links ({}):\n", links.note);
-    for (const obs::LinkSample& s : links.samples)
+    for (const profile::LinkSample& s : links.samples)
       fmt::print("  {:<9} {:>10} bytes  {:>9.1f} us  {:>7.2f} GB/s\n", s.kind, s.bytes,
                  s.seconds * 1e6, static_cast<double>(s.bytes) / s.seconds / 1e9);
     if (links.bandwidth > 0)
@@ -86,17 +86,17 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
   for (const std::string& line : links.host_links.describe()) fmt::print("  link {}\n", line);
   std::fflush(stdout);
 
-  obs::ProfileGrid grid = obs::profile_grid_default(o.quick);
+  profile::ProfileGrid grid = profile::profile_grid_default(o.quick);
   if (o.repeats > 0) grid.repeats = o.repeats;
   grid.threads = o.threads;
   fmt::print("timing the engine: hidden {}, ffn {}, heads {}/{}, vocab {}; {} repeats{}\n",
              cfg.model.hidden_size, cfg.model.ffn_size(), cfg.model.num_attention_heads,
              cfg.model.kv_heads(), cfg.model.vocab_size, grid.repeats, o.quick ? " (quick)" : "");
-  obs::ProfileReport rep = obs::profile_run(cfg, grid, [](const std::string& line) {
+  profile::ProfileReport rep = profile::profile_run(cfg, grid, [](const std::string& line) {
     fmt::print("{}\n", line);
     std::fflush(stdout);
   });
-  obs::apply_link_profile(links, rep.calibration.coeffs);
+  profile::apply_link_profile(links, rep.calibration.coeffs);
   rep.calibration.host_links = links.host_links;
   rep.calibration.device.sources = fmt::format(
       "measured by infinipipe profile on {} at {}: time coefficients fitted to the engine, sgemm "

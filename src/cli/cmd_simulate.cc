@@ -375,7 +375,7 @@ void add_simulate_command(CLI::App& app) {
     if (search_out_option->count() > 0)
       fail_config("simulate --out writes the --search-layout ranking: add --search-layout");
     const Config given = options::resolve_config(*config);
-    const cost::CostModel cm = obs::planning_cost_model(given);
+    const cost::CostModel cm = profile::planning_cost_model(given);
     const bool paper_flags = std::any_of(paper->options.begin(), paper->options.end(),
                                          [](const CLI::Option* o) { return o->count() > 0; });
     if (paper_flags && (paper->baselines != "paper" || !*compare))

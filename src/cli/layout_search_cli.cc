@@ -57,7 +57,7 @@ void layout_search_run(const SearchLayoutArgs& args, const options::ConfigOption
   const Config base = setup::layout_search_base(options, Config{}, 0, space);
   space.threads = setup::search_threads(args.threads);
   space.exhaustive = args.exhaustive;
-  cost::CostModel cm = obs::planning_cost_model(base);
+  cost::CostModel cm = profile::planning_cost_model(base);
   // A calibration's measured hosts and links (`profile` under mpirun): the search prices each
   // transfer by the link it crosses and ranks both rank orders.
   if (cm.host_links().empty() && !base.cluster.calibration.empty()) {

@@ -36,7 +36,7 @@ struct LineResult {
   std::vector<std::vector<int32_t>> tokens;  // one document per json key
 };
 
-LineResult line_tokenize(const std::string& line, const PrepareOptions& o, const Tokenizer& tok,
+LineResult line_tokenize(const std::string& line, const PrepareOptions& o, const tokenize::Tokenizer& tok,
                          int64_t line_no) {
   LineResult r;
   if (line.find_first_not_of(" \t\r") == std::string::npos) {
@@ -79,7 +79,7 @@ LineResult line_tokenize(const std::string& line, const PrepareOptions& o, const
 
 // Tokenizes lines[i] for i ≡ w (mod workers) on worker w; results keep the lines' order.
 std::vector<LineResult> block_tokenize(const std::vector<std::string>& lines, int64_t first_line,
-                                       const PrepareOptions& o, const Tokenizer& tok) {
+                                       const PrepareOptions& o, const tokenize::Tokenizer& tok) {
   std::vector<LineResult> out(lines.size());
   const size_t workers = std::min<size_t>(static_cast<size_t>(o.workers), lines.size());
   auto run = [&](size_t w) {
@@ -226,8 +226,8 @@ PrepareSummary prepare_jsonl(const PrepareOptions& options) {
   options_check(options);
   input_file_check(options.input, input_kind::kDataInput, InputLinks::follow, "--input");
   outputs_check(options);
-  const std::unique_ptr<Tokenizer> tok =
-      tokenizer_open(options.tokenizer_type, options.tokenizer_model);
+  const std::unique_ptr<tokenize::Tokenizer> tok =
+      tokenize::tokenizer_open(options.tokenizer_type, options.tokenizer_model);
   std::ifstream in(options.input, std::ios::binary);
   if (!in) fail("cannot open {}: {}", options.input, std::strerror(errno));
   std::error_code ec;
@@ -283,7 +283,7 @@ PrepareSummary prepare_jsonl(const PrepareOptions& options) {
     writers[k]->finalize();
     summary.documents += writers[k]->num_documents();
     summary.tokens += writers[k]->num_tokens();
-    prepared_tokenizer_write(summary.outputs[k], *tok, options.tokenizer_model, options.append_eod);
+    tokenize::prepared_tokenizer_write(summary.outputs[k], *tok, options.tokenizer_model, options.append_eod);
   }
   return summary;
 }

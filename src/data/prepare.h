@@ -20,7 +20,7 @@ struct PrepareOptions {
   bool append_eod = false;  // end every document with the tokenizer's end-of-document token
   // Megatron's naming instead of `output`: PREFIX_{key}_document.bin/.idx for every key.
   std::string output_prefix;
-  std::string tokenizer_type{kDefaultTokenizerType};
+  std::string tokenizer_type{tokenize::kDefaultTokenizerType};
   std::string tokenizer_model;  // the SentencePiece .model file
   int32_t workers = 1;
   std::FILE* progress = nullptr;  // a progress line goes here (rewritten on a terminal); null: none

@@ -75,7 +75,7 @@ std::vector<int32_t> SynthLanguage::document(int64_t length, uint64_t doc_seed) 
     }
   }
   out.resize(text_len);
-  out.push_back(kByteEod);
+  out.push_back(tokenize::kByteEod);
   return out;
 }
 

@@ -367,12 +367,12 @@ const std::vector<OptionSpec>& option_specs() {
                fmt::format("tokenizer the data was prepared with, recorded in saved "
                            "checkpoints: {} (not given: the one of the --load / "
                            "--pretrained-checkpoint folder, else {})",
-                           data::tokenizer_types_text<data::TokenizerTypesText::names>(),
-                           data::kDefaultTokenizerType),
+                           tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::names>(),
+                           tokenize::kDefaultTokenizerType),
                training.tokenizer_type),
       TEXT_OPT("tokenizer-model",
                fmt::format("the file of --tokenizer-type: {}",
-                           data::tokenizer_types_text<data::TokenizerTypesText::model_file>()),
+                           tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::model_file>()),
                training.tokenizer_model),
       TEXT_OPT("tensorboard-dir",
                "directory for TensorBoard event files: loss, learning rate, gradient norm, "

@@ -1,6 +1,6 @@
 #include "profile/host_link_table_measured.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 
 cost::HostLinkTable host_link_table(const HostLinks& measured) {
   cost::HostLinkTable t;
@@ -14,4 +14,4 @@ cost::HostLinkTable host_link_table(const HostLinks& measured) {
   return t;
 }
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

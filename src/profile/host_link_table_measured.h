@@ -6,8 +6,8 @@
 #include "comm/mpi_links.h"
 #include "cost/host_link_table.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 
 cost::HostLinkTable host_link_table(const HostLinks& measured);
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

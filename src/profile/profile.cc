@@ -18,7 +18,7 @@
 #include "model/engine.h"
 #include "profile/profile_timer.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 namespace {
 
 double median(std::vector<double> v) {
@@ -377,4 +377,4 @@ ProfileReport profile_run(const Config& cfg, const ProfileGrid& grid, const Prof
   return rep;
 }
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

@@ -16,7 +16,7 @@
 #include "cost/cost_model.h"
 #include "cost/fit.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 
 // What to time: one slice per (len, context) pair, packed chunks of `count` sequences of `len`
 // tokens, and the embedding / LM head at `edge_lens` tokens.
@@ -126,4 +126,4 @@ cost::CostModel planning_cost_model(const Config& cfg);
 ProfileError profile_relative_error(const std::vector<double>& predicted,
                                     const std::vector<double>& measured);
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

@@ -16,7 +16,7 @@
 #include "cost/host_link_table.h"
 #include "profile/host_link_table_measured.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 namespace {
 
 double median_of(std::vector<double> v) {
@@ -219,4 +219,4 @@ void apply_link_profile(const LinkProfile& p, cost::Coefficients& c) {
   }
 }
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

@@ -10,7 +10,7 @@
 
 #include "cost/cost_model.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 
 struct LinkSample {
   std::string kind;  // "p2p" (one way, half a round trip) or "allreduce"
@@ -45,4 +45,4 @@ LinkProfile profile_links(int64_t max_bytes, int64_t repeats);
 // host links, the slowest link between two hosts as the inter-node one (its latency the largest).
 void apply_link_profile(const LinkProfile& p, cost::Coefficients& c);
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

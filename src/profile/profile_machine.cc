@@ -15,7 +15,7 @@
 #include "profile/profile.h"
 #include "profile/profile_timer.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 
 std::string machine_name() {
   std::string model;
@@ -56,4 +56,4 @@ double profile_sgemm_flops(int64_t n, int64_t repeats) {
   return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / best;
 }
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

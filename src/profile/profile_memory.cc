@@ -6,7 +6,7 @@
 #include "model/engine.h"
 #include "profile/profile.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 
 cost::Coefficients profile_memory_coefficients(const ModelConfig& m, Optimizer optimizer,
                                                cost::Coefficients c) {
@@ -58,4 +58,4 @@ cost::CostModel planning_cost_model(const Config& cfg) {
   return cfg.cluster.device == "cpu" ? engine_cost_model(cfg) : cost::CostModel::from_config(cfg);
 }
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

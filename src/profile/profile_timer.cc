@@ -9,7 +9,7 @@
 
 #include "obs/cpu_time.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 namespace {
 
 // Involuntary context switches of the whole process (its OpenMP threads included): a timing
@@ -63,12 +63,12 @@ struct Runs {
 template <typename F>
 ChunkTimer::Timing ChunkTimer::timed(F&& work) {
   const long switches = involuntary_switches();
-  const double cpu0 = thread_cpu_seconds();
+  const double cpu0 = obs::thread_cpu_seconds();
   const auto t0 = ProfileClock::now();
   work();
   Timing t;
   t.wall = seconds_since(t0);
-  const double cpu1 = thread_cpu_seconds();
+  const double cpu1 = obs::thread_cpu_seconds();
   t.cpu = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1.0;
   t.whole = involuntary_switches() == switches;
   return t;
@@ -163,4 +163,4 @@ ProfileSample time_chunk_checked(ChunkTimer& timer, const std::vector<cost::Slic
   return s;
 }
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

@@ -13,7 +13,7 @@
 #include "model/engine.h"
 #include "profile/profile.h"
 
-namespace infinipipe::obs {
+namespace infinipipe::profile {
 
 using ProfileClock = std::chrono::steady_clock;
 
@@ -72,4 +72,4 @@ ProfileSample time_chunk(ChunkTimer& timer, const std::vector<cost::SliceShape>&
 ProfileSample time_chunk_checked(ChunkTimer& timer, const std::vector<cost::SliceShape>& chunk,
                                  int64_t layers, int64_t repeats);
 
-}  // namespace infinipipe::obs
+}  // namespace infinipipe::profile

@@ -26,7 +26,7 @@ std::string start_folder(const std::string& dir) {
 
 RunTokenizer run_tokenizer(const TrainingConfig& tc) {
   // Flags given win (a --tokenizer-model alone is opened as the default type, which names it).
-  RunTokenizer out{tc.tokenizer_type.empty() ? std::string(data::kDefaultTokenizerType)
+  RunTokenizer out{tc.tokenizer_type.empty() ? std::string(tokenize::kDefaultTokenizerType)
                                              : tc.tokenizer_type,
                    tc.tokenizer_model, ""};
   if (!tc.tokenizer_type.empty() || !tc.tokenizer_model.empty()) return out;
@@ -35,13 +35,13 @@ RunTokenizer run_tokenizer(const TrainingConfig& tc) {
     if (folder.empty()) continue;
     namespace fs = std::filesystem;
     // A folder without any tokenizer file (weights only) says nothing: the default stands.
-    if (!fs::exists(fs::path(folder) / data::kTokenizerConfigFile) &&
-        !fs::exists(fs::path(folder) / data::kTokenizerJsonFile)) {
+    if (!fs::exists(fs::path(folder) / tokenize::kTokenizerConfigFile) &&
+        !fs::exists(fs::path(folder) / tokenize::kTokenizerJsonFile)) {
       continue;
     }
-    std::unique_ptr<data::Tokenizer> t;
+    std::unique_ptr<tokenize::Tokenizer> t;
     try {
-      t = data::tokenizer_open_saved(folder);
+      t = tokenize::tokenizer_open_saved(folder);
     } catch (const ConfigError& e) {
       fail_config(
           "{}; the run takes the tokenizer of the folder it starts from ({}) unless "
@@ -50,9 +50,9 @@ RunTokenizer run_tokenizer(const TrainingConfig& tc) {
     }
     out.type = t->type();
     out.folder = folder;
-    if (data::tokenizer_type_has_json(out.type)) out.model = folder;
-    if (data::tokenizer_type_has_model(out.type)) {
-      out.model = (fs::path(folder) / data::kTokenizerModelFile).string();
+    if (tokenize::tokenizer_type_has_json(out.type)) out.model = folder;
+    if (tokenize::tokenizer_type_has_model(out.type)) {
+      out.model = (fs::path(folder) / tokenize::kTokenizerModelFile).string();
     }
     return out;
   }
@@ -69,7 +69,7 @@ Config config_with_run_tokenizer(const Config& cfg) {
 
 CheckpointTokenizer checkpoint_tokenizer(const Config& cfg) {
   const RunTokenizer tc = run_tokenizer(cfg.training);
-  const auto tokenizer = data::tokenizer_open(tc.type, tc.model);
+  const auto tokenizer = tokenize::tokenizer_open(tc.type, tc.model);
   if (tokenizer->vocab_size() > cfg.model.vocab_size) {
     fail_config(
         "the tokenizer {}{} has {} tokens, more than the model's --vocab-size {}; raise "
@@ -78,11 +78,11 @@ CheckpointTokenizer checkpoint_tokenizer(const Config& cfg) {
         cfg.model.vocab_size, tokenizer->vocab_size());
   }
   CheckpointTokenizer out;
-  out.tokenizer_config = data::tokenizer_saved_config(*tokenizer, cfg.model.max_positions());
+  out.tokenizer_config = tokenize::tokenizer_saved_config(*tokenizer, cfg.model.max_positions());
   // The files it was read from, copied into every checkpoint so the folder is self-contained.
-  if (data::tokenizer_type_has_model(tc.type)) out.model_file = tc.model;
-  if (data::tokenizer_type_has_json(tc.type)) {
-    out.json_file = data::hf_tokenizer_source(*tokenizer).tokenizer_json;
+  if (tokenize::tokenizer_type_has_model(tc.type)) out.model_file = tc.model;
+  if (tokenize::tokenizer_type_has_json(tc.type)) {
+    out.json_file = tokenize::hf_tokenizer_source(*tokenizer).tokenizer_json;
   }
   out.bos = tokenizer->bos();
   out.eos = tokenizer->eos();

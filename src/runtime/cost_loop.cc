@@ -218,7 +218,7 @@ std::optional<cost::Calibration> CostLoop::calibration() const {
                             : "; coefficients: the mean of the replicas' pooled fits; ranks: "
                               "each rank's own terms and step costs");
   if (replica_fits_.empty())
-    return cost::online_calibration(prior_, pooled_, obs::machine_name(), obs::utc_now(), notes);
+    return cost::online_calibration(prior_, pooled_, profile::machine_name(), profile::utc_now(), notes);
   cost::OnlinePooled mean;
   mean.coeffs = prior_.coefficients();
   std::vector<const cost::Coefficients*> pooled;
@@ -233,7 +233,7 @@ std::optional<cost::Calibration> CostLoop::calibration() const {
   mean.residual_forward = std::sqrt(fwd2 / n);
   mean.residual_backward = std::sqrt(bwd2 / n);
   cost::Calibration cal =
-      cost::online_calibration(prior_, mean, obs::machine_name(), obs::utc_now(), notes);
+      cost::online_calibration(prior_, mean, profile::machine_name(), profile::utc_now(), notes);
   cal.pipeline_parallel = rank_.pp;
   cal.data_parallel = rank_.dp;
   for (size_t s = 0; s < static_cast<size_t>(cal.pipeline_parallel); ++s)

@@ -9,14 +9,14 @@
 namespace infinipipe::runtime {
 
 void data_tokenizer_check(const TrainingConfig& tc, const std::vector<std::string>& prefixes) {
-  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::unique_ptr<tokenize::Tokenizer> tokenizer;
   for (const std::string& prefix : prefixes) {
-    if (!data::prepared_tokenizer_exists(prefix)) continue;
+    if (!tokenize::prepared_tokenizer_exists(prefix)) continue;
     if (!tokenizer) {
       const RunTokenizer run = run_tokenizer(tc);
-      tokenizer = data::tokenizer_open(run.type, run.model);
+      tokenizer = tokenize::tokenizer_open(run.type, run.model);
     }
-    data::prepared_tokenizer_check(prefix, *tokenizer);
+    tokenize::prepared_tokenizer_check(prefix, *tokenizer);
   }
 }
 

@@ -54,7 +54,7 @@ double timeout_of(const P2p* p2p) {
 // links between the hosts, this rank's pipeline priced by those it crosses in the groups' order.
 cost::CostModel train_prior(const Config& cfg, const ProcessGroups* groups, const P2p* p2p,
                             const RunLinks& links) {
-  const cost::CostModel cm = obs::engine_cost_model(cfg);
+  const cost::CostModel cm = profile::engine_cost_model(cfg);
   if (!groups && cfg.cluster.measure_links)
     fail_config(
         "--measure-links measures the links between the ranks of a job: launch with "

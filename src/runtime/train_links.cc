@@ -16,7 +16,7 @@ cost::HostLinkTable train_links_measure(MPI_Comm world, double timeout_s, bool p
     for (const std::string& line : links.describe()) fmt::print("link {}\n", line);
     std::fflush(stdout);
   }
-  return obs::host_link_table(links);
+  return profile::host_link_table(links);
 }
 
 }  // namespace infinipipe::runtime

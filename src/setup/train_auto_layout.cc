@@ -104,7 +104,7 @@ ChosenLayout search(const std::shared_ptr<options::ConfigOptions>& options, cons
   // At the run's own degrees only the two orders are left: plan both, so both are printed.
   const bool degrees_auto = parallel_has_auto(p);
   space.exhaustive = !degrees_auto;
-  cost::CostModel cm = obs::planning_cost_model(base);
+  cost::CostModel cm = profile::planning_cost_model(base);
   if (!how.links.empty()) cm = cm.with_host_links(how.links);
   if (degrees_auto) outlier_delay_check_before_search(raw);
   const auto batches = train_search_batches(base, how.search_iterations);

@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 namespace {
 
@@ -34,4 +34,4 @@ std::unique_ptr<Tokenizer> byte_tokenizer_open(const std::string& model_path) {
   return std::make_unique<ByteTokenizer>();
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

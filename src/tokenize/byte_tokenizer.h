@@ -12,7 +12,7 @@
 
 #include "tokenize/tokenizer.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 inline constexpr int32_t kByteEod = 256;
 inline constexpr int32_t kByteVocabSize = 257;
@@ -43,4 +43,4 @@ inline std::string byte_detokenize(std::span<const int32_t> tokens) {
 // --tokenizer-type ByteTokenizer; ConfigError when given a --tokenizer-model (it reads none).
 std::unique_ptr<Tokenizer> byte_tokenizer_open(const std::string& model_path);
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

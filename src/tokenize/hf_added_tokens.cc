@@ -6,7 +6,7 @@
 
 #include "tokenize/hf_text.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 namespace {
 
@@ -86,4 +86,4 @@ void HfAddedMatcher::split(std::string_view text, std::vector<HfSegment>& out) c
   if (start < text.size()) out.push_back({text.substr(start), -1});
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 struct HfAddedToken {
   std::string content;
@@ -34,4 +34,4 @@ class HfAddedMatcher {
   std::array<std::vector<int>, 256> by_first_byte_;  // longest first
 };
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -8,7 +8,7 @@
 #include "core/json_read.h"
 #include "tokenize/hf_text.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 using Json = nlohmann::json;
 
@@ -194,4 +194,4 @@ void HfBpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
   for (int i = 0; i >= 0; i = next[i]) out.push_back(sym[i]);
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 // Lookups of std::string keys by string_view without a copy.
 struct HfStringHash {
@@ -54,4 +54,4 @@ class HfBpe {
   int32_t byte_ids_[256];  // <0xXX> tokens of byte_fallback (-1: absent)
 };
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -3,7 +3,7 @@
 #include "tokenize/hf_json.h"
 #include "tokenize/hf_pipeline.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 using Json = nlohmann::json;
 
@@ -189,4 +189,4 @@ std::string HfDecoder::apply(std::vector<HfDecodeToken> tokens) const {
   return out;
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

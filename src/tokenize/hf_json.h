@@ -10,7 +10,7 @@
 #include "core/json_read.h"
 #include "tokenize/hf_regex.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 // Sequences nest; real files nest one level. Deeper is refused before recursion gets far.
 inline constexpr int kHfMaxComponentDepth = 8;
@@ -79,4 +79,4 @@ inline std::string hf_char(const nlohmann::json& j, const char* key, const std::
       where, stage, json_brief(type), supported);
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

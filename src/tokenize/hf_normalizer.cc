@@ -3,7 +3,7 @@
 #include "tokenize/hf_json.h"
 #include "tokenize/hf_pipeline.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 using Json = nlohmann::json;
 
@@ -53,4 +53,4 @@ std::string HfNormalizer::apply(std::string text) const {
   return text;
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

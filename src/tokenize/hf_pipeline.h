@@ -12,7 +12,7 @@
 #include "tokenize/hf_regex.h"
 #include "tokenize/hf_text.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 // NFC NFD NFKC NFKD Prepend Replace Sequence.
 class HfNormalizer {
@@ -87,4 +87,4 @@ class HfDecoder {
   bool none_ = false;
 };
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -3,7 +3,7 @@
 #include "tokenize/hf_json.h"
 #include "tokenize/hf_pipeline.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 using Json = nlohmann::json;
 
@@ -210,4 +210,4 @@ void HfPreTokenizer::apply(std::vector<HfPiece>& pieces) const {
   }
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "tokenize/hf_text.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 struct HfRegex::Code {
   pcre2_code* code = nullptr;
@@ -114,4 +114,4 @@ std::string HfRegex::replace_all(std::string_view text, std::string_view with) c
   return out;
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 class HfRegex {
  public:
@@ -31,4 +31,4 @@ class HfRegex {
   std::unique_ptr<Code> code_;
 };
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

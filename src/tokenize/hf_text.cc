@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 namespace {
 
@@ -179,4 +179,4 @@ std::string unicode_normalize(std::string_view text, UnicodeForm form) {
   return out;
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

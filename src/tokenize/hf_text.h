@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 // `text` with every ill-formed UTF-8 sequence replaced by U+FFFD, one per maximal subpart (the
 // Unicode recommendation, and what Node's and browsers' TextDecoder do): the reference
@@ -33,4 +33,4 @@ std::string byte_level_decode(std::string_view text);
 enum class UnicodeForm { NFC, NFD, NFKC, NFKD };
 std::string unicode_normalize(std::string_view text, UnicodeForm form);
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

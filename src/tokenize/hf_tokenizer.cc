@@ -18,7 +18,7 @@
 #include "tokenize/hf_pipeline.h"
 #include "tokenize/hf_text.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
@@ -419,4 +419,4 @@ Json hf_tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_len
   return hf->saved_config(model_max_length);
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

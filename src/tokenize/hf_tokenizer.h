@@ -15,7 +15,7 @@
 
 #include "tokenize/tokenizer.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 inline constexpr const char* kHfTokenizerJsonFile = "tokenizer.json";
 
@@ -51,4 +51,4 @@ HfTokenizerFiles hf_tokenizer_source(const Tokenizer& tokenizer);
 // (with the tokenizer.json beside it) to the same tokenizer, in infinipipe and transformers.
 nlohmann::json hf_tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length);
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -8,7 +8,7 @@
 #include "core/input_file.h"
 #include "core/json_read.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 using Json = nlohmann::json;
 
@@ -77,4 +77,4 @@ void prepared_tokenizer_check(const std::string& prefix, const Tokenizer& tokeni
   }
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

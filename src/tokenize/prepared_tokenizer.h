@@ -8,7 +8,7 @@
 
 #include "tokenize/tokenizer.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 std::string prepared_tokenizer_path(const std::string& prefix);  // PREFIX.tokenizer_info.json
 
@@ -23,4 +23,4 @@ void prepared_tokenizer_check(const std::string& prefix, const Tokenizer& tokeni
 // Whether PREFIX has the file (so a check is worth opening the run's tokenizer for).
 bool prepared_tokenizer_exists(const std::string& prefix);
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 namespace {
 
@@ -183,4 +183,4 @@ bool sentencepiece_llama2_detect(const SavedFolder& folder) {
                                         folder.tokenizer_class == "LlamaTokenizerFast");
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

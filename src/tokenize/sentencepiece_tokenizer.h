@@ -6,7 +6,7 @@
 
 #include "tokenize/tokenizer.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 // Each opens --tokenizer-model FILE.model.
 // SentencePieceTokenizer (Megatron's): the model's pieces plus <CLS> <SEP> <EOD> <MASK> and the
@@ -22,4 +22,4 @@ std::unique_ptr<Tokenizer> sentencepiece_llama2_open(const std::string& model_pa
 // tokenizer.json (which HuggingFaceTokenizer reads) holds a Llama2Tokenizer's tokenizer.model.
 bool sentencepiece_llama2_detect(const SavedFolder& folder);
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "tokenize/tokenizer_types.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 const TokenizerType* tokenizer_type_find(std::string_view name) {
   for (const TokenizerType& t : kTokenizerTypes)
@@ -22,4 +22,4 @@ std::unique_ptr<Tokenizer> tokenizer_open(const std::string& type, const std::st
   return row->open(model_path);
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 class Tokenizer {
  public:
@@ -37,4 +37,4 @@ struct SavedFolder {
 // supported ones), a missing --tokenizer-model, or a model file the library cannot load.
 std::unique_ptr<Tokenizer> tokenizer_open(const std::string& type, const std::string& model_path);
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -16,7 +16,7 @@
 #include "tokenize/hf_tokenizer.h"
 #include "tokenize/tokenizer_types.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
@@ -136,4 +136,4 @@ std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir) {
   }
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -22,7 +22,7 @@
 
 #include "tokenize/tokenizer.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 inline constexpr const char* kTokenizerConfigFile = "tokenizer_config.json";
 inline constexpr const char* kTokenizerModelFile = "tokenizer.model";
@@ -39,4 +39,4 @@ bool tokenizer_type_has_json(const std::string& type);
 // unknown type, a missing tokenizer.model, a symbolic link.
 std::unique_ptr<Tokenizer> tokenizer_open_saved(const std::string& dir);
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -18,7 +18,7 @@
 #include "tokenize/sentencepiece_tokenizer.h"
 #include "tokenize/tokenizer.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 
 // The file a type reads and a checkpoint copies byte for byte.
 enum class TokenizerFile {
@@ -136,4 +136,4 @@ constexpr std::string_view tokenizer_types_text() {
   return {text.data(), text.size()};
 }
 
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -34,7 +34,7 @@ TEST(EppInUlyssesLayout, AtLeastAsFastAsTunedUlyssesOnThePaperSettings) {
           data::lengths_synthetic(dist, cfg.training.global_batch_size, cfg.model.seq_length,
                                   static_cast<uint64_t>(cfg.training.seed));
       for (int64_t& len : batch) len = std::min(len, cfg.model.seq_length);
-      const cost::CostModel cm = obs::planning_cost_model(cfg);
+      const cost::CostModel cm = profile::planning_cost_model(cfg);
       const sim::UlyssesResult u = sim::simulate_ulysses(cm, cfg, batch);
       ASSERT_FALSE(u.oom) << key << ": " << u.reason;
       // EPP's Ulysses groups stay inside a node: the baseline's choice must be such a layout.

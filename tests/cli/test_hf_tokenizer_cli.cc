@@ -34,8 +34,8 @@ class HfTokenizerCliTest : public CliDirTest {
     CliDirTest::SetUp();
     tok_ = dir_ / "llama3-like";
     fs::create_directories(tok_);
-    std::ofstream(tok_ / "tokenizer.json") << infinipipe::data::test::hf_byte_level_json().dump();
-    std::ofstream(tok_ / "tokenizer_config.json") << infinipipe::data::test::hf_byte_level_config();
+    std::ofstream(tok_ / "tokenizer.json") << infinipipe::tokenize::test::hf_byte_level_json().dump();
+    std::ofstream(tok_ / "tokenizer_config.json") << infinipipe::tokenize::test::hf_byte_level_config();
     std::ofstream j(dir_ / "docs.jsonl");
     for (int i = 0; i < 60; ++i) {
       j << nlohmann::json{{"text", fmt::format("the pipe {} plans the pipes", i % 7)}}.dump()
@@ -179,7 +179,7 @@ TEST_F(HfTokenizerCliTest, BadTokenizerFilesAreUsageErrors) {
   r = prepare(dir_ / "empty");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("has no tokenizer.json"), std::string::npos) << r.output;
-  nlohmann::json j = infinipipe::data::test::hf_byte_level_json();
+  nlohmann::json j = infinipipe::tokenize::test::hf_byte_level_json();
   j["model"]["type"] = "Unigram";
   std::ofstream(tok_ / "tokenizer.json") << j.dump();
   r = prepare(tok_);

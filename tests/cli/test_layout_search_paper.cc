@@ -65,7 +65,7 @@ TEST_P(LayoutSearchPaper, SearchedEppAgainstEveryTunedBaseline) {
   allocator_huge_pages(size_t{256} << 20);
   const auto [example, dist] = GetParam();
   const Config cfg = testing::example_config(example);
-  const cost::CostModel cm = obs::planning_cost_model(cfg);
+  const cost::CostModel cm = profile::planning_cost_model(cfg);
   // The batch `simulate --distribution DIST` plans at --iteration 0.
   std::vector<int64_t> batch =
       data::lengths_synthetic(dist, cfg.training.global_batch_size, cfg.model.seq_length,

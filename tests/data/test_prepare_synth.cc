@@ -32,9 +32,9 @@ using testing::error_text;
 
 TEST(ByteTokenizer, RoundTrip) {
   const std::string text = "h\xc3\xa9llo\n\x01\xff";
-  const auto tokens = byte_tokenize(text, true);
-  EXPECT_EQ(tokens, (std::vector<int32_t>{'h', 0xc3, 0xa9, 'l', 'l', 'o', '\n', 1, 255, kByteEod}));
-  EXPECT_EQ(byte_detokenize(tokens), text + "<eod>");
+  const auto tokens = tokenize::byte_tokenize(text, true);
+  EXPECT_EQ(tokens, (std::vector<int32_t>{'h', 0xc3, 0xa9, 'l', 'l', 'o', '\n', 1, 255, tokenize::kByteEod}));
+  EXPECT_EQ(tokenize::byte_detokenize(tokens), text + "<eod>");
 }
 
 TEST(Prepare, TokenizesJsonLines) {
@@ -58,17 +58,17 @@ TEST(Prepare, TokenizesJsonLines) {
     const IndexedDataset ds = IndexedDataset::open(opt.output);
     EXPECT_EQ(ds.dtype(), TokenDType::uint16);
     ASSERT_EQ(ds.num_documents(), 3);
-    EXPECT_EQ(ds.document_tokens(0), byte_tokenize("h\xc3\xa9llo", false));
-    EXPECT_EQ(ds.document_tokens(1), byte_tokenize("a\nb", false));
-    EXPECT_EQ(ds.document_tokens(2), byte_tokenize("last", false));
+    EXPECT_EQ(ds.document_tokens(0), tokenize::byte_tokenize("h\xc3\xa9llo", false));
+    EXPECT_EQ(ds.document_tokens(1), tokenize::byte_tokenize("a\nb", false));
+    EXPECT_EQ(ds.document_tokens(2), tokenize::byte_tokenize("last", false));
   }
   opt.append_eod = true;
   s = prepare_jsonl(opt);  // overwrites the dataset atomically
   EXPECT_EQ(s.documents, 4);
   const IndexedDataset ds = IndexedDataset::open(opt.output);
   ASSERT_EQ(ds.num_documents(), 4);
-  EXPECT_EQ(ds.document_tokens(2), std::vector<int32_t>{kByteEod});
-  EXPECT_EQ(ds.document_tokens(3), byte_tokenize("last", true));
+  EXPECT_EQ(ds.document_tokens(2), std::vector<int32_t>{tokenize::kByteEod});
+  EXPECT_EQ(ds.document_tokens(3), tokenize::byte_tokenize("last", true));
 }
 
 TEST(Prepare, OtherJsonKey) {
@@ -124,7 +124,7 @@ TEST(Synth, CorpusHasTheRequestedLengthsAndVocabulary) {
   EXPECT_EQ(lengths_from_indexed(opt.output, 8192), lengths);
   for (int64_t d = 0; d < 300; ++d) {
     const auto tokens = ds.document_tokens(d);
-    ASSERT_EQ(tokens.back(), kByteEod);
+    ASSERT_EQ(tokens.back(), tokenize::kByteEod);
     for (size_t i = 0; i + 1 < tokens.size(); ++i) ASSERT_LT(tokens[i], 256);
   }
   // Same seed, same bytes; another seed, another corpus.
@@ -199,7 +199,7 @@ TEST(Synth, BadOptions) {
   opt.output = "";
   EXPECT_THROW(synth_corpus_write(opt), ConfigError);
   EXPECT_THROW(SynthLanguage(1).document(0, 1), Error);
-  EXPECT_EQ(SynthLanguage(1).document(1, 1), std::vector<int32_t>{kByteEod});
+  EXPECT_EQ(SynthLanguage(1).document(1, 1), std::vector<int32_t>{tokenize::kByteEod});
 }
 
 }  // namespace

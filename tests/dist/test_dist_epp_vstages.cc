@@ -185,7 +185,7 @@ class DistEppVstages : public disttest_fixture::DistTrainFixture {
     int64_t budget = 0;
     if (comm.rank() == 0) {
       Config c = cfg;
-      const cost::CostModel cm = obs::engine_cost_model(c);
+      const cost::CostModel cm = profile::engine_cost_model(c);
       for (const plan::StageSpec& s : plan::stage_layout_uniform(
                c.model.num_layers, static_cast<int32_t>(c.parallel.pipeline_parallel), kVpp))
         c.parallel.stage_layers.push_back(s.num_layers);

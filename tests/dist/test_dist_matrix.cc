@@ -171,7 +171,7 @@ class DistMatrix : public disttest_fixture::DistTrainFixture,
     Comm& comm = disttest::test_comm();
     int64_t budget = 0;
     if (comm.rank() == 0) {
-      const cost::CostModel cm = obs::engine_cost_model(cfg);
+      const cost::CostModel cm = profile::engine_cost_model(cfg);
       const auto range = disttest_matrix::budget_range(
           cfg, cm, disttest_matrix::replica_batches(cfg, cm, kMatrixIters));
       budget = disttest_matrix::budget_between(range, kBudgetFraction);

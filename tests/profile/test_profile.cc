@@ -39,8 +39,8 @@ Config tiny_config() {
   return c;
 }
 
-obs::ProfileGrid tiny_grid() {
-  obs::ProfileGrid g;
+profile::ProfileGrid tiny_grid() {
+  profile::ProfileGrid g;
   g.lens = {32, 64, 128, 256};
   g.contexts = {0, 128};
   g.packed = {{4, 32}, {2, 64}, {3, 48}};
@@ -55,7 +55,7 @@ obs::ProfileGrid tiny_grid() {
 TEST(Profile, QuickProfileWritesACalibrationThatPlanningAccepts) {
   Config cfg = tiny_config();
   std::vector<std::string> lines;
-  const obs::ProfileReport rep = obs::profile_run(cfg, tiny_grid(), [&](const std::string& line) {
+  const profile::ProfileReport rep = profile::profile_run(cfg, tiny_grid(), [&](const std::string& line) {
     std::printf("%s\n", line.c_str());
     lines.push_back(line);
   });
@@ -70,7 +70,7 @@ TEST(Profile, QuickProfileWritesACalibrationThatPlanningAccepts) {
   // 8 single slices + 3 packed + 2 on two layers; interior points alternate into the held-out set.
   EXPECT_EQ(rep.samples.size(), 13u);
   EXPECT_EQ(rep.heldout_forward.count, 3);
-  for (const obs::ProfileSample& s : rep.samples) {
+  for (const profile::ProfileSample& s : rep.samples) {
     EXPECT_GT(s.forward_s, 0);
     EXPECT_GT(s.backward_s, 0);
   }
@@ -154,15 +154,15 @@ TEST(Profile, OtherProcessesOnEveryCoreDoNotSkewTheFit) {
   cfg.model.hidden_size = 128;
   cfg.model.seq_length = 2048;
   cfg.validate();
-  obs::ProfileGrid grid = obs::profile_grid_default(true);
+  profile::ProfileGrid grid = profile::profile_grid_default(true);
   grid.threads = 1;
   grid.repeats = 2;
-  const obs::ProfileReport idle = obs::profile_run(cfg, grid, [](const std::string&) {});
-  obs::ProfileReport busy;
+  const profile::ProfileReport idle = profile::profile_run(cfg, grid, [](const std::string&) {});
+  profile::ProfileReport busy;
   {
     CoreHogs hogs(2 * std::max(1u, std::thread::hardware_concurrency()));
     ASSERT_GT(hogs.size(), 0u);
-    busy = obs::profile_run(cfg, grid, [](const std::string&) {});
+    busy = profile::profile_run(cfg, grid, [](const std::string&) {});
   }
   const double kb_idle = idle.calibration.coeffs.backward_factor;
   const double kb_busy = busy.calibration.coeffs.backward_factor;
@@ -190,7 +190,7 @@ TEST(Profile, EngineModelChargesTheLmHeadGradientToForward) {
   Config cfg = tiny_config();
   cfg.cluster.device = "cpu";
   const cost::CostModel preset = cost::CostModel::from_config(cfg);
-  const cost::CostModel engine = obs::engine_cost_model(cfg);
+  const cost::CostModel engine = profile::engine_cost_model(cfg);
   EXPECT_EQ(engine.coefficients().lm_head_backward_factor, 0.0);
   const std::vector<cost::SliceShape> chunk = {{0, 256, true}};
   const cost::StageShape mid{2, false, false}, last{2, false, true};
@@ -206,18 +206,18 @@ TEST(Profile, EngineModelChargesTheLmHeadGradientToForward) {
 
 TEST(Profile, BadGridIsAConfigError) {
   const Config cfg = tiny_config();
-  obs::ProfileGrid g = tiny_grid();
+  profile::ProfileGrid g = tiny_grid();
   g.lens.clear();
-  EXPECT_THROW(obs::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
+  EXPECT_THROW(profile::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
   g = tiny_grid();
   g.repeats = 0;
-  EXPECT_THROW(obs::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
+  EXPECT_THROW(profile::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
   g = tiny_grid();
   g.lens = {64, -1};
-  EXPECT_THROW(obs::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
+  EXPECT_THROW(profile::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
   g = tiny_grid();
   g.sgemm_size = 0;
-  EXPECT_THROW(obs::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
+  EXPECT_THROW(profile::profile_run(cfg, g, [](const std::string&) {}), ConfigError);
 }
 
 // A difference of timings is measured again while it is not positive, and given up on (nullopt,
@@ -226,16 +226,16 @@ TEST(Profile, NonPositiveDifferencesAreRemeasuredThenLeftOut) {
   std::vector<double> script = {-0.2, 0.0, 0.3, 0.5};
   size_t calls = 0;
   const auto next = [&] { return script[calls++]; };
-  EXPECT_EQ(obs::positive_difference(next, 3), 0.3);
+  EXPECT_EQ(profile::positive_difference(next, 3), 0.3);
   EXPECT_EQ(calls, 3u);
   script = {-0.1, -0.2, -0.3, 4.0};
   calls = 0;
-  EXPECT_EQ(obs::positive_difference(next, 3), std::nullopt);
+  EXPECT_EQ(profile::positive_difference(next, 3), std::nullopt);
   EXPECT_EQ(calls, 3u);
 }
 
 TEST(Profile, RelativeErrorIsMedianAndMax) {
-  const obs::ProfileError e = obs::profile_relative_error({1.1, 2.0, 2.5}, {1.0, 2.0, 2.0});
+  const profile::ProfileError e = profile::profile_relative_error({1.1, 2.0, 2.5}, {1.0, 2.0, 2.0});
   EXPECT_EQ(e.count, 3);
   EXPECT_NEAR(e.median, 0.1, 1e-12);
   EXPECT_NEAR(e.max, 0.25, 1e-12);

@@ -30,7 +30,7 @@ ModelConfig tiny_model() {
 cost::CostModel calibrated(const ModelConfig& m) {
   const cost::DeviceSpec d = cost::device_preset("cpu", false);
   cost::Coefficients c = cost::CostModel::derive_coefficients(m, d, 1, false);
-  c = obs::profile_memory_coefficients(m, Optimizer::adamw, c);
+  c = profile::profile_memory_coefficients(m, Optimizer::adamw, c);
   return cost::CostModel(m, d, c, 1, false);
 }
 

@@ -127,7 +127,7 @@ TEST_F(HfTrainTest, HuggingFaceInAndOutIsBitIdentical) {
     EXPECT_EQ(gen.at("eos_token_id"), 256);
     const nlohmann::json tok = json_read_file((out / "tokenizer_config.json").string());
     EXPECT_EQ(tok.at("infinipipe_tokenizer_type"), "ByteTokenizer");
-    EXPECT_EQ(data::tokenizer_open_saved(out.string())->type(), "ByteTokenizer");
+    EXPECT_EQ(tokenize::tokenizer_open_saved(out.string())->type(), "ByteTokenizer");
     EXPECT_FALSE(fs::exists(out / "optimizer.safetensors"));
   }
 }
@@ -187,14 +187,14 @@ TEST_F(HfTrainTest, SentencePieceTokenizerIsSavedByteForByte) {
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
   EXPECT_EQ(bytes(iter / "tokenizer.model"), bytes(model));
-  const auto original = data::tokenizer_open("Llama2Tokenizer", model);
+  const auto original = tokenize::tokenizer_open("Llama2Tokenizer", model);
   const nlohmann::json config = json_read_file((iter / "config.json").string());
   EXPECT_EQ(config.at("bos_token_id"), original->bos());
   EXPECT_EQ(config.at("eos_token_id"), original->eos());
   const nlohmann::json tok = json_read_file((iter / "tokenizer_config.json").string());
   EXPECT_EQ(tok.at("tokenizer_class"), "LlamaTokenizer");
   EXPECT_EQ(tok.at("infinipipe_tokenizer_type"), "Llama2Tokenizer");
-  const auto saved = data::tokenizer_open_saved(iter.string());
+  const auto saved = tokenize::tokenizer_open_saved(iter.string());
   EXPECT_EQ(saved->type(), "Llama2Tokenizer");
   EXPECT_EQ(saved->encode("the pipeline plans"), original->encode("the pipeline plans"));
   // Checksummed like every file of the checkpoint, and exported with the weights.
@@ -204,7 +204,7 @@ TEST_F(HfTrainTest, SentencePieceTokenizerIsSavedByteForByte) {
   EXPECT_EQ(bytes(dir_ / "out" / "tokenizer.model"), bytes(model));
   fs::remove(dir_ / "out" / "tokenizer.model");
   EXPECT_NE(testing::error_text([&] {
-              data::tokenizer_open_saved((dir_ / "out").string());
+              tokenize::tokenizer_open_saved((dir_ / "out").string());
             }).find("tokenizer.model is missing"),
             std::string::npos);
 }

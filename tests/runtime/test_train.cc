@@ -150,7 +150,7 @@ TEST_F(TrainTest, OnlineCostModelUpdateLeavesTheMathsAlone) {
   // The refit did run: the last plans were made with other time terms than the prior's.
   EXPECT_NE(online.planned_with.alpha2, off.planned_with.alpha2);
   EXPECT_EQ(off.planned_with.alpha2,
-            obs::engine_cost_model(options(4).config).coefficients().alpha2);
+            profile::engine_cost_model(options(4).config).coefficients().alpha2);
 }
 
 // What a run learned is left in its --trace and --save directories as a calibration file that
@@ -161,7 +161,7 @@ TEST_F(TrainTest, OnlineRunLeavesACalibrationThatLoadsBack) {
   o.config.training.save = (dir_ / "save").string();
   o.trace_dir = (dir_ / "trace").string();
   train_run(o);
-  const cost::CostModel prior = obs::engine_cost_model(o.config);
+  const cost::CostModel prior = profile::engine_cost_model(o.config);
   for (const fs::path& d : {dir_ / "save", dir_ / "trace"}) {
     const fs::path file = d / kOnlineCalibrationFile;
     ASSERT_TRUE(fs::exists(file)) << file;

@@ -8,7 +8,7 @@
 
 #include "tokenize/hf_text.h"
 
-namespace infinipipe::data::test {
+namespace infinipipe::tokenize::test {
 
 inline constexpr const char* kLlama3Split =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -132,4 +132,4 @@ inline std::string hf_byte_fallback_config() {
              "add_bos_token": true, "add_eos_token": false})";
 }
 
-}  // namespace infinipipe::data::test
+}  // namespace infinipipe::tokenize::test

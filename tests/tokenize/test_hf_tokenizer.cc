@@ -16,7 +16,7 @@
 #include "tokenize/hf_regex.h"
 #include "tokenize/hf_tokenizer.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 namespace {
 
 using Json = nlohmann::json;
@@ -286,4 +286,4 @@ TEST(HfTokenizer, HostileFilesAreRefusedWithTheField) {
 }
 
 }  // namespace
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -20,7 +20,7 @@
 #include "tokenize/hf_text.h"
 #include "tokenize/tokenizer.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 namespace {
 
 namespace fs = std::filesystem;
@@ -55,7 +55,7 @@ TEST(HfTokenizerReference, Llama3IdsAndDecodingMatchTransformersJs) {
                  << " or node is missing): run scripts/install-deps.sh, which runs npm ci in "
                  << kReference.string();
   }
-  test::ScratchDir dir;
+  data::test::ScratchDir dir;
   const std::string out = dir.file("reference.json");
   const std::string cmd = "node '" + (kReference / "encode.js").string() + "' '" +
                           (kReference / "corpus").string() + "' '" + out + "'";
@@ -84,4 +84,4 @@ TEST(HfTokenizerReference, Llama3IdsAndDecodingMatchTransformersJs) {
 }
 
 }  // namespace
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -9,15 +9,15 @@
 #include "core/error.h"
 #include "tokenize/tokenizer.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 namespace {
 
-using TokenizerTest = test::SentencePieceTest;
+using TokenizerTest = data::test::SentencePieceTest;
 
 TEST_F(TokenizerTest, SentencePieceTypesEncodeAsTheLibrary) {
   const auto gpt = tokenizer_open("GPTSentencePieceTokenizer", model_);
   const auto llama = tokenizer_open("Llama2Tokenizer", model_);
-  for (const std::string& line : test::sentencepiece_corpus_lines(50, 2)) {
+  for (const std::string& line : data::test::sentencepiece_corpus_lines(50, 2)) {
     const std::vector<int32_t> ids = library(line);
     EXPECT_EQ(gpt->encode(line), ids) << line;
     std::vector<int32_t> with_bos{sp_.bos_id()};
@@ -58,4 +58,4 @@ TEST_F(TokenizerTest, BadTypesAndModelsAreConfigErrors) {
 }
 
 }  // namespace
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "tokenize/tokenizer_saved.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 namespace {
 
 namespace fs = std::filesystem;
@@ -29,7 +29,7 @@ class TokenizerSaved : public ::testing::Test {
     }
     return "(no ConfigError)";
   }
-  test::ScratchDir dir_;
+  data::test::ScratchDir dir_;
   std::string dir() const { return fs::path(dir_.file("x")).parent_path().string(); }
 };
 
@@ -87,4 +87,4 @@ TEST_F(TokenizerSaved, ItsFilesGoThroughTheBoundedReader) {
 }
 
 }  // namespace
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

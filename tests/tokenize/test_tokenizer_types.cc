@@ -12,7 +12,7 @@
 #include "tokenize/tokenizer_saved.h"
 #include "tokenize/tokenizer_types.h"
 
-namespace infinipipe::data {
+namespace infinipipe::tokenize {
 namespace {
 
 class TokenizerTypes : public ::testing::Test {
@@ -23,15 +23,15 @@ class TokenizerTypes : public ::testing::Test {
       case TokenizerFile::none:
         return "";
       case TokenizerFile::sentencepiece_model:
-        return test::sentencepiece_test_model_train(dir_.file("m"));
+        return data::test::sentencepiece_test_model_train(dir_.file("m"));
       case TokenizerFile::hf_tokenizer_json:
-        test::write_text(dir_.file("tokenizer.json"), test::hf_byte_level_json().dump());
-        test::write_text(dir_.file("tokenizer_config.json"), test::hf_byte_level_config());
+        data::test::write_text(dir_.file("tokenizer.json"), test::hf_byte_level_json().dump());
+        data::test::write_text(dir_.file("tokenizer_config.json"), test::hf_byte_level_config());
         return dir_.file("tokenizer.json");
     }
     return "";
   }
-  test::ScratchDir dir_;
+  data::test::ScratchDir dir_;
 };
 
 TEST_F(TokenizerTypes, EveryRowOpensATokenizerOfItsNameFromItsFile) {
@@ -95,4 +95,4 @@ TEST_F(TokenizerTypes, AtMostOneRowClaimsAPlainHuggingFaceFolder) {
 }
 
 }  // namespace
-}  // namespace infinipipe::data
+}  // namespace infinipipe::tokenize

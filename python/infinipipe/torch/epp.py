@@ -62,7 +62,7 @@ class EppModel:
         cfg = self.config
         device = "cpu" if self.device.type == "cpu" else "cuda"
         self.groups = setup(cfg.pp, cfg.dp, device, len(self.layout), cfg.model.tie_embeddings,
-                            float(cfg.get("p2p-timeout")), sp=cfg.ulysses_degree)
+                            cfg.p2p_timeout, sp=cfg.ulysses_degree)
         self.rank_model = RankModel(cfg, self.layout, self.groups,
                                     next(self.model.parameters()).dtype,
                                     self.hf.stage)

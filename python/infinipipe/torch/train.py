@@ -209,7 +209,7 @@ def _agree_on_layout(args: CommandArgs,
 
         from infinipipe.torch.distributed import join
 
-        join("cpu" if lenient.device == "cpu" else "cuda", float(lenient.get("p2p-timeout")))
+        join("cpu" if lenient.device == "cpu" else "cuda", lenient.p2p_timeout)
         places = [None] * launch.world_size
         dist.all_gather_object(places, mine)
     answer: List[object] = [None]
@@ -257,7 +257,7 @@ def run(argv: List[str]) -> int:
 
         hf_model = load_folder(args.hf_model, cfg.model.seq_length)
     g = setup(cfg.pp, cfg.dp, device, len(layout), cfg.model.tie_embeddings,
-              float(cfg.get("p2p-timeout")), sp=cfg.ulysses_degree, order=order)
+              cfg.p2p_timeout, sp=cfg.ulysses_degree, order=order)
     talk = not args.quiet and g.rank == 0
     if talk:
         for line in searched:
@@ -274,18 +274,18 @@ def run(argv: List[str]) -> int:
         said = ip.run_samples_message(cfg)  # what truncation drops, once per run, as train says
         if said:
             print(f"infinipipe: {said}", file=sys.stderr, flush=True)
-    metrics = ip.metrics_path(args.metrics, args.log_dir, args.trace, cfg.get("save"))
+    metrics = ip.metrics_path(args.metrics, args.log_dir, args.trace, cfg.save)
     if talk:
         print(f"training {cfg.model.num_layers} layers x hidden {cfg.model.hidden_size} "
               f"({cfg.model.num_parameters} parameters), {cfg.schedule} schedule, pp {cfg.pp} x "
               f"dp {cfg.dp}, {cfg.train_iters} iterations of {cfg.global_batch_size} sequences "
               f"on PyTorch {torch.__version__} ({g.backend}, {g.device})"
               + (f"; metrics -> {metrics}" if metrics else ""), flush=True)
-    step = TrainStep(cfg, model, optimizer, bf16=cfg.get("bf16") == "true")
+    step = TrainStep(cfg, model, optimizer, bf16=cfg.bf16)
     backend = TorchBackend(cfg, cost, layout, model, optimizer, step, weights_from=args.hf_model)
     # The run itself is `infinipipe train`'s (runtime/run_driver.h) over this rank's backend.
     done = ip.run_train(backend, cfg, config_yaml, metrics, args.timings, args.trace,
-                        args.trace_iterations, args.trace_explain, cfg.get("tensorboard-dir"),
+                        args.trace_iterations, args.trace_explain, cfg.tensorboard_dir,
                         args.quiet or g.rank != 0)
     if talk and done:
         print(f"done: {len(done)} iterations, final loss {done[-1].loss:.4f}", flush=True)

@@ -156,7 +156,7 @@ class RankModel:
 
 def sharded(config: ip.Config, model: RankModel) -> bool:
     """Whether the optimizer state is sharded over the stage's copies (ZeRO-1)."""
-    return config.get("use-distributed-optimizer") == "true" and model.groups.stage_copies > 1
+    return config.use_distributed_optimizer and model.groups.stage_copies > 1
 
 
 def make_optimizer(config: ip.Config, model: RankModel) -> torch.optim.Optimizer:
@@ -167,15 +167,12 @@ def make_optimizer(config: ip.Config, model: RankModel) -> torch.optim.Optimizer
     for name, p in model.named_parameters():
         if owners is None or owners[name] == model.groups.copy_index:
             (decay if p.dim() >= 2 else plain).append(p)
-    kind = config.get("optimizer")
-    if kind == "sgd":
-        return torch.optim.SGD(decay + plain, lr=float(config.get("lr")))
-    wd = float(config.get("weight-decay"))
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(decay + plain, lr=config.lr)
     return torch.optim.AdamW(
-        [{"params": decay, "weight_decay": wd}, {"params": plain, "weight_decay": 0.0}],
-        lr=float(config.get("lr")), betas=(float(config.get("adam-beta1")),
-                                           float(config.get("adam-beta2"))),
-        eps=float(config.get("adam-eps")))
+        [{"params": decay, "weight_decay": config.weight_decay},
+         {"params": plain, "weight_decay": 0.0}],
+        lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
 
 
 class TrainStep:
