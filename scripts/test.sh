@@ -54,6 +54,8 @@ fuzz_wait() {
   tail -n 40 "$fuzz_log"
   return $rc
 }
-phase ctest ctest --preset release -j "$jobs" --timeout 600
+# One test more than cores: at any time some tests wait (on MPI peers, a deadline, process
+# start-up) rather than compute, and the extra one fills that core.
+phase ctest ctest --preset release -j "$((jobs + 1))" --timeout 600
 phase fuzz fuzz_wait
 summary
