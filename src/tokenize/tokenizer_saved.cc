@@ -97,9 +97,10 @@ Json tokenizer_saved_config(const Tokenizer& tokenizer, int64_t model_max_length
     return hf_tokenizer_saved_config(tokenizer, model_max_length);
   }
   const bool sp = tokenizer_type_has_model(tokenizer.type());
+  const TokenizerType* type = tokenizer_type_find(tokenizer.type());
   return {{"tokenizer_class", sp ? Json("LlamaTokenizer") : Json(nullptr)},
           {"infinipipe_tokenizer_type", tokenizer.type()},
-          {"add_bos_token", tokenizer.type() == "Llama2Tokenizer"},
+          {"add_bos_token", type != nullptr && type->bos_first},
           {"add_eos_token", false},
           {"model_max_length", model_max_length}};
 }

@@ -37,6 +37,8 @@ struct TokenizerType {
   // Whether a saved folder that names no infinipipe_tokenizer_type holds this type (nullptr:
   // only a folder that names it does).
   bool (*detect)(const SavedFolder& folder);
+  // Whether it puts bos before every document (a checkpoint saves it as add_bos_token).
+  bool bos_first = false;
 };
 
 inline constexpr TokenizerType kTokenizerTypes[] = {
@@ -48,7 +50,8 @@ inline constexpr TokenizerType kTokenizerTypes[] = {
     {"GPTSentencePieceTokenizer", "the SentencePiece model as it is, end of document eos",
      TokenizerFile::sentencepiece_model, sentencepiece_plain_open, nullptr},
     {"Llama2Tokenizer", "the SentencePiece model as it is, bos before every document",
-     TokenizerFile::sentencepiece_model, sentencepiece_llama2_open, sentencepiece_llama2_detect},
+     TokenizerFile::sentencepiece_model, sentencepiece_llama2_open, sentencepiece_llama2_detect,
+     true},
     {"HuggingFaceTokenizer",
      "a Hugging Face tokenizer.json with its tokenizer_config.json, end of document eos_token",
      TokenizerFile::hf_tokenizer_json, hf_tokenizer_open, hf_tokenizer_detect},

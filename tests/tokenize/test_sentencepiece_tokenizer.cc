@@ -8,6 +8,8 @@
 #include "common/sentencepiece_test_model.h"
 #include "core/error.h"
 #include "tokenize/tokenizer.h"
+#include "tokenize/tokenizer_saved.h"
+#include "tokenize/tokenizer_types.h"
 
 namespace infinipipe::tokenize {
 namespace {
@@ -48,6 +50,18 @@ TEST_F(TokenizerTest, MegatronSpecialTokensAreAddedAndCutFromTheText) {
   EXPECT_EQ(t->encode("pipe line<EOD> stage</s>"), want);
   EXPECT_EQ(t->decode(t->encode("slice<EOD>chunk")), "slice<EOD>chunk");
   EXPECT_EQ(t->encode("token"), library("token"));
+}
+
+// The types' table says which put bos first; the saved tokenizer_config.json says it as
+// add_bos_token, as transformers reads it.
+TEST_F(TokenizerTest, TheTableSaysWhichTypesPutBosFirst) {
+  for (const TokenizerType& type : kTokenizerTypes) {
+    if (type.file != TokenizerFile::sentencepiece_model) continue;
+    const auto t = tokenizer_open(std::string(type.name), model_);
+    const std::vector<int32_t> ids = t->encode("pipe line");
+    EXPECT_EQ(!ids.empty() && ids.front() == sp_.bos_id(), type.bos_first) << type.name;
+    EXPECT_EQ(tokenizer_saved_config(*t, 256)["add_bos_token"], type.bos_first) << type.name;
+  }
 }
 
 TEST_F(TokenizerTest, BadTypesAndModelsAreConfigErrors) {
