@@ -28,7 +28,7 @@ from transformers import LlamaForCausalLM  # transformers imports its modelling 
 # Both modes import the same code before the baseline is taken.
 import infinipipe  # noqa: F401
 import infinipipe.torch.checkpoint  # noqa: F401
-from infinipipe.torch.distributed import launch_env
+from infinipipe.torch.launch import launch_env
 import infinipipe.torch.executor  # noqa: F401
 import infinipipe.torch.planning  # noqa: F401
 import infinipipe.torch.train as epp_train

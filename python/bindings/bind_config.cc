@@ -130,18 +130,20 @@ void bind_config(py::module_& m) {
       .def_property_readonly("clip_grad", [](const Config& c) { return c.training.clip_grad; })
       .def_property_readonly("device", [](const Config& c) { return c.cluster.device; })
       // The optimizer and run settings a runtime reads, typed (not by `get`'s option text).
+      .def_property_readonly("optimizer",
+                             [](const Config& c) { return optimizer_name(c.training.optimizer); })
       .def_property_readonly(
-          "optimizer", [](const Config& c) { return optimizer_name(c.training.optimizer); })
-      .def_property_readonly("lr", [](const Config& c) { return c.training.lr; },
-                             "The peak learning rate (lr_at gives the schedule's).")
-      .def_property_readonly("weight_decay", [](const Config& c) { return c.training.weight_decay; })
-      .def_property_readonly("adam_betas", [](const Config& c) {
-        return std::make_pair(c.training.adam_beta1, c.training.adam_beta2);
-      })
+          "lr", [](const Config& c) { return c.training.lr; },
+          "The peak learning rate (lr_at gives the schedule's).")
+      .def_property_readonly("weight_decay",
+                             [](const Config& c) { return c.training.weight_decay; })
+      .def_property_readonly("adam_betas",
+                             [](const Config& c) {
+                               return std::make_pair(c.training.adam_beta1, c.training.adam_beta2);
+                             })
       .def_property_readonly("adam_eps", [](const Config& c) { return c.training.adam_eps; })
-      .def_property_readonly("use_distributed_optimizer", [](const Config& c) {
-        return c.parallel.use_distributed_optimizer;
-      })
+      .def_property_readonly("use_distributed_optimizer",
+                             [](const Config& c) { return c.parallel.use_distributed_optimizer; })
       .def_property_readonly("bf16", [](const Config& c) { return c.training.bf16; })
       .def_property_readonly("p2p_timeout", [](const Config& c) { return c.parallel.p2p_timeout; })
       .def_property_readonly("save", [](const Config& c) { return c.training.save; })

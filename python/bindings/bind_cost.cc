@@ -91,8 +91,9 @@ void bind_cost(py::module_& m) {
           "calibration_json",
           [](const runtime::CostFeedback& f, const std::vector<double>& summed,
              const std::string& notes) {
-            return cost::calibration_to_json(cost::online_calibration(
-                f.prior(), f.pool(share_of(summed)), profile::machine_name(), profile::utc_now(), notes));
+            return cost::calibration_to_json(
+                cost::online_calibration(f.prior(), f.pool(share_of(summed)),
+                                         profile::machine_name(), profile::utc_now(), notes));
           },
           py::arg("summed"), py::arg("notes") = "",
           "What the pipeline learned, as a calibration file for --calibration (the prior's links "

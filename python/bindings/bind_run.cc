@@ -104,8 +104,9 @@ class PythonBackend final : public RunBackend {
     const auto sum = [b](const char* method) {
       return [b, method](std::span<double> values, const std::string& what) {
         py::gil_scoped_acquire gil;
-        const std::vector<double> out = b.attr(method)(
-            std::vector<double>(values.begin(), values.end()), what).cast<std::vector<double>>();
+        const std::vector<double> out =
+            b.attr(method)(std::vector<double>(values.begin(), values.end()), what)
+                .cast<std::vector<double>>();
         if (out.size() != values.size())
           fail("backend.{} returned {} values for {}", method, out.size(), values.size());
         std::copy(out.begin(), out.end(), values.begin());
@@ -169,16 +170,15 @@ class PythonBackend final : public RunBackend {
   }
 
   // The PyTorch trainer does not measure links (--measure-links is the C++ trainer's).
-  bool iteration_end(const obs::IterationMetrics&, const plan::Plan&,
-                     runtime::CostLoop&) override {
+  bool iteration_end(const obs::IterationMetrics&, const plan::Plan&, runtime::CostLoop&) override {
     return false;
   }
 
-  // backend.shard(iteration) -> {"params": {name: array}, "states": {name: (step, exp_avg, exp_avg_sq)},
-  // "shapes": {name: shape}, "rank", "num_ranks", "model_part", "model_parts", "writes",
-  // "every_replica_saves"}; the arrays are copied into `storage`.
+  // backend.shard(iteration) -> {"params": {name: array}, "states": {name: (step, exp_avg,
+  // exp_avg_sq)}, "shapes": {name: shape}, "rank", "num_ranks", "model_part", "model_parts",
+  // "writes", "every_replica_saves"}; the arrays are copied into `storage`.
   ShardPlan shard_fill(CheckpointShard& shard, std::deque<std::vector<float>>& storage,
-                               int64_t iteration) override {
+                       int64_t iteration) override {
     const py::dict d = py_.attr("shard")(iteration);
     shard.rank = d["rank"].cast<int64_t>();
     shard.num_ranks = d["num_ranks"].cast<int64_t>();
@@ -186,7 +186,8 @@ class PythonBackend final : public RunBackend {
     shard.model_parts = d["model_parts"].cast<int64_t>();
     const auto params = d["params"].cast<std::map<std::string, Array>>();
     const auto shapes = d["shapes"].cast<std::map<std::string, std::vector<int64_t>>>();
-    for (const auto& [name, a] : params) shard.params.push_back({name, array_shape(a), kept(a, storage)});
+    for (const auto& [name, a] : params)
+      shard.params.push_back({name, array_shape(a), kept(a, storage)});
     const auto states =
         d["states"].cast<std::map<std::string, std::tuple<int64_t, Array, Array>>>();
     shard.optimizer_states.emplace();
@@ -221,14 +222,11 @@ class PythonBackend final : public RunBackend {
   const ParamOptimizer optimizer_;  // names the optimizer kind in the shards it fills
 };
 
-std::vector<obs::IterationMetrics> run_train(py::object backend, const Config& cfg,
-                                             const std::string& config_yaml,
-                                             const std::string& metrics_path,
-                                             const std::string& timings_path,
-                                             const std::string& trace_dir,
-                                             const std::string& trace_iterations,
-                                             bool trace_explain,
-                                             const std::string& tensorboard_dir, bool quiet) {
+std::vector<obs::IterationMetrics> run_train(
+    py::object backend, const Config& cfg, const std::string& config_yaml,
+    const std::string& metrics_path, const std::string& timings_path, const std::string& trace_dir,
+    const std::string& trace_iterations, bool trace_explain, const std::string& tensorboard_dir,
+    bool quiet) {
   runtime::RunOptions o;
   o.config = cfg;
   o.config_yaml = config_yaml;
@@ -263,9 +261,12 @@ void bind_run(py::module_& m) {
       "train_problems",
       [](const Config& cfg, const std::string& runtime, const std::vector<std::string>& words) {
         runtime::TrainRuntime r = runtime::TrainRuntime::torch;
-        if (runtime == "transformers") r = runtime::TrainRuntime::transformers;
-        else if (runtime == "engine") r = runtime::TrainRuntime::engine;
-        else if (runtime != "torch") fail_config("runtime '{}': engine, torch or transformers", runtime);
+        if (runtime == "transformers")
+          r = runtime::TrainRuntime::transformers;
+        else if (runtime == "engine")
+          r = runtime::TrainRuntime::engine;
+        else if (runtime != "torch")
+          fail_config("runtime '{}': engine, torch or transformers", runtime);
         std::vector<std::string> given;
         for (const std::string& w : words) given.push_back(w.substr(0, w.find('=')));
         return runtime::train_run_problems(cfg, 0, r, given);

@@ -14,14 +14,15 @@ namespace py = pybind11;
 namespace {
 
 // What bind_model, bind_checkpoint, bind_data and bind_setup define.
-constexpr std::array kLeftOut = {
-    "init_params",      "reference_step",     "CheckpointReader",
-    "checkpoint_commit", "checkpoint_latest", "checkpoint_save_shard",
-    "hf_folder_is",     "read_hf",            "export_hf",
-    "TrainingBatches",
-    "run_samples_message", "train_options_lenient", "resolve_auto_layout",
-    "rank_order",       "run_train",          "rank_path",
-    "metrics_path",     "train_problems"};
+constexpr std::array kLeftOut = {"init_params",         "reference_step",
+                                 "CheckpointReader",    "checkpoint_commit",
+                                 "checkpoint_latest",   "checkpoint_save_shard",
+                                 "hf_folder_is",        "read_hf",
+                                 "export_hf",           "TrainingBatches",
+                                 "run_samples_message", "train_options_lenient",
+                                 "resolve_auto_layout", "rank_order",
+                                 "run_train",           "rank_path",
+                                 "metrics_path",        "train_problems"};
 
 }  // namespace
 
@@ -52,9 +53,8 @@ PYBIND11_MODULE(_core, m) {
   for (const char* name : kLeftOut) m.def(name, refusal(name), doc);
   // Config's methods that read checkpoints and tokenizers (bind_config.cc leaves them out).
   py::object config = m.attr("Config");
-  config.attr("for_training") =
-      py::staticmethod(py::cpp_function(refusal("Config.for_training"), py::name("for_training"),
-                                        py::doc(doc)));
+  config.attr("for_training") = py::staticmethod(
+      py::cpp_function(refusal("Config.for_training"), py::name("for_training"), py::doc(doc)));
   config.attr("with_run_tokenizer") =
       py::cpp_function(refusal("Config.with_run_tokenizer"), py::name("with_run_tokenizer"),
                        py::is_method(config), py::doc(doc));

@@ -204,12 +204,14 @@ void add_data_command(CLI::App& app) {
       ->capture_default_str();
   pr->add_flag("--append-eod", prep->append_eod,
                "end each document with the tokenizer's end-of-document token");
-  pr->add_option("--tokenizer-type", prep->tokenizer_type,
-                 std::string(tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::with_help>()))
+  pr->add_option(
+        "--tokenizer-type", prep->tokenizer_type,
+        std::string(tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::with_help>()))
       ->capture_default_str();
-  pr->add_option("--tokenizer-model", prep->tokenizer_model,
-                 fmt::format("the file of --tokenizer-type: {}",
-                             tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::model_file>()));
+  pr->add_option(
+      "--tokenizer-model", prep->tokenizer_model,
+      fmt::format("the file of --tokenizer-type: {}",
+                  tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::model_file>()));
   pr->add_option("--workers", prep->workers, "tokenizing threads (output is the same for any)")
       ->capture_default_str();
   pr->callback([prep] {

@@ -44,7 +44,8 @@ std::string prompt_text(const GenerateArgs& a) {
   return input_file_read(a.prompt_file, input_kind::kPrompt, InputLinks::follow, "--prompt-file");
 }
 
-std::unique_ptr<tokenize::Tokenizer> tokenizer_for(const GenerateArgs& a, const CheckpointModel& m) {
+std::unique_ptr<tokenize::Tokenizer> tokenizer_for(const GenerateArgs& a,
+                                                   const CheckpointModel& m) {
   if (a.tokenizer_type.empty() && !a.tokenizer_model.empty()) {
     fail_config("--tokenizer-model {} needs --tokenizer-type too (the kind of tokenizer it is)",
                 a.tokenizer_model);
@@ -169,9 +170,10 @@ void add_generate_command(CLI::App& app) {
                   fmt::format("{} (default: the one saved with the checkpoint, else {})",
                               tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::names>(),
                               tokenize::kDefaultTokenizerType));
-  cmd->add_option("--tokenizer-model", a->tokenizer_model,
-                  fmt::format("the file of --tokenizer-type: {}",
-                              tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::model_file>()));
+  cmd->add_option(
+      "--tokenizer-model", a->tokenizer_model,
+      fmt::format("the file of --tokenizer-type: {}",
+                  tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::model_file>()));
   cmd->add_flag("--no-kv-cache", a->no_kv_cache,
                 "rerun the whole sequence for every new token (as Hugging Face's "
                 "use_cache=False): the same text, slower; to measure what the cache saves");

@@ -93,7 +93,8 @@ void run_report(const ReportArgs& a) {
   cfg.validate();
   // The cost model train planned with (the engine's memory terms), so predictions are the plan's.
   std::string links_note;
-  const cost::CostModel cost = setup::run_host_links(cfg, profile::engine_cost_model(cfg), links_note);
+  const cost::CostModel cost =
+      setup::run_host_links(cfg, profile::engine_cost_model(cfg), links_note);
   if (!links_note.empty()) fmt::print("{}\n", links_note);
   const report::RunCompare c = report::run_compare(trace, cost, cfg);
   fmt::print("{}", report::run_compare_tables(c));

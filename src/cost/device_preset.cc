@@ -2,8 +2,8 @@
 // step. Bandwidths are effective per-direction values (about 80% of the link, as NCCL reaches).
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <string>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -106,11 +106,14 @@ std::span<const char* const> device_preset_names() {
 }
 
 std::string gpu_preset(const std::string& reported_name) {
-  // The model in the name the driver reports; H200 before H100 (neither contains the other, but
-  // the order keeps the table a priority list).
-  constexpr std::array<std::pair<const char*, const char*>, 3> kGpus = {
-      {{"H200", "h200-141gb"}, {"H100", "h100-80gb"}, {"A800", "a800-80gb"}}};
-  for (const auto& [model, preset] : kGpus) {
+  // A GPU preset is named by its model ("h100-80gb"), which the driver's name spells in capitals
+  // ("NVIDIA H100 80GB HBM3").
+  for (const std::string preset : kNames) {
+    const size_t dash = preset.find('-');
+    if (dash == std::string::npos) continue;  // cpu
+    std::string model = preset.substr(0, dash);
+    std::transform(model.begin(), model.end(), model.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
     if (reported_name.find(model) != std::string::npos) return preset;
   }
   return "";

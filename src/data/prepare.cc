@@ -36,8 +36,8 @@ struct LineResult {
   std::vector<std::vector<int32_t>> tokens;  // one document per json key
 };
 
-LineResult line_tokenize(const std::string& line, const PrepareOptions& o, const tokenize::Tokenizer& tok,
-                         int64_t line_no) {
+LineResult line_tokenize(const std::string& line, const PrepareOptions& o,
+                         const tokenize::Tokenizer& tok, int64_t line_no) {
   LineResult r;
   if (line.find_first_not_of(" \t\r") == std::string::npos) {
     r.blank = true;
@@ -283,7 +283,8 @@ PrepareSummary prepare_jsonl(const PrepareOptions& options) {
     writers[k]->finalize();
     summary.documents += writers[k]->num_documents();
     summary.tokens += writers[k]->num_tokens();
-    tokenize::prepared_tokenizer_write(summary.outputs[k], *tok, options.tokenizer_model, options.append_eod);
+    tokenize::prepared_tokenizer_write(summary.outputs[k], *tok, options.tokenizer_model,
+                                       options.append_eod);
   }
   return summary;
 }

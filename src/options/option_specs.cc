@@ -190,10 +190,11 @@ const std::vector<OptionSpec>& option_specs() {
                  "llama | qwen2 | qwen3 | mistral: the Hugging Face model_type (default: qwen3 "
                  "with --qk-layernorm, qwen2 with --add-qkv-bias, else llama)",
                  [](Config& c, const std::string& v) {
-                   c.model.family = pick<std::string>(
-                       "model-family", v,
-                       {{"llama", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"},
-                        {"mistral", "mistral"}});
+                   c.model.family = pick<std::string>("model-family", v,
+                                                      {{"llama", "llama"},
+                                                       {"qwen2", "qwen2"},
+                                                       {"qwen3", "qwen3"},
+                                                       {"mistral", "mistral"}});
                  },
                  [](const Config& c) { return c.model.family; }},
       REAL_OPT("init-method-std",
@@ -370,10 +371,11 @@ const std::vector<OptionSpec>& option_specs() {
                            tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::names>(),
                            tokenize::kDefaultTokenizerType),
                training.tokenizer_type),
-      TEXT_OPT("tokenizer-model",
-               fmt::format("the file of --tokenizer-type: {}",
-                           tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::model_file>()),
-               training.tokenizer_model),
+      TEXT_OPT(
+          "tokenizer-model",
+          fmt::format("the file of --tokenizer-type: {}",
+                      tokenize::tokenizer_types_text<tokenize::TokenizerTypesText::model_file>()),
+          training.tokenizer_model),
       TEXT_OPT("tensorboard-dir",
                "directory for TensorBoard event files: loss, learning rate, gradient norm, "
                "throughput, iteration time (and validation loss) of every iteration",

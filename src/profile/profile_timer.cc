@@ -94,12 +94,11 @@ ChunkTimer::Times ChunkTimer::run(int64_t recompute) {
   Tensor in = input(N, 1);
   Times t;
   ForwardOutput out;
-  t.forward = timed(
-      [&] { out = engine_->forward(target_, in.empty() ? nullptr : &in, recompute, 1e-3); });
+  t.forward =
+      timed([&] { out = engine_->forward(target_, in.empty() ? nullptr : &in, recompute, 1e-3); });
   out.activation.reset();
   Tensor grad = output_grad(N, 2);
-  t.backward =
-      timed([&] { engine_->backward(target_.chunk_id, grad.empty() ? nullptr : &grad); });
+  t.backward = timed([&] { engine_->backward(target_.chunk_id, grad.empty() ? nullptr : &grad); });
   return t;
 }
 

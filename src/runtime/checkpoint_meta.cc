@@ -26,9 +26,9 @@ std::string start_folder(const std::string& dir) {
 
 RunTokenizer run_tokenizer(const TrainingConfig& tc) {
   // Flags given win (a --tokenizer-model alone is opened as the default type, which names it).
-  RunTokenizer out{tc.tokenizer_type.empty() ? std::string(tokenize::kDefaultTokenizerType)
-                                             : tc.tokenizer_type,
-                   tc.tokenizer_model, ""};
+  RunTokenizer out{
+      tc.tokenizer_type.empty() ? std::string(tokenize::kDefaultTokenizerType) : tc.tokenizer_type,
+      tc.tokenizer_model, ""};
   if (!tc.tokenizer_type.empty() || !tc.tokenizer_model.empty()) return out;
   for (const std::string& dir : {tc.load, tc.pretrained_checkpoint}) {
     const std::string folder = start_folder(dir);

@@ -218,7 +218,8 @@ std::optional<cost::Calibration> CostLoop::calibration() const {
                             : "; coefficients: the mean of the replicas' pooled fits; ranks: "
                               "each rank's own terms and step costs");
   if (replica_fits_.empty())
-    return cost::online_calibration(prior_, pooled_, profile::machine_name(), profile::utc_now(), notes);
+    return cost::online_calibration(prior_, pooled_, profile::machine_name(), profile::utc_now(),
+                                    notes);
   cost::OnlinePooled mean;
   mean.coeffs = prior_.coefficients();
   std::vector<const cost::Coefficients*> pooled;

@@ -82,8 +82,8 @@ EngineBackend::EngineBackend(const Config& cfg, const EngineRanks& ranks)
       prior_(train_prior(cfg, groups_, p2p_.get(), links_)),
       stages_(cfg, prior_, groups_ ? groups_->layout().stage : 0,
               tied_across_ranks(cfg, groups_) && !groups_->layout().is_first_stage()),
-      optimizer_(layout_config(cfg, stages_), stages_, groups_, timeout_of(p2p_.get()),
-                 watchdog_) {}
+      optimizer_(layout_config(cfg, stages_), stages_, groups_, timeout_of(p2p_.get()), watchdog_) {
+}
 
 EngineBackend::~EngineBackend() = default;
 
@@ -131,9 +131,8 @@ std::vector<obs::StepStats> EngineBackend::execute(const plan::Plan& plan,
                                                    double loss_scale, int64_t iteration,
                                                    DistGradReducer* grads) {
   if (groups_) {
-    return {dist_execute_plan(plan, stages_.engines(), *p2p_, model_.hidden_size,
-                              stages_.tracker(), share, loss_scale, watchdog_, iteration, grads,
-                              action_hook_)};
+    return {dist_execute_plan(plan, stages_.engines(), *p2p_, model_.hidden_size, stages_.tracker(),
+                              share, loss_scale, watchdog_, iteration, grads, action_hook_)};
   }
   return execute_plan_local(plan, stages_.engines(), share, loss_scale, &stages_.tracker(),
                             action_hook_);

@@ -211,8 +211,8 @@ std::vector<obs::IterationMetrics> RunDriver::run(RunStop& stop) {
     metrics.write(runlog::metrics_record_to_json(m));
     if (tensorboard) tensorboard->scalars_add(m.iteration, obs::tensorboard_scalars(m));
     if (!opts.timings_path.empty()) {
-      timings.write(obs::action_timings_to_json(m.iteration, m.predicted_step_seconds,
-                                                last_stats(), rank_.stage));
+      timings.write(obs::action_timings_to_json(m.iteration, m.predicted_step_seconds, last_stats(),
+                                                rank_.stage));
     }
     if (talk && (m.iteration % log_every == 0 || m.iteration == tc.train_iters)) {
       progress.clear();

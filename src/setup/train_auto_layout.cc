@@ -11,14 +11,14 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_folder.h"
-#include "profile/profile.h"
-#include "setup/layout_search_base.h"
 #include "core/error.h"
 #include "core/parallel_auto.h"
 #include "data/training_batches.h"
 #include "plan/schedule_table.h"
-#include "sim/layout_search.h"
+#include "profile/profile.h"
+#include "setup/layout_search_base.h"
 #include "setup/rank_order.h"
+#include "sim/layout_search.h"
 #include "sim/layout_search_report.h"
 
 namespace infinipipe::setup {
@@ -136,12 +136,8 @@ ChosenLayout search(const std::shared_ptr<options::ConfigOptions>& options, cons
     std::fflush(stdout);
   }
   const sim::Layout& l = r.best()->layout;
-  return {l.pp,
-          l.vpp,
-          l.ulysses,
-          l.dp,
-          static_cast<int64_t>(l.schedule),
-          static_cast<int64_t>(order)};
+  return {
+      l.pp, l.vpp, l.ulysses, l.dp, static_cast<int64_t>(l.schedule), static_cast<int64_t>(order)};
 }
 
 }  // namespace

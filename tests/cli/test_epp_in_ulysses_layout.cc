@@ -3,8 +3,9 @@
 // commoncrawl, A800 preset, one global batch each). With ZeRO-3, the baseline's model states,
 // the same devices hold the same bytes and move them over the same links, and without a
 // pipeline there is no bubble: EPP must be at least as fast on every setting (ZeRO-3 is also the
-// examples' default, the paper's "Tailored FSDP"). ZeRO-1 is printed for comparison only: it keeps weights and fp32 gradients whole
-// (13B and 30B do not fit one device) and all-reduces them once after the step, unhidden.
+// examples' default, the paper's "Tailored FSDP"). ZeRO-1 is printed for comparison only: it keeps
+// weights and fp32 gradients whole (13B and 30B do not fit one device) and all-reduces them once
+// after the step, unhidden.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -34,8 +34,10 @@ class HfTokenizerCliTest : public CliDirTest {
     CliDirTest::SetUp();
     tok_ = dir_ / "llama3-like";
     fs::create_directories(tok_);
-    std::ofstream(tok_ / "tokenizer.json") << infinipipe::tokenize::test::hf_byte_level_json().dump();
-    std::ofstream(tok_ / "tokenizer_config.json") << infinipipe::tokenize::test::hf_byte_level_config();
+    std::ofstream(tok_ / "tokenizer.json")
+        << infinipipe::tokenize::test::hf_byte_level_json().dump();
+    std::ofstream(tok_ / "tokenizer_config.json")
+        << infinipipe::tokenize::test::hf_byte_level_config();
     std::ofstream j(dir_ / "docs.jsonl");
     for (int i = 0; i < 60; ++i) {
       j << nlohmann::json{{"text", fmt::format("the pipe {} plans the pipes", i % 7)}}.dump()

@@ -33,7 +33,8 @@ using testing::error_text;
 TEST(ByteTokenizer, RoundTrip) {
   const std::string text = "h\xc3\xa9llo\n\x01\xff";
   const auto tokens = tokenize::byte_tokenize(text, true);
-  EXPECT_EQ(tokens, (std::vector<int32_t>{'h', 0xc3, 0xa9, 'l', 'l', 'o', '\n', 1, 255, tokenize::kByteEod}));
+  EXPECT_EQ(tokens, (std::vector<int32_t>{'h', 0xc3, 0xa9, 'l', 'l', 'o', '\n', 1, 255,
+                                          tokenize::kByteEod}));
   EXPECT_EQ(tokenize::byte_detokenize(tokens), text + "<eod>");
 }
 

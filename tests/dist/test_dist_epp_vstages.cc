@@ -92,8 +92,9 @@ plan::Plan hand_made_plan(const Config& cfg, const cost::CostModel& cm, bool rec
     for (auto& list : p.actions)
       for (plan::Action& a : list) {
         const int32_t pick = (a.chunk + a.stage) % 3;
-        a.recompute_layers =
-            pick == 0 ? static_cast<int32_t>(p.stages[a.stage].num_layers) : pick == 1 ? 1 : 0;
+        a.recompute_layers = pick == 0   ? static_cast<int32_t>(p.stages[a.stage].num_layers)
+                             : pick == 1 ? 1
+                                         : 0;
       }
   plan::plan_predict(p, cm, cfg);
   plan::validate_or_throw(p, cm, cfg);
@@ -128,14 +129,14 @@ void expect_hand_made_matches(int64_t pp, bool recompute) {
   ProcessGroups groups(comm, pp, 1);
   const int32_t rank = groups.layout().stage;
   MemoryTracker tracker;
-  const testing::PlanEngines engines = testing::plan_engines(cfg.model, plan, kVstageSeed, tracker, rank);
+  const testing::PlanEngines engines =
+      testing::plan_engines(cfg.model, plan, kVstageSeed, tracker, rank);
   ASSERT_EQ(engines.owned.size(), size_t(kVpp)) << what;
   P2p p2p(groups, comm.options().p2p_timeout_s);
   DistGradReducer grads(groups, engines.by_stage, 30.0, 64 << 10);
   const double scale = 1.0 / static_cast<double>(batch_predicted_tokens(kVstageLengths));
-  const obs::StepStats stats =
-      dist_execute_plan(plan, engines.by_stage, p2p, cfg.model.hidden_size, tracker, seqs, scale,
-                        nullptr, 0, &grads);
+  const obs::StepStats stats = dist_execute_plan(plan, engines.by_stage, p2p, cfg.model.hidden_size,
+                                                 tracker, seqs, scale, nullptr, 0, &grads);
   EXPECT_EQ(stats.timings.size(), plan.actions[static_cast<size_t>(rank)].size()) << what;
   for (const auto& e : engines.owned) EXPECT_EQ(e->num_stashed_chunks(), 0u) << what;
   std::vector<obs::EventTiming> buckets;

@@ -55,10 +55,11 @@ profile::ProfileGrid tiny_grid() {
 TEST(Profile, QuickProfileWritesACalibrationThatPlanningAccepts) {
   Config cfg = tiny_config();
   std::vector<std::string> lines;
-  const profile::ProfileReport rep = profile::profile_run(cfg, tiny_grid(), [&](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    lines.push_back(line);
-  });
+  const profile::ProfileReport rep =
+      profile::profile_run(cfg, tiny_grid(), [&](const std::string& line) {
+        std::printf("%s\n", line.c_str());
+        lines.push_back(line);
+      });
   // The sgemm, then every grid point "k of N" in order (13 chunks and 2 edge lengths), the last
   // with nothing left; no time shown is negative (a difference within noise says so instead).
   ASSERT_EQ(lines.size(), 16u);

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from infinipipe.torch.launch import Launch, launch_env  # noqa: F401  (this module's API)
+from infinipipe.torch.launch import Launch, launch_env
 
 
 def _init_method(launch: Launch) -> str:

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 import infinipipe as ip
-from infinipipe.torch.distributed import launch_env
+from infinipipe.torch.launch import launch_env
 from infinipipe.torch.executor import RankStats, run_plan_local
 from infinipipe.torch.hf import HfModel, HfStage
 

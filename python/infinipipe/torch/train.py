@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 import infinipipe as ip
+from infinipipe.torch.launch import launch_env  # no PyTorch: flags are checked before it loads
 
 USAGE = """usage: python3 -m infinipipe.torch.train [--hf-model DIR] [--metrics FILE] [--log-dir DIR]
                                        [--timings FILE]
@@ -197,10 +198,8 @@ def _agree_on_layout(args: CommandArgs,
     host name (the rank order is decided on them)."""
     import socket
 
-    from infinipipe.torch.launch import launch_env
-
     launch = launch_env()
-    lenient = ip.train_options_lenient(words, launch.world_size)  # a bad flag: before PyTorch
+    lenient = ip.train_options_lenient(words, launch.world_size)
     mine = (socket.gethostname(), tuple(sorted(os.sched_getaffinity(0)))
             if hasattr(os, "sched_getaffinity") else ())
     places = [mine]
@@ -232,8 +231,6 @@ def _agree_on_layout(args: CommandArgs,
 def run(argv: List[str]) -> int:
     args = parse_command(argv)
     words, searched, rank_hosts = _agree_on_layout(args, _runtime_device(args.config))
-    from infinipipe.torch.launch import launch_env
-
     cfg = ip.Config.for_training(words, launch_env().world_size)
     check_supported(cfg, args.config, bool(args.hf_model))
 
@@ -297,10 +294,8 @@ def run(argv: List[str]) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    from infinipipe.torch.launch import launch_env
-
-    rank = launch_env().rank
-    where = "" if launch_env().world_size == 1 else f" on rank {rank}"
+    launch = launch_env()
+    where = "" if launch.world_size == 1 else f" on rank {launch.rank}"
     try:
         return run(argv)
     except ip.ConfigError as e:
