@@ -27,6 +27,46 @@ def losses(metrics_file):
         return {r["iteration"]: r["loss"] for r in map(json.loads, f)}
 
 
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def descendants(root):
+    """The processes below `root`, read from /proc (Linux only, as mpirun's tests are)."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # The name in parentheses may hold spaces; the parent follows the state.
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = [], [root]
+    while frontier:
+        children = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def end_job(p):
+    """A failed test must not leave a run of 100,000 iterations behind."""
+    if p.poll() is None:
+        for pid in descendants(p.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.kill()
+        p.wait()
+    p.stdout.close()
+
+
 class TorchTrain(CorpusTestCase):
     def words(self, *extra):
         return MODEL + ["--data-path", self.corpus] + list(extra)
@@ -187,13 +227,14 @@ class TorchTrain(CorpusTestCase):
                    "--pp", "2", "--train-iters", "100000", "--p2p-timeout", "60")
         p = subprocess.Popen(cmd, env=python_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(end_job, p)
         line = p.stdout.readline()
         while line and "iter 1/" not in line:
             line = p.stdout.readline()
-        victim = subprocess.run(["pgrep", "-f", "-n", "infinipipe.torch.train"],
-                                capture_output=True, text=True).stdout.split()
-        self.assertTrue(victim, "no rank to kill")
-        os.kill(int(victim[0]), signal.SIGKILL)
+        # A rank of this job only: other tests' ranks may run beside it.
+        victims = [pid for pid in descendants(p.pid) if "infinipipe.torch.train" in cmdline(pid)]
+        self.assertTrue(victims, "no rank to kill")
+        os.kill(max(victims), signal.SIGKILL)
         start = time.time()
         out, _ = p.communicate(timeout=120)
         self.assertNotEqual(p.returncode, 0)
