@@ -157,15 +157,17 @@ struct CompareTally {
   std::vector<int32_t> stage_iterations;  // iterations added to each rank's sums
 };
 
-// Files each traced action of (iteration, replica); returns the sum of their predicted times
-// (the step a run that executes the stages one after another predicts).
-double actions_tally(const RunTrace& trace, int64_t iteration, int32_t replica,
-                     CompareTally& tally) {
+// Files each traced action of (ic.iteration, ic.replica), and its error under its kind in ic;
+// returns the sum of their predicted times (the step a run that executes the stages one after
+// another predicts).
+double actions_tally(const RunTrace& trace, IterationCompare& ic, CompareTally& tally) {
   double serial = 0;
   for (const TracedAction& a : trace.actions) {
-    if (a.iteration != iteration || a.replica != replica) continue;
+    if (a.iteration != ic.iteration || a.replica != ic.replica) continue;
     const double m = a.end_s - a.start_s;
-    tally.kinds[action_class(a.kind, a.recompute_layers)].add(a.predicted_s, m);
+    const char* kind = action_class(a.kind, a.recompute_layers);
+    tally.kinds[kind].add(a.predicted_s, m);
+    ic.kind_error_s[kind] += m - a.predicted_s;
     tally.all.add(a.predicted_s, m);
     tally.ranks[static_cast<size_t>(a.rank)].add(a.predicted_s, m);
     serial += a.predicted_s;
@@ -222,10 +224,10 @@ void iteration_compare(const RunTrace& trace, const plan::Plan& plan, int64_t it
   const sim::StepResult pred = sim::simulate(plan, cost, cfg);
   sim::StepResult meas = measured_step(trace, plan, iteration, replica, cost, cfg);
   recompute_share_apply(meas, pred);
-  const double serial = actions_tally(trace, iteration, replica, tally);
   IterationCompare ic;
   ic.iteration = iteration;
   ic.replica = replica;
+  const double serial = actions_tally(trace, ic, tally);
   ic.predicted_step_s = c.serial_steps ? serial : pred.step_time;
   ic.measured_step_s = meas.step_time;
   ic.bubble_predicted = pred.bubble_ratio_mean;
@@ -249,10 +251,15 @@ void step_windows_fill(RunCompare& c) {
   if (c.iterations.empty()) return;
   const int64_t first = c.iterations.front().iteration, last = c.iterations.back().iteration;
   const int64_t width = 10 * ((last - first + 100) / 100);  // at most 10 windows
+  auto within = [&](int64_t lo, int64_t hi) {
+    std::vector<const IterationCompare*> out;
+    for (const IterationCompare& i : c.iterations)
+      if (i.iteration >= lo && i.iteration <= hi) out.push_back(&i);
+    return out;
+  };
   auto window = [&](const std::string& label, int64_t lo, int64_t hi) {
     Pairs p;
-    for (const IterationCompare& i : c.iterations)
-      if (i.iteration >= lo && i.iteration <= hi) p.add(i.predicted_step_s, i.measured_step_s);
+    for (const IterationCompare* i : within(lo, hi)) p.add(i->predicted_step_s, i->measured_step_s);
     return error_stats(label, p.predicted, p.measured);
   };
   const int64_t after = std::max(first, kRunCompareWarmup + 1);
@@ -261,7 +268,9 @@ void step_windows_fill(RunCompare& c) {
   for (int64_t lo = first; lo <= last; lo += width) {
     const int64_t hi = std::min(last, lo + width - 1);
     ErrorStats e = window(fmt::format("iterations {}-{}", lo, hi), lo, hi);
-    if (e.count > 0) c.step_windows.push_back(std::move(e));
+    if (e.count == 0) continue;
+    c.step_windows.push_back(std::move(e));
+    c.step_window_kinds.push_back(kind_shares(within(lo, hi)));
   }
 }
 
@@ -296,6 +305,22 @@ void compare_finish(const CompareTally& tally, RunCompare& c) {
 }
 
 }  // namespace
+
+std::vector<KindShare> kind_shares(const std::vector<const IterationCompare*>& iterations) {
+  std::map<std::string, double> error_s;
+  double predicted_s = 0;
+  for (const IterationCompare* i : iterations) {
+    predicted_s += i->predicted_step_s;
+    for (const auto& [kind, e] : i->kind_error_s) error_s[kind] += e;
+  }
+  std::vector<KindShare> out;
+  if (!(predicted_s > 0)) return out;
+  for (const auto& [kind, e] : error_s) out.push_back({kind, e / predicted_s});
+  std::stable_sort(out.begin(), out.end(), [](const KindShare& a, const KindShare& b) {
+    return std::fabs(a.share) > std::fabs(b.share);
+  });
+  return out;
+}
 
 RunCompare run_compare(const RunTrace& trace, const cost::CostModel& cost, const Config& cfg) {
   RunCompare c;

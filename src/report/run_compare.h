@@ -36,10 +36,20 @@ ErrorStats error_stats(const std::string& label, const std::vector<double>& pred
 // rank.
 std::vector<double> idle_in_span(const sim::StepResult& step);
 
+// How far one action kind's measured time strayed from its prediction, as a share of the
+// predicted step: the sum of (measured - predicted) over its actions over the summed predicted
+// steps (> 0: the kind ran longer). Pipelining hides part of an action's error, so the shares are
+// what each kind put in, not a split of the step's error.
+struct KindShare {
+  std::string kind;  // forward, backward, recompute
+  double share = 0;
+};
+
 struct IterationCompare {
   int64_t iteration = 0;
   int32_t replica = 0;
   double predicted_step_s = 0, measured_step_s = 0;
+  std::map<std::string, double> kind_error_s;  // kind -> sum of measured - predicted
   double bubble_predicted = 0, bubble_measured = 0;  // mean over ranks of 1 - busy / step
   double idle_predicted = 0, idle_measured = 0;      // mean over ranks of idle_in_span
   double loss = 0, tokens_per_s = 0;                 // from the iteration's metrics (rank 0)
@@ -71,6 +81,7 @@ struct RunCompare {
   // 10 windows), so the error's fall over the run shows. Labels name the iterations.
   ErrorStats step_after_warmup;
   std::vector<ErrorStats> step_windows;
+  std::vector<std::vector<KindShare>> step_window_kinds;  // per window, largest |share| first
   double bubble_predicted = 0, bubble_measured = 0, idle_predicted = 0, idle_measured = 0;
   int64_t process_peak_measured = 0;  // one process: its tracker's peak over the run
   // One iteration (the last traced one of replica 0), simulated and measured, for the charts.
@@ -79,6 +90,9 @@ struct RunCompare {
   // Every traced iteration of replica 0: (simulated, measured), for the Gantt selector.
   std::map<int64_t, std::pair<sim::StepResult, sim::StepResult>> replica0_steps;
 };
+
+// Each kind's share over `iterations` (those of a window), largest |share| first.
+std::vector<KindShare> kind_shares(const std::vector<const IterationCompare*>& iterations);
 
 // Iterations of a run that the "after warm-up" figure leaves out.
 inline constexpr int64_t kRunCompareWarmup = 10;

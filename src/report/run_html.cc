@@ -193,6 +193,51 @@ std::string html_memory(const RunCompare& c, double span, int64_t budget) {
   return h + "</div>\n";
 }
 
+// The iteration's error over the run, per replica, and what each action kind put into it (its
+// share of the predicted step, over the replicas): where the online fit learns, and which kind
+// it learns last.
+std::string html_prediction_error(const RunCompare& c) {
+  const char* colours[] = {"#1f5fbf", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#17becf"};
+  std::vector<LineSeries> lines;
+  for (int32_t r = 0; r < c.dp; ++r) {
+    LineSeries s{c.dp == 1 ? "iteration" : fmt::format("iteration, replica {}", r),
+                 colours[static_cast<size_t>(r) % std::size(colours)], {}};
+    for (const IterationCompare& i : c.iterations) {
+      if (i.replica == r && i.predicted_step_s > 0) {
+        s.points.push_back({static_cast<double>(i.iteration),
+                            100 * (i.measured_step_s - i.predicted_step_s) / i.predicted_step_s});
+      }
+    }
+    lines.push_back(std::move(s));
+  }
+  const char* kind_colours[] = {"#ff7f0e", "#7f7f7f", "#bcbd22"};
+  size_t k = 0;
+  for (const char* kind : {"forward", "backward", "recompute"}) {
+    LineSeries s{fmt::format("{} actions (share of the step)", kind), kind_colours[k++], {},
+                 true};
+    std::map<int64_t, std::vector<const IterationCompare*>> by_iteration;
+    for (const IterationCompare& i : c.iterations) by_iteration[i.iteration].push_back(&i);
+    for (const auto& [it, group] : by_iteration) {
+      for (const KindShare& share : kind_shares(group)) {
+        if (share.kind == kind) s.points.push_back({static_cast<double>(it), 100 * share.share});
+      }
+    }
+    if (!s.points.empty()) lines.push_back(std::move(s));
+  }
+  LineChartOptions o;
+  o.title = "prediction error over the run";
+  o.x_label = "iteration";
+  o.y_label = "% of the predicted step";
+  o.x_integer = true;
+  o.width = 700;
+  return "<h2>Prediction error over the run</h2>\n<p class=\"note\">(measured - predicted) / "
+         "predicted of each iteration, and for each action kind the sum of its actions' "
+         "(measured - predicted) over the predicted step (dashed): pipelining hides part of an "
+         "action's error, so the dashed lines say which kind strays, not how the iteration's "
+         "error splits.</p>\n<div class=\"charts\"><figure>" +
+         chart(line_chart_svg(lines, o), "prediction-error") + "</figure></div>\n";
+}
+
 // The render check: counts charts whose SVG drew something with a non-empty box.
 std::string html_render_check(int expected_charts) {
   return fmt::format(
@@ -214,7 +259,8 @@ std::string html_render_check(int expected_charts) {
 }  // namespace
 
 int run_html_chart_count(const RunCompare& c) {
-  return 2 + c.pp + kTrainingCharts;  // two Gantt charts, memory per rank, training, RSS
+  // Two Gantt charts, memory per rank, training, RSS, prediction error.
+  return 2 + c.pp + kTrainingCharts + 1;
 }
 
 std::string run_html(const RunCompare& c, const RunTrace& trace) {
@@ -226,6 +272,7 @@ std::string run_html(const RunCompare& c, const RunTrace& trace) {
   h += html_explain(trace.explains, c.shown_iteration);
   h += html_training(metrics, chart);
   h += html_rss(trace.iterations, chart);
+  h += html_prediction_error(c);
   h += "<h2>Predicted vs measured</h2>\n" +
        markdown_html(run_compare_tables(c) + run_replica_balance_table(run_replica_balance(c)));
   h += html_config(trace.config_yaml);

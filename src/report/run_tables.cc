@@ -30,6 +30,14 @@ std::string error_row(const ErrorStats& e) {
                      pct(e.mean_abs_rel), signed_pct(e.mean_rel));
 }
 
+// "backward +2.1%, forward -0.3%": each kind's share, in the order given.
+std::string kind_shares_cell(const std::vector<KindShare>& kinds) {
+  std::string out;
+  for (const KindShare& k : kinds)
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", k.kind, signed_pct(k.share));
+  return out;
+}
+
 constexpr const char* kErrorHeader =
     "| {} | n | predicted | measured | median abs err | mean abs err | bias |\n"
     "|---|---|---|---|---|---|---|\n";
@@ -102,8 +110,17 @@ std::string run_compare_tables(const RunCompare& c) {
         "\n## Iteration error over the run\n\nWith `--cost-model-update online` the fit starts "
         "from its calibration: the first {} iterations are its warm-up.\n\n",
         kRunCompareWarmup);
-    s += fmt::format(kErrorHeader, "iterations");
-    for (const ErrorStats& e : c.step_windows) s += error_row(e);
+    s += "The action kinds' column: what each kind's measured time put above (+) or below (-) "
+         "its prediction, summed over the window's actions, as a share of its predicted steps; "
+         "largest first. Pipelining hides part of it, so it says which kind to look at, not how "
+         "the iteration's error splits.\n\n";
+    s += "| iterations | n | predicted | measured | median abs err | mean abs err | bias | action "
+         "kinds |\n|---|---|---|---|---|---|---|---|\n";
+    for (size_t w = 0; w < c.step_windows.size(); ++w) {
+      std::string row = error_row(c.step_windows[w]);
+      row.resize(row.size() - 1);  // the newline: the kinds' cell follows
+      s += fmt::format("{} {} |\n", row, kind_shares_cell(c.step_window_kinds[w]));
+    }
   }
   s += "\n## Bubbles and memory per stage\n\n"
        "bubble = idle share of the step (1 - busy / step time); idle in span = idle share between "
@@ -134,7 +151,13 @@ nlohmann::json run_compare_to_json(const RunCompare& c) {
                  iterations = nlohmann::json::array();
   for (const ErrorStats& e : c.by_kind) kinds.push_back(error_json(e));
   nlohmann::json windows = nlohmann::json::array();
-  for (const ErrorStats& e : c.step_windows) windows.push_back(error_json(e));
+  for (size_t w = 0; w < c.step_windows.size(); ++w) {
+    nlohmann::json e = error_json(c.step_windows[w]), kinds_j = nlohmann::json::array();
+    for (const KindShare& k : c.step_window_kinds[w])
+      kinds_j.push_back({{"kind", k.kind}, {"share_of_step", k.share}});
+    e["kinds"] = kinds_j;
+    windows.push_back(e);
+  }
   for (const StageCompare& st : c.stages) {
     stages.push_back({{"rank", st.rank},
                       {"time", error_json(st.time)},

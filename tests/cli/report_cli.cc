@@ -81,11 +81,12 @@ TEST_F(ReportCli, OneProcessRunReportsFiniteErrorsAndRendersInChromium) {
   const ShellResult dom = infinipipe::testing::shell_run(fmt::format(
       "timeout 60 chromium {} --dump-dom file://{}", flags, fs::absolute(html).string()));
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
-  // 1 rank: two Gantt charts, one memory chart, loss, tokens/s, lr, gradient norm, RSS.
-  EXPECT_NE(dom.output.find("charts rendered: 8 of 8"), std::string::npos) << dom.output;
-  EXPECT_NE(dom.output.find("data-charts=\"8\""), std::string::npos);
+  // 1 rank: two Gantt charts, one memory chart, loss, tokens/s, lr, gradient norm, RSS,
+  // prediction error.
+  EXPECT_NE(dom.output.find("charts rendered: 9 of 9"), std::string::npos) << dom.output;
+  EXPECT_NE(dom.output.find("data-charts=\"9\""), std::string::npos);
   for (const char* name : {"gantt-planned", "gantt-measured", "memory-rank0", "loss",
-                           "tokens-per-s", "lr", "grad-norm", "rss"}) {
+                           "tokens-per-s", "lr", "grad-norm", "rss", "prediction-error"}) {
     EXPECT_NE(dom.output.find(name), std::string::npos) << name;
   }
   // The device's default budget is far above this tiny model's curves: no line flattens them.

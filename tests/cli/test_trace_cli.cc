@@ -140,8 +140,9 @@ TEST_F(TraceCli, PipelineRunMergesRendersAfterMovingAndLogsTensorBoard) {
   const ShellResult dom = infinipipe::testing::shell_run(fmt::format(
       "timeout 60 chromium {} --dump-dom file://{}", flags, (moved / "report.html").string()));
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
-  // 2 ranks: two Gantt charts, two memory charts, loss, tokens/s, lr, gradient norm, RSS.
-  EXPECT_NE(dom.output.find("charts rendered: 9 of 9"), std::string::npos) << dom.output;
+  // 2 ranks: two Gantt charts, two memory charts, loss, tokens/s, lr, gradient norm, RSS,
+  // prediction error.
+  EXPECT_NE(dom.output.find("charts rendered: 10 of 10"), std::string::npos) << dom.output;
   // The budget is within a few times the peaks: each memory chart draws its line.
   size_t budget_lines = 0;
   for (size_t at = 0; (at = dom.output.find(">budget</text>", at)) != std::string::npos; ++at) {

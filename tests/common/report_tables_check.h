@@ -112,9 +112,30 @@ inline std::vector<std::string> report_tables_mismatches(const std::string& tabl
                   j.at(steps == 0 ? "step" : "step_after_warmup"));
       ++steps;
     } else if (section.starts_with("Iteration error over the run")) {
-      k.error_row("step_windows[" + std::to_string(window) + "]", c,
-                  j.at("step_windows").at(window));
-      ++window;
+      const std::string w = "step_windows[" + std::to_string(window) + "]";
+      const nlohmann::json& e = j.at("step_windows").at(window++);
+      if (c.size() != 8) {
+        k.problems.push_back(fmt::format("{}: {} cells", w, c.size()));
+        continue;
+      }
+      k.error_row(w, std::vector<std::string>(c.begin(), c.begin() + 7), e);
+      // "backward +2.1%, forward -0.3%": the kinds of the JSON, in its order.
+      std::vector<std::string> printed;
+      std::stringstream cells(c[7]);
+      for (std::string part; std::getline(cells, part, ',');)
+        printed.push_back(part.substr(part.find_first_not_of(' ')));
+      const nlohmann::json& kinds = e.at("kinds");
+      if (printed.size() != kinds.size()) {
+        k.problems.push_back(fmt::format("{} kinds: printed {}, JSON {}", w, c[7], kinds.dump()));
+        continue;
+      }
+      for (size_t i = 0; i < printed.size(); ++i) {
+        const std::string name = kinds[i].at("kind").get<std::string>();
+        k.text(w + " kinds[" + std::to_string(i) + "].kind",
+               printed[i].substr(0, printed[i].find(' ')), name);
+        k.fraction(w + " kinds[" + std::to_string(i) + "].share_of_step",
+                   printed[i].substr(printed[i].find(' ') + 1), kinds[i].at("share_of_step"));
+      }
     } else if (section.starts_with("Whole iteration")) {
       const nlohmann::json& i = j.at("iterations").at(iteration);
       const std::string w = "iterations[" + std::to_string(iteration++) + "]";

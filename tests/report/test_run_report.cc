@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 
@@ -196,8 +197,32 @@ TEST_F(RunReport, IterationErrorFallsOverTheRunInWindows) {
   EXPECT_NEAR(c.step_windows[2].median_abs_rel, 0.4 / 23, 1e-6);
   EXPECT_GT(c.step_windows[0].median_abs_rel, c.step_windows[1].median_abs_rel);
   EXPECT_GT(c.step_windows[1].median_abs_rel, c.step_windows[2].median_abs_rel);
+  // Every action stretched alike: a kind's share of a window is its predicted time times the
+  // window's summed stretch over its predicted steps, and the largest comes first.
+  std::map<std::string, double> kind_s;
+  for (const auto& list : p.actions) {
+    for (const plan::Action& a : list) {
+      const bool fwd = a.kind == plan::ActionKind::forward;
+      kind_s[fwd ? "forward" : a.recompute_layers > 0 ? "recompute" : "backward"] +=
+          a.predicted_time;
+    }
+  }
+  const double step = sim::simulate(p, cost, cfg).step_time;
+  double stretch = 0;
+  for (int64_t it = 21; it <= 25; ++it) stretch += 0.4 / static_cast<double>(it);
+  ASSERT_EQ(c.step_window_kinds.size(), 3u);
+  const std::vector<KindShare>& last = c.step_window_kinds[2];
+  ASSERT_EQ(last.size(), kind_s.size());
+  for (size_t i = 0; i < last.size(); ++i) {
+    EXPECT_NEAR(last[i].share, kind_s.at(last[i].kind) * stretch / (5 * step), 1e-9)
+        << last[i].kind;
+    if (i > 0) {
+      EXPECT_GE(last[i - 1].share, last[i].share);
+    }
+  }
   const std::string tables = run_compare_tables(c);
   EXPECT_NE(tables.find("## Iteration error over the run"), std::string::npos) << tables;
+  EXPECT_NE(tables.find(fmt::format("| {} +", last[0].kind)), std::string::npos) << tables;
   const json j = json::parse(run_compare_to_json(c).dump(1));
   EXPECT_EQ(j.at("step_windows").size(), 3u);
   const std::vector<std::string> problems = test_report::report_tables_mismatches(tables, j);
@@ -209,10 +234,10 @@ TEST_F(RunReport, HtmlIsSelfContainedWithEveryChartMarked) {
   const RunTrace t = run_trace_load(dir.string());
   const RunCompare c = run_compare(t, cost, cfg);
   const std::string html = run_html(c, t);
-  EXPECT_EQ(run_html_chart_count(c), 11);
-  EXPECT_EQ(text_count(html, "<svg class=\"chart\""), 11);
+  EXPECT_EQ(run_html_chart_count(c), 12);
+  EXPECT_EQ(text_count(html, "<svg class=\"chart\""), 12);
   for (const char* name : {"gantt-planned", "gantt-measured", "memory-rank0", "memory-rank3",
-                           "loss", "tokens-per-s", "lr", "grad-norm", "rss"}) {
+                           "loss", "tokens-per-s", "lr", "grad-norm", "rss", "prediction-error"}) {
     EXPECT_NE(html.find(fmt::format("data-chart=\"{}\"", name)), std::string::npos) << name;
   }
   EXPECT_NE(html.find("id=\"render-check\""), std::string::npos);
