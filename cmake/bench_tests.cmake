@@ -4,8 +4,8 @@
 # the next person who runs it. Output goes to the build folder, never the source tree.
 #   ctest --test-dir build -L bench
 # Left out, with why: gpu_check.sh (its default is --device cuda: needs a GPU; python/ runs it
-# with --device cpu), gpu_bundle.sh (python/ builds it for test_gpu_bundle); torch_engine.sh runs
-# only where the configuring Python imports torch.
+# with --device cpu), gpu_bundle.sh (python/ builds it for test_gpu_bundle); torch_engine.sh and
+# prediction_grid.sh run only where the configuring Python imports torch.
 set(bench_out ${CMAKE_BINARY_DIR}/bench-tests)
 
 function(infinipipe_bench_test name)
@@ -50,5 +50,8 @@ if(INFINIPIPE_PYTHON AND PYTHON_EXECUTABLE)
   if(torch_missing EQUAL 0)
     infinipipe_bench_test(torch_engine TIMEOUT 600 ENV
       "ITERS=2;WARMUP=1;ROUNDS=1;LAYOUTS=1x1;WAIT_POLICIES=passive")
+    # One cell per runtime: 11 iterations is the least past the fit's warm-up of 10.
+    infinipipe_bench_test(prediction_grid TIMEOUT 600 ENV
+      "ITERS=11;SEQ_LEN=512;PP=2;DP=1;BUDGETS=tight;SCHEDULES=epp;OUT=${bench_out}/prediction_grid")
   endif()
 endif()

@@ -76,7 +76,7 @@ class TorchTrainAuto(CorpusTestCase):
             self.assertIn("done: 2 iterations", out)
 
     def test_pipelines_order_makes_the_groups_in_that_order_with_megatrons_losses(self):
-        base = self.words("--pp", "2", "--dp", "2", "--train-iters", "3")
+        base = self.words("--pp", "2", "--dp", "2", "--train-iters", "2")
         runs = {}
         for placement in ("auto", "pipelines"):
             metrics = os.path.join(self.dir, f"{placement}.jsonl")
@@ -101,7 +101,7 @@ class TorchTrainAuto(CorpusTestCase):
                       "--measure-links` ranks the orders by predicted time)", runs["auto"][0])
         self.assertNotIn("rank placement auto", runs["pipelines"][0])  # given, not decided
         megatron, pipelines = runs["auto"][1], runs["pipelines"][1]
-        self.assertEqual(sorted(pipelines), [1, 2, 3])
+        self.assertEqual(sorted(pipelines), [1, 2])
         for it in megatron:
             self.assertAlmostEqual(pipelines[it], megatron[it], delta=1e-6, msg=it)
 

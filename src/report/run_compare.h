@@ -49,7 +49,7 @@ struct IterationCompare {
   int64_t iteration = 0;
   int32_t replica = 0;
   double predicted_step_s = 0, measured_step_s = 0;
-  std::map<std::string, double> kind_error_s;  // kind -> sum of measured - predicted
+  std::map<std::string, double> kind_error_s;        // kind -> sum of measured - predicted
   double bubble_predicted = 0, bubble_measured = 0;  // mean over ranks of 1 - busy / step
   double idle_predicted = 0, idle_measured = 0;      // mean over ranks of idle_in_span
   double loss = 0, tokens_per_s = 0;                 // from the iteration's metrics (rank 0)

@@ -201,7 +201,8 @@ std::string html_prediction_error(const RunCompare& c) {
   std::vector<LineSeries> lines;
   for (int32_t r = 0; r < c.dp; ++r) {
     LineSeries s{c.dp == 1 ? "iteration" : fmt::format("iteration, replica {}", r),
-                 colours[static_cast<size_t>(r) % std::size(colours)], {}};
+                 colours[static_cast<size_t>(r) % std::size(colours)],
+                 {}};
     for (const IterationCompare& i : c.iterations) {
       if (i.replica == r && i.predicted_step_s > 0) {
         s.points.push_back({static_cast<double>(i.iteration),
@@ -210,13 +211,12 @@ std::string html_prediction_error(const RunCompare& c) {
     }
     lines.push_back(std::move(s));
   }
+  std::map<int64_t, std::vector<const IterationCompare*>> by_iteration;  // its replicas
+  for (const IterationCompare& i : c.iterations) by_iteration[i.iteration].push_back(&i);
   const char* kind_colours[] = {"#ff7f0e", "#7f7f7f", "#bcbd22"};
   size_t k = 0;
   for (const char* kind : {"forward", "backward", "recompute"}) {
-    LineSeries s{fmt::format("{} actions (share of the step)", kind), kind_colours[k++], {},
-                 true};
-    std::map<int64_t, std::vector<const IterationCompare*>> by_iteration;
-    for (const IterationCompare& i : c.iterations) by_iteration[i.iteration].push_back(&i);
+    LineSeries s{fmt::format("{} actions (share of the step)", kind), kind_colours[k++], {}, true};
     for (const auto& [it, group] : by_iteration) {
       for (const KindShare& share : kind_shares(group)) {
         if (share.kind == kind) s.points.push_back({static_cast<double>(it), 100 * share.share});

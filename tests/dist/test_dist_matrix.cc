@@ -81,7 +81,7 @@ std::vector<MatrixGroup> matrix_groups() {
        std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {2, 2}, {4, 1}, {4, 2}}) {
     for (Variant v : {Variant::budget, Variant::tied, Variant::dist_optimizer}) {
       if (v == Variant::dist_optimizer && dp == 1) continue;  // nothing to shard
-      if (v != Variant::budget && pp * dp == 8) continue;      // see the top of this file
+      if (v != Variant::budget && pp * dp == 8) continue;     // see the top of this file
       out.push_back({pp, dp, v});
     }
   }

@@ -202,9 +202,10 @@ TEST_F(RunReport, IterationErrorFallsOverTheRunInWindows) {
   std::map<std::string, double> kind_s;
   for (const auto& list : p.actions) {
     for (const plan::Action& a : list) {
-      const bool fwd = a.kind == plan::ActionKind::forward;
-      kind_s[fwd ? "forward" : a.recompute_layers > 0 ? "recompute" : "backward"] +=
-          a.predicted_time;
+      std::string kind = "forward";
+      if (a.kind == plan::ActionKind::backward)
+        kind = a.recompute_layers > 0 ? "recompute" : "backward";
+      kind_s[kind] += a.predicted_time;
     }
   }
   const double step = sim::simulate(p, cost, cfg).step_time;
