@@ -152,12 +152,14 @@ def main():
         print(line)
     corpus, cal = prepare(a, exe)
     rows, worst = [], {}
+    budgets = a.budgets.split(",")
+    tight = {(pp, dp): tight_budget(a, cal, pp, dp) if "tight" in budgets else 0
+             for pp, dp in layouts}  # one budget per layout, for both runtimes
     with bc.LoadSampler() as load:
         for runtime in a.runtimes.split(","):
             for pp, dp in layouts:
-                tight = tight_budget(a, cal, pp, dp)
-                for budget in a.budgets.split(","):
-                    mib = tight if budget == "tight" else 0
+                for budget in budgets:
+                    mib = tight[(pp, dp)] if budget == "tight" else 0
                     for schedule in a.schedules.split(","):
                         name = f"{runtime}-pp{pp}-dp{dp}-{budget}-{schedule}"
                         run_dir = os.path.join(a.out, name)

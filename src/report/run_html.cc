@@ -213,16 +213,19 @@ std::string html_prediction_error(const RunCompare& c) {
   }
   std::map<int64_t, std::vector<const IterationCompare*>> by_iteration;  // its replicas
   for (const IterationCompare& i : c.iterations) by_iteration[i.iteration].push_back(&i);
+  std::map<std::string, std::vector<std::pair<double, double>>> kind_points;
+  for (const auto& [it, group] : by_iteration) {
+    for (const KindShare& share : kind_shares(group))
+      kind_points[share.kind].push_back({static_cast<double>(it), 100 * share.share});
+  }
   const char* kind_colours[] = {"#ff7f0e", "#7f7f7f", "#bcbd22"};
   size_t k = 0;
   for (const char* kind : {"forward", "backward", "recompute"}) {
-    LineSeries s{fmt::format("{} actions (share of the step)", kind), kind_colours[k++], {}, true};
-    for (const auto& [it, group] : by_iteration) {
-      for (const KindShare& share : kind_shares(group)) {
-        if (share.kind == kind) s.points.push_back({static_cast<double>(it), 100 * share.share});
-      }
-    }
-    if (!s.points.empty()) lines.push_back(std::move(s));
+    const char* colour = kind_colours[k++];
+    auto found = kind_points.find(kind);
+    if (found == kind_points.end()) continue;
+    lines.push_back(
+        {fmt::format("{} actions (share of the step)", kind), colour, found->second, true});
   }
   LineChartOptions o;
   o.title = "prediction error over the run";
