@@ -11,7 +11,7 @@
 #          checkpoint after 2 iterations and a second job resumes it for 2 more. The losses and
 #          plans equal those of the same run on one host, uninterrupted, bit for bit.
 #   link-down, host-dies
-#          the same training across both hosts (12 iterations, a checkpoint every 2,
+#          the same training across both hosts (6 iterations, a checkpoint every 2,
 #          --p2p-timeout 3); once a checkpoint exists, host B's link is set down (link-down) or
 #          every rank on host B is killed (host-dies). Host A's ranks must end, the job non-zero:
 #          link-down within the timeout + the 2 s question to the silent peers + 5 s, with an
@@ -167,7 +167,7 @@ secs() { echo "$(($1 / 1000)).$(printf %03d $(($1 % 1000)))"; }
 # first checkpoint exists, then checks how the job ended and that a relaunch resumes exactly.
 P2P_TIMEOUT=3
 check_fault() {
-  local corpus=$MH_TMP/corpus t0=$SECONDS iters=12
+  local corpus=$MH_TMP/corpus t0=$SECONDS iters=6
   "$BIN" data synth --output "$corpus" --seq-length 2048 --num-documents 200 >/dev/null || return 1
   one_host_run $iters "$MH_TMP/one" --data-path "$corpus" || return 1
   mh_mpirun 120 -np 4 --map-by node env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
