@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,12 @@ namespace {
 constexpr int kTag = 7301;
 constexpr int kLatencyRounds = 20;
 constexpr int kBandwidthRounds = 4;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -50,16 +57,17 @@ std::pair<double, double> ping_pong(MPI_Comm world, int me, int a, int b, int64_
   char small_out[8] = {}, small_in[8] = {};
   std::vector<char> big(static_cast<size_t>(bytes), 1);
   const int n = mpi_count(bytes, what);
-  // One round to connect (TCP connections open on first use), then the timed rounds.
-  double latency = 0;
+  // One round to connect (TCP connections open on first use), then the timed rounds. Medians,
+  // not means: on a busy machine a round that waited for a core would otherwise set the link.
+  std::vector<double> latencies;
   for (int round = 0; round <= kLatencyRounds; ++round) {
     const auto t0 = std::chrono::steady_clock::now();
     exchange(world, small_out, 8, small_in, 8, peer, measuring, timeout_s, what);
-    if (round > 0) latency += seconds_since(t0) / 2;
+    if (round > 0) latencies.push_back(seconds_since(t0) / 2);
   }
-  latency /= kLatencyRounds;
+  const double latency = median(latencies);
   // Big one way, small back: each round is one transfer and a latency.
-  double total = 0;
+  std::vector<double> rounds;
   for (int round = 0; round <= kBandwidthRounds; ++round) {
     const auto t0 = std::chrono::steady_clock::now();
     if (measuring) {
@@ -67,9 +75,12 @@ std::pair<double, double> ping_pong(MPI_Comm world, int me, int a, int b, int64_
     } else {
       exchange(world, small_out, 8, big.data(), n, peer, false, timeout_s, what);
     }
-    if (round > 0) total += seconds_since(t0);
+    if (round > 0) rounds.push_back(seconds_since(t0));
   }
-  const double per = std::max(total / kBandwidthRounds - 2 * latency, 1e-9);
+  // The transfer is the round less its two latencies; where noise leaves less than half the
+  // round, the whole round (a bandwidth too low rather than one a million times too high).
+  const double round_s = median(rounds);
+  const double per = round_s - 2 * latency > round_s / 2 ? round_s - 2 * latency : round_s;
   return {static_cast<double>(bytes) / per, latency};
 }
 
