@@ -42,11 +42,23 @@ void run_cost(const Config& cfg, const CostOptions& o) {
     fmt::print("sgemm measured {:.3g} FLOP/s by infinipipe profile (threads: see sources)\n",
                d.sgemm_flops);
   fmt::print("sources: {}\n", d.sources);
+  const cost::CollectiveCost &inside = c.collectives.row(cost::Collective::send_recv, false),
+                             &across = c.collectives.row(cost::Collective::send_recv, true);
   fmt::print(
-      "links: intra-node {:.3g} B/s, {:.3g} s; inter-node {:.3g} B/s, {:.3g} s (per device, one "
-      "direction; {} devices per node)\n",
-      c.p2p_bandwidth_intra, c.p2p_latency_s, c.p2p_bandwidth_inter, c.p2p_latency_inter_s,
+      "links: intra-node {:.3g} B/s, {:.3g} s; inter-node {:.3g} B/s, {:.3g} s (send/recv, per "
+      "device, one direction; {} devices per node)\n",
+      inside.bus_bandwidth, inside.call_latency_s, across.bus_bandwidth, across.call_latency_s,
       cfg.cluster.devices_per_node);
+  fmt::print(
+      "collectives: a call's latency + ring steps x step latency + bytes / bus bandwidth (per "
+      "device; inter-node: one device's share of its node's NICs)\n");
+  for (const bool inter : {false, true})
+    for (int k = 0; k < cost::kCollectives; ++k) {
+      const auto op = static_cast<cost::Collective>(k);
+      const cost::CollectiveCost& r = c.collectives.row(op, inter);
+      fmt::print("  {} {}: {:.3g} s + {:.3g} s/step, {:.3g} B/s\n", inter ? "inter" : "intra",
+                 cost::collective_name(op), r.call_latency_s, r.step_latency_s, r.bus_bandwidth);
+    }
   fmt::print("link sources: {}\n",
              d.link_sources.empty() ? "the calibration file" : d.link_sources);
   if (!cm.host_links().empty()) {

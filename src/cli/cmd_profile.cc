@@ -104,12 +104,15 @@ void run_profile(const Config& cfg, const ProfileOptions& o) {
       "included, from the '{}' preset",
       rep.calibration.machine, rep.calibration.date, rep.calibration.device.sgemm_flops / 1e9,
       rep.threads, links.note, cfg.cluster.device);
+  const auto send_recv = [&](bool inter_node) {
+    return rep.calibration.coeffs.collectives.row(cost::Collective::send_recv, inter_node);
+  };
   if (links.measured && links.bandwidth > 0) {
-    rep.calibration.device.intra_node_bandwidth = rep.calibration.coeffs.p2p_bandwidth_intra;
-    rep.calibration.device.latency_s = rep.calibration.coeffs.p2p_latency_s;
+    rep.calibration.device.intra_node_bandwidth = send_recv(false).bus_bandwidth;
+    rep.calibration.device.latency_s = send_recv(false).call_latency_s;
   }
   if (!links.host_links.empty())
-    rep.calibration.device.inter_node_bandwidth = rep.calibration.coeffs.p2p_bandwidth_inter;
+    rep.calibration.device.inter_node_bandwidth = send_recv(true).bus_bandwidth;
   print_residuals(rep);
 
   const cost::Coefficients& c = rep.calibration.coeffs;

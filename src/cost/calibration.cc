@@ -19,6 +19,7 @@
 #include "core/input_file.h"
 #include "core/json_read.h"
 #include "core/output_file.h"
+#include "cost/calibration_collectives.h"
 #include "cost/calibration_host_links.h"
 #include "cost/calibration_ranks.h"
 
@@ -43,10 +44,6 @@ constexpr DoubleField kCoeffFields[] = {
     {"backward_factor", &Coefficients::backward_factor},
     {"recompute_factor", &Coefficients::recompute_factor},
     {"half_efficiency_tokens", &Coefficients::half_efficiency_tokens},
-    {"p2p_bandwidth_intra", &Coefficients::p2p_bandwidth_intra},
-    {"p2p_bandwidth_inter", &Coefficients::p2p_bandwidth_inter},
-    {"p2p_latency_s", &Coefficients::p2p_latency_s},
-    {"alltoall_bandwidth", &Coefficients::alltoall_bandwidth},
     {"act_bytes_per_token_layer", &Coefficients::act_bytes_per_token_layer},
     {"recompute_bytes_per_token_layer", &Coefficients::recompute_bytes_per_token_layer},
     {"kv_bytes_per_token_layer", &Coefficients::kv_bytes_per_token_layer},
@@ -69,8 +66,6 @@ constexpr DoubleField kOptionalCoeffFields[] = {
     {"backward_logits_blocks", &Coefficients::backward_logits_blocks},
     {"lm_head_grad_reuse_bytes_per_token", &Coefficients::lm_head_grad_reuse_bytes_per_token},
     {"lm_head_backward_factor", &Coefficients::lm_head_backward_factor},
-    {"p2p_latency_inter_s", &Coefficients::p2p_latency_inter_s},
-    {"alltoall_latency_s", &Coefficients::alltoall_latency_s},
 };
 
 // Version 1 called the bytes a recomputed layer keeps "ckpt_bytes_per_token_layer".
@@ -82,7 +77,8 @@ const char* coeff_key(const DoubleField& f, int version) {
   return f.key;
 }
 
-// Quantities that must be strictly positive for the formulas to make sense (they divide).
+// Quantities that must be strictly positive for the formulas to make sense (they divide); the
+// link fields are those of files from before the collective table (calibration_collectives.h).
 bool must_be_positive(const std::string& key) {
   return key == "p2p_bandwidth_intra" || key == "p2p_bandwidth_inter" ||
          key == "alltoall_bandwidth" || key == "backward_factor";
@@ -227,6 +223,7 @@ void coefficients_read(const json& j, const std::string& where, int file_version
            coefficient_max(f.key));
     c.coeffs.*f.ptr = v;
   }
+  calibration_collectives_read(co, where, c.coeffs.collectives);
   c.coeffs.logits_block_tokens = get<int64_t>(co, "logits_block_tokens", where, "coefficients");
   if (c.coeffs.logits_block_tokens <= 0)
     fail("calibration {}: coefficients.logits_block_tokens must be > 0", where);
@@ -249,6 +246,7 @@ std::string calibration_to_json(const Calibration& cal) {
   for (const DoubleField& f : kCoeffFields) coeffs[f.key] = cal.coeffs.*f.ptr;
   for (const DoubleField& f : kOptionalCoeffFields) coeffs[f.key] = cal.coeffs.*f.ptr;
   coeffs["logits_block_tokens"] = cal.coeffs.logits_block_tokens;
+  coeffs["collectives"] = calibration_collectives_to_json(cal.coeffs.collectives);
   json j = {
       {"format", kFormat},
       {"version", cal.version},

@@ -83,7 +83,7 @@ void links_read(const nlohmann::json& sec, const std::string& at,
            kHostLinksHint);
     Link l;
     l.bandwidth = json_number(json_field(links[i], "bandwidth", l_at), l_at + ".bandwidth", 0,
-                              calibration_coefficient_max("p2p_bandwidth_inter"));
+                              calibration_coefficient_max("bus_bandwidth"));
     l.latency_s = json_number(json_field(links[i], "latency_s", l_at), l_at + ".latency_s", 0,
                               kHostLinkMaxLatency);
     if (a != b && l.bandwidth == 0)

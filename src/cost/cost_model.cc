@@ -37,6 +37,14 @@ void check_chunk(std::span<const SliceShape> chunk) {
 
 }  // namespace
 
+CollectiveTable device_collectives(const DeviceSpec& d) {
+  if (d.collectives.complete()) return d.collectives;
+  const double inter_latency = d.inter_node_latency_s > 0 ? d.inter_node_latency_s : d.latency_s;
+  return link_table({d.intra_node_bandwidth, d.inter_node_bandwidth, d.latency_s, inter_latency,
+                     d.intra_node_bandwidth, d.latency_s},
+                    d.link_sources);
+}
+
 int64_t chunk_tokens(std::span<const SliceShape> chunk) {
   int64_t t = 0;
   for (const SliceShape& s : chunk) t += s.len;
@@ -72,13 +80,7 @@ Coefficients CostModel::derive_coefficients(const ModelConfig& m, const DeviceSp
   c.lm_head_backward_factor = d.backward_factor;
   c.recompute_factor = 1.0;
   c.half_efficiency_tokens = d.half_efficiency_tokens;
-  c.p2p_bandwidth_intra = d.intra_node_bandwidth;
-  c.p2p_bandwidth_inter = d.inter_node_bandwidth;
-  c.p2p_latency_s = d.latency_s;
-  c.p2p_latency_inter_s = d.inter_node_latency_s > 0 ? d.inter_node_latency_s : d.latency_s;
-  // Ulysses groups inside a node; with_ulysses_degree prices groups across nodes.
-  c.alltoall_bandwidth = d.alltoall_bandwidth > 0 ? d.alltoall_bandwidth : d.intra_node_bandwidth;
-  c.alltoall_latency_s = d.alltoall_latency_s > 0 ? d.alltoall_latency_s : d.latency_s;
+  c.collectives = device_collectives(d);
   // Saved for backward per layer (elements per token): layer input, norm output, q/k/v,
   // attention output, residual, norm output, gate and up, SwiGLU output; plus fp32 rstd/lse.
   // Qwen3's q/k RMSNorm also keeps its inputs (q and k before the norm) and an fp32 rstd per
@@ -116,16 +118,16 @@ CostModel::CostModel(const ModelConfig& model, const DeviceSpec& device, const C
       coeffs_(coeffs),
       ulysses_degree_(ulysses_degree),
       bf16_(bf16) {
-  if (coeffs_.p2p_latency_inter_s <= 0) coeffs_.p2p_latency_inter_s = coeffs_.p2p_latency_s;
-  if (coeffs_.alltoall_latency_s <= 0) coeffs_.alltoall_latency_s = coeffs_.p2p_latency_s;
   if (ulysses_degree < 1) fail_config("ulysses degree must be >= 1, got {}", ulysses_degree);
   // The formulas divide by these; a zero would turn every prediction into infinity.
-  if (!(coeffs.p2p_bandwidth_intra > 0) || !(coeffs.p2p_bandwidth_inter > 0) ||
-      !(coeffs.alltoall_bandwidth > 0))
-    fail_config(
-        "cost model for '{}': link bandwidths must be > 0 (intra {}, inter {}, all-to-all {})",
-        device.name, coeffs.p2p_bandwidth_intra, coeffs.p2p_bandwidth_inter,
-        coeffs.alltoall_bandwidth);
+  for (const bool across : {false, true})
+    for (int k = 0; k < kCollectives; ++k) {
+      const auto op = static_cast<Collective>(k);
+      const double bw = coeffs.collectives.row(op, across).bus_bandwidth;
+      if (!(bw > 0))
+        fail_config("cost model for '{}': the {} {} bus bandwidth must be > 0, got {}",
+                    device.name, across ? "inter-node" : "intra-node", collective_name(op), bw);
+    }
   if (coeffs.alpha1 < 0 || coeffs.alpha2 < 0 || coeffs.beta1 < 0 ||
       coeffs.half_efficiency_tokens < 0)
     fail_config("cost model for '{}': time coefficients must be >= 0", device.name);
@@ -143,16 +145,8 @@ CostModel CostModel::with_ulysses_degree(int64_t degree, int64_t devices_per_nod
         &c.dkv_bytes_per_token_layer, &c.grad_bytes_per_token, &c.fwd_transient_bytes_per_token,
         &c.embedding_bytes_per_token, &c.lm_head_bytes_per_token, &c.p2p_bytes_per_token})
     *v *= k;
-  if (devices_per_node > 0 && devices_per_node < degree) {
-    // Of the u − 1 peers a device sends to, g − 1 share its node and u − g do not; the two
-    // shares move at once (NVLink and the NIC), so the slower sets the time. As one bandwidth
-    // for all (u − 1)/u of the bytes: (u − 1) / max((g − 1)/B_a2a, (u − g)/B_inter).
-    const double u = static_cast<double>(degree), g = static_cast<double>(devices_per_node);
-    c.alltoall_bandwidth =
-        (u - 1) / std::max((g - 1) / c.alltoall_bandwidth, (u - g) / c.p2p_bandwidth_inter);
-    c.alltoall_latency_s = std::max(c.alltoall_latency_s, c.p2p_latency_inter_s);
-  }
   CostModel out(model_, device_, c, degree, bf16_);
+  out.ulysses_per_node_ = devices_per_node > 0 && devices_per_node < degree ? devices_per_node : 0;
   out.host_links_ = host_links_;  // the cluster's hosts do not depend on the degree
   return out;
 }
@@ -165,23 +159,27 @@ void apply_cluster_links(const ClusterConfig& cl, DeviceSpec& d, Coefficients* c
   std::string note;
   if (cl.intra_node_bandwidth > 0) {
     d.intra_node_bandwidth = cl.intra_node_bandwidth;
-    if (c) c->p2p_bandwidth_intra = c->alltoall_bandwidth = cl.intra_node_bandwidth;
     note += " intra-node bandwidth";
   }
   if (cl.inter_node_bandwidth > 0) {
     d.inter_node_bandwidth = cl.inter_node_bandwidth;
-    if (c) c->p2p_bandwidth_inter = cl.inter_node_bandwidth;
     note += " inter-node bandwidth";
   }
   if (cl.intra_node_latency > 0) {
     d.latency_s = cl.intra_node_latency;
-    if (c) c->p2p_latency_s = cl.intra_node_latency;
     note += " intra-node latency";
   }
   if (cl.inter_node_latency > 0) {
     d.inter_node_latency_s = cl.inter_node_latency;
-    if (c) c->p2p_latency_inter_s = cl.inter_node_latency;
     note += " inter-node latency";
+  }
+  // A link given for a span replaces it in every collective of that span (the table's rows; a
+  // device without rows of its own takes them from its links, set above).
+  for (CollectiveTable* t : {d.collectives.complete() ? &d.collectives : nullptr,
+                             c ? &c->collectives : nullptr}) {
+    if (!t) continue;
+    override_span(*t, false, cl.intra_node_bandwidth, cl.intra_node_latency);
+    override_span(*t, true, cl.inter_node_bandwidth, cl.inter_node_latency);
   }
   if (!note.empty()) d.link_sources += given + note;
 }
@@ -317,6 +315,7 @@ CostModel CostModel::with_host_links(HostLinkTable table) const {
 
 CostModel CostModel::with_coefficients(const Coefficients& coeffs) const {
   CostModel out(model_, device_, coeffs, ulysses_degree_, bf16_);
+  out.ulysses_per_node_ = ulysses_per_node_;
   out.links_ = links_;
   out.host_links_ = host_links_;
   return out;
@@ -343,33 +342,26 @@ int64_t CostModel::p2p_bytes(std::span<const SliceShape> chunk) const {
   return to_bytes(coeffs_.p2p_bytes_per_token * chunk_tokens(chunk));
 }
 
+double CostModel::collective_time(Collective op, const DeviceGroup& g, double bytes) const {
+  return coeffs_.collectives.time(op, g, bytes);
+}
+
 double CostModel::p2p_time(int64_t bytes, bool inter_node) const {
-  if (bytes <= 0) return 0.0;
-  const double bw = inter_node ? coeffs_.p2p_bandwidth_inter : coeffs_.p2p_bandwidth_intra;
-  return static_cast<double>(bytes) / bw + link_latency(inter_node);
+  const DeviceGroup pair{0, 2, inter_node ? 1 : 2};
+  return collective_time(Collective::send_recv, pair, static_cast<double>(bytes));
 }
 
-double CostModel::link_latency(bool inter_node) const {
-  return inter_node ? coeffs_.p2p_latency_inter_s : coeffs_.p2p_latency_s;
-}
-
-double CostModel::allreduce_time(int64_t bytes, int64_t ranks, bool inter_node) const {
-  if (bytes <= 0 || ranks <= 1) return 0.0;
-  const double n = static_cast<double>(ranks);
-  const double bw = inter_node ? coeffs_.p2p_bandwidth_inter : coeffs_.p2p_bandwidth_intra;
-  // Ring: reduce-scatter then all-gather, each n−1 steps of bytes/n.
-  return 2 * (n - 1) / n * static_cast<double>(bytes) / bw + 2 * (n - 1) * link_latency(inter_node);
-}
-
-// Eq. 3: four all-to-alls per layer (Q, K, V in; attention output back). Each device holds t/u
-// tokens and keeps 1/u of them, sending the rest.
+// Eq. 3: four all-to-alls per layer (Q, K, V in; attention output back), each of one device's
+// t/u tokens; priced as four calls of their mean size.
 double CostModel::ulysses_alltoall_time(int64_t tokens) const {
   if (ulysses_degree_ <= 1 || tokens <= 0) return 0.0;
   const double u = static_cast<double>(ulysses_degree_);
   const double q = model_.q_size(), kv = model_.kv_size();
   const double b = bf16_ ? 2.0 : 4.0;
-  const double bytes = static_cast<double>(tokens) / u * (2 * q + 2 * kv) * b * (u - 1) / u;
-  return bytes / coeffs_.alltoall_bandwidth + 4 * coeffs_.alltoall_latency_s;
+  const double bytes = static_cast<double>(tokens) / u * (2 * q + 2 * kv) * b;
+  const DeviceGroup group{0, ulysses_degree_,
+                          ulysses_per_node_ > 0 ? ulysses_per_node_ : ulysses_degree_};
+  return 4 * collective_time(Collective::all_to_all, group, bytes / 4);
 }
 
 int64_t CostModel::static_bytes(const StageShape& stage, int64_t dp, bool zero_shard) const {

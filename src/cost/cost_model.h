@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "cost/collective_table.h"
 #include "cost/core_sharing.h"
 #include "cost/host_link_table.h"
 #include "cost/pipeline_links.h"
@@ -48,8 +49,7 @@ struct DeviceSpec {
   double inter_node_bandwidth = 0;    // bytes/s per device, one direction (IB share)
   double latency_s = 0;               // per message inside a node
   double inter_node_latency_s = 0;    // per message between nodes (0 = latency_s)
-  double alltoall_bandwidth = 0;      // bytes/s per device sent by an all-to-all (0 = intra-node)
-  double alltoall_latency_s = 0;      // per all-to-all call, whatever its size (0 = latency_s)
+  CollectiveTable collectives;  // what each collective costs (device_collectives)
   double matmul_efficiency = 0;       // reached by large GEMMs (MFU-like)
   double attention_efficiency = 0;    // reached by (flash) attention
   double half_efficiency_tokens = 0;  // eff(t) = t / (t + this): small chunks under-use the device
@@ -59,6 +59,10 @@ struct DeviceSpec {
   std::string sources;                // where the numbers come from
   std::string link_sources;           // where the link numbers come from, what they assume
 };
+
+// The table a device's collectives are priced from: its own rows when complete, else those its
+// links imply (link_table, the all-to-all at the intra-node link and latency).
+CollectiveTable device_collectives(const DeviceSpec& device);
 
 // The default memory budget of one device (when --memory-budget is not given): its memory less
 // what is reserved.
@@ -94,13 +98,8 @@ struct Coefficients {
   // docs/cost-model.md, "Per-rank costs".
   double action_gap_s = 0;
   double step_tail_s = 0;
-  // communication
-  double p2p_bandwidth_intra = 0;  // bytes/s
-  double p2p_bandwidth_inter = 0;  // bytes/s
-  double p2p_latency_s = 0;
-  double p2p_latency_inter_s = 0;  // between nodes; 0 = p2p_latency_s (older calibration files)
-  double alltoall_bandwidth = 0;   // bytes/s per device inside the Ulysses group
-  double alltoall_latency_s = 0;   // per all-to-all call; 0 = p2p_latency_s (older calibrations)
+  // communication: every collective and send/recv, inside a node and across nodes
+  CollectiveTable collectives;
   // memory, bytes per token (per device) per layer unless noted
   double act_bytes_per_token_layer = 0;  // saved activations of a non-recomputed layer, incl. K/V
   double recompute_bytes_per_token_layer = 0;  // a recomputed layer keeps only its input
@@ -138,8 +137,8 @@ class CostModel {
   // The same device and coefficients for another Ulysses degree (per-token terms rescaled).
   // devices_per_node: how many of the group's devices share a node (the group is aligned to
   // nodes); 0, or at least the degree, keeps the group inside one node. A group across nodes
-  // sends part of each all-to-all over the inter-node link (docs/cost-model.md, "Ulysses
-  // all-to-all").
+  // sends part of each all-to-all over the inter-node link (docs/cost-model.md, "Collective
+  // costs").
   // Per-rank coefficients, hosts and pipeline links are not kept (they were measured at this
   // degree); the host links are.
   CostModel with_ulysses_degree(int64_t degree, int64_t devices_per_node) const;
@@ -190,10 +189,12 @@ class CostModel {
   // The coefficients that time `rank`'s stages.
   const Coefficients& time_coefficients(int32_t rank) const;
   int64_t p2p_bytes(std::span<const SliceShape> chunk) const;  // activation or its gradient
-  double p2p_time(int64_t bytes, bool inter_node) const;       // V/B + latency
-  double link_latency(bool inter_node) const;
-  double allreduce_time(int64_t bytes, int64_t ranks, bool inter_node) const;  // ring
-  double ulysses_alltoall_time(int64_t tokens) const;  // per layer forward; 0 when degree 1
+  // One call of a collective over a group, from the coefficients' table (CollectiveTable::time).
+  double collective_time(Collective op, const DeviceGroup& g, double bytes) const;
+  // A send/recv between two devices on one node or on two.
+  double p2p_time(int64_t bytes, bool inter_node) const;
+  // The four all-to-alls of one layer's forward over the Ulysses group; 0 when degree 1.
+  double ulysses_alltoall_time(int64_t tokens) const;
   // The causal-attention part of one layer's forward compute (α1 term), seconds on one device.
   double attention_seconds(std::span<const SliceShape> chunk) const;
   // One layer's forward compute (no β1, no all-to-alls), and the LM head's forward (0 on a stage
@@ -244,6 +245,7 @@ class CostModel {
   PipelineLinks links_;                    // measured; empty = coefficients' links
   HostLinkTable host_links_;               // measured; empty = coefficients' links
   int64_t ulysses_degree_ = 1;
+  int64_t ulysses_per_node_ = 0;  // the Ulysses group's devices on a node; 0: all of them
   bool bf16_ = false;
 };
 

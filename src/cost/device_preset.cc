@@ -53,6 +53,9 @@ DeviceSpec preset_cpu(bool bf16) {
   d.link_sources =
       "intra-node: OpenMPI shared-memory ping-pong 6-12 GB/s, 5 us; inter-node: TCP, 1 GB/s, "
       "50 us (no fabric here)";
+  d.collectives = link_table({d.intra_node_bandwidth, d.inter_node_bandwidth, d.latency_s,
+                              d.inter_node_latency_s, d.intra_node_bandwidth, d.latency_s},
+                             d.link_sources);
   return d;
 }
 
@@ -74,13 +77,6 @@ DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double
   // separates them, so both links get it.
   d.latency_s = 8e-6;
   d.inter_node_latency_s = 8e-6;
-  // All-to-all inside a node, from Hetu-Galvatron's measured NCCL times on one 8-GPU NVLink node
-  // (galvatron/profile_hardware/hardware_configs/sp_time_1nodes_8gpus_per_node.json, 1 MB to
-  // 1 GB per device, 2/4/8 GPUs): a line t = a + sent bytes / B fits them within 25 %, with
-  // a = 65-104 us per call and B = 163-197 GB/s, 54-66 % of an A100's 300 GB/s one way. Taken
-  // here as 80 us and 60 % of the device's NVLink (docs/cost-model.md, "Ulysses all-to-all").
-  d.alltoall_bandwidth = nvlink_bidir / 2 * 0.6;
-  d.alltoall_latency_s = 80e-6;
   d.half_efficiency_tokens = half_tokens;
   d.chunk_overhead_s = 300e-6;
   d.backward_factor = 2.0;
@@ -92,6 +88,14 @@ DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double
   d.link_sources = std::string(link_sources) +
                    "; all-to-all: 60% of NVLink one way, 80 us per call (Hetu-Galvatron's "
                    "measured NCCL all-to-all on 8 NVLink GPUs)";
+  // All-to-all inside a node, from Hetu-Galvatron's measured NCCL times on one 8-GPU NVLink node
+  // (galvatron/profile_hardware/hardware_configs/sp_time_1nodes_8gpus_per_node.json, 1 MB to
+  // 1 GB per device, 2/4/8 GPUs): a line t = a + sent bytes / B fits them within 25 %, with
+  // a = 65-104 us per call and B = 163-197 GB/s, 54-66 % of an A100's 300 GB/s one way. Taken
+  // here as 80 us and 60 % of the device's NVLink (docs/cost-model.md, "Ulysses all-to-all").
+  d.collectives = link_table({d.intra_node_bandwidth, d.inter_node_bandwidth, d.latency_s,
+                              d.inter_node_latency_s, nvlink_bidir / 2 * 0.6, 80e-6},
+                             d.link_sources);
   return d;
 }
 

@@ -25,7 +25,8 @@ using DirectedPair = std::pair<int64_t, int64_t>;  // (from host, to host)
 Link link_between(const HostLinkTable& table, const Coefficients& c, int64_t a, int64_t b) {
   const Link& l = table.between(a, b);
   if (a != b || l.bandwidth > 0) return l;
-  return {c.p2p_bandwidth_intra, c.p2p_latency_s};
+  const CollectiveCost& r = c.collectives.row(Collective::send_recv, false);
+  return {r.bus_bandwidth, r.call_latency_s};
 }
 
 // A link between two hosts carrying `flows` transfers at once gives each its share.

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <vector>
 
-#include "cost/collectives.h"
 #include "plan/schedule_memory.h"
 
 namespace infinipipe::plan {
@@ -97,10 +96,10 @@ int64_t rank_static_bytes(const Plan& plan, const cost::CostModel& cm, const Mem
 }
 
 double zero3_unit_collective_seconds(const cost::CostModel& cm, const Config& cfg, int32_t rank,
-                                     double bytes) {
+                                     cost::Collective op, double bytes) {
   const int64_t n = cfg.parallel.ulysses_degree * cfg.parallel.data_parallel;
   // The stage's devices are consecutive (pp outermost), as for the data-parallel all-reduce.
-  return cost::group_gather_time(cm, {rank * n, n, cfg.cluster.devices_per_node}, bytes);
+  return cm.collective_time(op, {rank * n, n, cfg.cluster.devices_per_node}, bytes);
 }
 
 double zero3_forward_exposed_seconds(const cost::CostModel& cm, const Config& cfg,
@@ -111,7 +110,8 @@ double zero3_forward_exposed_seconds(const cost::CostModel& cm, const Config& cf
   const double w = unit_bytes_per_param(cm);
   double exposed = 0;
   for (size_t i = 0; i < units.size(); ++i) {
-    const double g = zero3_unit_collective_seconds(cm, cfg, rank, units[i].params * w);
+    const double g =
+        zero3_unit_collective_seconds(cm, cfg, rank, cost::Collective::all_gather, units[i].params * w);
     exposed += i == 0 ? g : std::max(0.0, g - units[i - 1].forward_s);
   }
   return exposed;
@@ -124,14 +124,17 @@ double zero3_backward_exposed_seconds(const cost::CostModel& cm, const Config& c
   std::vector<GatherUnit> units = stage_units(cm, chunk, stage);
   std::reverse(units.begin(), units.end());  // backward runs the units last to first
   const double w = unit_bytes_per_param(cm);
-  auto coll = [&](size_t i) {  // a unit's gather and its reduce-scatter move the same bytes
-    return i < units.size() ? zero3_unit_collective_seconds(cm, cfg, rank, units[i].params * w)
+  // A unit's gather and its reduce-scatter move the same bytes.
+  auto coll = [&](cost::Collective op, size_t i) {
+    return i < units.size() ? zero3_unit_collective_seconds(cm, cfg, rank, op, units[i].params * w)
                             : 0.0;
   };
+  constexpr cost::Collective gather = cost::Collective::all_gather;
+  constexpr cost::Collective scatter = cost::Collective::reduce_scatter;
   if (units.empty()) return 0.0;
-  double exposed = coll(0) + coll(units.size() - 1);  // first gather, last reduce-scatter
+  double exposed = coll(gather, 0) + coll(scatter, units.size() - 1);
   for (size_t i = 0; i < units.size(); ++i) {
-    const double link = coll(i + 1) + (i > 0 ? coll(i - 1) : 0.0);
+    const double link = coll(gather, i + 1) + (i > 0 ? coll(scatter, i - 1) : 0.0);
     exposed += std::max(0.0, link - units[i].backward_s);
   }
   return exposed;

@@ -45,11 +45,11 @@ int64_t stage_static_bytes(const cost::CostModel& cm, const cost::StageShape& st
 int64_t rank_static_bytes(const Plan& plan, const cost::CostModel& cm, const MemoryContext& mem,
                           int32_t rank);
 
-// Seconds of one ring all-gather (or reduce-scatter) of a unit of `bytes` over the ZeRO-3 group
-// of pipeline rank `rank`: (n−1)/n · V/B + (n−1) · latency, the group's devices consecutive (pp
-// outermost), B as cost::group_ring_bandwidth gives it (the group's NICs when it spans nodes).
+// Seconds of one all-gather or reduce-scatter (`op`) of a unit of `bytes` over the ZeRO-3 group
+// of pipeline rank `rank`, the group's devices consecutive (pp outermost), as the collective
+// table prices it (cost/collective_table.h: the group's NICs when it spans nodes).
 double zero3_unit_collective_seconds(const cost::CostModel& cm, const Config& cfg, int32_t rank,
-                                     double bytes);
+                                     cost::Collective op, double bytes);
 
 // Gather (and reduce-scatter) seconds the prefetch leaves exposed in a forward / a backward of
 // `chunk` on `stage` living on `rank`; 0 with ZeRO-1. With units u_0 … u_{n−1} in execution order,

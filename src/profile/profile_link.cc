@@ -95,8 +95,9 @@ double allreduce_predicted(const LinkProfile& p, int64_t bytes) {
   if (p.host_links.empty())
     return 2 * (n - 1) / n * static_cast<double>(bytes) / p.bandwidth + 2 * (n - 1) * p.latency_s;
   cost::Coefficients c;  // inside a host the ring only crosses measured links
-  c.p2p_bandwidth_intra = p.bandwidth > 0 ? p.bandwidth : 1e15;
-  c.p2p_latency_s = p.latency_s;
+  cost::CollectiveCost& inside = c.collectives.row(cost::Collective::send_recv, false);
+  inside.bus_bandwidth = p.bandwidth > 0 ? p.bandwidth : 1e15;
+  inside.call_latency_s = p.latency_s;
   const cost::RankGrid ring{1, p.world, 1, RankOrder::megatron};
   return cost::host_allreduce_time(p.host_links, c, ring, 0, static_cast<double>(bytes));
 }
@@ -197,12 +198,15 @@ LinkProfile profile_links(int64_t max_bytes, int64_t repeats) {
 
 void apply_link_profile(const LinkProfile& p, cost::Coefficients& c) {
   if (!p.measured) return;
+  // MPI's collectives here cost what their messages do: every row is the measured link.
+  const auto rows = [&](double bandwidth, double latency) {
+    return cost::link_table({bandwidth, bandwidth, latency, latency, bandwidth, latency},
+                            "measured by infinipipe profile");
+  };
   if (p.bandwidth > 0) {
-    c.p2p_bandwidth_intra = p.bandwidth;
-    c.alltoall_bandwidth = p.bandwidth;
-    c.p2p_latency_s = p.latency_s;
-    c.alltoall_latency_s = p.latency_s;  // MPI's all-to-all here costs what its messages do
-    c.p2p_bandwidth_inter = std::min(c.p2p_bandwidth_inter, p.bandwidth);
+    c.collectives.intra = rows(p.bandwidth, p.latency_s).intra;
+    for (cost::CollectiveCost& r : c.collectives.inter)
+      r.bus_bandwidth = std::min(r.bus_bandwidth, p.bandwidth);
   }
   // What prices a transfer between hosts without the table (the baselines, the layout search).
   const cost::HostLinkTable& t = p.host_links;
@@ -213,10 +217,7 @@ void apply_link_profile(const LinkProfile& p, cost::Coefficients& c) {
       slowest = slowest > 0 ? std::min(slowest, l.bandwidth) : l.bandwidth;
       latency = std::max(latency, l.latency_s);
     }
-  if (slowest > 0) {
-    c.p2p_bandwidth_inter = slowest;
-    c.p2p_latency_inter_s = latency;
-  }
+  if (slowest > 0) c.collectives.inter = rows(slowest, latency).inter;
 }
 
 }  // namespace infinipipe::profile

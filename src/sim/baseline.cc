@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "cost/collectives.h"
 #include "plan/model_states.h"
 
 namespace infinipipe::sim {
@@ -38,16 +37,6 @@ std::vector<std::vector<cost::SliceShape>> baseline_pack(std::span<const int64_t
     used[best] += len;
   }
   return bins;
-}
-
-double ring_collective_time(double bytes, int64_t n, double bandwidth, double latency) {
-  if (n <= 1 || bytes <= 0) return 0.0;
-  const double k = static_cast<double>(n);
-  return (k - 1) / k * bytes / bandwidth + (k - 1) * latency;
-}
-
-double ring_bandwidth(const cost::CostModel& cm, const Config& cfg, int64_t n) {
-  return cost::group_ring_bandwidth(cm, {0, n, cfg.cluster.devices_per_node});
 }
 
 double zero3_micro_batch_exposed(const cost::CostModel& g, const Config& cfg,

@@ -51,13 +51,6 @@ PaperModelSize paper_model_size(const ModelConfig& model);
 std::vector<std::vector<cost::SliceShape>> baseline_pack(std::span<const int64_t> lengths,
                                                          int64_t capacity);
 
-// One ring all-gather or reduce-scatter of a `bytes` tensor over n ranks: (n-1)/n·V/B + (n-1)·L.
-double ring_collective_time(double bytes, int64_t n, double bandwidth, double latency);
-
-// The bandwidth a ring over n devices (devices_per_node to a node) gets per device: NVLink inside
-// a node; across nodes each of the node's GPUs drives its own share of the NICs.
-double ring_bandwidth(const cost::CostModel& cm, const Config& cfg, int64_t n);
-
 // ZeRO-3 over all devices as FSDP runs it: each unit (embedding, every layer, LM head) gathered
 // before its forward and again before its backward, its gradient reduce-scattered after, the next
 // unit prefetched while one computes, so what is not hidden is charged unit by unit — the same

@@ -186,9 +186,10 @@ FlexSpResult finish(const FlexContext& x, std::span<const int64_t> batch,
 double lower_bound(const FlexContext& x, std::span<const int64_t> batch,
                    std::span<const int64_t> sizes) {
   cost::Coefficients c = x.cm.coefficients();
-  c.beta1 = c.half_efficiency_tokens = c.p2p_latency_s = c.p2p_latency_inter_s = 0;
-  c.alltoall_latency_s = 0;
-  const cost::CostModel ideal(x.cm.model(), x.cm.device(), c, x.cm.ulysses_degree(), x.cm.bf16());
+  c.beta1 = c.half_efficiency_tokens = 0;
+  for (auto* rows : {&c.collectives.intra, &c.collectives.inter})
+    for (cost::CollectiveCost& r : *rows) r.call_latency_s = r.step_latency_s = 0;
+  const cost::CostModel ideal = x.cm.with_coefficients(c);
   const double n = static_cast<double>(x.cfg.cluster.num_devices);
   double work = 0, longest = 0;
   for (int64_t len : batch) {

@@ -56,9 +56,11 @@ MicroBatchCost micro_batch_cost(const cost::CostModel& cm, const Config& cfg,
               g.recompute_time(chunk, R) - a2a * static_cast<double>(2 * L + R);
   const double b = cm.bf16() ? 2.0 : 4.0;
   const double local = static_cast<double>(T) / static_cast<double>(s.cp);
-  const double tp_bw = ring_bandwidth(cm, cfg, s.tp);
-  const double tp_layer = 4 * ring_collective_time(local * static_cast<double>(m.hidden_size) * b,
-                                                   s.tp, tp_bw, cm.link_latency(s.tp > dpn));
+  // Sequence parallelism: two all-gathers and two reduce-scatters of the layer's activations.
+  const cost::DeviceGroup tp{0, s.tp, dpn};
+  const double activations = local * static_cast<double>(m.hidden_size) * b;
+  const double tp_layer = 2 * (cm.collective_time(cost::Collective::all_gather, tp, activations) +
+                               cm.collective_time(cost::Collective::reduce_scatter, tp, activations));
   c.comm = tp_layer * static_cast<double>(2 * L + R);
   if (s.cp > 1) {
     const bool inter = s.tp * s.cp > dpn;
@@ -135,12 +137,12 @@ BaselineResult simulate_megatron(const cost::CostModel& cm, const Config& cfg,
   // its own ring, so each gets its own share of the links.
   const double shard = static_cast<double>(m.params_total()) / static_cast<double>(s.tp);
   const int64_t replicas = dp * s.cp;
+  // Across nodes: one device of the ring on each node it crosses, as far as its NICs go.
   const bool inter = n > cfg.cluster.devices_per_node && replicas > 1;
-  const double bw =
-      inter ? cm.coefficients().p2p_bandwidth_inter : cm.coefficients().p2p_bandwidth_intra;
-  const double lat = cm.link_latency(inter);
-  r.parts.zero = ring_collective_time(shard * 4.0, replicas, bw, lat) +
-                 ring_collective_time(shard * (cm.bf16() ? 2.0 : 4.0), replicas, bw, lat);
+  const cost::DeviceGroup ring{0, replicas, inter ? 1 : replicas};
+  r.parts.zero = cm.collective_time(cost::Collective::reduce_scatter, ring, shard * 4.0) +
+                 cm.collective_time(cost::Collective::all_gather, ring,
+                                    shard * (cm.bf16() ? 2.0 : 4.0));
   r.comm_exposed_s += r.parts.zero;
   const double optimizer_shard = shard / static_cast<double>(replicas);
   r.optimizer_time_s = optimizer_seconds(cm, optimizer_shard);

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "cost/collectives.h"
 #include "plan/plan_costs.h"
 #include "plan/schedule_memory.h"
 #include "plan/schedule_replay.h"
@@ -38,7 +37,7 @@ double dp_sync_seconds(const plan::Plan& plan, const cost::CostModel& cost, cons
     return cost::host_allreduce_time(cost.host_links(), cost.coefficients(),
                                      cost::config_rank_grid(cfg), rank, bytes);
   const cost::DeviceGroup devices{rank * group, group, cfg.cluster.devices_per_node};
-  return cost::group_allreduce_time(cost, devices, bytes);
+  return cost.collective_time(cost::Collective::all_reduce, devices, bytes);
 }
 
 }  // namespace

@@ -51,9 +51,10 @@ double forced_recompute_seconds(const cost::CostModel& least, const cost::Coeffi
       states + tokens * layers * c.act_bytes_per_token_layer - pp * static_cast<double>(budget);
   if (!(over > 0)) return 0.0;
   const double x = std::min(over / saved, tokens * layers);  // more does not fit: no plan runs
-  const double per_token =
-      lo.recompute_factor * lo.alpha2 + least.ulysses_alltoall_time(n) / tokens -
-      4 * c.alltoall_latency_s * (least.ulysses_degree() > 1 ? 1.0 / tokens : 0.0);
+  // The all-to-alls are affine in tokens: their slope leaves out the per-call latency.
+  const double a2a_per_token =
+      (least.ulysses_alltoall_time(2 * n) - least.ulysses_alltoall_time(n)) / tokens;
+  const double per_token = lo.recompute_factor * lo.alpha2 + a2a_per_token;
   return lo.recompute_factor * lo.alpha1 * x * x / layers + std::max(0.0, per_token) * x;
 }
 

@@ -112,8 +112,8 @@ TEST(Calibration, BadFilesAreClearErrors) {
   wrong_type.replace(wrong_type.find("\"machine\": \"test-box\""), 21, "\"machine\": 7");
   EXPECT_NE(message(wrong_type).find("wrong type"), std::string::npos);
   std::string zero_bw = good;
-  const size_t at = zero_bw.find("\"p2p_bandwidth_intra\": ");
-  zero_bw.replace(at, zero_bw.find(',', at) - at, "\"p2p_bandwidth_intra\": 0");
+  const size_t at = zero_bw.find("\"bus_bandwidth\": ");
+  zero_bw.replace(at, zero_bw.find(',', at) - at, "\"bus_bandwidth\": 0");
   EXPECT_NE(message(zero_bw).find("must be > 0"), std::string::npos);
   // The measured sgemm rate is optional (older files lack it: 0, not measured), never negative.
   std::string no_sgemm = good;

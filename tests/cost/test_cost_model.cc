@@ -45,7 +45,8 @@ TEST(CostModel, LayerFormulaMatchesHandComputation) {
   c.half_efficiency_tokens = 100;
   c.backward_factor = 2.0;
   c.recompute_factor = 1.0;
-  c.p2p_bandwidth_intra = c.p2p_bandwidth_inter = c.alltoall_bandwidth = 1e9;
+  override_span(c.collectives, false, 1e9, 0);
+  override_span(c.collectives, true, 1e9, 0);
   CostModel cm(small_model(), device_preset("cpu", false), c, 1, false);
   // A tail slice (C=1000, s0=200) plus two packed sequences of 100 and 300 tokens.
   std::vector<SliceShape> chunk = {{1000, 200}, {0, 100}, {0, 300}};
@@ -56,7 +57,7 @@ TEST(CostModel, LayerFormulaMatchesHandComputation) {
   EXPECT_NEAR(cm.backward_time(chunk, kMid), 1e-3 + 2 * 4 * layer, 1e-12);
   EXPECT_NEAR(cm.recompute_time(chunk, 3), 3 * layer, 1e-12);
   EXPECT_EQ(cm.recompute_time(chunk, 0), 0.0);
-  c.p2p_bandwidth_inter = 0;  // would divide by zero
+  c.collectives.row(Collective::send_recv, true).bus_bandwidth = 0;  // would divide by zero
   EXPECT_THROW(CostModel(small_model(), device_preset("cpu", false), c, 1, false), ConfigError);
 }
 
@@ -187,14 +188,15 @@ TEST(CostModel, Communication) {
   CostModel cm = cpu_model();
   std::vector<SliceShape> chunk = {{0, 1000}};
   EXPECT_EQ(cm.p2p_bytes(chunk), 1000 * 512 * 4);  // fp32 hidden states
-  const Coefficients& c = cm.coefficients();
+  const CollectiveCost& link = cm.coefficients().collectives.row(Collective::send_recv, false);
   EXPECT_DOUBLE_EQ(cm.p2p_time(1 << 20, false),
-                   (1 << 20) / c.p2p_bandwidth_intra + c.p2p_latency_s);
+                   (1 << 20) / link.bus_bandwidth + link.call_latency_s);
   EXPECT_GT(cm.p2p_time(1 << 20, true), cm.p2p_time(1 << 20, false));
   EXPECT_EQ(cm.p2p_time(0, false), 0.0);
-  EXPECT_EQ(cm.allreduce_time(1 << 20, 1, false), 0.0);
-  EXPECT_DOUBLE_EQ(cm.allreduce_time(1 << 20, 4, false),
-                   2 * 0.75 * (1 << 20) / c.p2p_bandwidth_intra + 6 * c.p2p_latency_s);
+  EXPECT_EQ(cm.collective_time(Collective::all_reduce, {0, 1, 8}, 1 << 20), 0.0);
+  // The cpu preset's ring: no call latency, the link's latency per step.
+  EXPECT_DOUBLE_EQ(cm.collective_time(Collective::all_reduce, {0, 4, 8}, 1 << 20),
+                   2 * 0.75 * (1 << 20) / link.bus_bandwidth + 6 * link.call_latency_s);
   EXPECT_EQ(cm.ulysses_alltoall_time(4096), 0.0);  // degree 1
 }
 
@@ -203,17 +205,9 @@ TEST(CostModel, UlyssesAllToAll) {
   DeviceSpec d = device_preset("a800-80gb", true);
   CostModel u8(m, d, 8, true);
   const double bytes = 65536.0 / 8 * (2 * 4096 + 2 * 4096) * 2 * 7 / 8;
+  const CollectiveCost& a2a = u8.coefficients().collectives.row(Collective::all_to_all, false);
   EXPECT_DOUBLE_EQ(u8.ulysses_alltoall_time(65536),
-                   bytes / u8.coefficients().alltoall_bandwidth + 4 * d.alltoall_latency_s);
-  // The GPU presets' all-to-all is its own link: 60 % of NVLink one way, 80 us a call.
-  EXPECT_DOUBLE_EQ(u8.coefficients().alltoall_bandwidth, 400e9 / 2 * 0.6);
-  EXPECT_DOUBLE_EQ(u8.coefficients().alltoall_latency_s, 80e-6);
-  // A calibration without its own all-to-all latency (written before it had one) keeps the
-  // messages' latency.
-  Coefficients old = u8.coefficients();
-  old.alltoall_latency_s = 0;
-  EXPECT_DOUBLE_EQ(CostModel(m, d, old, 8, true).coefficients().alltoall_latency_s,
-                   old.p2p_latency_s);
+                   bytes / a2a.bus_bandwidth + 4 * a2a.call_latency_s);
   // The all-to-alls are part of the stage's forward time.
   CostModel u1(m, d, 1, true);
   std::vector<SliceShape> chunk = {{0, 65536}};

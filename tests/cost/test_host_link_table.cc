@@ -22,8 +22,7 @@ HostLinkTable two_hosts(int64_t slots) {
 
 Coefficients coefficients() {
   Coefficients c;
-  c.p2p_bandwidth_intra = 2e9;
-  c.p2p_latency_s = 2e-6;
+  c.collectives.row(Collective::send_recv, false) = {2e-6, 0, 2e9, "test"};
   return c;
 }
 
@@ -96,7 +95,7 @@ TEST(HostLinkTable, AnUnmeasuredHostUsesTheIntraNodeCoefficients) {
   const Coefficients c = coefficients();
   const RankGrid grid{2, 2, 1, RankOrder::megatron};
   EXPECT_DOUBLE_EQ(host_allreduce_time(t, c, grid, 0, 1e8),
-                   1e8 / c.p2p_bandwidth_intra + 2 * c.p2p_latency_s);
+                   1e8 / 2e9 + 2 * 2e-6);
   EXPECT_DOUBLE_EQ(host_allreduce_time(t, c, grid, 1, 1e8), 1e8 / kInside + 2e-6);
 }
 

@@ -232,7 +232,7 @@ TEST(OnlineFit, UncoveredTermsKeepTheirPrior) {
   EXPECT_EQ(got.lm_head_per_token, p.lm_head_per_token);
   EXPECT_EQ(got.lm_head_backward_factor, p.lm_head_backward_factor);
   // Link and memory terms are never the fit's business.
-  EXPECT_EQ(got.p2p_bandwidth_intra, p.p2p_bandwidth_intra);
+  EXPECT_EQ(got.collectives.intra[0].bus_bandwidth, p.collectives.intra[0].bus_bandwidth);
   EXPECT_EQ(got.act_bytes_per_token_layer, p.act_bytes_per_token_layer);
   EXPECT_EQ(fit.residual(true), 0.0);
 }
@@ -317,7 +317,8 @@ TEST(OnlineFit, WhatWasLearnedLoadsBackAsACalibration) {
     const OnlineTerm term = static_cast<OnlineTerm>(t);
     EXPECT_EQ(reloaded.term(term), fit.term(term)) << online_term_name(term);
   }
-  EXPECT_EQ(back.coeffs.p2p_bandwidth_intra, want.p2p_bandwidth_intra);
+  EXPECT_EQ(back.coeffs.collectives.intra[0].bus_bandwidth,
+            want.collectives.intra[0].bus_bandwidth);
   EXPECT_EQ(back.coeffs.act_bytes_per_token_layer, want.act_bytes_per_token_layer);
   EXPECT_EQ(back.device.chunk_overhead_s, want.beta1);
   EXPECT_DOUBLE_EQ(back.fit_residual_backward, fit.residual(true));

@@ -100,7 +100,7 @@ TEST(ModelStates, GathersChargedEqualTheClosedFormInsideANode) {
 
 TEST(ModelStates, GathersOfAGroupSpanningNodesUseTheNicsOfItsDevices) {
   // 4 devices per node: the 8 devices of rank 1's group (8..15) span two nodes, 4 NICs on each
-  // (cost::group_ring_bandwidth), at most the intra-node link; inter-node latency.
+  // (CollectiveTable::ring_bandwidth), at most the intra-node link; inter-node latency.
   expect_gathers_as_closed_form(zero3_config(3, 4), 1, std::min(kIntraBw, 4 * kInterBw),
                                 kInterLat);
 }

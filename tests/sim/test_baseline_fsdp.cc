@@ -35,12 +35,19 @@ double hand_exposed(const cost::CostModel& g, const Config& cfg,
                     std::span<const cost::SliceShape> chunk) {
   const ModelConfig& m = cfg.model;
   const cost::Coefficients& c = g.coefficients();
-  auto ring = [&](double params) {
-    return 0.5 * params * 2.0 / c.p2p_bandwidth_intra + c.p2p_latency_s;
+  auto ring = [&](cost::Collective op, double params) {
+    const cost::CollectiveCost& r = c.collectives.row(op, false);
+    return r.call_latency_s + r.step_latency_s + 0.5 * params * 2.0 / r.bus_bandwidth;
   };
   const double emb = static_cast<double>(m.vocab_size * m.hidden_size);
-  const double g_emb = ring(emb), g_layer = ring(static_cast<double>(m.params_per_layer())),
-               g_head = ring(emb + static_cast<double>(m.hidden_size));
+  const double layer = static_cast<double>(m.params_per_layer());
+  const double head = emb + static_cast<double>(m.hidden_size);
+  constexpr cost::Collective gather = cost::Collective::all_gather;
+  constexpr cost::Collective scatter = cost::Collective::reduce_scatter;
+  const double g_emb = ring(gather, emb), g_layer = ring(gather, layer),
+               g_head = ring(gather, head);
+  const double r_emb = ring(scatter, emb), r_layer = ring(scatter, layer),
+               r_head = ring(scatter, head);
   const double tokens = static_cast<double>(cost::chunk_tokens(chunk));
   const cost::StageShape all{.num_layers = 2, .has_embedding = true, .has_lm_head = true};
   const double f_emb = c.embedding_per_token * tokens, f_layer = g.layer_seconds(chunk, c),
@@ -53,8 +60,8 @@ double hand_exposed(const cost::CostModel& g, const Config& cfg,
   // Backward, u3 first: its gather is exposed; while u_i computes, the next unit's gather and the
   // previous unit's reduce-scatter share the link; u0's reduce-scatter comes last, exposed.
   const double backward =
-      g_head + std::max(0.0, g_layer - b_head) + std::max(0.0, g_layer + g_head - b_layer) +
-      std::max(0.0, g_emb + g_layer - b_layer) + std::max(0.0, g_layer - b_emb) + g_emb;
+      g_head + std::max(0.0, g_layer - b_head) + std::max(0.0, g_layer + r_head - b_layer) +
+      std::max(0.0, g_emb + r_layer - b_layer) + std::max(0.0, r_layer - b_emb) + r_emb;
   return forward + backward;
 }
 
@@ -74,7 +81,8 @@ TEST(BaselineFsdp, DeepSpeedChargesZero3UnitByUnit) {
   // one only the first gather and the last reduce-scatter.
   const std::vector<cost::SliceShape> small = {{0, 64}}, large = {{0, 65536}};
   const double c_ring = 0.5 * static_cast<double>(cfg.model.params_per_layer()) * 2.0 /
-                        cm.coefficients().p2p_bandwidth_intra;
+                        cm.coefficients().collectives.row(cost::Collective::all_gather, false)
+                            .bus_bandwidth;
   EXPECT_GT(c_ring, g.layer_seconds(small, g.coefficients()));
   EXPECT_LT(2 * c_ring,
             g.coefficients().backward_factor * g.layer_seconds(large, g.coefficients()));

@@ -32,15 +32,24 @@ Config small_cluster(int64_t devices, int64_t per_node) {
 
 const cost::StageShape kAll{.num_layers = 4, .has_embedding = true, .has_lm_head = true};
 
+// One ring collective over n devices of one span, from the table's row (a group with one device
+// per node when across nodes: one NIC share).
+double ring(const cost::CostModel& cm, cost::Collective op, int64_t n, bool inter, double bytes) {
+  const cost::CollectiveCost& r = cm.coefficients().collectives.row(op, inter);
+  const double k = static_cast<double>(n);
+  return r.call_latency_s + (k - 1) * r.step_latency_s + (k - 1) / k * bytes / r.bus_bandwidth;
+}
+
 TEST(Megatron, TensorParallelCollectivesInClosedForm) {
   const Config cfg = small_cluster(2, 2);
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
   const std::vector<int64_t> batch = {8192};
   const BaselineResult r = simulate_megatron(cm, cfg, batch, {2, 1, 0, 0});
-  const cost::Coefficients& c = cm.coefficients();
   // 2 all-gathers + 2 reduce-scatters of 8192 x 1024 bf16 per layer and pass, half of it sent.
-  const double collective = 0.5 * 8192.0 * 1024 * 2 / c.p2p_bandwidth_intra + c.p2p_latency_s;
-  const double tp = 4 * collective * 2 * 4;  // forward + backward, 4 layers, no recompute
+  const double bytes = 8192.0 * 1024 * 2;
+  const double collective = 2 * (ring(cm, cost::Collective::all_gather, 2, false, bytes) +
+                                 ring(cm, cost::Collective::reduce_scatter, 2, false, bytes));
+  const double tp = collective * 2 * 4;  // forward + backward, 4 layers, no recompute
   EXPECT_NEAR(r.comm_exposed_s, tp, 1e-12);  // dp 1: no gradient reduce-scatter
   const cost::CostModel g = cm.with_ulysses_degree(2, 0);
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
@@ -54,7 +63,7 @@ TEST(Megatron, TensorParallelCollectivesInClosedForm) {
               static_cast<double>(g.activation_bytes(chunk, kAll, 0) +
                                   std::max(g.forward_transient_bytes(chunk, kAll),
                                            g.backward_transient_bytes(chunk, kAll, 0))) +
-                  shard * c.bytes_per_param,
+                  shard * cm.coefficients().bytes_per_param,
               2.0);
   EXPECT_NEAR(r.parts.total(), r.step_time_s, 1e-12);
 }
@@ -79,9 +88,10 @@ TEST(Megatron, DistributedOptimizerShardsTheStateOverReplicas) {
       g.activation_bytes(chunk, kAll, 0) +
       std::max(g.forward_transient_bytes(chunk, kAll), g.backward_transient_bytes(chunk, kAll, 0)));
   EXPECT_NEAR(static_cast<double>(four.peak_memory_bytes), states + act, 2.0);
-  const double ring = 0.75 / c.p2p_bandwidth_intra;  // (n-1)/n of the bytes, n = 4
   EXPECT_NEAR(four.parts.zero,
-              ring * params * 4 + ring * params * 2 + 2 * 3 * cm.link_latency(false), 1e-9);
+              ring(cm, cost::Collective::reduce_scatter, 4, false, params * 4) +
+                  ring(cm, cost::Collective::all_gather, 4, false, params * 2),
+              1e-9);
   EXPECT_EQ(one.parts.zero, 0.0);  // nothing to shard over
   EXPECT_NEAR(four.optimizer_time_s, optimizer_seconds(cm, params / 4), 1e-12);
   EXPECT_NEAR(four.parts.total(), four.step_time_s, 1e-12);
@@ -96,17 +106,19 @@ TEST(Megatron, ContextParallelRingHidesOnlyBehindAttention) {
   const cost::CostModel g = cm.with_ulysses_degree(2, 0);
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
   const double kv = 4096.0 * 2 * 1024 * 2;  // local K/V: 4096 tokens x 2 x kv dim, bf16
-  const double ring = kv / 1e8 + cm.link_latency(true);
+  const double step =
+      kv / 1e8 + cm.coefficients().collectives.row(cost::Collective::send_recv, true).call_latency_s;
   const double attn = g.attention_seconds(chunk);
   const double kb = g.coefficients().backward_factor;
-  const double cp = 4 * ((ring - attn) + (2 * ring - kb * attn)) + 1 * (ring - attn);
+  const double cp = 4 * ((step - attn) + (2 * step - kb * attn)) + 1 * (step - attn);
   // ZeRO-1 over the 2 cp ranks: fp32 gradients reduce-scattered, bf16 parameters all-gathered.
   const double params = static_cast<double>(cm.model().params_total());
-  const double zero1 = 0.5 * params * (4.0 + 2.0) / 1e8 + 2 * cm.link_latency(true);
+  const double zero1 = ring(cm, cost::Collective::reduce_scatter, 2, true, params * 4) +
+                       ring(cm, cost::Collective::all_gather, 2, true, params * 2);
   EXPECT_NEAR(r.comm_exposed_s, cp + zero1, 1e-9);
   EXPECT_NEAR(r.parts.bubble_p2p, cp, 1e-9);
   EXPECT_NEAR(r.parts.zero, zero1, 1e-9);
-  EXPECT_GT(ring, kb * attn);  // the closed form above assumed every max() picks the ring
+  EXPECT_GT(step, kb * attn);  // the closed form above assumed every max() picks the ring
 }
 
 TEST(Megatron, RefusesImpossibleSettings) {

@@ -127,7 +127,9 @@ TEST(Simulator, DataParallelGradientSyncEndsTheStep) {
     int64_t params = p.stages[k].num_layers * cfg.model.params_per_layer();
     if (k == 0) params += cfg.model.params_embedding();
     if (k == 3) params += cfg.model.hidden_size + cfg.model.params_embedding();
-    EXPECT_DOUBLE_EQ(two.dp_sync_time[k], cost.allreduce_time(4 * params, 2, false));
+    EXPECT_DOUBLE_EQ(two.dp_sync_time[k],
+                     cost.collective_time(cost::Collective::all_reduce, {2 * k, 2, 8},
+                                          static_cast<double>(4 * params)));
     expect = std::max(expect, one.actions[k].back().end + two.dp_sync_time[k]);
   }
   EXPECT_DOUBLE_EQ(two.step_time, expect);
