@@ -1,13 +1,15 @@
 // Device presets. Every number and its source is listed in docs/cost-model.md; keep the two in
-// step. Bandwidths are effective per-direction values (about 80% of the link, as NCCL reaches).
+// step. The GPU presets' links are their collective tables (collective_presets.h).
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "cost/collective_presets.h"
 #include "cost/cost_model.h"
 #include "cost/host_cpu.h"
 
@@ -61,9 +63,8 @@ DeviceSpec preset_cpu(bool bf16) {
 
 // An NVIDIA data-centre GPU: bf16 dense tensor-core peak, or TF32 when planning fp32.
 DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double hbm,
-                      double nvlink_bidir, double ib_per_gpu, double matmul_eff, double attn_eff,
-                      double half_tokens, const char* sources, const char* link_sources,
-                      bool bf16) {
+                      double matmul_eff, double attn_eff, double half_tokens, const char* sources,
+                      const char* link_sources, CollectiveTable collectives, bool bf16) {
   DeviceSpec d;
   d.name = name;
   d.peak_flops = bf16 ? bf16_flops : bf16_flops / 2;  // TF32 tensor cores: half the bf16 rate
@@ -71,12 +72,13 @@ DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double
   d.attention_efficiency = attn_eff;
   d.memory_bytes = static_cast<int64_t>(memory);
   d.memory_bandwidth = hbm * 0.8;
-  d.intra_node_bandwidth = nvlink_bidir / 2 * 0.8;
-  d.inter_node_bandwidth = ib_per_gpu * 0.8;
-  // NCCL's small-message latency is of this order on NVLink and on InfiniBand alike; no datasheet
-  // separates them, so both links get it.
-  d.latency_s = 8e-6;
-  d.inter_node_latency_s = 8e-6;
+  // The links a point-to-point message crosses: the table's send/recv rows.
+  const CollectiveCost &inside = collectives.row(Collective::send_recv, false),
+                       &across = collectives.row(Collective::send_recv, true);
+  d.intra_node_bandwidth = inside.bus_bandwidth;
+  d.inter_node_bandwidth = across.bus_bandwidth;
+  d.latency_s = inside.call_latency_s;
+  d.inter_node_latency_s = across.call_latency_s;
   d.half_efficiency_tokens = half_tokens;
   d.chunk_overhead_s = 300e-6;
   d.backward_factor = 2.0;
@@ -85,17 +87,9 @@ DeviceSpec preset_gpu(const char* name, double bf16_flops, double memory, double
   // context, NCCL and the caching allocator. We hold back its smaller figure, 10 GiB.
   d.reserved_memory_bytes = static_cast<int64_t>(10 * kGiB);
   d.sources = sources;
-  d.link_sources = std::string(link_sources) +
-                   "; all-to-all: 60% of NVLink one way, 80 us per call (Hetu-Galvatron's "
-                   "measured NCCL all-to-all on 8 NVLink GPUs)";
-  // All-to-all inside a node, from Hetu-Galvatron's measured NCCL times on one 8-GPU NVLink node
-  // (galvatron/profile_hardware/hardware_configs/sp_time_1nodes_8gpus_per_node.json, 1 MB to
-  // 1 GB per device, 2/4/8 GPUs): a line t = a + sent bytes / B fits them within 25 %, with
-  // a = 65-104 us per call and B = 163-197 GB/s, 54-66 % of an A100's 300 GB/s one way. Taken
-  // here as 80 us and 60 % of the device's NVLink (docs/cost-model.md, "Ulysses all-to-all").
-  d.collectives = link_table({d.intra_node_bandwidth, d.inter_node_bandwidth, d.latency_s,
-                              d.inter_node_latency_s, nvlink_bidir / 2 * 0.6, 80e-6},
-                             d.link_sources);
+  d.link_sources = link_sources;
+  // Every collective from published measurements, row by row (collective_presets.h).
+  d.collectives = std::move(collectives);
   return d;
 }
 
@@ -126,32 +120,30 @@ std::string gpu_preset(const std::string& reported_name) {
 DeviceSpec device_preset(const std::string& name, bool bf16) {
   if (name == "cpu") return preset_cpu(bf16);
   if (name == "a800-80gb")
-    // The InfiniPipe paper's cluster: "400 Gb/s InfiniBand" between nodes, read as per node
-    // (50 GB/s) shared by its 8 GPUs = 6.25 GB/s per GPU before the 80% NCCL factor.
-    return preset_gpu("a800-80gb", 312e12, 80 * kGiB, 2.039e12, 400e9, 50e9 / 8, 0.55, 0.5, 256,
+    return preset_gpu("a800-80gb", 312e12, 80 * kGiB, 2.039e12, 0.55, 0.5, 256,
                       "NVIDIA A800 datasheet (312 TFLOP/s bf16 dense, 80 GB HBM2e 2.0 TB/s, "
                       "NVLink 400 GB/s); Megatron-LM MFU 50-55% on A100",
-                      "intra-node: NVLink 400 GB/s bidirectional (A800 datasheet), 200 GB/s one "
-                      "way x 0.8 = 160 GB/s; inter-node: the InfiniPipe paper's 400 Gb/s "
-                      "InfiniBand taken PER NODE (50 GB/s shared by 8 GPUs) x 0.8 = 5 GB/s per "
-                      "GPU (--inter-node-bandwidth 40e9 for 400 Gb/s per GPU); 8 us NCCL latency",
-                      bf16);
+                      "NVLink 400 GB/s bidirectional (A800 datasheet); the InfiniPipe paper's "
+                      "400 Gb/s InfiniBand taken PER NODE (shared by 8 GPUs; "
+                      "--inter-node-bandwidth for another reading); every collective from the "
+                      "collective table's A800 rows (docs/cost-model.md, \"Collective costs\")",
+                      a800_collectives(), bf16);
   if (name == "h100-80gb")
-    return preset_gpu("h100-80gb", 989e12, 80 * kGiB, 3.35e12, 900e9, 50e9, 0.45, 0.4, 384,
+    return preset_gpu("h100-80gb", 989e12, 80 * kGiB, 3.35e12, 0.45, 0.4, 384,
                       "NVIDIA H100 SXM datasheet (989 TFLOP/s bf16 dense, 80 GB HBM3 3.35 TB/s, "
                       "NVLink 900 GB/s); Megatron-LM MFU 40-47% on H100",
-                      "intra-node: NVLink 900 GB/s bidirectional x 1/2 x 0.8 = 360 GB/s; "
-                      "inter-node: 400 Gb/s NDR InfiniBand per GPU (DGX H100: 8 ConnectX-7 per "
-                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency",
-                      bf16);
+                      "NVLink 900 GB/s bidirectional; 400 Gb/s NDR InfiniBand per GPU (DGX H100: "
+                      "8 ConnectX-7 per node); every collective from the collective table's "
+                      "H100/H200 rows (docs/cost-model.md, \"Collective costs\")",
+                      hopper_collectives(), bf16);
   if (name == "h200-141gb")
-    return preset_gpu("h200-141gb", 989e12, 141e9, 4.8e12, 900e9, 50e9, 0.45, 0.4, 384,
+    return preset_gpu("h200-141gb", 989e12, 141e9, 4.8e12, 0.45, 0.4, 384,
                       "NVIDIA H200 SXM datasheet (989 TFLOP/s bf16 dense, 141 GB HBM3e 4.8 TB/s, "
                       "NVLink 900 GB/s); efficiencies as H100",
-                      "intra-node: NVLink 900 GB/s bidirectional x 1/2 x 0.8 = 360 GB/s; "
-                      "inter-node: 400 Gb/s NDR InfiniBand per GPU (DGX H200: 8 ConnectX-7 per "
-                      "node) x 0.8 = 40 GB/s; 8 us NCCL latency",
-                      bf16);
+                      "NVLink 900 GB/s bidirectional; 400 Gb/s NDR InfiniBand per GPU (DGX H200: "
+                      "8 ConnectX-7 per node); every collective from the collective table's "
+                      "H100/H200 rows (docs/cost-model.md, \"Collective costs\")",
+                      hopper_collectives(), bf16);
   std::string known;
   for (const char* n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);
   fail_config("unknown device preset '{}': use one of {}, or give a calibration file", name, known);

@@ -41,7 +41,9 @@ TEST(CollectiveTable, FactorsAndStepsFollowNccl) {
   EXPECT_DOUBLE_EQ(t.time(Collective::send_recv, {0, 2, 8}, v), 10e-6 + v / 100e9);
   for (Collective op : kAll) {
     EXPECT_EQ(t.time(op, four, 0), 0.0) << collective_name(op);
-    if (op != Collective::send_recv) EXPECT_EQ(t.time(op, {3, 1, 8}, v), 0.0);
+    if (op != Collective::send_recv) {
+      EXPECT_EQ(t.time(op, {3, 1, 8}, v), 0.0) << collective_name(op);
+    }
   }
 }
 
