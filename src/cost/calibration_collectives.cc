@@ -104,9 +104,10 @@ void calibration_collectives_read(const nlohmann::json& co, const std::string& w
       bool known = false;
       for (int k = 0; k < kCollectives; ++k) known |= row.key() == collective_name(Collective(k));
       if (!known)
-        fail("{} has an unknown collective {}: use all_gather, reduce_scatter, all_reduce, "
-             "all_to_all or send_recv",
-             span_at, json_brief(row.key()));
+        fail(
+            "{} has an unknown collective {}: use all_gather, reduce_scatter, all_reduce, "
+            "all_to_all or send_recv",
+            span_at, json_brief(row.key()));
     }
     for (int k = 0; k < kCollectives; ++k) {
       const auto op = static_cast<Collective>(k);
@@ -116,10 +117,11 @@ void calibration_collectives_read(const nlohmann::json& co, const std::string& w
       else if (links)
         table.row(op, inter) = links->row(op, inter);
       else
-        fail("{} is missing, and so are the link fields that would fill it (p2p_bandwidth_intra, "
-             "p2p_bandwidth_inter, p2p_latency_s, alltoall_bandwidth); write it again with "
-             "`infinipipe profile`",
-             row_at);
+        fail(
+            "{} is missing, and so are the link fields that would fill it (p2p_bandwidth_intra, "
+            "p2p_bandwidth_inter, p2p_latency_s, alltoall_bandwidth); write it again with "
+            "`infinipipe profile`",
+            row_at);
     }
   }
 }

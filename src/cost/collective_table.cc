@@ -56,11 +56,16 @@ int64_t group_fewest_on_a_node(const DeviceGroup& g) {
 
 const char* collective_name(Collective op) {
   switch (op) {
-    case Collective::all_gather: return "all_gather";
-    case Collective::reduce_scatter: return "reduce_scatter";
-    case Collective::all_reduce: return "all_reduce";
-    case Collective::all_to_all: return "all_to_all";
-    case Collective::send_recv: return "send_recv";
+    case Collective::all_gather:
+      return "all_gather";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::all_reduce:
+      return "all_reduce";
+    case Collective::all_to_all:
+      return "all_to_all";
+    case Collective::send_recv:
+      return "send_recv";
   }
   return "";
 }

@@ -33,8 +33,8 @@ const char* collective_name(Collective op);
 struct CollectiveCost {
   double call_latency_s = 0;  // per call, whatever the group (NCCL's base latency, the launch)
   double step_latency_s = 0;  // per ring step: n−1 for a gather or scatter, 2(n−1) for all-reduce
-  double bus_bandwidth = 0;   // bytes/s per device: NCCL-tests' busbw
-  std::string source;         // where the row comes from
+  double bus_bandwidth = 0;  // bytes/s per device: NCCL-tests' busbw
+  std::string source;        // where the row comes from
 };
 
 // Rows by collective, inside a node and across nodes. An inter row's bus bandwidth is ONE

@@ -125,8 +125,8 @@ CostModel::CostModel(const ModelConfig& model, const DeviceSpec& device, const C
       const auto op = static_cast<Collective>(k);
       const double bw = coeffs.collectives.row(op, across).bus_bandwidth;
       if (!(bw > 0))
-        fail_config("cost model for '{}': the {} {} bus bandwidth must be > 0, got {}",
-                    device.name, across ? "inter-node" : "intra-node", collective_name(op), bw);
+        fail_config("cost model for '{}': the {} {} bus bandwidth must be > 0, got {}", device.name,
+                    across ? "inter-node" : "intra-node", collective_name(op), bw);
     }
   if (coeffs.alpha1 < 0 || coeffs.alpha2 < 0 || coeffs.beta1 < 0 ||
       coeffs.half_efficiency_tokens < 0)
@@ -175,8 +175,8 @@ void apply_cluster_links(const ClusterConfig& cl, DeviceSpec& d, Coefficients* c
   }
   // A link given for a span replaces it in every collective of that span (the table's rows; a
   // device without rows of its own takes them from its links, set above).
-  for (CollectiveTable* t : {d.collectives.complete() ? &d.collectives : nullptr,
-                             c ? &c->collectives : nullptr}) {
+  for (CollectiveTable* t :
+       {d.collectives.complete() ? &d.collectives : nullptr, c ? &c->collectives : nullptr}) {
     if (!t) continue;
     override_span(*t, false, cl.intra_node_bandwidth, cl.intra_node_latency);
     override_span(*t, true, cl.inter_node_bandwidth, cl.inter_node_latency);

@@ -49,7 +49,7 @@ struct DeviceSpec {
   double inter_node_bandwidth = 0;    // bytes/s per device, one direction (IB share)
   double latency_s = 0;               // per message inside a node
   double inter_node_latency_s = 0;    // per message between nodes (0 = latency_s)
-  CollectiveTable collectives;  // what each collective costs (device_collectives)
+  CollectiveTable collectives;        // what each collective costs (device_collectives)
   double matmul_efficiency = 0;       // reached by large GEMMs (MFU-like)
   double attention_efficiency = 0;    // reached by (flash) attention
   double half_efficiency_tokens = 0;  // eff(t) = t / (t + this): small chunks under-use the device

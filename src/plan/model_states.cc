@@ -110,8 +110,8 @@ double zero3_forward_exposed_seconds(const cost::CostModel& cm, const Config& cf
   const double w = unit_bytes_per_param(cm);
   double exposed = 0;
   for (size_t i = 0; i < units.size(); ++i) {
-    const double g =
-        zero3_unit_collective_seconds(cm, cfg, rank, cost::Collective::all_gather, units[i].params * w);
+    const double g = zero3_unit_collective_seconds(cm, cfg, rank, cost::Collective::all_gather,
+                                                   units[i].params * w);
     exposed += i == 0 ? g : std::max(0.0, g - units[i - 1].forward_s);
   }
   return exposed;

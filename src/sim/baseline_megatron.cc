@@ -59,8 +59,9 @@ MicroBatchCost micro_batch_cost(const cost::CostModel& cm, const Config& cfg,
   // Sequence parallelism: two all-gathers and two reduce-scatters of the layer's activations.
   const cost::DeviceGroup tp{0, s.tp, dpn};
   const double activations = local * static_cast<double>(m.hidden_size) * b;
-  const double tp_layer = 2 * (cm.collective_time(cost::Collective::all_gather, tp, activations) +
-                               cm.collective_time(cost::Collective::reduce_scatter, tp, activations));
+  const double tp_layer =
+      2 * (cm.collective_time(cost::Collective::all_gather, tp, activations) +
+           cm.collective_time(cost::Collective::reduce_scatter, tp, activations));
   c.comm = tp_layer * static_cast<double>(2 * L + R);
   if (s.cp > 1) {
     const bool inter = s.tp * s.cp > dpn;
@@ -140,9 +141,9 @@ BaselineResult simulate_megatron(const cost::CostModel& cm, const Config& cfg,
   // Across nodes: one device of the ring on each node it crosses, as far as its NICs go.
   const bool inter = n > cfg.cluster.devices_per_node && replicas > 1;
   const cost::DeviceGroup ring{0, replicas, inter ? 1 : replicas};
-  r.parts.zero = cm.collective_time(cost::Collective::reduce_scatter, ring, shard * 4.0) +
-                 cm.collective_time(cost::Collective::all_gather, ring,
-                                    shard * (cm.bf16() ? 2.0 : 4.0));
+  r.parts.zero =
+      cm.collective_time(cost::Collective::reduce_scatter, ring, shard * 4.0) +
+      cm.collective_time(cost::Collective::all_gather, ring, shard * (cm.bf16() ? 2.0 : 4.0));
   r.comm_exposed_s += r.parts.zero;
   const double optimizer_shard = shard / static_cast<double>(replicas);
   r.optimizer_time_s = optimizer_seconds(cm, optimizer_shard);

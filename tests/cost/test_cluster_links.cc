@@ -60,8 +60,8 @@ TEST(ClusterLinks, AllToAllAcrossNodesSendsOnlyTheOtherNodesShareOverTheNic) {
   const double bytes = 64e6;
   const double call = std::max(nvlink.call_latency_s, nic.call_latency_s);
   const double two = cm.collective_time(Collective::all_to_all, {0, 16, 8}, bytes);
-  EXPECT_DOUBLE_EQ(two, call + bytes / 16 *
-                                   std::max(7.0 / nvlink.bus_bandwidth, 8.0 / nic.bus_bandwidth));
+  EXPECT_DOUBLE_EQ(
+      two, call + bytes / 16 * std::max(7.0 / nvlink.bus_bandwidth, 8.0 / nic.bus_bandwidth));
   EXPECT_DOUBLE_EQ(two, call + bytes / 16 * 8.0 / nic.bus_bandwidth);
   // The Ulysses group's all-to-alls are these calls.
   const CostModel u16 = cm.with_ulysses_degree(16, 8);

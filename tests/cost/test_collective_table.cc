@@ -73,8 +73,7 @@ TEST(CollectiveTable, AllToAllAcrossNodesMovesOverBothLinksAtOnce) {
   // With a NIC as fast as NVLink the NVLink share binds.
   CollectiveTable fat = t;
   fat.row(Collective::all_to_all, true).bus_bandwidth = 1e12;
-  EXPECT_DOUBLE_EQ(fat.time(Collective::all_to_all, {0, 16, 8}, v),
-                   20e-6 + v / 16 * 7 / 100e9);
+  EXPECT_DOUBLE_EQ(fat.time(Collective::all_to_all, {0, 16, 8}, v), 20e-6 + v / 16 * 7 / 100e9);
   // Not aligned to nodes (4 + 8): the device with 4 on its node sends 8 peers' shares out, the
   // one with 8 sends 7 over NVLink; the slowest device sets the time.
   EXPECT_DOUBLE_EQ(fat.time(Collective::all_to_all, {4, 12, 8}, v),
@@ -164,8 +163,8 @@ TEST(CollectiveTable, OldFilesLinkFieldsFillTheTable) {
   co["p2p_bandwidth_inter"] = 1e9;
   co["p2p_latency_s"] = 5e-6;
   co["alltoall_bandwidth"] = 8e9;
-  const CollectiveTable want = link_table({8e9, 1e9, 5e-6, 5e-6, 8e9, 5e-6},
-                                          "the calibration file's link fields");
+  const CollectiveTable want =
+      link_table({8e9, 1e9, 5e-6, 5e-6, 8e9, 5e-6}, "the calibration file's link fields");
   expect_same(calibration_from_json(j.dump(), "old.json").coeffs.collectives, want);
   co["p2p_latency_inter_s"] = 50e-6;
   co["alltoall_latency_s"] = 80e-6;
@@ -173,8 +172,9 @@ TEST(CollectiveTable, OldFilesLinkFieldsFillTheTable) {
   EXPECT_EQ(later.row(Collective::send_recv, true).call_latency_s, 50e-6);
   EXPECT_EQ(later.row(Collective::all_to_all, false).call_latency_s, 80e-6);
   co["collectives"] = {
-      {"inter", {{"all_reduce", {{"call_latency_s", 1e-5}, {"step_latency_s", 0},
-                                 {"bus_bandwidth", 3e9}}}}}};
+      {"inter",
+       {{"all_reduce",
+         {{"call_latency_s", 1e-5}, {"step_latency_s", 0}, {"bus_bandwidth", 3e9}}}}}};
   const CollectiveTable mixed = calibration_from_json(j.dump(), "old.json").coeffs.collectives;
   EXPECT_EQ(mixed.row(Collective::all_reduce, true).bus_bandwidth, 3e9);
   EXPECT_EQ(mixed.row(Collective::all_reduce, true).source, "the calibration file");

@@ -47,8 +47,7 @@ TEST(Collectives, GroupsAcrossNodesDriveTheNicsOfTheirDevices) {
   EXPECT_TRUE(group_spans_nodes({0, 32, 8}));
   EXPECT_EQ(group_fewest_on_a_node({0, 32, 8}), 8);
   EXPECT_DOUBLE_EQ(ring_bandwidth(cm, {0, 32, 8}), 40e9);
-  EXPECT_DOUBLE_EQ(allreduce(cm, {0, 32, 8}, 8e9),
-                   2 * (31.0 / 32 * 8e9 / 40e9 + 31 * 30e-6));
+  EXPECT_DOUBLE_EQ(allreduce(cm, {0, 32, 8}, 8e9), 2 * (31.0 / 32 * 8e9 / 40e9 + 31 * 30e-6));
   // 12 devices from 4: 4 on the first node, 8 on the next; the thinner side binds.
   EXPECT_EQ(group_fewest_on_a_node({4, 12, 8}), 4);
   EXPECT_DOUBLE_EQ(ring_bandwidth(cm, {4, 12, 8}), 20e9);

@@ -94,8 +94,7 @@ TEST(HostLinkTable, AnUnmeasuredHostUsesTheIntraNodeCoefficients) {
   t.links[0] = {0, 0};
   const Coefficients c = coefficients();
   const RankGrid grid{2, 2, 1, RankOrder::megatron};
-  EXPECT_DOUBLE_EQ(host_allreduce_time(t, c, grid, 0, 1e8),
-                   1e8 / 2e9 + 2 * 2e-6);
+  EXPECT_DOUBLE_EQ(host_allreduce_time(t, c, grid, 0, 1e8), 1e8 / 2e9 + 2 * 2e-6);
   EXPECT_DOUBLE_EQ(host_allreduce_time(t, c, grid, 1, 1e8), 1e8 / kInside + 2e-6);
 }
 

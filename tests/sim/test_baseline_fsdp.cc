@@ -80,9 +80,9 @@ TEST(BaselineFsdp, DeepSpeedChargesZero3UnitByUnit) {
   // The two sizes exercise both sides: a short chunk leaves nearly every gather exposed, a long
   // one only the first gather and the last reduce-scatter.
   const std::vector<cost::SliceShape> small = {{0, 64}}, large = {{0, 65536}};
-  const double c_ring = 0.5 * static_cast<double>(cfg.model.params_per_layer()) * 2.0 /
-                        cm.coefficients().collectives.row(cost::Collective::all_gather, false)
-                            .bus_bandwidth;
+  const double c_ring =
+      0.5 * static_cast<double>(cfg.model.params_per_layer()) * 2.0 /
+      cm.coefficients().collectives.row(cost::Collective::all_gather, false).bus_bandwidth;
   EXPECT_GT(c_ring, g.layer_seconds(small, g.coefficients()));
   EXPECT_LT(2 * c_ring,
             g.coefficients().backward_factor * g.layer_seconds(large, g.coefficients()));

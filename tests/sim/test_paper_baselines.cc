@@ -49,7 +49,7 @@ TEST(Megatron, TensorParallelCollectivesInClosedForm) {
   const double bytes = 8192.0 * 1024 * 2;
   const double collective = 2 * (ring(cm, cost::Collective::all_gather, 2, false, bytes) +
                                  ring(cm, cost::Collective::reduce_scatter, 2, false, bytes));
-  const double tp = collective * 2 * 4;  // forward + backward, 4 layers, no recompute
+  const double tp = collective * 2 * 4;      // forward + backward, 4 layers, no recompute
   EXPECT_NEAR(r.comm_exposed_s, tp, 1e-12);  // dp 1: no gradient reduce-scatter
   const cost::CostModel g = cm.with_ulysses_degree(2, 0);
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
@@ -107,7 +107,8 @@ TEST(Megatron, ContextParallelRingHidesOnlyBehindAttention) {
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
   const double kv = 4096.0 * 2 * 1024 * 2;  // local K/V: 4096 tokens x 2 x kv dim, bf16
   const double step =
-      kv / 1e8 + cm.coefficients().collectives.row(cost::Collective::send_recv, true).call_latency_s;
+      kv / 1e8 +
+      cm.coefficients().collectives.row(cost::Collective::send_recv, true).call_latency_s;
   const double attn = g.attention_seconds(chunk);
   const double kb = g.coefficients().backward_factor;
   const double cp = 4 * ((step - attn) + (2 * step - kb * attn)) + 1 * (step - attn);
