@@ -2,7 +2,9 @@
 // "model": {...}, "device": {...}, "coefficients": {...}}, and optionally "ranks" from `train`
 // (calibration_ranks.h) and "host_links" from `profile` across hosts (calibration_host_links.h).
 // Every field is required on load so a file from another tool or version fails loudly instead of
-// planning with zeros. Version 1 differs only in one key's name (see coeff_key) and still loads.
+// planning with zeros; the collective table's rows may come from older files' link fields
+// (calibration_collectives.h). Version 1 differs only in one key's name (see coeff_key) and still
+// loads.
 #include "cost/calibration.h"
 
 #include <cmath>

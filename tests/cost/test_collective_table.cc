@@ -49,10 +49,16 @@ TEST(CollectiveTable, FactorsAndStepsFollowNccl) {
 
 TEST(CollectiveTable, RingsAcrossNodesGetTheirDevicesNicShares) {
   const CollectiveTable t = plain();
+  EXPECT_FALSE(group_spans_nodes({8, 8, 8}));
+  EXPECT_TRUE(group_spans_nodes({0, 32, 8}));
+  EXPECT_EQ(group_fewest_on_a_node({0, 32, 8}), 8);
+  EXPECT_EQ(group_fewest_on_a_node({4, 12, 8}), 4);  // 4 on the first node, 8 on the next
+  EXPECT_TRUE(group_spans_nodes({0, 4, 0}));          // no node size: one device a node
   EXPECT_DOUBLE_EQ(t.ring_bandwidth(Collective::all_gather, {0, 8, 8}), 100e9);
   EXPECT_DOUBLE_EQ(t.ring_bandwidth(Collective::all_gather, {0, 32, 8}), 8 * 5e9);
   EXPECT_DOUBLE_EQ(t.ring_bandwidth(Collective::all_gather, {4, 12, 8}), 4 * 5e9);
   EXPECT_DOUBLE_EQ(t.ring_bandwidth(Collective::all_gather, {0, 4, 1}), 5e9);
+  EXPECT_DOUBLE_EQ(t.ring_bandwidth(Collective::all_gather, {0, 4, 0}), 5e9);
   // Never above the NVLink the rings also cross.
   CollectiveTable fast = t;
   fast.row(Collective::all_reduce, true).bus_bandwidth = 50e9;
