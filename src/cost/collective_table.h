@@ -65,7 +65,8 @@ struct LinkFigures {
 CollectiveTable link_table(const LinkFigures& l, const std::string& source);
 
 // A link's bandwidth or latency given for one span (a cluster option): every row of that span
-// moves at `bandwidth` (when > 0); each call and ring step waits `latency_s` (when > 0).
+// moves at `bandwidth` (when > 0); with `latency_s` (when > 0) a ring row waits it each step and
+// nothing a call, the others each call, so one link prices as a single link always did.
 void override_span(CollectiveTable& t, bool inter_node, double bandwidth, double latency_s);
 
 }  // namespace infinipipe::cost
