@@ -6,7 +6,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -46,11 +46,16 @@ def python_env() -> Dict[str, str]:
     return env
 
 
-def mpirun(n: int, args: Sequence[str], timeout: float = 240.0) -> subprocess.CompletedProcess:
-    """`mpirun -np n python3 ARGS` with this Python and package; output captured."""
+def mpirun(n: int, args: Sequence[str], timeout: float = 240.0,
+           tmpdir: Optional[str] = None) -> subprocess.CompletedProcess:
+    """`mpirun -np n python3 ARGS` with this Python and package; output captured. `tmpdir`: the
+    job's TMPDIR (where its ranks meet)."""
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np",
            str(n), "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", sys.executable] + list(args)
-    return subprocess.run(cmd, env=python_env(), capture_output=True, text=True, timeout=timeout)
+    env = python_env()
+    if tmpdir is not None:
+        env["TMPDIR"] = tmpdir
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def binary() -> str:

@@ -85,11 +85,15 @@ class TorchTrain(CorpusTestCase):
     def test_pp2_dp2_loss_falls_and_the_report_reads_the_run(self):
         run = os.path.join(self.dir, "traced")
         timings = os.path.join(self.dir, "timings", "timings.jsonl")
+        tmp = os.path.join(self.dir, "tmp")
+        os.makedirs(tmp)
         r = mpirun(4, ["-m", "infinipipe.torch.train"] + self.words(
             "--pp", "2", "--dp", "2", "--train-iters", "8", "--trace", run, "--trace-explain",
-            "--trace-iterations", "1-4", "--timings", timings))
+            "--trace-iterations", "1-4", "--timings", timings), tmpdir=tmp)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("done: 8 iterations", r.stdout)
+        # The ranks met through a file in TMPDIR; the run removes it.
+        self.assertEqual([f for f in os.listdir(tmp) if f.startswith("infinipipe-torch-")], [])
         loss = losses(os.path.join(run, "metrics.jsonl"))  # next to the traces, as train puts it
         self.assertEqual(sorted(loss), list(range(1, 9)))
         self.assertLess(loss[8], loss[1] - 0.3, loss)

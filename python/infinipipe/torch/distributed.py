@@ -28,14 +28,21 @@ import torch.distributed as dist
 from infinipipe.torch.launch import Launch, launch_env
 
 
-def _init_method(launch: Launch) -> str:
+def _store_file(launch: Launch) -> Optional[str]:
+    """The file the ranks of an mpirun job on one host meet through; None where they meet at
+    MASTER_ADDR (torchrun, or mpirun across hosts)."""
     e = os.environ
     if launch.launcher == "torchrun" or "MASTER_ADDR" in e:
-        return "env://"
+        return None
     # mpirun on one host: every rank of the job knows the job's id.
     job = e.get("PMIX_NAMESPACE") or e.get("OMPI_MCA_ess_base_jobid") or e.get("OMPI_COMM_WORLD_SIZE")
     job = "".join(c if c.isalnum() else "_" for c in job)
-    return "file://" + os.path.join(tempfile.gettempdir(), f"infinipipe-torch-{job}")
+    return os.path.join(tempfile.gettempdir(), f"infinipipe-torch-{job}")
+
+
+def _init_method(launch: Launch) -> str:
+    path = _store_file(launch)
+    return "env://" if path is None else "file://" + path
 
 
 ORDERS = ("megatron", "pipelines")
@@ -230,5 +237,16 @@ def setup(pp: int, dp: int, device: str, num_stages: int, tied: bool,
 
 
 def shutdown() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    """Leaves the job at the end of a run every rank reaches: once all are past their last
+    collective, the groups go and rank 0 removes the job's meeting file (torch leaves it)."""
+    if not dist.is_initialized():
+        return
+    launch = launch_env()
+    dist.barrier()
+    dist.destroy_process_group()
+    path = _store_file(launch)
+    if path is not None and launch.rank == 0:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

@@ -235,7 +235,6 @@ def run(argv: List[str]) -> int:
     check_supported(cfg, args.config, bool(args.hf_model))
 
     import torch  # after the options: a mistyped flag is refused in a blink
-    import torch.distributed as dist
 
     from infinipipe.torch.backend import TorchBackend
     from infinipipe.torch.distributed import setup, shutdown
@@ -286,8 +285,6 @@ def run(argv: List[str]) -> int:
                         args.quiet or g.rank != 0)
     if talk and done:
         print(f"done: {len(done)} iterations, final loss {done[-1].loss:.4f}", flush=True)
-    if g.distributed:
-        dist.barrier()
     shutdown()
     return 0
 
