@@ -1,6 +1,7 @@
 #include "cost/collective_table.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace infinipipe::cost {
 namespace {
@@ -9,14 +10,17 @@ int64_t node_size(const DeviceGroup& g) {
   return std::max<int64_t>(1, g.per_node);
 }
 
-// The most of the group's devices on any one node it uses.
-int64_t most_on_a_node(const DeviceGroup& g) {
+// The fewest and the most of the group's devices on any one node it uses.
+std::pair<int64_t, int64_t> devices_on_a_node(const DeviceGroup& g) {
   const int64_t per = node_size(g);
   const int64_t last = g.first + g.size - 1;
-  int64_t most = 1;
-  for (int64_t node = g.first / per; node <= last / per; ++node)
-    most = std::max(most, std::min(last, node * per + per - 1) - std::max(g.first, node * per) + 1);
-  return most;
+  int64_t fewest = g.size, most = 1;
+  for (int64_t node = g.first / per; node <= last / per; ++node) {
+    const int64_t lo = std::max(g.first, node * per), hi = std::min(last, node * per + per - 1);
+    fewest = std::min(fewest, hi - lo + 1);
+    most = std::max(most, hi - lo + 1);
+  }
+  return {std::max<int64_t>(1, fewest), most};
 }
 
 bool is_ring(Collective op) {
@@ -44,14 +48,7 @@ bool group_spans_nodes(const DeviceGroup& g) {
 }
 
 int64_t group_fewest_on_a_node(const DeviceGroup& g) {
-  const int64_t per = node_size(g);
-  const int64_t last = g.first + g.size - 1;
-  int64_t fewest = g.size;
-  for (int64_t node = g.first / per; node <= last / per; ++node) {
-    const int64_t lo = std::max(g.first, node * per), hi = std::min(last, node * per + per - 1);
-    fewest = std::min(fewest, hi - lo + 1);
-  }
-  return std::max<int64_t>(1, fewest);
+  return devices_on_a_node(g).first;
 }
 
 const char* collective_name(Collective op) {
@@ -101,7 +98,7 @@ double CollectiveTable::time(Collective op, const DeviceGroup& g, double bytes) 
     if (!across) return in.call_latency_s + (n - 1) / n * bytes / in.bus_bandwidth;
     // A device sends 1/n of its buffer to each peer: to those on its node over NVLink, to the
     // rest over its NIC share, both at once, so the slower sets the time.
-    const double near = static_cast<double>(most_on_a_node(g) - 1);
+    const double near = static_cast<double>(devices_on_a_node(g).second - 1);
     const double far = n - static_cast<double>(group_fewest_on_a_node(g));
     return std::max(in.call_latency_s, out.call_latency_s) +
            bytes / n * std::max(near / in.bus_bandwidth, far / out.bus_bandwidth);
