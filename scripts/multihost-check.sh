@@ -29,9 +29,11 @@
 #   link-slowed
 #          the shaped link (LINK_RATE), pp 2 x dp 1 with stage 0 on host A and stage 1 on host B,
 #          `train --measure-links --measure-links-interval 0` (online fit): once SLOW_AFTER (8)
-#          iterations ran, the link is reshaped to SLOW_RATE (20 Mbit/s, 50x slower). The fit must
-#          notice a slow step and the links be measured again: one line for the pair, its new rate
-#          within [0.5, 1.1] x SLOW_RATE. Every traced plan's predicted step time must be the
+#          iterations ran, the link is reshaped to SLOW_RATE_BITS (default 10 Mbit/s, 100x
+#          slower; SLOWED_ITERS iterations in all, default 12). The fit must notice a slow step
+#          and the links be measured again: one line for the pair, its new rate within
+#          [0.5, 1.1] x SLOW_RATE_BITS; where it does not, the steps' measured and predicted
+#          times are printed. Every traced plan's predicted step time must be the
 #          replay of its actions with the link it was planned with: the first one measured up to
 #          the iteration that noticed, the new one after it (and not the old one; 2 %).
 #
@@ -290,10 +292,10 @@ PY
   echo "multihost-check: passed (links: the shaped link measured as it is; $((SECONDS - t0)) s)"
 }
 
-SLOW_RATE_BITS=20000000
+SLOW_RATE_BITS=${SLOW_RATE_BITS:-10000000}
 SLOW_AFTER=8
 check_link-slowed() {
-  local corpus=$MH_TMP/corpus t0=$SECONDS iters=20 args=() x
+  local corpus=$MH_TMP/corpus t0=$SECONDS iters=${SLOWED_ITERS:-12} args=() x
   for x in "${TRAIN_ARGS[@]}"; do [[ $x != --quiet ]] && args+=("$x"); done
   "$BIN" data synth --output "$corpus" --seq-length 2048 --num-documents 400 >/dev/null || return 1
   mh_shape ${LINK_RATE_BITS}bit || {
@@ -311,7 +313,7 @@ check_link-slowed() {
     if [[ -z $slowed ]] && ((n >= SLOW_AFTER)); then
       mh_shape ${SLOW_RATE_BITS}bit || return 1
       slowed=1
-      echo "multihost-check: link reshaped to $((SLOW_RATE_BITS / 1000000)) Mbit/s after iteration $SLOW_AFTER"
+      echo "multihost-check: link reshaped to $((SLOW_RATE_BITS / 1000000)) Mbit/s after iteration $n"
     fi
     sleep 0.1
   done
@@ -326,9 +328,9 @@ check_link-slowed() {
     return 1
   }
   /usr/bin/python3 - "$MH_TMP/slowed.out" "$MH_TMP/trace/plans" $SLOW_RATE_BITS $MH_HOST_A \
-    $MH_HOST_B <<'PY' || return 1
+    $MH_HOST_B "$MH_TMP/log/metrics.jsonl" <<'PY' || return 1
 import glob, json, math, re, sys
-out, plans, rate, a, b = sys.argv[1], sys.argv[2], int(sys.argv[3]) / 8, sys.argv[4], sys.argv[5]
+out, plans, rate, a, b, metrics = sys.argv[1], sys.argv[2], int(sys.argv[3]) / 8, *sys.argv[4:]
 text = open(out).read()
 num = r"([0-9.]+) (k|M|G)?B/s, ([0-9.]+) us"
 unit = {"k": 1e3, "M": 1e6, "G": 1e9}
@@ -344,6 +346,12 @@ if first is None:
     bad.append(f"no first measurement of {a} <-> {b}")
 if not slow:
     bad.append(f"no change of {a} <-> {b} to {rate / 1e6:.2f} MB/s noticed by the fit: {changes}")
+    # What the fit saw: each step measured against its prediction (rank 0's replica).
+    for line in open(metrics):
+        m = json.loads(line)
+        if "iteration" in m:
+            bad.append(f"iteration {m['iteration']}: step {m['measured_step_seconds']:.3f} s "
+                       f"measured, {m['predicted_step_seconds']:.3f} s predicted")
 if bad:
     print("\n".join("multihost-check: " + x for x in bad), file=sys.stderr)
     sys.exit(1)

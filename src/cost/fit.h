@@ -35,7 +35,8 @@ double predict_layer_time(const LayerTimeFit& fit, const TimingSample& sample);
 // measured ≈ k · base (e.g. backward vs forward); relative least squares. Throws on empty input.
 double fit_ratio(std::span<const double> base, std::span<const double> measured);
 
-// seconds ≈ bytes / bandwidth + latency, from (bytes, seconds) measurements of one link.
+// seconds ≈ bytes / bandwidth + latency, from (bytes, seconds) measurements of one link;
+// bandwidth 0 when the times do not grow with the message size (noise, not a link).
 struct LinkFit {
   double bandwidth = 0;  // bytes/s
   double latency_s = 0;

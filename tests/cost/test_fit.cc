@@ -90,6 +90,8 @@ TEST(Fit, RatioAndLink) {
   EXPECT_NEAR(l.bandwidth, 8e9, 8e9 * 1e-6);
   EXPECT_NEAR(l.latency_s, 4e-6, 4e-12);
   EXPECT_LT(l.rms_relative_residual, 1e-9);
+  // Times that fall with the size (small messages preempted on a busy host): no bandwidth.
+  EXPECT_EQ(fit_link(bytes, std::vector<double>{4e-3, 4e-3, 4e-3, 1e-4, 1e-4}).bandwidth, 0);
 }
 
 TEST(Fit, BadInputsAreErrors) {

@@ -40,7 +40,7 @@ TEST(DistMultiHost, MeasuresTheShapedLinkBetweenTheHosts) {
   EXPECT_NE(r.output.find("multihost-check: passed"), std::string::npos) << r.output;
 }
 
-// The shaped link slowed from 1 Gbit/s to 20 Mbit/s while `train --measure-links` trains across
+// The shaped link slowed from 1 Gbit/s to 10 Mbit/s while `train --measure-links` trains across
 // it: the online fit notices a slow step, the links are measured again (the new rate within
 // 0.5-1.1 of the shaping), and every plan after that iteration predicts its step with the new
 // link (its predicted step time is the replay of its actions with it, not with the old one).
