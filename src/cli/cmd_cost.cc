@@ -59,6 +59,8 @@ void run_cost(const Config& cfg, const CostOptions& o) {
       fmt::print("  {} {}: {:.3g} s + {:.3g} s/step, {:.3g} B/s\n", inter ? "inter" : "intra",
                  cost::collective_name(op), r.call_latency_s, r.step_latency_s, r.bus_bandwidth);
     }
+  fmt::print("  overlapping compute, both {:.4g}x slower ({})\n", c.collectives.overlap_slowdown,
+             c.collectives.overlap_source);
   fmt::print("link sources: {}\n",
              d.link_sources.empty() ? "the calibration file" : d.link_sources);
   if (!cm.host_links().empty()) {

@@ -48,6 +48,8 @@ struct Row {
   std::string setting;
   std::string breakdown;     // pipeline rows: where the slowest rank's step goes
   sim::TimeBreakdown parts;  // the paper's four parts of `step`
+  double solve_min_s = 0, solve_max_s = 0;  // a per-batch solve its paper reports (not plan_s)
+  std::string solve_source;
 };
 
 // The paper's four parts (sim::TimeBreakdown) of a pipeline step, on the rank that finishes
@@ -151,6 +153,9 @@ Row baseline_row(const char* name, const std::function<sim::BaselineResult()>& r
     row.mfu = b.mfu;
     row.peak = b.peak_memory_bytes;
     row.parts = b.parts;
+    row.solve_min_s = b.solve_min_s;
+    row.solve_max_s = b.solve_max_s;
+    row.solve_source = b.solve_source;
     row.setting = fmt::format("{}; compute {:.2f} s, exposed communication {:.2f} s", b.setting,
                               b.compute_time_s, b.comm_exposed_s);
     if (b.oom) row.note = "OOM";
@@ -214,13 +219,19 @@ void print_compare(const Config& cfg, const cost::CostModel& cm,
 void print_parts(const std::vector<Row>& rows) {
   fmt::print(
       "\nWhere each step goes, in the paper's four parts (§V-C, Fig. 8; docs/cost-model.md, "
-      "\"The paper's four parts\"):\n\n| schedule | ZeRO | A2A | Bubble & P2P | Others | step "
-      "|\n|---|---:|---:|---:|---:|---:|\n");
+      "\"The paper's four parts\"), and beside it a plan solved per batch, which runs beside "
+      "the training and is not in the step:\n\n| schedule | ZeRO | A2A | Bubble & P2P | Others | "
+      "step | solve per batch |\n|---|---:|---:|---:|---:|---:|---|\n");
   for (const Row& r : rows) {
     if (!r.ok) continue;
     const sim::TimeBreakdown& p = r.parts;
-    fmt::print("| {} | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s |\n", r.name, p.zero,
-               p.a2a, p.bubble_p2p, p.others, r.step);
+    std::string solve = "–";
+    if (r.name == "epp")
+      solve = "its planning time above (planned ahead, beside the training)";
+    else if (r.solve_max_s > 0)
+      solve = fmt::format("{:g}–{:g} s ({})", r.solve_min_s, r.solve_max_s, r.solve_source);
+    fmt::print("| {} | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s | {:.3f} s | {} |\n", r.name,
+               p.zero, p.a2a, p.bubble_p2p, p.others, r.step, solve);
   }
 }
 
@@ -245,6 +256,9 @@ void write_compare_json(const std::string& path, const std::vector<int64_t>& len
                       {"a2a", r.parts.a2a},
                       {"bubble_p2p", r.parts.bubble_p2p},
                       {"others", r.parts.others}};
+      j["plan_s"] = r.plan_s;
+      if (r.solve_max_s > 0)
+        j["solve_s"] = {{"min", r.solve_min_s}, {"max", r.solve_max_s}, {"source", r.solve_source}};
     }
     out["rows"].push_back(std::move(j));
   }
@@ -397,9 +411,14 @@ void add_simulate_command(CLI::App& app) {
       fmt::print("{} plan {}: step {:.3f} s, {:.0f} tokens/s, bubble {:.1f}%, MFU {:.1f}%{}\n",
                  p.schedule, *plan_file, s.step_time, s.tokens_per_second,
                  100 * s.bubble_ratio_mean, 100 * s.mfu, s.oom ? ", OUT OF MEMORY" : "");
-      if (*breakdown)
-        print_breakdown({Row{p.schedule, true, "", 0, 0, 0, 0, 0, 0, "", step_breakdown(s),
-                             pipeline_parts(s)}});
+      if (*breakdown) {
+        Row row;
+        row.name = p.schedule;
+        row.ok = true;
+        row.breakdown = step_breakdown(s);
+        row.parts = pipeline_parts(s);
+        print_breakdown({row});
+      }
       return;
     }
     const Workload w = load.share(given, cm);

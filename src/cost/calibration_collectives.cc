@@ -11,6 +11,7 @@ namespace infinipipe::cost {
 namespace {
 
 constexpr const char* kSpans[] = {"intra", "inter"};
+constexpr double kMostOverlapSlowdown = 4.0;  // Galvatron's profiles: 1.13-1.3
 
 // Bounds as for the other coefficients: seconds at most a minute, bandwidth > 0 and at most a PB/s.
 double number(const nlohmann::json& row, const char* key, const std::string& at, bool positive) {
@@ -82,6 +83,7 @@ nlohmann::ordered_json calibration_collectives_to_json(const CollectiveTable& ta
     }
     out[kSpans[inter ? 1 : 0]] = std::move(span);
   }
+  out["overlap_slowdown"] = table.overlap_slowdown;
   return out;
 }
 
@@ -93,8 +95,20 @@ void calibration_collectives_read(const nlohmann::json& co, const std::string& w
   const nlohmann::json& given = co.contains("collectives") ? co.at("collectives") : none;
   if (!given.is_object()) fail("{} must be an object, got {}", at, json_brief(given));
   for (const auto& span : given.items())
-    if (span.key() != kSpans[0] && span.key() != kSpans[1])
-      fail("{} has an unknown span {}: use intra or inter", at, json_brief(span.key()));
+    if (span.key() != kSpans[0] && span.key() != kSpans[1] && span.key() != "overlap_slowdown")
+      fail("{} has an unknown span {}: use intra or inter (and overlap_slowdown)", at,
+           json_brief(span.key()));
+  // Optional (files before it have none: no slowdown, as the CPU engine has).
+  table.overlap_slowdown = 1.0;
+  table.overlap_source = "the calibration file";
+  if (given.contains("overlap_slowdown")) {
+    const std::string field = at + ".overlap_slowdown";
+    const double v = json_number(given.at("overlap_slowdown"), field);
+    if (!(v >= 1.0 && v <= kMostOverlapSlowdown))
+      fail("{} = {} must be at least 1 (no slowdown) and at most {:g}", field, v,
+           kMostOverlapSlowdown);
+    table.overlap_slowdown = v;
+  }
   for (const bool inter : {false, true}) {
     const char* span = kSpans[inter ? 1 : 0];
     const nlohmann::json& rows = given.contains(span) ? given.at(span) : none;

@@ -42,6 +42,11 @@ struct CollectiveCost {
 // it (at most the intra row's), so a row measured over whole nodes of d devices is that busbw / d.
 struct CollectiveTable {
   std::array<CollectiveCost, kCollectives> intra, inter;
+  // A collective and compute overlapping on one device each run this many times slower (NCCL's
+  // kernels take SMs and memory bandwidth from the compute's); 1: no slowdown (the CPU engine,
+  // whose collectives never overlap compute). Charged where ZeRO-3 hides its gathers.
+  double overlap_slowdown = 1.0;
+  std::string overlap_source = "none measured: 1";
 
   const CollectiveCost& row(Collective op, bool inter_node) const;
   CollectiveCost& row(Collective op, bool inter_node);

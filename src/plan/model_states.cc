@@ -102,42 +102,63 @@ double zero3_unit_collective_seconds(const cost::CostModel& cm, const Config& cf
   return cm.collective_time(op, {rank * n, n, cfg.cluster.devices_per_node}, bytes);
 }
 
+double overlap_exposed_seconds(double comm_s, double compute_s, double slowdown) {
+  return std::max(0.0, comm_s - compute_s) + (slowdown - 1.0) * std::min(comm_s, compute_s);
+}
+
 double zero3_forward_exposed_seconds(const cost::CostModel& cm, const Config& cfg,
                                      std::span<const cost::SliceShape> chunk,
                                      const cost::StageShape& stage, int32_t rank) {
   if (cfg.parallel.zero_stage != 3 || chunk.empty()) return 0.0;
   const std::vector<GatherUnit> units = stage_units(cm, chunk, stage);
   const double w = unit_bytes_per_param(cm);
+  const double slowdown = cm.coefficients().collectives.overlap_slowdown;
   double exposed = 0;
   for (size_t i = 0; i < units.size(); ++i) {
     const double g = zero3_unit_collective_seconds(cm, cfg, rank, cost::Collective::all_gather,
                                                    units[i].params * w);
-    exposed += i == 0 ? g : std::max(0.0, g - units[i - 1].forward_s);
+    exposed += i == 0 ? g : overlap_exposed_seconds(g, units[i - 1].forward_s, slowdown);
   }
   return exposed;
 }
 
 double zero3_backward_exposed_seconds(const cost::CostModel& cm, const Config& cfg,
                                       std::span<const cost::SliceShape> chunk,
-                                      const cost::StageShape& stage, int32_t rank) {
+                                      const cost::StageShape& stage, int32_t rank,
+                                      double reduce_bucket_params) {
   if (cfg.parallel.zero_stage != 3 || chunk.empty()) return 0.0;
   std::vector<GatherUnit> units = stage_units(cm, chunk, stage);
+  if (units.empty()) return 0.0;
   std::reverse(units.begin(), units.end());  // backward runs the units last to first
   const double w = unit_bytes_per_param(cm);
-  // A unit's gather and its reduce-scatter move the same bytes.
-  auto coll = [&](cost::Collective op, size_t i) {
-    return i < units.size() ? zero3_unit_collective_seconds(cm, cfg, rank, op, units[i].params * w)
-                            : 0.0;
+  const double slowdown = cm.coefficients().collectives.overlap_slowdown;
+  const auto coll = [&](cost::Collective op, double params) {
+    return params > 0 ? zero3_unit_collective_seconds(cm, cfg, rank, op, params * w) : 0.0;
   };
-  constexpr cost::Collective gather = cost::Collective::all_gather;
-  constexpr cost::Collective scatter = cost::Collective::reduce_scatter;
-  if (units.empty()) return 0.0;
-  double exposed = coll(gather, 0) + coll(scatter, units.size() - 1);
+  const auto gather = [&](size_t i) {
+    return i < units.size() ? coll(cost::Collective::all_gather, units[i].params) : 0.0;
+  };
+  double exposed = gather(0);
+  double issued = 0;  // reduce-scatter seconds issued before the unit that computes next
+  double bucket = 0;  // gradient parameters waiting in the bucket
   for (size_t i = 0; i < units.size(); ++i) {
-    const double link = coll(gather, i + 1) + (i > 0 ? coll(scatter, i - 1) : 0.0);
-    exposed += std::max(0.0, link - units[i].backward_s);
+    exposed += overlap_exposed_seconds(gather(i + 1) + issued, units[i].backward_s, slowdown);
+    issued = 0;
+    // The unit's gradients join the bucket; a bucket they would overflow is reduce-scattered
+    // first (DeepSpeed), and without a bucket each unit's are at once (FSDP).
+    if (reduce_bucket_params > 0 && bucket > 0 && bucket + units[i].params > reduce_bucket_params) {
+      issued = coll(cost::Collective::reduce_scatter, bucket);
+      bucket = 0;
+    }
+    bucket += units[i].params;
+    if (reduce_bucket_params <= 0) {
+      issued = coll(cost::Collective::reduce_scatter, bucket);
+      bucket = 0;
+    }
   }
-  return exposed;
+  // What is still issued or in the bucket is reduce-scattered at the end of the backward, with
+  // no compute left to hide behind.
+  return exposed + issued + coll(cost::Collective::reduce_scatter, bucket);
 }
 
 }  // namespace infinipipe::plan

@@ -51,19 +51,29 @@ int64_t rank_static_bytes(const Plan& plan, const cost::CostModel& cm, const Mem
 double zero3_unit_collective_seconds(const cost::CostModel& cm, const Config& cfg, int32_t rank,
                                      cost::Collective op, double bytes);
 
-// Gather (and reduce-scatter) seconds the prefetch leaves exposed in a forward / a backward of
-// `chunk` on `stage` living on `rank`; 0 with ZeRO-1. With units u_0 … u_{n−1} in execution order,
-// gather g_i, compute c_i (backward: b_i) and reduce-scatter r_i:
-//   forward  = g_0 + Σ_{i≥1} max(0, g_i − c_{i−1})
-//   backward = g_0 + Σ_i max(0, g_{i+1} + r_{i−1} − b_i) + r_{n−1}
-// (the next gather and the previous reduce-scatter share the link while unit i computes).
-// Recompute inside the backward would hide more; it is not counted, so the charge is an upper
-// bound and the recompute solve's objective stays the recompute time alone.
+// What a collective of `comm_s` leaves exposed beside compute of `compute_s` on one GPU: both
+// run `slowdown` times slower while they overlap (cost/collective_table.h, overlap_slowdown), so
+// max(0, comm − compute) + (slowdown − 1)·min(comm, compute).
+double overlap_exposed_seconds(double comm_s, double compute_s, double slowdown);
+
+// ZeRO-3 as DeepSpeed and FSDP run it (docs/cost-model.md, "ZeRO-3 as its implementations run
+// it"): the gather and reduce-scatter seconds one unit's prefetch leaves exposed in a forward / a
+// backward of `chunk` on `stage` living on `rank`; 0 with ZeRO-1. Units u_0 … u_{n−1} in
+// execution order, gather g_i, compute c_i (backward: b_i), ov() = overlap_exposed_seconds:
+//   forward  = g_0 + Σ_{i≥1} ov(g_i, c_{i−1})
+//   backward = g_0 + Σ_i ov(g_{i+1} + R_i, b_i) + R_n + r(what the bucket still holds)
+// where R_i is the reduce-scatter issued after unit i−1: its own gradients without a bucket
+// (FSDP), or a bucket of `reduce_bucket_params` parameters when unit i−1's would overflow it
+// (DeepSpeed's reduce_bucket_size). Gathers and reduce-scatters share one NCCL stream (one
+// process group), so the next gather and the issued reduce-scatter add up. Recompute inside the
+// backward would hide more; it is not counted, so the charge is an upper bound and the recompute
+// solve's objective stays the recompute time alone.
 double zero3_forward_exposed_seconds(const cost::CostModel& cm, const Config& cfg,
                                      std::span<const cost::SliceShape> chunk,
                                      const cost::StageShape& stage, int32_t rank);
 double zero3_backward_exposed_seconds(const cost::CostModel& cm, const Config& cfg,
                                       std::span<const cost::SliceShape> chunk,
-                                      const cost::StageShape& stage, int32_t rank);
+                                      const cost::StageShape& stage, int32_t rank,
+                                      double reduce_bucket_params = 0);
 
 }  // namespace infinipipe::plan

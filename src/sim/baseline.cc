@@ -40,7 +40,8 @@ std::vector<std::vector<cost::SliceShape>> baseline_pack(std::span<const int64_t
 }
 
 double zero3_micro_batch_exposed(const cost::CostModel& g, const Config& cfg,
-                                 std::span<const cost::SliceShape> chunk) {
+                                 std::span<const cost::SliceShape> chunk,
+                                 double reduce_bucket_params) {
   Config whole = cfg;  // one stage of every layer, its ZeRO-3 group every device
   whole.parallel.zero_stage = 3;
   whole.parallel.pipeline_parallel = 1;
@@ -49,7 +50,7 @@ double zero3_micro_batch_exposed(const cost::CostModel& g, const Config& cfg,
   const cost::StageShape all{
       .num_layers = g.model().num_layers, .has_embedding = true, .has_lm_head = true};
   return plan::zero3_forward_exposed_seconds(g, whole, chunk, all, 0) +
-         plan::zero3_backward_exposed_seconds(g, whole, chunk, all, 0);
+         plan::zero3_backward_exposed_seconds(g, whole, chunk, all, 0, reduce_bucket_params);
 }
 
 int64_t zero3_static_bytes(const cost::CostModel& cm, int64_t devices) {

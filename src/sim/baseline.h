@@ -39,6 +39,10 @@ struct BaselineResult {
   int64_t memory_budget_bytes = 0;
   bool oom = false;
   std::string reason;  // why it does not fit
+  // A system that solves a plan per batch: the seconds its paper reports for one solve (a range),
+  // not in step_time_s where the paper runs it beside training; 0 for a static layout.
+  double solve_min_s = 0, solve_max_s = 0;
+  std::string solve_source;
 };
 
 // The paper's model sizes (§V-A, LLaMA 7B / 13B / 30B); a model takes the settings of the one
@@ -51,13 +55,16 @@ PaperModelSize paper_model_size(const ModelConfig& model);
 std::vector<std::vector<cost::SliceShape>> baseline_pack(std::span<const int64_t> lengths,
                                                          int64_t capacity);
 
-// ZeRO-3 over all devices as FSDP runs it: each unit (embedding, every layer, LM head) gathered
-// before its forward and again before its backward, its gradient reduce-scattered after, the next
-// unit prefetched while one computes, so what is not hidden is charged unit by unit — the same
-// model as EPP's --zero-stage 3 (plan::zero3_forward_exposed_seconds), over a group of every
-// device. `g` is the cost model of the group the micro-batch runs on (its per-device compute).
+// ZeRO-3 over all devices as DeepSpeed and FSDP run it: each unit (embedding, every layer, LM
+// head) gathered before its forward and again before its backward, the next unit prefetched while
+// one computes, the gradients reduce-scattered per unit (FSDP, `reduce_bucket_params` 0) or in
+// buckets of that many parameters (DeepSpeed), so what is not hidden is charged unit by unit —
+// the same model as EPP's --zero-stage 3 (plan::zero3_forward_exposed_seconds), over a group of
+// every device. `g` is the cost model of the group the micro-batch runs on (its per-device
+// compute).
 double zero3_micro_batch_exposed(const cost::CostModel& g, const Config& cfg,
-                                 std::span<const cost::SliceShape> chunk);
+                                 std::span<const cost::SliceShape> chunk,
+                                 double reduce_bucket_params = 0);
 // The bytes each device holds under ZeRO-3 over `devices`: its 1/n of the model states plus the
 // gathered parameters in flight (two layers being prefetched and the embedding / LM head).
 int64_t zero3_static_bytes(const cost::CostModel& cm, int64_t devices);

@@ -1,8 +1,8 @@
 // DeepSpeed-Ulysses + ZeRO-3 with a given degree. Per micro-batch on one sp group: the whole
 // model's forward, backward and recompute with the work split over sp devices, 4 all-to-alls per
 // layer and pass (data dependencies, on the critical path), and ZeRO-3's two parameter
-// all-gathers and one gradient reduce-scatter over all devices, prefetched so only the part
-// longer than the compute is exposed. The dp groups advance in lock step (ZeRO-3's collectives
+// all-gathers over all devices, prefetched a unit ahead, and its gradients reduce-scattered in
+// DeepSpeed's buckets, so only what compute does not hide (and the last bucket) is exposed. The dp groups advance in lock step (ZeRO-3's collectives
 // span them all), so a round costs its slowest micro-batch.
 #include "sim/baseline_deepspeed.h"
 
@@ -28,7 +28,8 @@ DeepSpeedSetting deepspeed_paper_setting(const ModelConfig& m, int64_t devices) 
 }
 
 SpMicroBatch sp_micro_batch(const cost::CostModel& cm, const Config& cfg, int64_t sp,
-                            std::span<const cost::SliceShape> chunk, int64_t R) {
+                            std::span<const cost::SliceShape> chunk, int64_t R,
+                            double reduce_bucket_params) {
   const ModelConfig& m = cm.model();
   const int64_t L = m.num_layers;
   const cost::CostModel g = cm.with_ulysses_degree(sp, cfg.cluster.devices_per_node);
@@ -45,7 +46,7 @@ SpMicroBatch sp_micro_batch(const cost::CostModel& cm, const Config& cfg, int64_
   r.compute += (busiest - 1) * g.attention_seconds(chunk) *
                (static_cast<double>(L) * (1 + c.backward_factor) +
                 static_cast<double>(R) * c.recompute_factor);
-  r.zero3_exposed = zero3_micro_batch_exposed(g, cfg, chunk);
+  r.zero3_exposed = zero3_micro_batch_exposed(g, cfg, chunk, reduce_bucket_params);
   r.activation_bytes =
       g.activation_bytes(chunk, all, R) +
       std::max(g.forward_transient_bytes(chunk, all), g.backward_transient_bytes(chunk, all, R));
@@ -74,7 +75,7 @@ BaselineResult simulate_deepspeed(const cost::CostModel& cm, const Config& cfg,
   const int64_t dp = n / sp;
   std::vector<SpMicroBatch> mbs;
   for (const auto& chunk : baseline_pack(batch, cap))
-    mbs.push_back(sp_micro_batch(cm, cfg, sp, chunk, R));
+    mbs.push_back(sp_micro_batch(cm, cfg, sp, chunk, R, kDeepSpeedReduceBucketParams));
   std::sort(mbs.begin(), mbs.end(), [](const SpMicroBatch& a, const SpMicroBatch& b) {
     return a.compute + a.alltoall > b.compute + b.alltoall;
   });

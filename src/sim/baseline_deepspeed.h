@@ -32,8 +32,15 @@ struct SpMicroBatch {
   double zero3_exposed = 0;  // ZeRO-3 over every device, per unit (zero3_micro_batch_exposed)
   int64_t activation_bytes = 0;
 };
+// DeepSpeed's default reduce_bucket_size (deepspeed/runtime/zero/config.py: 500,000,000
+// elements): ZeRO-3 reduce-scatters the gradients a bucket at a time.
+inline constexpr double kDeepSpeedReduceBucketParams = 5e8;
+
+// `reduce_bucket_params`: DeepSpeed's bucket (kDeepSpeedReduceBucketParams) or 0, a
+// reduce-scatter per unit as FSDP (FlexSP's Hetu-Galvatron) runs it.
 SpMicroBatch sp_micro_batch(const cost::CostModel& cm, const Config& cfg, int64_t sp,
-                            std::span<const cost::SliceShape> chunk, int64_t recompute_layers);
+                            std::span<const cost::SliceShape> chunk, int64_t recompute_layers,
+                            double reduce_bucket_params);
 
 // Throws ConfigError when the setting cannot run (sp does not divide the devices or exceeds the
 // heads, recompute outside [0, layers], capacity below the longest sequence).

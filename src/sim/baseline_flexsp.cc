@@ -49,7 +49,7 @@ FlexContext make_flex_context(const cost::CostModel& cm, const Config& cfg,
 SpMicroBatch one_chunk(const FlexContext& x, int64_t sp, std::span<const int64_t> lengths) {
   std::vector<cost::SliceShape> chunk;
   for (int64_t len : lengths) chunk.push_back({0, len});
-  return sp_micro_batch(x.cm, x.cfg, sp, chunk, x.setting.recompute_layers);
+  return sp_micro_batch(x.cm, x.cfg, sp, chunk, x.setting.recompute_layers, 0);  // FSDP
 }
 
 double sequence_cost(FlexContext& x, int64_t len, int64_t sp) {
@@ -146,6 +146,9 @@ FlexSpResult finish(const FlexContext& x, std::span<const int64_t> batch,
                     std::vector<FlexSpMicroBatch> mbs, bool fits) {
   FlexSpResult f;
   BaselineResult& r = f.result;
+  r.solve_min_s = kFlexSpSolveMinSeconds;
+  r.solve_max_s = kFlexSpSolveMaxSeconds;
+  r.solve_source = "FlexSP's MILP per batch on CPUs beside the training: its paper, §4.1.3, §5";
   const int64_t n = x.cfg.cluster.num_devices;
   int64_t act = 0;
   for (const FlexSpMicroBatch& mb : mbs) {
@@ -197,7 +200,7 @@ double lower_bound(const FlexContext& x, std::span<const int64_t> batch,
     double area = kNever, fastest = kNever;
     for (int64_t sp : sizes) {
       const SpMicroBatch mb =
-          sp_micro_batch(ideal, x.cfg, sp, std::span(&s, 1), x.setting.recompute_layers);
+          sp_micro_batch(ideal, x.cfg, sp, std::span(&s, 1), x.setting.recompute_layers, 0);
       const double t = mb.compute + mb.alltoall;
       area = std::min(area, static_cast<double>(sp) * t);
       fastest = std::min(fastest, t);

@@ -46,6 +46,12 @@ struct FlexSpMicroBatch {
   double time_s() const { return groups[slowest].time_s + zero_exposed_s; }
 };
 
+// FlexSP's solve per batch (arXiv 2412.01523 §4.1.3: "typically within 5-15 seconds, which can
+// be overlapped with the training time of one batch"; §5: solved on CPUs, several batches
+// concurrently, beside the training on GPUs). Our search is not its MILP, so its time is not
+// FlexSP's: the paper's is shown beside the step.
+inline constexpr double kFlexSpSolveMinSeconds = 5, kFlexSpSolveMaxSeconds = 15;
+
 struct FlexSpResult {
   BaselineResult result;
   std::vector<FlexSpMicroBatch> micro_batches;

@@ -234,5 +234,25 @@ TEST(CollectiveTable, BadRowsAreRefusedByName) {
   EXPECT_TRUE(has(error_of(j), "coefficients.collectives.intra.all_gather is missing"));
 }
 
+// The overlap slowdown travels with the table; a file without it (written before it) has none,
+// and a value below 1 (a speed-up) or past 4 is refused by name.
+TEST(CollectiveTable, OverlapSlowdownIsReadWrittenAndBounded) {
+  Calibration cal = calibration();
+  cal.coeffs.collectives.overlap_slowdown = 1.25;
+  const nlohmann::json good = nlohmann::json::parse(calibration_to_json(cal));
+  EXPECT_EQ(good["coefficients"]["collectives"]["overlap_slowdown"], 1.25);
+  EXPECT_EQ(calibration_from_json(good.dump(), "cal.json").coeffs.collectives.overlap_slowdown,
+            1.25);
+  nlohmann::json j = good;
+  j["coefficients"]["collectives"].erase("overlap_slowdown");
+  EXPECT_EQ(calibration_from_json(j.dump(), "cal.json").coeffs.collectives.overlap_slowdown, 1.0);
+  for (const nlohmann::json& bad : {nlohmann::json(0.5), nlohmann::json(4.5), nlohmann::json("x")}) {
+    j = good;
+    j["coefficients"]["collectives"]["overlap_slowdown"] = bad;
+    EXPECT_NE(error_of(j).find("coefficients.collectives.overlap_slowdown"), std::string::npos)
+        << bad.dump() << ": " << error_of(j);
+  }
+}
+
 }  // namespace
 }  // namespace infinipipe::cost

@@ -152,7 +152,8 @@ TEST(DeepSpeed, StepInClosedForm) {
   const double a2a = g.ulysses_alltoall_time(8192) * (2 * 4 + 4);
   const double compute =
       g.forward_time(chunk, kAll) + g.backward_time(chunk, kAll) + g.recompute_time(chunk, 4) - a2a;
-  const double zero = zero3_micro_batch_exposed(g, cfg, chunk);  // tests/sim/test_baseline_fsdp.cc
+  // DeepSpeed's buckets (tests/sim/test_baseline_fsdp.cc).
+  const double zero = zero3_micro_batch_exposed(g, cfg, chunk, kDeepSpeedReduceBucketParams);
   EXPECT_NEAR(r.compute_time_s, compute, 1e-12);
   EXPECT_NEAR(r.comm_exposed_s, a2a + zero, 1e-12);
   EXPECT_EQ(r.peak_memory_bytes, zero3_static_bytes(cm, 2) + g.activation_bytes(chunk, kAll, 4) +
@@ -166,7 +167,7 @@ TEST(DeepSpeed, UnevenHeadsPayTheBusiestDevice) {
   cfg.model.hidden_size = 768;
   const cost::CostModel cm = cost::CostModel::from_config(cfg);
   const std::vector<cost::SliceShape> chunk = {{0, 8192}};
-  const SpMicroBatch mb = sp_micro_batch(cm, cfg, 4, chunk, 0);
+  const SpMicroBatch mb = sp_micro_batch(cm, cfg, 4, chunk, 0, kDeepSpeedReduceBucketParams);
   const cost::CostModel g = cm.with_ulysses_degree(4, 0);
   const double a2a = g.ulysses_alltoall_time(8192) * 8;
   const double even = g.forward_time(chunk, kAll) + g.backward_time(chunk, kAll) - a2a;
@@ -193,7 +194,7 @@ TEST(FlexSp, StepIsTheSumOfEachMicroBatchsSlowestGroup) {
   ASSERT_EQ(f.micro_batches.size(), 2u);
   auto alone = [&](int64_t len) {  // one group's time for one sequence, from the DeepSpeed model
     const std::vector<cost::SliceShape> chunk = {{0, len}};
-    const SpMicroBatch mb = sp_micro_batch(cm, cfg, 8, chunk, 1);
+    const SpMicroBatch mb = sp_micro_batch(cm, cfg, 8, chunk, 1, 0);
     return std::pair{mb.compute + mb.alltoall, mb.compute};
   };
   double want = optimizer_seconds(cm, static_cast<double>(cm.model().params_total()) / 16);
