@@ -100,8 +100,9 @@ void calibration_collectives_read(const nlohmann::json& co, const std::string& w
            json_brief(span.key()));
   // Optional (files before it have none: no slowdown, as the CPU engine has).
   table.overlap_slowdown = 1.0;
-  table.overlap_source = "the calibration file";
+  table.overlap_source = "the calibration file gives none: 1";
   if (given.contains("overlap_slowdown")) {
+    table.overlap_source = "the calibration file";
     const std::string field = at + ".overlap_slowdown";
     const double v = json_number(given.at("overlap_slowdown"), field);
     if (!(v >= 1.0 && v <= kMostOverlapSlowdown))

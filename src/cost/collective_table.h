@@ -46,7 +46,7 @@ struct CollectiveTable {
   // kernels take SMs and memory bandwidth from the compute's); 1: no slowdown (the CPU engine,
   // whose collectives never overlap compute). Charged where ZeRO-3 hides its gathers.
   double overlap_slowdown = 1.0;
-  std::string overlap_source = "none measured: 1";
+  std::string overlap_source = "none: collectives that never overlap compute";
 
   const CollectiveCost& row(Collective op, bool inter_node) const;
   CollectiveCost& row(Collective op, bool inter_node);

@@ -146,7 +146,8 @@ double zero3_backward_exposed_seconds(const cost::CostModel& cm, const Config& c
     issued = 0;
     // The unit's gradients join the bucket; a bucket they would overflow is reduce-scattered
     // first (DeepSpeed), and without a bucket each unit's are at once (FSDP).
-    if (reduce_bucket_params > 0 && bucket > 0 && bucket + units[i].params > reduce_bucket_params) {
+    const bool overflows = bucket > 0 && bucket + units[i].params > reduce_bucket_params;
+    if (reduce_bucket_params > 0 && overflows) {
       issued = coll(cost::Collective::reduce_scatter, bucket);
       bucket = 0;
     }

@@ -2,8 +2,9 @@
 // model's forward, backward and recompute with the work split over sp devices, 4 all-to-alls per
 // layer and pass (data dependencies, on the critical path), and ZeRO-3's two parameter
 // all-gathers over all devices, prefetched a unit ahead, and its gradients reduce-scattered in
-// DeepSpeed's buckets, so only what compute does not hide (and the last bucket) is exposed. The dp groups advance in lock step (ZeRO-3's collectives
-// span them all), so a round costs its slowest micro-batch.
+// DeepSpeed's buckets, so only what compute does not hide (and the last bucket) is exposed. The dp
+// groups advance in lock step (ZeRO-3's collectives span them all), so a round costs its slowest
+// micro-batch.
 #include "sim/baseline_deepspeed.h"
 
 #include <algorithm>

@@ -246,7 +246,8 @@ TEST(CollectiveTable, OverlapSlowdownIsReadWrittenAndBounded) {
   nlohmann::json j = good;
   j["coefficients"]["collectives"].erase("overlap_slowdown");
   EXPECT_EQ(calibration_from_json(j.dump(), "cal.json").coeffs.collectives.overlap_slowdown, 1.0);
-  for (const nlohmann::json& bad : {nlohmann::json(0.5), nlohmann::json(4.5), nlohmann::json("x")}) {
+  for (const nlohmann::json& bad :
+       {nlohmann::json(0.5), nlohmann::json(4.5), nlohmann::json("x")}) {
     j = good;
     j["coefficients"]["collectives"]["overlap_slowdown"] = bad;
     EXPECT_NE(error_of(j).find("coefficients.collectives.overlap_slowdown"), std::string::npos)

@@ -79,7 +79,9 @@ void expect_gathers_as_closed_form(const Config& cfg, int32_t rank, double bw, d
   const double g = 7.0 / 8.0 * static_cast<double>(cfg.model.params_per_layer()) * 2.0 / bw +
                    7.0 * lat;
   const double k = cm.coefficients().collectives.overlap_slowdown;
-  const auto ov = [k](double m, double c) { return std::max(0.0, m - c) + (k - 1) * std::min(m, c); };
+  const auto ov = [k](double m, double c) {
+    return std::max(0.0, m - c) + (k - 1) * std::min(m, c);
+  };
   for (int64_t tokens : {8, 4096, 262144}) {
     const std::vector<cost::SliceShape> chunk = {{0, tokens}};
     const double c = cm.layer_seconds(chunk, cm.coefficients());
@@ -121,7 +123,9 @@ TEST(ModelStates, BucketedReduceScatterComesAtTheEndOfTheBackward) {
   const auto cm = cost::CostModel::from_config(cfg);
   const cost::StageShape mid{4, false, false};
   const double p = static_cast<double>(cfg.model.params_per_layer());
-  const auto coll = [&](double params) { return 7.0 / 8.0 * params * 2.0 / kIntraBw + 7.0 * kIntraLat; };
+  const auto coll = [&](double params) {
+    return 7.0 / 8.0 * params * 2.0 / kIntraBw + 7.0 * kIntraLat;
+  };
   for (int64_t tokens : {8, 262144}) {
     const std::vector<cost::SliceShape> chunk = {{0, tokens}};
     const double b = cm.coefficients().backward_factor * cm.layer_seconds(chunk, cm.coefficients());
