@@ -148,21 +148,19 @@ LinkProfile profile_links(int64_t max_bytes, int64_t repeats) {
   constexpr int kTries = 3;
   int tries = 0;
   for (bool fitted = peer < 0; !fitted && tries < kTries; ++tries) {
-    std::vector<int64_t> bytes;
     std::vector<double> secs;
     for (int64_t b : sizes) {
       Watchdog::Scope armed(watchdog, fmt::format("the link profile's ping-pong of {} bytes", b));
-      bytes.push_back(b);
       secs.push_back(ping_pong(comm.world(), p.rank, peer, b, repeats));
     }
     int ok = 0;
     if (p.rank == 0) {
-      const cost::LinkFit fit = cost::fit_link(bytes, secs);
+      const cost::LinkFit fit = cost::fit_link(sizes, secs);
       p.bandwidth = fit.bandwidth;
       p.latency_s = fit.latency_s;
       ok = fit.bandwidth > 0 ? 1 : 0;
       std::erase_if(p.samples, [](const LinkSample& x) { return x.kind == "p2p"; });
-      for (size_t i = 0; i < bytes.size(); ++i) p.samples.push_back({"p2p", bytes[i], 2, secs[i]});
+      for (size_t i = 0; i < sizes.size(); ++i) p.samples.push_back({"p2p", sizes[i], 2, secs[i]});
     }
     mpi_check(MPI_Bcast(&ok, 1, MPI_INT, 0, comm.world()), "profile broadcast");
     fitted = ok == 1;
