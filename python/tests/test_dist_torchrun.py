@@ -1,5 +1,6 @@
 """`torchrun --nproc_per_node N -m infinipipe.torch.train` trains as `mpirun -np N` does: the
-same flags at pp 2 give the same losses, iteration by iteration, under either launcher."""
+same flags at pp 2 give the same losses, iteration by iteration, under either launcher; the
+ranks of an mpirun job meet through a file that goes with the job, even a failed one."""
 
 import json
 import os
@@ -46,6 +47,32 @@ class Torchrun(unittest.TestCase):
             # Rank 1 writes its own metrics under either launcher.
             self.assertEqual(losses(os.path.join(tmp, "torchrun-rank00001.jsonl")),
                              losses(os.path.join(tmp, "mpirun-rank00001.jsonl")))
+
+
+# Rank 1 fails once the ranks have met; rank 0 ends without leaving the job cleanly.
+FAILED_JOB = """
+import os, sys
+from infinipipe.torch import distributed
+from infinipipe.torch.launch import launch_env
+launch = distributed.join("cpu")
+print(distributed._store_file(launch), flush=True)
+os._exit(1 if launch.rank == 1 else 0)
+"""
+
+
+class MpirunMeeting(unittest.TestCase):
+    def test_a_failed_jobs_meeting_file_goes_with_the_job(self):
+        # A file left behind would hold the failed job's addresses for the next job given the
+        # same id (mpirun's pid again), whose ranks would dial them and be refused.
+        with TempDir() as tmp:
+            r = mpirun(2, ["-c", FAILED_JOB], timeout=120, tmpdir=tmp)
+            self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+            paths = {line for line in r.stdout.splitlines() if "infinipipe-torch-" in line}
+            self.assertEqual(len(paths), 1, r.stdout + r.stderr)  # both ranks: one file
+            self.assertTrue(next(iter(paths)).startswith(tmp), paths)
+            self.assertFalse(os.path.exists(next(iter(paths))), paths)
+            left = [os.path.join(d, f) for d, _, files in os.walk(tmp) for f in files]
+            self.assertEqual(left, [])
 
 
 if __name__ == "__main__":

@@ -92,8 +92,8 @@ class TorchTrain(CorpusTestCase):
             "--trace-iterations", "1-4", "--timings", timings), tmpdir=tmp)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("done: 8 iterations", r.stdout)
-        # The ranks met through a file in TMPDIR; the run removes it.
-        self.assertEqual([f for f in os.listdir(tmp) if f.startswith("infinipipe-torch-")], [])
+        # The ranks met through a file in the job's session folder in TMPDIR; nothing is left.
+        self.assertEqual([f for _, _, files in os.walk(tmp) for f in files], [])
         loss = losses(os.path.join(run, "metrics.jsonl"))  # next to the traces, as train puts it
         self.assertEqual(sorted(loss), list(range(1, 9)))
         self.assertLess(loss[8], loss[1] - 0.3, loss)

@@ -2,8 +2,8 @@
 
 Launched by ``torchrun --nproc_per_node N`` (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 MASTER_PORT) or by ``mpirun -np N`` (OpenMPI's OMPI_COMM_WORLD_* variables; the ranks of one
-job meet through a file named after the job, so one host needs nothing else, and MASTER_ADDR /
-MASTER_PORT work across hosts as with torchrun). Without either, one process.
+job meet through a file in the job's session folder, so one host needs nothing else, and
+MASTER_ADDR / MASTER_PORT work across hosts as with torchrun). Without either, one process.
 
 Rank = stage x dp + replica by default (Megatron-LM's order and the C++ runtime's): the
 pipeline of replica r is ranks r, dp + r, 2 dp + r, ... With `--rank-placement pipelines` (or
@@ -34,9 +34,16 @@ def _store_file(launch: Launch) -> Optional[str]:
     e = os.environ
     if launch.launcher == "torchrun" or "MASTER_ADDR" in e:
         return None
-    # mpirun on one host: every rank of the job knows the job's id.
+    # In the job's session folder, which mpirun removes when the job ends, failed or not: a
+    # file a failed job left in TMPDIR would hold that job's addresses for the next job given
+    # the same id (ids repeat when mpirun's pid does), whose ranks would then dial them.
+    session = e.get("OMPI_FILE_LOCATION")
+    if session and os.path.isdir(os.path.dirname(session)):
+        return os.path.join(os.path.dirname(session), "infinipipe-torch-store")
+    # Elsewhere the job's id, with the random key mpirun draws for each job where it has one.
     job = e.get("PMIX_NAMESPACE") or e.get("OMPI_MCA_ess_base_jobid") or e.get("OMPI_COMM_WORLD_SIZE")
-    job = "".join(c if c.isalnum() else "_" for c in job)
+    key = e.get("OMPI_MCA_orte_precondition_transports", "")
+    job = "".join(c if c.isalnum() else "_" for c in job + key)
     return os.path.join(tempfile.gettempdir(), f"infinipipe-torch-{job}")
 
 
