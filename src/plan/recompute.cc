@@ -147,12 +147,20 @@ struct ProblemBuilder {
         pb.points.push_back(std::move(pt));
         continue;
       }
-      pt.fixed = fixed + dkv_total + sent_before;
+      // The buffers of the next slice's chunks (whose prev is this chunk) hold this chunk's
+      // context: its dK/dV (its item's transient) accumulate there, as schedule_memory_trace
+      // counts them. The backward consumes them.
+      int64_t consumed = 0;
+      for (const auto& [h, bytes] : dkv_held) {
+        const RecomputeItem& held = pb.items[h];
+        if (held.stage == act.stage && prev[held.chunk] == act.chunk) consumed += bytes;
+      }
+      const int64_t own = cm.dkv_buffer_bytes(shapes[act.chunk], sh);
+      pt.fixed = fixed + dkv_total - std::min(consumed, own) + sent_before;
       for (int32_t l : live) pt.terms.push_back({l, false});
       pt.terms.push_back({item, true});
       pb.points.push_back(std::move(pt));
       live.erase(std::remove(live.begin(), live.end(), item), live.end());
-      // This backward consumed the buffer of the next slice's chunk (whose prev is this chunk).
       for (auto it = dkv_held.begin(); it != dkv_held.end();) {
         const RecomputeItem& held = pb.items[it->first];
         if (held.stage == act.stage && prev[held.chunk] == act.chunk) {

@@ -110,25 +110,28 @@ MemoryTrace schedule_memory_trace(const Plan& plan, const cost::CostModel& cost,
         }
         step.after = live;
       } else {
-        // Non-final slices consume (and free at the end) the dK/dV buffer their sequence's later
-        // slices left behind; slices with context allocate the buffer for the earlier tokens.
-        int64_t freed = 0, fresh = 0;
-        for (const Slice& s : chunk.slices)
-          if (s.is_split()) {
-            auto it = pending_dkv.find(key(a.stage, s.seq));
-            if (it != pending_dkv.end()) {
-              freed += it->second;
-              pending_dkv.erase(it);
-            }
-          }
-        for (size_t k = 0; k < chunk.slices.size(); ++k)
-          if (chunk.slices[k].offset > 0) {
-            int64_t d = cost.dkv_buffer_bytes(std::span(&sh[k], 1), st);
-            fresh += d;
-            pending_dkv[key(a.stage, chunk.slices[k].seq)] += d;
-          }
+        // A slice with context needs dK/dV for the earlier tokens; its later slice's backward
+        // left them for a longer context, which holds this one's: they accumulate in place,
+        // and the slice's own part goes at its end. Only the last slice allocates, the first
+        // frees.
+        int64_t fresh = 0, change = 0;
+        for (size_t k = 0; k < chunk.slices.size(); ++k) {
+          const Slice& s = chunk.slices[k];
+          if (s.offset == 0 && !s.is_split()) continue;  // a whole sequence
+          const int64_t slot = key(a.stage, s.seq);
+          auto it = pending_dkv.find(slot);
+          const int64_t old = it == pending_dkv.end() ? 0 : it->second;
+          const int64_t need =
+              s.offset > 0 ? cost.dkv_buffer_bytes(std::span(&sh[k], 1), st) : 0;
+          fresh += std::max<int64_t>(0, need - old);
+          change += need - old;
+          if (need > 0)
+            pending_dkv[slot] = need;
+          else if (it != pending_dkv.end())
+            pending_dkv.erase(it);
+        }
         step.during = live + fresh + cost.backward_transient_bytes(sh, st, a.recompute_layers);
-        live += fresh - freed;
+        live += change;
         auto h = held.find(key(a.stage, a.chunk));
         if (h != held.end()) {
           live -= h->second;

@@ -116,6 +116,39 @@ TEST(ScheduleMemory, MessagesInFlightFollowTheUnitReplay) {
   EXPECT_GT(several, 0);
 }
 
+// A sequence in three slices on one stage, forwards then backwards: the tail's backward allocates
+// dK/dV for the 2a tokens before it; the middle slice's accumulates into that buffer (it holds
+// its a tokens of context) and allocates nothing, as the engine does (tests/profile); the first
+// slice's frees it. Charging the middle slice a second buffer left 512K-token sequences no K
+// that fits (issue 42's replica balance). The recompute problem sees the same peaks.
+TEST(ScheduleMemory, SlicesAccumulateDkvInTheBufferTheirLaterSliceLeft) {
+  const Config cfg = small_config(1);
+  const auto cm = cost::CostModel::from_config(cfg);
+  const int64_t a = 1024;
+  Plan p = testing::plan_from_chunks(cfg, {3 * a}, {{{0, 0, a}}, {{0, a, a}}, {{0, 2 * a, a}}});
+  schedule_build(p, Schedule::gpipe);
+  ASSERT_EQ(p.actions[0].size(), 6u);
+  const cost::StageShape st = stage_shape(p.stages[0]);
+  auto dkv = [&](int c) { return cm.dkv_buffer_bytes(p.chunks[c].shapes(), st); };
+  auto transient = [&](int c) { return cm.backward_transient_bytes(p.chunks[c].shapes(), st, 0); };
+  EXPECT_EQ(dkv(2), 2 * dkv(1));
+  EXPECT_EQ(dkv(0), 0);
+  const MemoryTrace t = schedule_memory_trace(p, cm, cfg);
+  const auto& steps = t.steps[0];
+  // Backwards in reverse slice order: actions 3 (tail), 4 (middle), 5 (first).
+  ASSERT_EQ(p.actions[0][3].chunk, 2);
+  ASSERT_EQ(p.actions[0][4].chunk, 1);
+  EXPECT_EQ(steps[3].during, steps[2].after + dkv(2) + transient(2));
+  EXPECT_EQ(steps[4].during, steps[3].after + transient(1));
+  EXPECT_EQ(steps[5].during, steps[4].after + transient(0));
+  // After each backward the buffer is the next backward's context: 2a, then a, then none.
+  const int64_t held_tail = steps[2].after - steps[1].after;
+  EXPECT_EQ(steps[3].after, steps[2].after - held_tail + dkv(2));
+  EXPECT_EQ(steps[5].after, t.static_bytes[0]);
+  const auto pb = recompute_problem(p, cm, plan_memory_context(cfg, 0), RecomputeTie::none);
+  EXPECT_EQ(recompute_peaks(pb, std::vector<int32_t>(pb.group_max.size(), 0)), t.peak);
+}
+
 // A forward builds each layer's whole stash before it drops a recomputed one, so recomputing
 // every layer of a stage peaks like recomputing all but one; the recompute problem agrees.
 TEST(ScheduleMemory, ForwardRecomputingEveryLayerPeaksLikeKeepingOne) {
