@@ -149,31 +149,27 @@ struct ProblemBuilder {
       }
       // The buffers of the next slice's chunks (whose prev is this chunk) hold this chunk's
       // context: its dK/dV (its item's transient) accumulate there, as schedule_memory_trace
-      // counts them. The backward consumes them.
+      // counts them. The backward consumes them and leaves its own context's.
       int64_t consumed = 0;
-      for (const auto& [h, bytes] : dkv_held) {
-        const RecomputeItem& held = pb.items[h];
-        if (held.stage == act.stage && prev[held.chunk] == act.chunk) consumed += bytes;
-      }
-      const int64_t own = cm.dkv_buffer_bytes(shapes[act.chunk], sh);
-      pt.fixed = fixed + dkv_total - std::min(consumed, own) + sent_before;
-      for (int32_t l : live) pt.terms.push_back({l, false});
-      pt.terms.push_back({item, true});
-      pb.points.push_back(std::move(pt));
-      live.erase(std::remove(live.begin(), live.end(), item), live.end());
       for (auto it = dkv_held.begin(); it != dkv_held.end();) {
         const RecomputeItem& held = pb.items[it->first];
         if (held.stage == act.stage && prev[held.chunk] == act.chunk) {
-          dkv_total -= it->second;
+          consumed += it->second;
           it = dkv_held.erase(it);
         } else {
           ++it;
         }
       }
+      dkv_total -= consumed;
+      const int64_t own = cm.dkv_buffer_bytes(shapes[act.chunk], sh);
+      pt.fixed = fixed + dkv_total + std::max<int64_t>(0, consumed - own) + sent_before;
+      for (int32_t l : live) pt.terms.push_back({l, false});
+      pt.terms.push_back({item, true});
+      pb.points.push_back(std::move(pt));
+      live.erase(std::remove(live.begin(), live.end(), item), live.end());
       if (prev[act.chunk] >= 0) {
-        const int64_t b = cm.dkv_buffer_bytes(shapes[act.chunk], sh);
-        dkv_held[item] = b;
-        dkv_total += b;
+        dkv_held[item] = own;
+        dkv_total += own;
       }
     }
   }
